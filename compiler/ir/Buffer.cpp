@@ -1,0 +1,59 @@
+#include "compiler/ir/Buffer.h"
+
+#include "compiler/ir/IR.h"
+#include "compiler/ir/IROperator.h"
+#include "compiler/support/Error.h"
+
+namespace tessel {
+
+Buffer Buffer::make(std::string name, DataType dtype, std::vector<Expr> shape, std::string scope,
+                    std::vector<Expr> strides, Expr elem_offset, int data_alignment,
+                    int offset_factor) {
+  user_check(!name.empty(), "Buffer") << "a buffer needs a name";
+  user_check(strides.empty() || strides.size() == shape.size(), "Buffer")
+      << "buffer '" << name << "' has " << shape.size() << " dimensions but " << strides.size()
+      << " strides";
+  user_check(offset_factor >= 1, "Buffer")
+      << "buffer '" << name << "': offset_factor must be at least 1, got " << offset_factor;
+  user_check(data_alignment >= 0, "Buffer")
+      << "buffer '" << name << "': data_alignment must not be negative";
+  for (const Expr &e : shape)
+    user_check(e.defined() && e.type().is_integer_like() && !e.type().is_bool(), "Buffer")
+        << "buffer '" << name << "': extents must be integers";
+  auto *n = new BufferNode;
+  n->data = Var(name, Handle());
+  n->name = std::move(name);
+  n->dtype = dtype;
+  n->shape = std::move(shape);
+  n->strides = std::move(strides);
+  if (!elem_offset.defined())
+    elem_offset = offset_factor == 1 ? Expr(0) : Expr(Var(n->name + "_elem_offset"));
+  n->elem_offset = std::move(elem_offset);
+  n->scope = std::move(scope);
+  n->data_alignment = data_alignment;
+  n->offset_factor = offset_factor;
+  return Buffer(n);
+}
+
+std::vector<Expr> Buffer::effective_strides() const {
+  if (!ptr_->strides.empty())
+    return ptr_->strides;
+  std::vector<Expr> strides(ndim());
+  Expr acc = make_const(ndim() ? ptr_->shape.back().type() : Int(32), 1);
+  for (size_t i = ndim(); i-- > 0;) {
+    strides[i] = acc;
+    acc = acc * ptr_->shape[i];
+  }
+  return strides;
+}
+
+Buffer Buffer::with_scope(const std::string &scope) const {
+  return make(name(), dtype(), ptr_->shape, scope, ptr_->strides, ptr_->elem_offset,
+              ptr_->data_alignment, ptr_->offset_factor);
+}
+
+Expr Buffer::load(const std::vector<Expr> &indices) const {
+  return BufferLoad::make(*this, indices);
+}
+
+} // namespace tessel
