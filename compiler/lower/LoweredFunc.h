@@ -1,0 +1,41 @@
+// The result of lowering: device kernels in flat IR with their launch configuration.
+//
+// See docs/IR_FORMS.md for the exact forms of the IR before and after storage flattening.
+#pragma once
+
+#include "compiler/ir/IR.h"
+
+#include <array>
+#include <string>
+#include <vector>
+
+namespace tessel {
+
+/// Grid and block sizes and dynamic shared memory of a kernel launch. Shapes are compile-time
+/// constants in tessel, so these are numbers.
+struct LaunchConfig {
+  std::array<int64_t, 3> grid{1, 1, 1};
+  std::array<int64_t, 3> block{1, 1, 1};
+  int64_t dynamic_shared_bytes = 0;
+
+  int64_t threads_per_block() const { return block[0] * block[1] * block[2]; }
+};
+
+/// One device kernel.
+struct LoweredFunc {
+  std::string name;
+  /// The kernel's parameters, in call order: global buffers (flat after storage flattening: one
+  /// dimension, the product of the tensor's shape; the original shape is in `arg_shapes`).
+  std::vector<Buffer> args;
+  std::vector<std::vector<int64_t>> arg_shapes;
+  /// The kernel body. Thread indices appear as AttrStmt(IterVar, "thread_extent", extent).
+  Stmt body;
+  LaunchConfig launch;
+};
+
+/// Everything one lower() call produced.
+struct LoweredModule {
+  std::vector<LoweredFunc> funcs;
+};
+
+} // namespace tessel
