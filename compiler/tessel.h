@@ -6,3 +6,5 @@
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
 #include "compiler/support/Error.h"
+#include "compiler/te/Compute.h"
+#include "compiler/te/Operation.h"

@@ -199,11 +199,14 @@ Expr BufferLoad::make(Buffer buffer, std::vector<Expr> indices) {
 Expr TensorLoad::make(Tensor tensor, std::vector<Expr> indices) {
   internal_check(tensor.defined()) << "TensorLoad of an undefined tensor";
   size_t ndim = tensor.ndim();
+  std::string hint = tensor.name() + "(";
+  for (size_t d = 0; d < ndim; ++d)
+    hint += (d ? ", i" : "i") + std::to_string(d);
+  hint += ")";
   user_check(indices.size() == ndim, "tensor indexing")
       << "tensor '" << tensor.name() << "' has " << ndim << " dimension" << (ndim == 1 ? "" : "s")
-      << " but was indexed with " << indices.size() << " index"
-      << (indices.size() == 1 ? "" : "es") << "; write " << tensor.name() << "(i0"
-      << (ndim > 1 ? ", ..., i" + std::to_string(ndim - 1) : "") << ")";
+      << " but was indexed with " << indices.size() << (indices.size() == 1 ? " index" : " indices")
+      << "; write " << hint;
   for (const Expr &i : indices) {
     check_int_index("tensor indexing", tensor.name(), i);
     user_check(i.type().is_scalar(), "tensor indexing")

@@ -2,12 +2,12 @@
 
 namespace tessel::detail {
 
-ErrorReport::ErrorReport(Kind kind, const char *context, const char *file, int line,
+ErrorReport::ErrorReport(Kind kind, const std::string &context, const char *file, int line,
                          const char *cond)
     : kind_(kind) {
   if (kind == User) {
     // Users read these: name the operation, not our source file.
-    if (context)
+    if (!context.empty())
       msg_ << context << ": ";
   } else {
     msg_ << "internal error at " << file << ":" << line;

@@ -34,7 +34,8 @@ namespace detail {
 class ErrorReport {
 public:
   enum Kind { User, Internal };
-  ErrorReport(Kind kind, const char *context, const char *file, int line, const char *cond);
+  ErrorReport(Kind kind, const std::string &context, const char *file, int line,
+              const char *cond);
   ErrorReport(const ErrorReport &) = delete;
   ErrorReport &operator=(const ErrorReport &) = delete;
 
@@ -73,7 +74,7 @@ private:
 /// Raise a tessel::InternalError unless `cond` holds.
 #define internal_check(cond)                                                                       \
   while (!(cond))                                                                                  \
-  TESSEL_ERROR_REPORT(Internal, nullptr, #cond)
+  TESSEL_ERROR_REPORT(Internal, "", #cond)
 
 /// Raise a tessel::InternalError.
-#define internal_error TESSEL_ERROR_REPORT(Internal, nullptr, nullptr)
+#define internal_error TESSEL_ERROR_REPORT(Internal, "", nullptr)

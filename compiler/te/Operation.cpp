@@ -1,0 +1,76 @@
+#include "compiler/te/Operation.h"
+
+#include "compiler/ir/IRPrinter.h"
+#include "compiler/ir/IRVisitor.h"
+
+#include <llvm/ADT/DenseSet.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <functional>
+
+namespace tessel {
+
+std::vector<Expr> ComputeOpNode::output_shape(int) const {
+  std::vector<Expr> shape;
+  for (const IterVar &iv : axis)
+    shape.push_back(iv->dom.extent);
+  return shape;
+}
+
+std::vector<Tensor> tensors_read(const Expr &e) {
+  std::vector<Tensor> out;
+  post_order_visit(e, [&](const IRNode *n) {
+    if (const auto *load = llvm::dyn_cast<TensorLoad>(n))
+      if (std::find(out.begin(), out.end(), load->tensor) == out.end())
+        out.push_back(load->tensor);
+  });
+  return out;
+}
+
+std::vector<Tensor> ComputeOpNode::input_tensors() const { return tensors_read(body); }
+
+std::vector<Operation> topological_order(const std::vector<Tensor> &outputs) {
+  std::vector<Operation> order;
+  llvm::DenseSet<const OperationNode *> visited;
+  std::function<void(const Operation &)> visit = [&](const Operation &op) {
+    if (!visited.insert(op.get()).second)
+      return;
+    for (const Tensor &t : op->input_tensors())
+      visit(t.op());
+    order.push_back(op);
+  };
+  for (const Tensor &t : outputs)
+    visit(t.op());
+  return order;
+}
+
+std::string to_string(const Operation &op) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  IRPrinter p(os);
+  if (const auto *ph = op.as<PlaceholderOpNode>()) {
+    os << "placeholder " << ph->name << "[";
+    for (size_t i = 0; i < ph->shape.size(); ++i) {
+      if (i)
+        os << ", ";
+      p.print(ph->shape[i]);
+    }
+    os << "] " << ph->dtype;
+  } else if (const auto *c = op.as<ComputeOpNode>()) {
+    os << "compute " << c->name << "[";
+    for (size_t i = 0; i < c->axis.size(); ++i) {
+      if (i)
+        os << ", ";
+      os << p.name_of(c->axis[i].var().get()) << ": ";
+      p.print(c->axis[i]->dom.extent);
+    }
+    os << "] " << c->body.type() << " = ";
+    p.print(c->body);
+  }
+  return os.str();
+}
+
+std::string to_string(const Tensor &t) { return to_string(t.op()); }
+std::ostream &operator<<(std::ostream &os, const Tensor &t) { return os << to_string(t); }
+
+} // namespace tessel
