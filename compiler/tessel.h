@@ -8,3 +8,5 @@
 #include "compiler/support/Error.h"
 #include "compiler/te/Compute.h"
 #include "compiler/te/Operation.h"
+#include "compiler/lower/Lower.h"
+#include "compiler/schedule/Schedule.h"

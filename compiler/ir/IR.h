@@ -299,7 +299,7 @@ namespace attr {
 inline constexpr const char *thread_extent = "thread_extent";         ///< node: IterVar
 inline constexpr const char *virtual_thread = "virtual_thread";       ///< node: IterVar
 inline constexpr const char *storage_scope = "storage_scope";         ///< node: buffer var
-inline constexpr const char *storage_alignment = "storage_alignment"; ///< node: buffer var
+inline constexpr const char *storage_align = "storage_align";         ///< node: Buffer
 inline constexpr const char *double_buffer_scope = "double_buffer_scope";
 inline constexpr const char *pragma_prefix = "pragma_";
 } // namespace attr

@@ -1,0 +1,154 @@
+#include "compiler/lower/InferBound.h"
+
+#include "compiler/ir/IROperator.h"
+#include "compiler/ir/IRPrinter.h"
+#include "compiler/ir/IRVisitor.h"
+#include "compiler/lower/IndexInterval.h"
+#include "compiler/support/Error.h"
+
+namespace tessel {
+
+bool needs_relax(const std::string &tag, const std::string &scope) {
+  if (scope == "global")
+    return true;
+  if (scope == "shared")
+    return tag.rfind("threadIdx", 0) == 0 || tag.rfind("vthread", 0) == 0;
+  return false;
+}
+
+namespace {
+
+size_t leaf_position(const StageNode *s, const IterVar &iv) {
+  for (size_t i = 0; i < s->leaf_iter_vars.size(); ++i)
+    if (s->leaf_iter_vars[i].same_as(iv))
+      return i;
+  internal_error << iv.name() << " is not a loop of " << s->op.name();
+}
+
+// What each loop variable ranges over while `consumer` reads `producer`, seen from the
+// producer's attach point (see the file comment of InferBound.h).
+VarIntervals consumer_env(const StageNode *producer, const StageNode *consumer,
+                          const DomainMap &dom) {
+  const StageNode *P = producer->attach_type == AttachType::Scope ? producer->attach_stage : nullptr;
+  VarIntervals env;
+  bool inside = true, reached = P == nullptr;
+  for (const StageNode *x = consumer; x;
+       x = x->attach_type == AttachType::Scope ? x->attach_stage : nullptr) {
+    size_t p_index = x == P ? leaf_position(x, producer->attach_ivar) : 0;
+    for (size_t i = 0; i < x->leaf_iter_vars.size(); ++i) {
+      const IterVar &iv = x->leaf_iter_vars[i];
+      bool in = x == P ? i > p_index : inside;
+      const IterVarAttr *a = x->find_attr(iv);
+      bool bound = a && a->bind_thread.defined();
+      if (in || (bound && needs_relax(a->bind_thread.thread_tag(), producer->scope)))
+        env[loop_var_of(x, iv).get()] = IndexInterval::constant(0, const_extent(dom, iv) - 1);
+    }
+    if (x == P) {
+      inside = false;
+      reached = true;
+    }
+    // The consumer (or a stage it sits in) must be inside P's attach loop.
+    if (P && x->attach_type == AttachType::Scope && x->attach_stage == P) {
+      size_t q = leaf_position(P, x->attach_ivar), p = leaf_position(P, producer->attach_ivar);
+      user_check(q >= p, "compute_at")
+          << "stage '" << producer->op.name() << "' is computed at '" << P->op.name() << "' loop '"
+          << producer->attach_ivar.name() << "', but its consumer '" << consumer->op.name()
+          << "' is computed at '" << P->op.name() << "' loop '" << x->attach_ivar.name()
+          << "', outside of it. Compute '" << producer->op.name() << "' at an outer loop.";
+    }
+  }
+  user_check(reached, "compute_at")
+      << "stage '" << producer->op.name() << "' is computed at '" << P->op.name()
+      << "', but its consumer '" << consumer->op.name() << "' is not computed inside '"
+      << P->op.name() << "'; compute '" << producer->op.name()
+      << "' at a stage whose loops enclose all its consumers";
+  return env;
+}
+
+// The region of `producer`'s output that `consumer` reads, per dimension.
+std::vector<std::optional<IndexInterval>> consumer_region(const StageNode *producer,
+                                                          const StageNode *consumer,
+                                                          const Expr &body,
+                                                          const DomainMap &dom,
+                                                          const ScheduleNode *sch) {
+  VarIntervals env = consumer_env(producer, consumer, dom);
+  llvm::DenseMap<const IterVarNode *, Expr> leaf_value;
+  for (const IterVar &iv : consumer->leaf_iter_vars)
+    leaf_value[iv.get()] = loop_var_of(consumer, iv);
+  VarMap root_value = pass_up_index(consumer, dom, leaf_value);
+  // Root variables stand for their values; loop variables keep their intervals from env.
+  size_t ndim = producer->op->output_shape(0).size();
+  std::vector<std::optional<IndexInterval>> region(ndim);
+  std::vector<bool> seen(ndim, false);
+  post_order_visit(body, [&](const IRNode *n) {
+    const auto *load = llvm::dyn_cast<TensorLoad>(n);
+    if (!load || stage_of(sch, load->tensor) != producer)
+      return;
+    for (size_t d = 0; d < ndim; ++d) {
+      std::optional<IndexInterval> iv =
+          eval_interval(substitute(load->indices[d], root_value), env);
+      if (!seen[d]) {
+        region[d] = iv;
+        seen[d] = true;
+      } else if (region[d] && iv) {
+        region[d] = union_interval(*region[d], *iv);
+      } else {
+        region[d] = std::nullopt;
+      }
+    }
+  });
+  return region;
+}
+
+} // namespace
+
+DomainMap infer_bound(const ScheduleNode *sch, const StageBodies &bodies) {
+  DomainMap dom;
+  for (auto it = sch->stages.rbegin(); it != sch->stages.rend(); ++it) {
+    const StageNode *s = it->get();
+    const auto *c = s->op.as<ComputeOpNode>();
+    if (!c || s->attach_type == AttachType::Inline)
+      continue;
+    std::vector<Expr> shape = c->output_shape(0);
+    std::vector<std::optional<IndexInterval>> region(shape.size());
+    if (s->is_output) {
+      for (size_t d = 0; d < shape.size(); ++d)
+        region[d] = IndexInterval::constant(0, *as_const_int(shape[d]) - 1);
+    } else {
+      auto cit = bodies.consumers.find(s);
+      user_check(cit != bodies.consumers.end() && !cit->second.empty(), "lower")
+          << "stage '" << s->op.name() << "' is computed but nothing reads it";
+      bool first = true;
+      for (const StageNode *consumer : cit->second) {
+        auto r = consumer_region(s, consumer, bodies.body.lookup(consumer), dom, sch);
+        for (size_t d = 0; d < shape.size(); ++d) {
+          if (first)
+            region[d] = r[d];
+          else if (region[d] && r[d])
+            region[d] = union_interval(*region[d], *r[d]);
+          else
+            region[d] = std::nullopt;
+        }
+        first = false;
+      }
+    }
+    for (size_t d = 0; d < shape.size(); ++d) {
+      int64_t n = *as_const_int(shape[d]);
+      IndexInterval iv = region[d].value_or(IndexInterval::constant(0, n - 1));
+      if (!iv.has_base()) {
+        iv.lo = std::max<int64_t>(iv.lo, 0);
+        iv.hi = std::min<int64_t>(iv.hi, n - 1);
+        internal_check(iv.lo <= iv.hi) << "empty region of " << s->op.name() << " dim " << d;
+      } else if (iv.extent() > n) {
+        iv.hi = iv.lo + n - 1;
+      }
+      dom[c->axis[d].get()] = Range(iv.min_expr(), Expr(static_cast<int>(iv.extent())));
+    }
+    for (const IterVar &r : c->reduce_axis)
+      dom[r.get()] = r->dom;
+    pass_down_domain(s, dom);
+  }
+  return dom;
+}
+
+} // namespace tessel

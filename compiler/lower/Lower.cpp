@@ -1,0 +1,151 @@
+#include "compiler/lower/Lower.h"
+
+#include "compiler/arith/Analyzer.h"
+#include "compiler/ir/IROperator.h"
+#include "compiler/ir/IRPrinter.h"
+#include "compiler/lower/InferBound.h"
+#include "compiler/lower/ScheduleOps.h"
+#include "compiler/lower/StageBodies.h"
+#include "compiler/support/Error.h"
+
+#include <llvm/ADT/StringExtras.h>
+#include <llvm/ADT/StringRef.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <cstdlib>
+
+namespace tessel {
+
+namespace {
+
+// Which steps to print after, from the options and TESSEL_PRINT_AFTER.
+class StepPrinter {
+public:
+  explicit StepPrinter(const LowerOptions &o)
+      : os_(o.print_stream ? *o.print_stream : llvm::errs()), names_(o.print_after) {
+    if (const char *env = std::getenv("TESSEL_PRINT_AFTER")) {
+      llvm::SmallVector<llvm::StringRef, 8> parts;
+      llvm::StringRef(env).split(parts, ',', -1, false);
+      for (llvm::StringRef p : parts)
+        names_.push_back(p.trim().str());
+    }
+    for (const std::string &n : names_) {
+      const auto &steps = lowering_steps();
+      user_check(n == "all" || std::find(steps.begin(), steps.end(), n) != steps.end(), "lower")
+          << "unknown step '" << n << "' to print after; the steps are: "
+          << llvm::join(steps, ", ") << " (or all)";
+    }
+  }
+
+  void after(const std::string &step, const Stmt &s) {
+    if (std::find(names_.begin(), names_.end(), "all") == names_.end() &&
+        std::find(names_.begin(), names_.end(), step) == names_.end())
+      return;
+    os_ << "// ---- IR after " << step << " ----\n" << s;
+    os_.flush();
+  }
+
+private:
+  llvm::raw_ostream &os_;
+  std::vector<std::string> names_;
+};
+
+} // namespace
+
+const std::vector<std::string> &lowering_steps() {
+  static const std::vector<std::string> steps = {"schedule_ops", "simplify"};
+  return steps;
+}
+
+LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
+                    const LowerOptions &options) {
+  const ScheduleNode *sch = s.get();
+  user_check(sch, "lower") << "the schedule is empty";
+  StepPrinter printer(options);
+
+  // Buffers: arguments in global memory, every other computed stage in its scope.
+  StageBuffers buffers;
+  llvm::DenseSet<const StageNode *> arg_stages;
+  std::vector<Buffer> arg_buffers;
+  std::vector<std::vector<int64_t>> arg_shapes;
+  for (const Tensor &t : args) {
+    StageNode *st = stage_of(sch, t);
+    user_check(st, "lower") << "argument '" << t.name() << "' is not part of the schedule";
+    user_check(st->attach_type != AttachType::Inline, "lower")
+        << "argument '" << t.name() << "' is inlined; an argument must be stored";
+    user_check(arg_stages.insert(st).second, "lower")
+        << "argument '" << t.name() << "' is listed twice";
+    user_check(st->scope == "global", "lower")
+        << "argument '" << t.name() << "' is stored in '" << st->scope
+        << "' scope; arguments live in global memory";
+    Buffer b = Buffer::make(t.name(), t.dtype(), t.shape(), "global");
+    buffers[st] = b;
+    arg_buffers.push_back(b);
+    std::vector<int64_t> shape;
+    for (const Expr &e : t.shape())
+      shape.push_back(*as_const_int(e));
+    arg_shapes.push_back(shape);
+  }
+  for (const auto &st : sch->stages) {
+    if (buffers.count(st.get()) || st->attach_type == AttachType::Inline)
+      continue;
+    user_check(!st->is_output, "lower")
+        << "output '" << st->op.name() << "' is not among the arguments; pass it to lower()";
+    user_check(st->op.as<ComputeOpNode>(), "lower")
+        << "input '" << st->op.name() << "' is read but not among the arguments; pass it to lower()";
+    buffers[st.get()] = Buffer::make(st->op.name(), st->op->output_dtype(0),
+                                     st->op->output_shape(0), st->scope);
+  }
+
+  StageBodies bodies = inline_stages(sch);
+  DomainMap dom = infer_bound(sch, bodies);
+
+  Stmt body = schedule_ops(sch, bodies, dom, buffers, arg_stages);
+  printer.after("schedule_ops", body);
+  body = arith::simplify(body);
+  printer.after("simplify", body);
+
+  LoweredFunc f;
+  f.name = options.name;
+  f.args = arg_buffers;
+  f.arg_shapes = arg_shapes;
+  f.body = body;
+  LoweredModule m;
+  m.funcs.push_back(std::move(f));
+  return m;
+}
+
+std::string to_string(const LoweredFunc &f) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  IRPrinter p(os, 1);
+  os << "kernel " << f.name << "(";
+  for (size_t i = 0; i < f.args.size(); ++i) {
+    if (i)
+      os << ", ";
+    os << p.name_of(f.args[i].get()) << ": " << f.args[i].dtype() << "[";
+    for (size_t d = 0; d < f.arg_shapes[i].size(); ++d)
+      os << (d ? ", " : "") << f.arg_shapes[i][d];
+    os << "]";
+  }
+  const LaunchConfig &l = f.launch;
+  os << ")\n  // grid (" << l.grid[0] << ", " << l.grid[1] << ", " << l.grid[2] << "), block ("
+     << l.block[0] << ", " << l.block[1] << ", " << l.block[2] << ")";
+  if (l.dynamic_shared_bytes)
+    os << ", dynamic shared " << l.dynamic_shared_bytes << " bytes";
+  os << "\n{\n";
+  p.print(f.body);
+  os << "}\n";
+  return os.str();
+}
+
+std::string to_string(const LoweredModule &m) {
+  std::string s;
+  for (const LoweredFunc &f : m.funcs)
+    s += to_string(f);
+  return s;
+}
+
+std::ostream &operator<<(std::ostream &os, const LoweredModule &m) { return os << to_string(m); }
+
+} // namespace tessel

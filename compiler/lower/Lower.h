@@ -1,0 +1,41 @@
+// lower(): from a schedule to device kernels in flat IR, through the passes in order.
+#pragma once
+
+#include "compiler/lower/LoweredFunc.h"
+#include "compiler/schedule/Schedule.h"
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace llvm {
+class raw_ostream;
+}
+
+namespace tessel {
+
+struct LowerOptions {
+  /// The kernel's name.
+  std::string name = "default_function";
+  /// Print the IR after these steps ("all" for every step). The environment variable
+  /// TESSEL_PRINT_AFTER=all|name[,name...] adds to this list.
+  std::vector<std::string> print_after;
+  /// Where to print; standard error when null.
+  llvm::raw_ostream *print_stream = nullptr;
+  /// Serial loops with at most this many iterations in all are unrolled (TVM's
+  /// tir.UnrollLoop auto_max_step); 0 unrolls only loops marked with unroll().
+  int auto_unroll_max_step = 0;
+};
+
+/// The names of the lowering steps, in order (for --print-after).
+const std::vector<std::string> &lowering_steps();
+
+/// Lowers `s` to kernels whose parameters are `args` (inputs and outputs, in call order).
+LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
+                    const LowerOptions &options = {});
+
+std::string to_string(const LoweredFunc &f);
+std::string to_string(const LoweredModule &m);
+std::ostream &operator<<(std::ostream &os, const LoweredModule &m);
+
+} // namespace tessel

@@ -1,0 +1,87 @@
+#include "compiler/lower/Relations.h"
+
+#include "compiler/ir/IROperator.h"
+#include "compiler/support/Error.h"
+
+namespace tessel {
+
+int64_t const_extent(const DomainMap &dom, const IterVar &iv) {
+  auto it = dom.find(iv.get());
+  internal_check(it != dom.end()) << "no range for " << iv.name();
+  auto v = as_const_int(it->second.extent);
+  internal_check(v) << "extent of " << iv.name() << " is not a constant";
+  return *v;
+}
+
+void pass_down_domain(const StageNode *s, DomainMap &dom) {
+  for (const IterVarRelation &rel : s->relations) {
+    if (const auto *sp = std::get_if<SplitRelation>(&rel)) {
+      int64_t e = const_extent(dom, sp->parent);
+      int64_t outer, inner;
+      if (sp->factor) {
+        inner = std::min(*sp->factor, e);
+        outer = (e + inner - 1) / inner;
+      } else {
+        outer = std::min(*sp->nparts, e);
+        inner = (e + outer - 1) / outer;
+      }
+      dom[sp->outer.get()] = Range(0, int(outer));
+      dom[sp->inner.get()] = Range(0, int(inner));
+    } else {
+      const auto &f = std::get<FuseRelation>(rel);
+      int64_t e = const_extent(dom, f.outer) * const_extent(dom, f.inner);
+      dom[f.fused.get()] = Range(0, int(e));
+    }
+  }
+}
+
+VarMap pass_up_index(const StageNode *s, const DomainMap &dom,
+                     const llvm::DenseMap<const IterVarNode *, Expr> &leaf_value,
+                     bool add_root_min) {
+  llvm::DenseMap<const IterVarNode *, Expr> value = leaf_value;
+  for (auto it = s->relations.rbegin(); it != s->relations.rend(); ++it) {
+    if (const auto *sp = std::get_if<SplitRelation>(&*it)) {
+      Expr o = value.lookup(sp->outer.get()), i = value.lookup(sp->inner.get());
+      internal_check(o.defined() && i.defined()) << "split of " << sp->parent.name();
+      int64_t f = const_extent(dom, sp->inner);
+      value[sp->parent.get()] = o * make_const(o.type(), f) + i;
+    } else {
+      const auto &f = std::get<FuseRelation>(*it);
+      Expr fused = value.lookup(f.fused.get());
+      internal_check(fused.defined()) << "fuse into " << f.fused.name();
+      Expr ext = make_const(fused.type(), const_extent(dom, f.inner));
+      value[f.outer.get()] = floordiv(fused, ext);
+      value[f.inner.get()] = floormod(fused, ext);
+    }
+  }
+  VarMap out;
+  for (const IterVar &root : root_iter_vars(s)) {
+    Expr v = value.lookup(root.get());
+    internal_check(v.defined()) << "no value for root axis " << root.name() << " of "
+                                << s->op.name();
+    const Expr &min = dom.lookup(root.get()).min;
+    out[root.var().get()] = (!add_root_min || is_zero(min)) ? v : min + v;
+  }
+  return out;
+}
+
+std::vector<IterVar> root_iter_vars(const StageNode *s) {
+  const auto *c = s->op.as<ComputeOpNode>();
+  internal_check(c) << "root axes of placeholder " << s->op.name();
+  std::vector<IterVar> out = c->axis;
+  out.insert(out.end(), c->reduce_axis.begin(), c->reduce_axis.end());
+  return out;
+}
+
+Var loop_var_of(const StageNode *s, const IterVar &leaf) {
+  if (const IterVarAttr *a = s->find_attr(leaf); a && a->bind_thread.defined())
+    return a->bind_thread.var();
+  return leaf.var();
+}
+
+bool is_reduce_leaf(const StageNode *, const IterVar &iv) {
+  // Split and fuse give their results the type of their inputs, so the type tells.
+  return iv.iter_type() == IterVarType::CommReduce;
+}
+
+} // namespace tessel

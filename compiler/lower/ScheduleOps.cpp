@@ -1,0 +1,285 @@
+#include "compiler/lower/ScheduleOps.h"
+
+#include "compiler/ir/IRMutator.h"
+#include "compiler/ir/IROperator.h"
+#include "compiler/ir/IRPrinter.h"
+#include "compiler/lower/IndexInterval.h"
+#include "compiler/support/Error.h"
+
+namespace tessel {
+
+namespace {
+
+constexpr const char *kLoopScope = "loop_scope";
+
+// Turns tensor reads into reads of the buffers that hold them.
+class TensorToBuffer : public IRMutator {
+public:
+  TensorToBuffer(const ScheduleNode *sch, const StageBuffers &buffers)
+      : sch_(sch), buffers_(buffers) {}
+  using IRMutator::mutate;
+
+protected:
+  Expr visit(const TensorLoad *op) override {
+    std::vector<Expr> idx;
+    mutate_all(op->indices, idx);
+    const StageNode *st = stage_of(sch_, op->tensor);
+    auto it = buffers_.find(st);
+    internal_check(it != buffers_.end()) << "no buffer for " << op->tensor.name();
+    return BufferLoad::make(it->second, idx);
+  }
+
+private:
+  const ScheduleNode *sch_;
+  const StageBuffers &buffers_;
+};
+
+class StageNestBuilder {
+public:
+  StageNestBuilder(const ScheduleNode *sch, const StageBodies &bodies, const DomainMap &dom,
+                   const StageBuffers &buffers, const VarIntervals &global_env)
+      : sch_(sch), bodies_(bodies), dom_(dom), buffers_(buffers), global_env_(global_env) {}
+
+  Stmt build(const StageNode *s) {
+    const auto *c = s->op.as<ComputeOpNode>();
+    const std::vector<IterVar> &leaves = s->leaf_iter_vars;
+    const Buffer &buf = buffers_.lookup(s);
+    Expr body = TensorToBuffer(sch_, buffers_).mutate(bodies_.body.lookup(s));
+
+    llvm::DenseMap<const IterVarNode *, Expr> leaf_value;
+    for (const IterVar &iv : leaves)
+      leaf_value[iv.get()] = loop_var_of(s, iv);
+    VarMap root_value = pass_up_index(s, dom_, leaf_value);
+    std::vector<Expr> data_idx;
+    for (const IterVar &iv : c->axis)
+      data_idx.push_back(root_value.lookup(iv.var().get()));
+
+    const Reduce *red = body.as<Reduce>();
+    if (!red) {
+      Stmt store = BufferStore::make(buf, substitute(body, root_value), data_idx);
+      store = guard(store, guards(s, c->axis, leaf_value));
+      return wrap_loops(s, leaves, 0, leaves.size(), store, true);
+    }
+
+    // The update runs over every loop from the first reduction loop inward; the init over the
+    // data-parallel loops among those, on fresh ".init" variables.
+    size_t k = 0;
+    while (k < leaves.size() && !is_reduce_leaf(s, leaves[k]))
+      ++k;
+    Expr source = substitute(red->source, root_value);
+    Expr cond = substitute(red->condition, root_value);
+    Expr update_value = Reduce::combine(red->combiner, BufferLoad::make(buf, data_idx), source);
+    Stmt update = BufferStore::make(buf, update_value, data_idx);
+    if (!is_one(cond))
+      update = IfThenElse::make(cond, update);
+    std::vector<IterVar> all_roots = c->axis;
+    all_roots.insert(all_roots.end(), c->reduce_axis.begin(), c->reduce_axis.end());
+    update = guard(update, guards(s, all_roots, leaf_value));
+    Stmt update_nest = wrap_loops(s, leaves, k, leaves.size(), update, true);
+
+    llvm::DenseMap<const IterVarNode *, Expr> init_value = leaf_value;
+    std::vector<IterVar> init_leaves;
+    for (size_t i = k; i < leaves.size(); ++i) {
+      if (is_reduce_leaf(s, leaves[i]))
+        continue;
+      IterVar iv = leaves[i];
+      Var v(iv.name() + ".init");
+      init_value[iv.get()] = v;
+      init_leaves.push_back(IterVar::make(dom_.lookup(iv.get()), v, IterVarType::DataPar));
+      init_of_[v.get()] = iv;
+    }
+    for (size_t i = k; i < leaves.size(); ++i)
+      if (is_reduce_leaf(s, leaves[i]))
+        init_value[leaves[i].get()] = make_zero(Int(32));
+    VarMap init_root = pass_up_index(s, dom_, init_value);
+    std::vector<Expr> init_idx;
+    for (const IterVar &iv : c->axis)
+      init_idx.push_back(init_root.lookup(iv.var().get()));
+    Stmt init = BufferStore::make(buf, Reduce::identity(red->combiner, red->type), init_idx);
+    init = guard(init, guards(s, c->axis, init_value));
+    Stmt init_nest = init;
+    for (size_t i = init_leaves.size(); i-- > 0;)
+      init_nest = make_loop(s, init_leaves[i], init_of_.lookup(init_leaves[i].var().get()),
+                            init_nest, false);
+    return wrap_loops(s, leaves, 0, k, Seq::make({init_nest, update_nest}), true);
+  }
+
+private:
+  // Conditions that keep a store inside the stage's range and the tensor's shape.
+  std::vector<Expr> guards(const StageNode *s, const std::vector<IterVar> &roots,
+                           const llvm::DenseMap<const IterVarNode *, Expr> &leaf_value) {
+    VarMap root_value = pass_up_index(s, dom_, leaf_value);
+    VarMap root_offset = pass_up_index(s, dom_, leaf_value, /*add_root_min=*/false);
+    // Loops of this nest that no other nest has (the ".init" copies) range over their leaf's.
+    VarIntervals env = global_env_;
+    for (const IterVar &iv : s->leaf_iter_vars)
+      if (const auto *v = leaf_value.lookup(iv.get()).as<Variable>(); v && !env.count(v))
+        env[v] = IndexInterval::constant(0, const_extent(dom_, iv) - 1);
+    std::vector<Expr> out;
+    const auto *c = s->op.as<ComputeOpNode>();
+    std::vector<Expr> shape = c->output_shape(0);
+    for (size_t r = 0; r < roots.size(); ++r) {
+      const IterVar &iv = roots[r];
+      const Range &range = dom_.lookup(iv.get());
+      Expr value = root_value.lookup(iv.var().get());
+      int64_t extent = *as_const_int(range.extent);
+      Expr offset = root_offset.lookup(iv.var().get());
+      // Overshoot of the leaf loops past the range (a split that does not divide).
+      auto off = eval_interval(offset, env);
+      if (!off || off->has_base() || off->hi >= extent)
+        out.push_back(offset < make_const(offset.type(), extent));
+      if (r >= c->axis.size() || is_zero(range.min))
+        continue;
+      // A region whose origin moves can reach past the tensor's edge.
+      int64_t n = *as_const_int(shape[r]);
+      auto lo = eval_interval(range.min, env);
+      if (!lo || lo->has_base() || lo->hi + extent > n)
+        out.push_back(value < make_const(value.type(), n));
+      if (!lo || lo->has_base() || lo->lo < 0)
+        out.push_back(value >= make_const(value.type(), 0));
+    }
+    return out;
+  }
+
+  static Stmt guard(Stmt s, const std::vector<Expr> &conds) {
+    if (conds.empty())
+      return s;
+    return IfThenElse::make(all(conds), std::move(s));
+  }
+
+  Stmt make_loop(const StageNode *s, const IterVar &loop_iv, const IterVar &attr_iv, Stmt body,
+                 bool with_marker) {
+    int64_t extent = const_extent(dom_, attr_iv);
+    if (with_marker)
+      body = AttrStmt::make(attr_iv, kLoopScope, Expr(0), body);
+    const IterVarAttr *a = s->find_attr(attr_iv);
+    Stmt loop;
+    if (a && a->bind_thread.defined() && with_marker) {
+      const IterVar &t = a->bind_thread;
+      if (t.thread_tag().rfind("vthread", 0) == 0)
+        loop = For::make(t.var(), 0, int(extent), ForKind::Unrolled, body);
+      else
+        loop = AttrStmt::make(t, attr::thread_extent, Expr(int(extent)), body);
+    } else {
+      ForKind kind = a ? a->for_kind : ForKind::Serial;
+      if (kind == ForKind::Vectorized)
+        user_check(extent <= 64, "vectorize")
+            << "stage '" << s->op.name() << "', axis '" << attr_iv.name() << "' has extent "
+            << extent << ", too long to vectorize; split it and vectorize the inner loop";
+      loop = For::make(loop_iv.var(), 0, int(extent), kind, body);
+    }
+    if (a)
+      for (const auto &[key, value] : a->pragmas)
+        loop = AttrStmt::make(attr_iv, std::string(attr::pragma_prefix) + key, value, loop);
+    return loop;
+  }
+
+  Stmt wrap_loops(const StageNode *s, const std::vector<IterVar> &leaves, size_t begin,
+                  size_t end, Stmt body, bool with_marker) {
+    for (size_t i = end; i-- > begin;)
+      body = make_loop(s, leaves[i], leaves[i], body, with_marker);
+    return body;
+  }
+
+  const ScheduleNode *sch_;
+  const StageBodies &bodies_;
+  const DomainMap &dom_;
+  const StageBuffers &buffers_;
+  const VarIntervals &global_env_;
+  llvm::DenseMap<const Variable *, IterVar> init_of_;
+};
+
+// Inserts a producer at the top of the body of the loop marked for `ivar`.
+class AttachInjector : public IRMutator {
+public:
+  AttachInjector(const IterVar &ivar, std::function<Stmt(Stmt)> inject)
+      : ivar_(ivar), inject_(std::move(inject)) {}
+  bool found = false;
+  using IRMutator::mutate;
+
+protected:
+  Stmt visit(const AttrStmt *op) override {
+    if (op->key == kLoopScope) {
+      if (const auto *iv = std::get_if<IterVar>(&op->node); iv && iv->same_as(ivar_)) {
+        internal_check(!found) << "two attach points for " << ivar_.name();
+        found = true;
+        return AttrStmt::make(op->node, op->key, op->value, inject_(op->body));
+      }
+    }
+    return IRMutator::visit(op);
+  }
+
+private:
+  IterVar ivar_;
+  std::function<Stmt(Stmt)> inject_;
+};
+
+class MarkerRemover : public IRMutator {
+protected:
+  Stmt visit(const AttrStmt *op) override {
+    if (op->key == kLoopScope)
+      return mutate(op->body);
+    return IRMutator::visit(op);
+  }
+};
+
+} // namespace
+
+Stmt schedule_ops(const ScheduleNode *sch, const StageBodies &bodies, const DomainMap &dom,
+                  const StageBuffers &buffers, const llvm::DenseSet<const StageNode *> &args) {
+  // Every loop of every stage over its full range: used to decide which guards are needed.
+  VarIntervals global_env;
+  for (const auto &st : sch->stages) {
+    if (!bodies.body.count(st.get()))
+      continue;
+    for (const IterVar &iv : st->leaf_iter_vars) {
+      IndexInterval r = IndexInterval::constant(0, const_extent(dom, iv) - 1);
+      Var v = loop_var_of(st.get(), iv);
+      auto it = global_env.find(v.get());
+      if (it != global_env.end())
+        r.hi = std::max(r.hi, it->second.hi);
+      global_env[v.get()] = r;
+    }
+  }
+
+  StageNestBuilder builder(sch, bodies, dom, buffers, global_env);
+  Stmt body;
+  for (auto it = sch->stages.rbegin(); it != sch->stages.rend(); ++it) {
+    const StageNode *s = it->get();
+    if (!bodies.body.count(s))
+      continue;
+    Stmt nest = builder.build(s);
+    const Buffer &buf = buffers.lookup(s);
+    if (s->double_buffer)
+      nest = AttrStmt::make(buf, attr::double_buffer_scope, Expr(1), nest);
+    auto pipeline = [&](Stmt consumer) -> Stmt {
+      Stmt seq = Seq::make({nest, consumer});
+      if (args.count(s))
+        return seq;
+      std::vector<Range> bounds;
+      for (const IterVar &iv : s->op.as<ComputeOpNode>()->axis)
+        bounds.push_back(dom.lookup(iv.get()));
+      Stmt realize = BufferRealize::make(buf, bounds, seq);
+      for (const StorageAlign &a : s->storage_aligns)
+        realize = AttrStmt::make(buf, attr::storage_align,
+                                 Call::make(Handle(), "tuple", {a.dim, a.factor, a.offset},
+                                            Call::PureIntrinsic),
+                                 realize);
+      return realize;
+    };
+    if (s->attach_type == AttachType::Scope) {
+      AttachInjector inject(s->attach_ivar, pipeline);
+      body = inject.mutate(body);
+      user_check(inject.found, "compute_at")
+          << "stage '" << s->op.name() << "' is computed at loop '" << s->attach_ivar.name()
+          << "' of stage '" << s->attach_stage->op.name()
+          << "', but that loop does not exist when lowering (is that stage inlined, or the loop "
+             "split or tensorized away?)";
+    } else {
+      body = pipeline(body);
+    }
+  }
+  return MarkerRemover().mutate(body);
+}
+
+} // namespace tessel

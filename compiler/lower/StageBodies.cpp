@@ -1,0 +1,76 @@
+#include "compiler/lower/StageBodies.h"
+
+#include "compiler/ir/IRMutator.h"
+#include "compiler/ir/IRVisitor.h"
+#include "compiler/ir/Substitute.h"
+#include "compiler/support/Error.h"
+
+namespace tessel {
+
+StageNode *stage_of(const ScheduleNode *sch, const Tensor &t) {
+  return sch->stage_map.lookup(t.op().get());
+}
+
+namespace {
+
+class Inliner : public IRMutator {
+public:
+  Inliner(const ScheduleNode *sch, const llvm::DenseMap<const StageNode *, Expr> &inlined)
+      : sch_(sch), inlined_(inlined) {}
+  using IRMutator::mutate;
+
+protected:
+  Expr visit(const TensorLoad *op) override {
+    Expr e = IRMutator::visit(op);
+    const auto *load = e.as<TensorLoad>();
+    const StageNode *st = stage_of(sch_, load->tensor);
+    if (!st || st->attach_type != AttachType::Inline)
+      return e;
+    const auto *c = st->op.as<ComputeOpNode>();
+    VarMap vmap;
+    for (size_t i = 0; i < c->axis.size(); ++i)
+      vmap[c->axis[i].var().get()] = load->indices[i];
+    return substitute(inlined_.lookup(st), vmap);
+  }
+  Expr visit(const Reduce *op) override {
+    Expr src = mutate(op->source), cond = mutate(op->condition);
+    if (src.same_as(op->source) && cond.same_as(op->condition))
+      return op;
+    return Reduce::make(op->combiner, src, op->axis, cond);
+  }
+
+private:
+  const ScheduleNode *sch_;
+  const llvm::DenseMap<const StageNode *, Expr> &inlined_;
+};
+
+} // namespace
+
+StageBodies inline_stages(const ScheduleNode *sch) {
+  llvm::DenseMap<const StageNode *, Expr> all;
+  StageBodies out;
+  // Stages are in topological order, so an inline stage's own body is ready before its readers.
+  for (const auto &st : sch->stages) {
+    const auto *c = st->op.as<ComputeOpNode>();
+    if (!c)
+      continue;
+    Expr body = Inliner(sch, all).mutate(c->body);
+    all[st.get()] = body;
+    if (st->attach_type == AttachType::Inline)
+      continue;
+    out.body[st.get()] = body;
+    post_order_visit(body, [&](const IRNode *n) {
+      const auto *load = llvm::dyn_cast<TensorLoad>(n);
+      if (!load)
+        return;
+      StageNode *producer = stage_of(sch, load->tensor);
+      internal_check(producer) << "tensor " << load->tensor.name() << " has no stage";
+      auto &cons = out.consumers[producer];
+      if (std::find(cons.begin(), cons.end(), st.get()) == cons.end())
+        cons.push_back(st.get());
+    });
+  }
+  return out;
+}
+
+} // namespace tessel

@@ -1,0 +1,520 @@
+#include "compiler/schedule/Schedule.h"
+
+#include "compiler/ir/IRMutator.h"
+#include "compiler/ir/IROperator.h"
+#include "compiler/ir/IRPrinter.h"
+#include "compiler/ir/Substitute.h"
+#include "compiler/support/Error.h"
+#include "compiler/te/Compute.h"
+
+#include <algorithm>
+
+namespace tessel {
+
+namespace {
+
+const std::vector<IterVar> &empty_axes() {
+  static const std::vector<IterVar> empty;
+  return empty;
+}
+
+std::string join_names(const std::vector<IterVar> &ivs) {
+  std::string s;
+  for (size_t i = 0; i < ivs.size(); ++i) {
+    if (i)
+      s += ", ";
+    s += ivs[i].name();
+  }
+  return s;
+}
+
+// The stage of the schedule that owns `iv`, if any (for error messages).
+const StageNode *owner_of(const ScheduleNode *sch, const IterVar &iv) {
+  for (const auto &st : sch->stages)
+    for (const IterVar &x : st->all_iter_vars)
+      if (x.same_as(iv))
+        return st.get();
+  return nullptr;
+}
+
+size_t leaf_index(const StageNode *s, const IterVar &iv) {
+  auto it = std::find_if(s->leaf_iter_vars.begin(), s->leaf_iter_vars.end(),
+                         [&](const IterVar &x) { return x.same_as(iv); });
+  return it - s->leaf_iter_vars.begin();
+}
+
+// `iv` must be a current loop of `s`; otherwise say whose axis it is or what became of it.
+void check_leaf(const StageNode *s, const IterVar &iv, const char *primitive) {
+  user_check(iv.defined(), primitive) << "stage '" << s->op.name() << "': the axis is undefined";
+  bool owned = std::any_of(s->all_iter_vars.begin(), s->all_iter_vars.end(),
+                           [&](const IterVar &x) { return x.same_as(iv); });
+  if (!owned) {
+    const StageNode *owner = owner_of(s->schedule, iv);
+    user_error(primitive) << "axis '" << iv.name() << "' is not an axis of stage '"
+                          << s->op.name() << "'"
+                          << (owner ? " (it belongs to stage '" + owner->op.name() + "')" : "")
+                          << ". The loops of '" << s->op.name() << "' are: "
+                          << join_names(s->leaf_iter_vars);
+  }
+  user_check(leaf_index(s, iv) < s->leaf_iter_vars.size(), primitive)
+      << "axis '" << iv.name() << "' of stage '" << s->op.name()
+      << "' was already split or fused away; use the axes that split/fuse returned. Its current "
+         "loops are: "
+      << join_names(s->leaf_iter_vars);
+}
+
+IterVar new_iter_var(const std::string &name, IterVarType type) {
+  return IterVar::make(Range(), Var(name), type);
+}
+
+// Replaces reads of the tensors in `from` by reads of `to` at the same indices.
+class TensorReplacer : public IRMutator {
+public:
+  TensorReplacer(std::vector<Tensor> from, Tensor to) : from_(std::move(from)), to_(std::move(to)) {}
+  using IRMutator::mutate;
+
+protected:
+  Expr visit(const TensorLoad *op) override {
+    Expr e = IRMutator::visit(op);
+    const auto *load = e.as<TensorLoad>();
+    if (std::find(from_.begin(), from_.end(), load->tensor) != from_.end())
+      return TensorLoad::make(to_, load->indices);
+    return e;
+  }
+  Expr visit(const Reduce *op) override {
+    // Reduce bodies are rebuilt with the same axes.
+    Expr src = mutate(op->source), cond = mutate(op->condition);
+    if (src.same_as(op->source) && cond.same_as(op->condition))
+      return op;
+    return Reduce::make(op->combiner, src, op->axis, cond);
+  }
+
+private:
+  std::vector<Tensor> from_;
+  Tensor to_;
+};
+
+// A ComputeOp like `op` with another body (same axes, so the user's axis handles stay valid).
+Operation with_body(const ComputeOpNode *op, Expr body) {
+  return Operation(new ComputeOpNode(op->name, op->axis, op->reduce_axis, std::move(body)));
+}
+
+std::unique_ptr<StageNode> make_stage(const Operation &op, ScheduleNode *sch) {
+  auto st = std::make_unique<StageNode>();
+  st->op = op;
+  st->origin_op = op;
+  st->schedule = sch;
+  if (const auto *c = op.as<ComputeOpNode>()) {
+    st->all_iter_vars = c->axis;
+    st->all_iter_vars.insert(st->all_iter_vars.end(), c->reduce_axis.begin(), c->reduce_axis.end());
+    st->leaf_iter_vars = st->all_iter_vars;
+  }
+  return st;
+}
+
+size_t stage_position(const ScheduleNode *sch, const StageNode *s) {
+  for (size_t i = 0; i < sch->stages.size(); ++i)
+    if (sch->stages[i].get() == s)
+      return i;
+  internal_error << "stage " << s->op.name() << " is not in its schedule";
+}
+
+// True if `consumer` reads, directly or through other stages, what `producer` computes.
+bool reads_transitively(const StageNode *consumer, const StageNode *producer) {
+  const ScheduleNode *sch = consumer->schedule;
+  std::vector<const StageNode *> work{consumer};
+  llvm::DenseMap<const StageNode *, bool> seen;
+  while (!work.empty()) {
+    const StageNode *s = work.back();
+    work.pop_back();
+    if (seen[s])
+      continue;
+    seen[s] = true;
+    for (const Tensor &t : s->op->input_tensors()) {
+      auto it = sch->stage_map.find(t.op().get());
+      if (it == sch->stage_map.end())
+        continue;
+      if (it->second == producer)
+        return true;
+      work.push_back(it->second);
+    }
+  }
+  return false;
+}
+
+} // namespace
+
+// ---- Stage accessors ------------------------------------------------------------------------
+
+const Operation &Stage::op() const { return n_->op; }
+const Operation &Stage::origin_op() const { return n_->origin_op; }
+const std::string &Stage::name() const { return n_->op.name(); }
+const std::vector<IterVar> &Stage::op_axis() const {
+  const auto *c = n_->op.as<ComputeOpNode>();
+  return c ? c->axis : empty_axes();
+}
+IterVar Stage::op_axis(int i) const {
+  const auto &ax = op_axis();
+  int n = static_cast<int>(ax.size());
+  user_check(i >= -n && i < n, "op_axis")
+      << "stage '" << name() << "' has " << n << " axes; index " << i << " is out of range";
+  return ax[i < 0 ? i + n : i];
+}
+const std::vector<IterVar> &Stage::reduce_axis() const {
+  const auto *c = n_->op.as<ComputeOpNode>();
+  return c ? c->reduce_axis : empty_axes();
+}
+void Stage::check_axis_count(size_t n) const {
+  user_check(op_axis().size() == n, "axes")
+      << "stage '" << name() << "' has " << op_axis().size() << " axes, not " << n;
+}
+const std::vector<IterVar> &Stage::leaf_iter_vars() const { return n_->leaf_iter_vars; }
+const std::vector<IterVarRelation> &Stage::relations() const { return n_->relations; }
+AttachType Stage::attach_type() const { return n_->attach_type; }
+StageNode *Stage::attach_stage() const { return n_->attach_stage; }
+const IterVar &Stage::attach_ivar() const { return n_->attach_ivar; }
+const std::string &Stage::scope() const { return n_->scope; }
+bool Stage::is_output() const { return n_->is_output; }
+
+// ---- Loop transformations -------------------------------------------------------------------
+
+static std::pair<IterVar, IterVar> do_split(StageNode *s, const IterVar &parent,
+                                            std::optional<int64_t> factor,
+                                            std::optional<int64_t> nparts) {
+  const char *prim = factor ? "split" : "split_nparts";
+  check_leaf(s, parent, prim);
+  int64_t v = factor ? *factor : *nparts;
+  user_check(v > 0, prim) << "stage '" << s->op.name() << "', axis '" << parent.name() << "': "
+                          << (factor ? "factor" : "nparts") << " must be positive, got " << v;
+  IterVar outer = new_iter_var(parent.name() + ".outer", parent.iter_type());
+  IterVar inner = new_iter_var(parent.name() + ".inner", parent.iter_type());
+  s->relations.push_back(SplitRelation{parent, outer, inner, factor, nparts});
+  s->all_iter_vars.push_back(outer);
+  s->all_iter_vars.push_back(inner);
+  size_t pos = leaf_index(s, parent);
+  s->leaf_iter_vars.erase(s->leaf_iter_vars.begin() + pos);
+  s->leaf_iter_vars.insert(s->leaf_iter_vars.begin() + pos, {outer, inner});
+  return {outer, inner};
+}
+
+std::pair<IterVar, IterVar> Stage::split(const IterVar &parent, int64_t factor) {
+  return do_split(n_, parent, factor, std::nullopt);
+}
+
+std::pair<IterVar, IterVar> Stage::split_nparts(const IterVar &parent, int64_t nparts) {
+  return do_split(n_, parent, std::nullopt, nparts);
+}
+
+IterVar Stage::fuse(const IterVar &outer, const IterVar &inner) {
+  check_leaf(n_, outer, "fuse");
+  check_leaf(n_, inner, "fuse");
+  size_t po = leaf_index(n_, outer), pi = leaf_index(n_, inner);
+  user_check(pi == po + 1, "fuse")
+      << "stage '" << name() << "': can only fuse adjacent loops, outer first; '" << outer.name()
+      << "' is loop " << po << " and '" << inner.name() << "' is loop " << pi
+      << ". Reorder them first.";
+  user_check(outer.iter_type() == inner.iter_type(), "fuse")
+      << "stage '" << name() << "': cannot fuse reduction axis with data-parallel axis ('"
+      << outer.name() << "', '" << inner.name() << "')";
+  IterVar fused = new_iter_var(outer.name() + "." + inner.name() + ".fused", outer.iter_type());
+  n_->relations.push_back(FuseRelation{outer, inner, fused});
+  n_->all_iter_vars.push_back(fused);
+  n_->leaf_iter_vars.erase(n_->leaf_iter_vars.begin() + po, n_->leaf_iter_vars.begin() + pi + 1);
+  n_->leaf_iter_vars.insert(n_->leaf_iter_vars.begin() + po, fused);
+  return fused;
+}
+
+IterVar Stage::fuse(const std::vector<IterVar> &axes) {
+  user_check(!axes.empty(), "fuse") << "stage '" << name() << "': nothing to fuse";
+  IterVar f = axes[0];
+  for (size_t i = 1; i < axes.size(); ++i)
+    f = fuse(f, axes[i]);
+  return f;
+}
+
+std::array<IterVar, 4> Stage::tile(const IterVar &x, const IterVar &y, int64_t x_factor,
+                                   int64_t y_factor) {
+  auto [xo, xi] = split(x, x_factor);
+  auto [yo, yi] = split(y, y_factor);
+  reorder({xo, yo, xi, yi});
+  return {xo, yo, xi, yi};
+}
+
+Stage &Stage::reorder(const std::vector<IterVar> &order) {
+  std::vector<size_t> positions;
+  for (size_t i = 0; i < order.size(); ++i) {
+    check_leaf(n_, order[i], "reorder");
+    for (size_t j = 0; j < i; ++j)
+      user_check(!order[j].same_as(order[i]), "reorder")
+          << "stage '" << name() << "': axis '" << order[i].name()
+          << "' is listed twice; list each loop once";
+    positions.push_back(leaf_index(n_, order[i]));
+  }
+  std::sort(positions.begin(), positions.end());
+  for (size_t i = 0; i < order.size(); ++i)
+    n_->leaf_iter_vars[positions[i]] = order[i];
+  return *this;
+}
+
+// ---- Annotations ----------------------------------------------------------------------------
+
+Stage &Stage::bind(const IterVar &iv, const IterVar &thread) {
+  check_leaf(n_, iv, "bind");
+  user_check(thread.defined() && thread.iter_type() == IterVarType::ThreadIndex, "bind")
+      << "stage '" << name() << "', axis '" << iv.name()
+      << "': bind to a thread axis made with thread_axis(\"threadIdx.x\") and the like";
+  user_check(iv.iter_type() != IterVarType::CommReduce, "bind")
+      << "stage '" << name() << "': reduction axis '" << iv.name()
+      << "' cannot be bound to a thread (cross-thread reductions are not supported)";
+  for (const auto &[node, attr] : n_->iter_var_attrs) {
+    if (node == iv.get() || !attr.bind_thread.defined())
+      continue;
+    user_check(attr.bind_thread.thread_tag() != thread.thread_tag(), "bind")
+        << "stage '" << name() << "': thread tag '" << thread.thread_tag()
+        << "' is already bound to another axis of this stage; bind each thread index once";
+  }
+  IterVarAttr &a = n_->attr(iv);
+  user_check(a.for_kind == ForKind::Serial, "bind")
+      << "stage '" << name() << "', axis '" << iv.name()
+      << "' is unrolled or vectorized and cannot also be bound to a thread";
+  a.bind_thread = thread;
+  return *this;
+}
+
+static Stage &set_for_kind(Stage &st, const IterVar &iv, ForKind kind, const char *prim) {
+  check_leaf(st.get(), iv, prim);
+  IterVarAttr &a = st.get()->attr(iv);
+  user_check(!a.bind_thread.defined(), prim)
+      << "stage '" << st.name() << "', axis '" << iv.name() << "' is bound to "
+      << a.bind_thread.thread_tag() << " and cannot also be " << prim << "d";
+  a.for_kind = kind;
+  return st;
+}
+
+Stage &Stage::unroll(const IterVar &iv) { return set_for_kind(*this, iv, ForKind::Unrolled, "unroll"); }
+Stage &Stage::vectorize(const IterVar &iv) {
+  user_check(!iv.defined() || iv.iter_type() != IterVarType::CommReduce, "vectorize")
+      << "stage '" << name() << "': reduction axis '" << iv.name() << "' cannot be vectorized";
+  return set_for_kind(*this, iv, ForKind::Vectorized, "vectorize");
+}
+Stage &Stage::parallel(const IterVar &iv) { return set_for_kind(*this, iv, ForKind::Parallel, "parallel"); }
+
+Stage &Stage::pragma(const IterVar &iv, const std::string &key, Expr value) {
+  check_leaf(n_, iv, "pragma");
+  user_check(!key.empty(), "pragma") << "stage '" << name() << "': a pragma needs a key";
+  n_->attr(iv).pragmas.emplace_back(key, std::move(value));
+  return *this;
+}
+
+Stage &Stage::tensorize(const IterVar &iv, std::shared_ptr<const TensorIntrin> intrin) {
+  check_leaf(n_, iv, "tensorize");
+  user_check(intrin != nullptr, "tensorize") << "stage '" << name() << "': no intrinsic given";
+  IterVarAttr &a = n_->attr(iv);
+  a.tensorize = intrin.get();
+  a.tensorize_holder = std::move(intrin);
+  return *this;
+}
+
+// ---- Placement and storage ------------------------------------------------------------------
+
+Stage &Stage::compute_at(Stage parent, const IterVar &scope) {
+  StageNode *p = parent.get();
+  user_check(p != n_, "compute_at") << "stage '" << name() << "' cannot be computed at itself";
+  user_check(!n_->is_output, "compute_at")
+      << "stage '" << name() << "' is an output of the schedule; outputs stay at the root";
+  user_check(n_->op.as<ComputeOpNode>(), "compute_at")
+      << "'" << name() << "' is a placeholder (an input); only computed stages can be placed";
+  check_leaf(p, scope, "compute_at");
+  user_check(reads_transitively(p, n_), "compute_at")
+      << "stage '" << p->op.name() << "' does not consume '" << name()
+      << "' (directly or through other stages); compute '" << name()
+      << "' at a stage that reads it";
+  for (StageNode *a = p; a; a = a->attach_type == AttachType::Scope ? a->attach_stage : nullptr)
+    user_check(a != n_, "compute_at")
+        << "computing '" << name() << "' at '" << p->op.name()
+        << "' would make a cycle of attachments: '" << p->op.name() << "' is itself computed at '"
+        << name() << "'";
+  n_->attach_type = AttachType::Scope;
+  n_->attach_stage = p;
+  n_->attach_ivar = scope;
+  return *this;
+}
+
+Stage &Stage::compute_inline() {
+  const auto *c = n_->op.as<ComputeOpNode>();
+  user_check(c, "compute_inline") << "'" << name() << "' is a placeholder and cannot be inlined";
+  user_check(!c->reduction(), "compute_inline")
+      << "stage '" << name() << "' is a reduction and cannot be inlined into its consumers";
+  user_check(!n_->is_output, "compute_inline")
+      << "stage '" << name() << "' is an output of the schedule and cannot be inlined";
+  n_->attach_type = AttachType::Inline;
+  n_->attach_stage = nullptr;
+  n_->attach_ivar = IterVar();
+  return *this;
+}
+
+Stage &Stage::compute_root() {
+  user_check(n_->op.as<ComputeOpNode>(), "compute_root")
+      << "'" << name() << "' is a placeholder (an input); only computed stages can be placed";
+  n_->attach_type = AttachType::Root;
+  n_->attach_stage = nullptr;
+  n_->attach_ivar = IterVar();
+  return *this;
+}
+
+Stage &Stage::set_scope(const std::string &scope) {
+  static const char *known[] = {"global", "shared", "local", "wmma.matrix_a", "wmma.matrix_b",
+                                "wmma.accumulator"};
+  user_check(std::find(std::begin(known), std::end(known), scope) != std::end(known), "set_scope")
+      << "stage '" << name() << "': unknown storage scope '" << scope
+      << "'; expected global, shared, local, wmma.matrix_a, wmma.matrix_b or wmma.accumulator";
+  user_check(!n_->is_output || scope == "global", "set_scope")
+      << "stage '" << name() << "' is an output and must stay in global memory";
+  n_->scope = scope;
+  return *this;
+}
+
+Stage &Stage::storage_align(const IterVar &axis, int factor, int offset) {
+  const auto &ax = op_axis();
+  auto it = std::find_if(ax.begin(), ax.end(), [&](const IterVar &x) { return x.same_as(axis); });
+  user_check(it != ax.end(), "storage_align")
+      << "stage '" << name() << "': '" << (axis.defined() ? axis.name() : "?")
+      << "' is not one of the stage's data axes (" << join_names(ax) << ")";
+  user_check(factor > 0 && offset >= 0 && offset < factor, "storage_align")
+      << "stage '" << name() << "': need factor > 0 and 0 <= offset < factor, got factor "
+      << factor << ", offset " << offset;
+  n_->storage_aligns.push_back({static_cast<int>(it - ax.begin()), factor, offset});
+  return *this;
+}
+
+Stage &Stage::double_buffer() {
+  user_check(n_->op.as<ComputeOpNode>() && !n_->is_output, "double_buffer")
+      << "stage '" << name() << "': only intermediate computed stages can be double-buffered";
+  n_->double_buffer = true;
+  return *this;
+}
+
+// ---- Schedule -------------------------------------------------------------------------------
+
+Schedule create_schedule(const std::vector<Tensor> &outputs) {
+  user_check(!outputs.empty(), "create_schedule") << "needs at least one output tensor";
+  auto sch = std::make_shared<ScheduleNode>();
+  sch->outputs = outputs;
+  for (const Operation &op : topological_order(outputs)) {
+    auto st = make_stage(op, sch.get());
+    sch->stage_map[op.get()] = st.get();
+    sch->stages.push_back(std::move(st));
+  }
+  for (const Tensor &t : outputs) {
+    StageNode *st = sch->stage_map.lookup(t.op().get());
+    user_check(st->op.as<ComputeOpNode>(), "create_schedule")
+        << "output '" << t.name() << "' is a placeholder; outputs must be computed tensors";
+    st->is_output = true;
+  }
+  return Schedule(std::move(sch));
+}
+
+Stage Schedule::operator[](const Operation &op) const {
+  internal_check(n_) << "using an empty schedule";
+  auto it = n_->stage_map.find(op.get());
+  user_check(it != n_->stage_map.end(), "Schedule")
+      << "tensor '" << (op.defined() ? op.name() : "?")
+      << "' is not part of this schedule (it is not needed by its outputs)";
+  return Stage(it->second);
+}
+
+Stage Schedule::operator[](const Tensor &t) const { return (*this)[t.op()]; }
+
+Stage Schedule::stage(const std::string &name) const {
+  std::string names;
+  for (const auto &st : n_->stages) {
+    if (st->op.name() == name || st->origin_op.name() == name)
+      return Stage(st.get());
+    names += (names.empty() ? "" : ", ") + st->op.name();
+  }
+  user_error("Schedule") << "no stage named '" << name << "'; the stages are: " << names;
+}
+
+std::vector<Stage> Schedule::stages() const {
+  std::vector<Stage> out;
+  for (const auto &st : n_->stages)
+    out.emplace_back(st.get());
+  return out;
+}
+
+Tensor Schedule::cache_read(const Tensor &t, const std::string &scope,
+                            const std::vector<Tensor> &readers) {
+  Stage src = (*this)[t];
+  user_check(!readers.empty(), "cache_read")
+      << "cache of '" << t.name() << "' needs at least one reader";
+  // The cache reads what t's stage computes now.
+  Tensor current = src.op().output(t.value_index());
+  std::vector<Expr> shape = t.shape();
+  std::vector<std::string> names;
+  for (size_t i = 0; i < shape.size(); ++i)
+    names.push_back("ax" + std::to_string(i));
+  Tensor cache = compute_from_vars(
+      shape, [&](const std::vector<Var> &v) { return current(std::vector<Expr>(v.begin(), v.end())); },
+      t.name() + "." + scope, names);
+
+  TensorReplacer replace({t, current}, cache);
+  for (const Tensor &r : readers) {
+    Stage rs = (*this)[r];
+    const auto *c = rs.op().as<ComputeOpNode>();
+    user_check(c, "cache_read") << "reader '" << r.name() << "' is a placeholder";
+    Expr body = replace.mutate(c->body);
+    user_check(!body.same_as(c->body), "cache_read")
+        << "'" << r.name() << "' does not read '" << t.name() << "'; list only its readers";
+    rs.get()->op = with_body(c, body);
+    n_->stage_map[rs.get()->op.get()] = rs.get();
+  }
+  auto st = make_stage(cache.op(), n_.get());
+  StageNode *raw = st.get();
+  n_->stage_map[cache.op().get()] = raw;
+  n_->stages.insert(n_->stages.begin() + stage_position(n_.get(), src.get()) + 1, std::move(st));
+  Stage(raw).set_scope(scope);
+  return cache;
+}
+
+Tensor Schedule::cache_write(const Tensor &t, const std::string &scope) {
+  Stage st = (*this)[t];
+  Operation old = st.op(); // keeps `c` alive while the stage's op is replaced below
+  const auto *c = old.as<ComputeOpNode>();
+  user_check(c, "cache_write") << "'" << t.name() << "' is a placeholder; it has nothing to cache";
+  user_check(st.relations().empty() && st.attach_type() == AttachType::Root, "cache_write")
+      << "stage '" << t.name() << "' is already scheduled; call cache_write before scheduling it";
+  // The cache computes the original body over fresh data axes ("n.c") and the same reduce axes,
+  // so the user's reduce axes can still be split on the cache stage (the seed splits ic).
+  VarMap vmap;
+  std::vector<IterVar> axis;
+  for (const IterVar &iv : c->axis) {
+    Var v(iv.name() + ".c");
+    vmap[iv.var().get()] = v;
+    axis.push_back(IterVar::make(iv->dom, v, IterVarType::DataPar));
+  }
+  Expr body = substitute(c->body, vmap);
+  Operation cache_op(new ComputeOpNode(t.name() + "." + scope, axis, c->reduce_axis, body));
+  Tensor cache = cache_op.output(0);
+
+  std::vector<Expr> idx;
+  for (const IterVar &iv : c->axis)
+    idx.push_back(iv.var());
+  StageNode *sn = st.get();
+  sn->op = Operation(new ComputeOpNode(c->name, c->axis, {}, cache(idx)));
+  n_->stage_map[sn->op.get()] = sn;
+  sn->all_iter_vars = c->axis;
+  sn->leaf_iter_vars = c->axis;
+
+  auto cs = make_stage(cache_op, n_.get());
+  StageNode *raw = cs.get();
+  n_->stage_map[cache_op.get()] = raw;
+  n_->stages.insert(n_->stages.begin() + stage_position(n_.get(), sn), std::move(cs));
+  Stage(raw).set_scope(scope);
+  return cache;
+}
+
+std::string describe(const StageNode *s) {
+  return "stage '" + s->op.name() + "' (loops: " + join_names(s->leaf_iter_vars) + ")";
+}
+
+} // namespace tessel

@@ -1,0 +1,207 @@
+// Schedules: how to compute what the DSL defined.
+//
+// A Schedule has one Stage per operation. Scheduling primitives record loop transformations
+// (split, fuse, reorder), placement (compute_at / compute_inline / compute_root), storage
+// (cache_read / cache_write, set_scope, storage_align, double_buffer) and annotations (bind,
+// unroll, vectorize, pragma) on stages. Nothing is applied until lower(): relations between
+// iteration variables are recorded as in TVM and resolved by bound inference.
+//
+//   Schedule s = create_schedule({C});
+//   auto [io, ii] = s[C].split(s[C].op_axis(0), 16);
+//   s[C].bind(io, thread_axis("blockIdx.x"));
+#pragma once
+
+#include "compiler/ir/IR.h"
+#include "compiler/te/Operation.h"
+
+#include <llvm/ADT/DenseMap.h>
+
+#include <array>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace tessel {
+
+class ScheduleNode;
+class StageNode;
+struct TensorIntrin;
+
+/// parent = outer * factor + inner. Exactly one of factor / nparts is set.
+struct SplitRelation {
+  IterVar parent, outer, inner;
+  std::optional<int64_t> factor, nparts;
+};
+/// fused = outer * extent(inner) + inner.
+struct FuseRelation {
+  IterVar outer, inner, fused;
+};
+using IterVarRelation = std::variant<SplitRelation, FuseRelation>;
+
+enum class AttachType : uint8_t {
+  Root,   ///< its own loop nest at the top of the kernel
+  Inline, ///< substituted into its consumers
+  Scope,  ///< inside a loop of another stage (compute_at)
+};
+
+/// Per-IterVar annotations of a stage.
+struct IterVarAttr {
+  ForKind for_kind = ForKind::Serial; ///< Serial, Unrolled, Vectorized or Parallel
+  IterVar bind_thread;                ///< the thread axis this loop is bound to, if any
+  std::vector<std::pair<std::string, Expr>> pragmas;
+  const TensorIntrin *tensorize = nullptr; ///< the intrinsic replacing the loops from here in
+  std::shared_ptr<const TensorIntrin> tensorize_holder;
+};
+
+/// One stage of a schedule: the loops and placement of one operation.
+class Stage {
+public:
+  explicit Stage(StageNode *n) : n_(n) {}
+
+  /// The operation this stage computes now (cache_read/cache_write may have rewritten it).
+  const Operation &op() const;
+  /// The operation the stage was created for.
+  const Operation &origin_op() const;
+  const std::string &name() const;
+  /// The data-parallel axes of the operation (empty for placeholders), i.e. TVM's op.axis.
+  const std::vector<IterVar> &op_axis() const;
+  /// op_axis()[i]; a negative i counts from the end, as in Python.
+  IterVar op_axis(int i) const;
+  /// The reduction axes of the operation, i.e. TVM's op.reduce_axis.
+  const std::vector<IterVar> &reduce_axis() const;
+  /// The data-parallel axes as an array, for structured bindings: auto [i, j] = s[C].axes<2>().
+  template <size_t N> std::array<IterVar, N> axes() const {
+    std::array<IterVar, N> out;
+    check_axis_count(N);
+    for (size_t i = 0; i < N; ++i)
+      out[i] = op_axis()[i];
+    return out;
+  }
+  /// The loops of this stage from outermost to innermost.
+  const std::vector<IterVar> &leaf_iter_vars() const;
+  const std::vector<IterVarRelation> &relations() const;
+  AttachType attach_type() const;
+  /// For AttachType::Scope: the stage and loop this stage is computed in.
+  StageNode *attach_stage() const;
+  const IterVar &attach_ivar() const;
+  const std::string &scope() const;
+  bool is_output() const;
+
+  /// Splits `parent` into (outer, inner) with inner of extent `factor`.
+  std::pair<IterVar, IterVar> split(const IterVar &parent, int64_t factor);
+  /// Splits `parent` into (outer, inner) with outer of extent `nparts`.
+  std::pair<IterVar, IterVar> split_nparts(const IterVar &parent, int64_t nparts);
+  /// Fuses two adjacent loops, outer then inner, into one.
+  IterVar fuse(const IterVar &outer, const IterVar &inner);
+  /// Fuses adjacent loops, outermost first.
+  IterVar fuse(const std::vector<IterVar> &axes);
+  /// Tiles (x, y) into (x.outer, y.outer, x.inner, y.inner), in that loop order.
+  std::array<IterVar, 4> tile(const IterVar &x, const IterVar &y, int64_t x_factor,
+                              int64_t y_factor);
+  /// Puts the given loops in this relative order; loops not listed keep their places.
+  Stage &reorder(const std::vector<IterVar> &order);
+  /// Runs the loop `iv` on the thread index `thread` (made with thread_axis).
+  Stage &bind(const IterVar &iv, const IterVar &thread);
+  /// Computes this stage inside loop `scope` of `parent`.
+  Stage &compute_at(Stage parent, const IterVar &scope);
+  /// Substitutes this stage's expression into its consumers; it gets no loops or storage.
+  Stage &compute_inline();
+  /// Computes this stage in its own loop nest at the top of the kernel.
+  Stage &compute_root();
+  /// Stores this stage's result in `scope` ("global", "shared", "local", "wmma.*").
+  Stage &set_scope(const std::string &scope);
+  /// Pads the stride of the dimension of `axis` so that stride % factor == offset.
+  Stage &storage_align(const IterVar &axis, int factor, int offset);
+  /// Double-buffers this stage's storage so loading the next tile overlaps computing on this one.
+  Stage &double_buffer();
+  Stage &unroll(const IterVar &iv);
+  Stage &vectorize(const IterVar &iv);
+  Stage &parallel(const IterVar &iv);
+  Stage &pragma(const IterVar &iv, const std::string &key, Expr value = Expr(1));
+  /// Replaces the loops from `iv` inward by the tensor intrinsic's body.
+  Stage &tensorize(const IterVar &iv, std::shared_ptr<const TensorIntrin> intrin);
+
+  StageNode *get() const { return n_; }
+  bool operator==(const Stage &o) const { return n_ == o.n_; }
+
+private:
+  void check_axis_count(size_t n) const;
+  StageNode *n_;
+};
+
+/// A storage_align request on a dimension of a stage's buffer.
+struct StorageAlign {
+  int dim;
+  int factor;
+  int offset;
+};
+
+class StageNode {
+public:
+  Operation op;
+  Operation origin_op;
+  std::vector<IterVar> all_iter_vars;
+  std::vector<IterVar> leaf_iter_vars;
+  std::vector<IterVarRelation> relations;
+  llvm::DenseMap<const IterVarNode *, IterVarAttr> iter_var_attrs;
+  AttachType attach_type = AttachType::Root;
+  StageNode *attach_stage = nullptr;
+  IterVar attach_ivar;
+  std::string scope = "global";
+  bool is_output = false;
+  bool double_buffer = false;
+  std::vector<StorageAlign> storage_aligns;
+  ScheduleNode *schedule = nullptr;
+
+  /// The annotations of `iv` (created empty on first use).
+  IterVarAttr &attr(const IterVar &iv) { return iter_var_attrs[iv.get()]; }
+  const IterVarAttr *find_attr(const IterVar &iv) const {
+    auto it = iter_var_attrs.find(iv.get());
+    return it == iter_var_attrs.end() ? nullptr : &it->second;
+  }
+};
+
+class ScheduleNode {
+public:
+  std::vector<Tensor> outputs;
+  /// In topological order: producers before consumers.
+  std::vector<std::unique_ptr<StageNode>> stages;
+  /// Both the origin and the current operation of each stage map to it.
+  llvm::DenseMap<const OperationNode *, StageNode *> stage_map;
+};
+
+class Schedule {
+public:
+  Schedule() = default;
+  explicit Schedule(std::shared_ptr<ScheduleNode> n) : n_(std::move(n)) {}
+
+  /// The stage computing `t` (or the stage cache_read / cache_write made for it).
+  Stage operator[](const Tensor &t) const;
+  Stage operator[](const Operation &op) const;
+  /// The stage named `name`; tessel::Error if there is none.
+  Stage stage(const std::string &name) const;
+  std::vector<Stage> stages() const;
+  const std::vector<Tensor> &outputs() const { return n_->outputs; }
+
+  /// A stage that copies `t` into `scope` for `readers`, which then read the copy.
+  Tensor cache_read(const Tensor &t, const std::string &scope, const std::vector<Tensor> &readers);
+  /// A stage that computes `t` in `scope`; `t` becomes a copy from it.
+  Tensor cache_write(const Tensor &t, const std::string &scope);
+
+  ScheduleNode *get() const { return n_.get(); }
+
+private:
+  std::shared_ptr<ScheduleNode> n_;
+};
+
+/// A schedule with one stage (at the root, in global memory) per operation `outputs` need.
+Schedule create_schedule(const std::vector<Tensor> &outputs);
+
+/// A description of a stage and its loops for error messages and debugging:
+/// "stage 'C' (loops: i.outer, j.outer, i.inner, j.inner)".
+std::string describe(const StageNode *s);
+
+} // namespace tessel

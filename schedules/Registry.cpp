@@ -1,0 +1,67 @@
+#include "schedules/Registry.h"
+
+#include "compiler/support/Error.h"
+#include "schedules/Conv2dTensorCoreTutorial.h"
+#include "schedules/Gemm.h"
+
+#include <llvm/ADT/StringExtras.h>
+#include <llvm/ADT/StringRef.h>
+
+namespace tessel {
+
+const std::map<std::string, ScheduleEntry> &schedule_registry() {
+  static const std::map<std::string, ScheduleEntry> registry = [] {
+    std::map<std::string, ScheduleEntry> r;
+    for (ScheduleEntry e : {gemm_naive_entry(), gemm_shared_entry(),
+                            conv2d_tensorcore_tutorial_entry()})
+      r.emplace(e.name, std::move(e));
+    return r;
+  }();
+  return registry;
+}
+
+const ScheduleEntry &find_schedule(const std::string &name) {
+  const auto &reg = schedule_registry();
+  auto it = reg.find(name);
+  if (it == reg.end()) {
+    std::string names;
+    for (const auto &[n, e] : reg)
+      names += (names.empty() ? "" : ", ") + n;
+    user_error("schedules") << "no schedule named '" << name << "'; the registered ones are: "
+                            << names;
+  }
+  return it->second;
+}
+
+ShapeParams resolve_shape(const ScheduleEntry &entry, const ShapeParams &overrides) {
+  ShapeParams shape = entry.default_shape;
+  for (const auto &[k, v] : overrides) {
+    auto it = shape.find(k);
+    if (it == shape.end()) {
+      std::string keys;
+      for (const auto &[kk, vv] : entry.default_shape)
+        keys += (keys.empty() ? "" : ", ") + kk;
+      user_error("schedules") << "schedule '" << entry.name << "' has no shape parameter '" << k
+                              << "'; its parameters are: " << keys;
+    }
+    user_check(v > 0, "schedules") << "shape parameter " << k << " must be positive, got " << v;
+    it->second = v;
+  }
+  return shape;
+}
+
+ShapeParams parse_shape(const std::string &text) {
+  ShapeParams out;
+  llvm::SmallVector<llvm::StringRef, 8> parts;
+  llvm::StringRef(text).split(parts, ',', -1, false);
+  for (llvm::StringRef p : parts) {
+    auto [key, value] = p.split('=');
+    int64_t v = 0;
+    user_check(!key.trim().empty() && !value.trim().getAsInteger(10, v), "--shape")
+        << "cannot read '" << p.str() << "'; write NAME=INTEGER, e.g. M=1000,N=1000,K=64";
+    out[key.trim().str()] = v;
+  }
+  return out;
+}
+
+} // namespace tessel

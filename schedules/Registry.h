@@ -1,0 +1,50 @@
+// Named, ready-made schedules that tools, tests and benchmarks can look up.
+//
+// Each entry builds its compute definition and schedule for a given shape and says which tensors
+// are the kernel's arguments.
+#pragma once
+
+#include "compiler/schedule/Schedule.h"
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tessel {
+
+/// Shape parameters by name, e.g. {"M", 1024}, {"N", 1024}, {"K", 1024}.
+using ShapeParams = std::map<std::string, int64_t>;
+
+struct ScheduledProgram {
+  Schedule schedule;
+  /// The kernel's arguments in call order: inputs first, then outputs.
+  std::vector<Tensor> args;
+  size_t num_inputs = 0;
+  /// Floating-point operations of one run (2 per multiply-add), for TFLOP/s.
+  double flops = 0;
+};
+
+struct ScheduleEntry {
+  std::string name;
+  std::string description;
+  ShapeParams default_shape;
+  /// The input element types it supports; the first is the default.
+  std::vector<DataType> dtypes;
+  /// Builds the program; `shape` has every key of default_shape, `dtype` is one of dtypes.
+  std::function<ScheduledProgram(const ShapeParams &shape, DataType dtype)> build;
+};
+
+/// All registered schedules, by name.
+const std::map<std::string, ScheduleEntry> &schedule_registry();
+
+/// The entry called `name`; tessel::Error listing the known names otherwise.
+const ScheduleEntry &find_schedule(const std::string &name);
+
+/// The entry's default shape with `overrides` applied; an unknown key is a tessel::Error.
+ShapeParams resolve_shape(const ScheduleEntry &entry, const ShapeParams &overrides);
+
+/// Parses "M=1000,N=1000,K=64" into shape parameters.
+ShapeParams parse_shape(const std::string &text);
+
+} // namespace tessel
