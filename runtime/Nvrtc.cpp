@@ -84,6 +84,11 @@ std::vector<std::string> nvrtc_options(const CompileOptions &options) {
                                    // ptxas' report of registers, shared memory and spills goes
                                    // to the program log; KernelStats is parsed from it.
                                    "--ptxas-options=-v"};
+  // NVRTC >= 12.9 reuses cubins from the driver's compute cache when a driver is present, and a
+  // reused cubin comes with no ptxas report. KernelCache is tessel's cache (and keeps the log),
+  // so NVRTC's is turned off: every NVRTC run really compiles and reports.
+  if (nvrtc_version() >= 12090)
+    opts.push_back("--no-cache");
   opts.insert(opts.end(), options.extra.begin(), options.extra.end());
   return opts;
 }

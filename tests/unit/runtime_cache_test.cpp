@@ -67,6 +67,7 @@ TEST(RuntimeKernelCache, DiskRoundTripInTempDir) {
     KernelCache cache(dir.path());
     first = cache.compile(kScale, kSm90);
   }
+  ASSERT_NE(first.stats("scale"), nullptr) << "log of " << first.log.size() << " bytes:\n" << first.log;
   std::vector<std::string> files = dir.files();
   ASSERT_EQ(files.size(), 1u) << "one file, no temporaries left behind";
   EXPECT_EQ(files[0], KernelCache::key(kScale, nvrtc_options(kSm90)) + ".tkc");
@@ -80,7 +81,7 @@ TEST(RuntimeKernelCache, DiskRoundTripInTempDir) {
   EXPECT_EQ(again.cubin, first.cubin);
   EXPECT_EQ(again.log, first.log);
   EXPECT_EQ(again.arch, "sm_90");
-  ASSERT_NE(again.stats("scale"), nullptr);
+  ASSERT_NE(again.stats("scale"), nullptr) << again.log;
   EXPECT_EQ(again.stats("scale")->registers, first.stats("scale")->registers);
 }
 
