@@ -57,8 +57,9 @@ TEST(RuntimeNvrtc, OptionsHaveArchStdIncludeAndPtxasReport) {
   EXPECT_EQ(o[1], "-std=c++17");
   EXPECT_EQ(o[2], "--include-path=" + cuda_include_dir());
   EXPECT_EQ(o[3], "--ptxas-options=-v");
-  if (no_cache)
+  if (no_cache) {
     EXPECT_EQ(o[4], "--no-cache");
+  }
   EXPECT_EQ(o.back(), "--use_fast_math");
   EXPECT_GT(nvrtc_version(), 0);
 }
