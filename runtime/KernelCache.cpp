@@ -1,0 +1,175 @@
+#include "runtime/KernelCache.h"
+
+#include "compiler/support/Error.h"
+
+#include <llvm/ADT/SmallString.h>
+#include <llvm/ADT/StringExtras.h>
+#include <llvm/Support/Endian.h>
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/Path.h>
+#include <llvm/Support/SHA1.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <atomic>
+#include <cstdlib>
+
+namespace tessel {
+
+namespace {
+
+// File layout: the magic, then arch, log and cubin, each as a little-endian u64 size and bytes.
+// A new layout gets a new magic; an old or damaged file is then just a miss.
+constexpr llvm::StringLiteral kMagic("TESSELK1");
+
+void write_field(llvm::raw_ostream &os, llvm::StringRef s) {
+  char size[8];
+  llvm::support::endian::write64le(size, s.size());
+  os.write(size, 8);
+  os << s;
+}
+
+bool read_field(llvm::StringRef &in, std::string &out) {
+  if (in.size() < 8)
+    return false;
+  uint64_t size = llvm::support::endian::read64le(in.data());
+  in = in.drop_front(8);
+  if (in.size() < size)
+    return false;
+  out = in.take_front(size).str();
+  in = in.drop_front(size);
+  return true;
+}
+
+// A cache that cannot write still works from memory; say so once rather than on every kernel.
+void warn_unwritable(const std::string &what, const std::error_code &ec) {
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true))
+    llvm::errs() << "tessel: warning: kernel cache not written (" << what << ": " << ec.message()
+                 << "); set TESSEL_CACHE_DIR to a writable directory or to 'off'\n";
+}
+
+} // namespace
+
+KernelCache::KernelCache(std::string disk_dir) : disk_dir_(std::move(disk_dir)) {}
+
+std::string KernelCache::default_dir() {
+  if (const char *env = std::getenv("TESSEL_CACHE_DIR"); env && *env) {
+    if (llvm::StringRef(env) == "off")
+      return "";
+    return env;
+  }
+  llvm::SmallString<256> dir;
+  if (!llvm::sys::path::cache_directory(dir))
+    return "";
+  llvm::sys::path::append(dir, "tessel");
+  return std::string(dir.str());
+}
+
+KernelCache &KernelCache::global() {
+  static KernelCache cache(default_dir());
+  return cache;
+}
+
+std::string KernelCache::key(const std::string &source, const std::vector<std::string> &options) {
+  llvm::SHA1 sha;
+  // Each part is followed by a NUL so that moving text between parts changes the key.
+  auto add = [&](llvm::StringRef s) {
+    sha.update(s);
+    sha.update(llvm::StringRef("\0", 1));
+  };
+  add(source);
+  for (const std::string &o : options)
+    add(o);
+  add("nvrtc " + std::to_string(nvrtc_version()));
+  return llvm::toHex(sha.final(), /*LowerCase=*/true);
+}
+
+std::string KernelCache::path_of(const std::string &key) const {
+  llvm::SmallString<256> p(disk_dir_);
+  llvm::sys::path::append(p, key + ".tkc");
+  return std::string(p.str());
+}
+
+bool KernelCache::load(const std::string &key, CompiledKernel &out) const {
+  auto buf = llvm::MemoryBuffer::getFile(path_of(key), /*IsText=*/false,
+                                         /*RequiresNullTerminator=*/false);
+  if (!buf)
+    return false;
+  llvm::StringRef in = (*buf)->getBuffer();
+  if (!in.consume_front(kMagic))
+    return false;
+  CompiledKernel k;
+  if (!read_field(in, k.arch) || !read_field(in, k.log) || !read_field(in, k.cubin) ||
+      !in.empty() || k.cubin.empty())
+    return false;
+  k.kernels = parse_ptxas_report(k.log);
+  out = std::move(k);
+  return true;
+}
+
+void KernelCache::store(const std::string &key, const CompiledKernel &k) const {
+  if (std::error_code ec = llvm::sys::fs::create_directories(disk_dir_))
+    return warn_unwritable(disk_dir_, ec);
+  // Write a unique temporary, then rename it over the final name: readers (other processes
+  // too) see either no file or a whole one.
+  int fd = -1;
+  llvm::SmallString<256> tmp;
+  if (std::error_code ec = llvm::sys::fs::createUniqueFile(path_of(key) + ".%%%%%%%%.tmp", fd, tmp))
+    return warn_unwritable(path_of(key), ec);
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os << kMagic;
+    write_field(os, k.arch);
+    write_field(os, k.log);
+    write_field(os, k.cubin);
+    os.close();
+    if (os.has_error()) {
+      std::error_code ec = os.error();
+      os.clear_error();
+      llvm::sys::fs::remove(tmp);
+      return warn_unwritable(std::string(tmp.str()), ec);
+    }
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(tmp, path_of(key))) {
+    llvm::sys::fs::remove(tmp);
+    warn_unwritable(path_of(key), ec);
+  }
+}
+
+CompiledKernel KernelCache::compile(const std::string &source, const CompileOptions &options,
+                                    const std::string &program_name) {
+  std::vector<std::string> opts = nvrtc_options(options);
+  std::string k = key(source, opts);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = memory_.find(k); it != memory_.end()) {
+      ++counters_.memory_hits;
+      return it->second;
+    }
+  }
+  // Disk reads and NVRTC run outside the lock so that independent kernels build in parallel.
+  CompiledKernel result;
+  bool from_disk = disk_enabled() && load(k, result);
+  if (!from_disk) {
+    result = nvrtc_compile(source, opts, program_name);
+    if (disk_enabled())
+      store(k, result);
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++(from_disk ? counters_.disk_hits : counters_.misses);
+  memory_.emplace(k, result);
+  return result;
+}
+
+void KernelCache::clear_memory() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  memory_.clear();
+}
+
+KernelCache::Counters KernelCache::counters() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return counters_;
+}
+
+} // namespace tessel
