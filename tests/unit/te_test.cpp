@@ -1,25 +1,12 @@
 // The tensor-expression DSL: definitions from the seed tutorial and GEMM, and user mistakes.
 #include "compiler/tessel.h"
+#include "TestUtil.h"
 
 #include <gtest/gtest.h>
 
 using namespace tessel;
 
-namespace {
-
-// Expects `f` to throw tessel::Error whose message contains every one of `parts`.
-template <typename F> void expect_error(F f, std::initializer_list<const char *> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected tessel::Error";
-  } catch (const Error &e) {
-    for (const char *p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << "message lacks '" << p << "':\n" << e.what();
-  }
-}
-
-} // namespace
+using tessel::test::expect_error;
 
 TEST(TE, GemmDefinitionPrints) {
   const int M = 64, N = 32, K = 16;

@@ -1,0 +1,186 @@
+// Schedule primitives and what a user gets when misusing them.
+#include "compiler/tessel.h"
+#include "TestUtil.h"
+#include "schedules/Gemm.h"
+
+#include <gtest/gtest.h>
+
+using namespace tessel;
+using tessel::test::expect_error;
+
+namespace {
+
+struct Gemm {
+  GemmTensors g = gemm_definition(64, 64, 32, Float(32));
+  Schedule s = create_schedule({g.C});
+};
+
+} // namespace
+
+TEST(Schedule, SplitFuseReorderTrackLeaves) {
+  Gemm t;
+  Stage c = t.s[t.g.C];
+  auto [i, j] = c.axes<2>();
+  auto [io, ii] = c.split(i, 16);
+  auto [jo, ji] = c.split_nparts(j, 4);
+  EXPECT_EQ(io.name(), "i.outer");
+  EXPECT_EQ(ji.name(), "j.inner");
+  c.reorder({io, jo, ii, ji});
+  IterVar f = c.fuse(io, jo);
+  EXPECT_EQ(f.name(), "i.outer.j.outer.fused");
+  std::vector<std::string> names;
+  for (const IterVar &iv : c.leaf_iter_vars())
+    names.push_back(iv.name());
+  EXPECT_EQ(names, (std::vector<std::string>{"i.outer.j.outer.fused", "i.inner", "j.inner", "k"}));
+}
+
+TEST(Schedule, TileOrdersOuterThenInner) {
+  Gemm t;
+  Stage c = t.s[t.g.C];
+  auto [i, j] = c.axes<2>();
+  auto tiles = c.tile(i, j, 8, 8);
+  EXPECT_EQ(c.leaf_iter_vars()[0].name(), "i.outer");
+  EXPECT_EQ(c.leaf_iter_vars()[1].name(), "j.outer");
+  EXPECT_TRUE(c.leaf_iter_vars()[3].same_as(tiles[3]));
+}
+
+TEST(Schedule, CacheStagesRewriteReaders) {
+  Gemm t;
+  Tensor CL = t.s.cache_write(t.g.C, "local");
+  Tensor AS = t.s.cache_read(t.g.A, "shared", {CL});
+  EXPECT_EQ(CL.name(), "C.local");
+  EXPECT_EQ(AS.name(), "A.shared");
+  EXPECT_EQ(t.s[AS].scope(), "shared");
+  // The cache_write stage keeps the user's reduce axis, so it can still be split there.
+  ASSERT_EQ(t.s[CL].reduce_axis().size(), 1u);
+  EXPECT_EQ(t.s[CL].reduce_axis()[0].name(), "k");
+  EXPECT_EQ(t.s[CL].op_axis(0).name(), "i.c");
+  EXPECT_TRUE(t.s[t.g.C].reduce_axis().empty());
+  std::string body = to_string(t.s[CL].op());
+  EXPECT_NE(body.find("A.shared[i.c, k]"), std::string::npos) << body;
+  EXPECT_EQ(t.s[t.g.C].op_axis(-1).name(), "j");
+}
+
+TEST(ScheduleErrors, AxisOfAnotherStage) {
+  Gemm t;
+  Tensor CL = t.s.cache_write(t.g.C, "local");
+  IterVar other = t.s[CL].op_axis(0);
+  expect_error([&] { t.s[t.g.C].split(other, 4); },
+               {"split", "axis 'i.c' is not an axis of stage 'C'", "belongs to stage 'C.local'"});
+}
+
+TEST(ScheduleErrors, AxisAlreadySplitOrFused) {
+  Gemm t;
+  Stage c = t.s[t.g.C];
+  auto [i, j] = c.axes<2>();
+  c.split(i, 8);
+  expect_error([&] { c.split(i, 4); }, {"axis 'i' of stage 'C' was already split or fused away"});
+  IterVar f = c.fuse(c.leaf_iter_vars()[1], j);
+  (void)f;
+  expect_error([&] { c.vectorize(j); }, {"'j'", "already split or fused"});
+}
+
+TEST(ScheduleErrors, ReorderWithDuplicates) {
+  Gemm t;
+  auto [i, j] = t.s[t.g.C].axes<2>();
+  expect_error([&] { t.s[t.g.C].reorder({j, i, j}); }, {"reorder", "'j' is listed twice"});
+}
+
+TEST(ScheduleErrors, FuseNeedsAdjacentLoops) {
+  Gemm t;
+  Stage c = t.s[t.g.C];
+  auto [i, j] = c.axes<2>();
+  IterVar k = c.reduce_axis()[0];
+  expect_error([&] { c.fuse(j, i); }, {"fuse", "adjacent", "'j' is loop 1", "'i' is loop 0"});
+  expect_error([&] { c.fuse(j, k); }, {"reduction axis with data-parallel axis"});
+}
+
+TEST(ScheduleErrors, ComputeAtNonConsumer) {
+  GemmTensors g = gemm_definition(32, 32, 32, Float(32));
+  Tensor D = compute({32, 32}, [&](Var i, Var j) { return g.C(i, j) * 2.0f; }, "D");
+  Schedule s = create_schedule({D});
+  Tensor AS = s.cache_read(g.A, "shared", {g.C});
+  // A.shared is read by C; D reads C, so it consumes A.shared only through C: allowed.
+  s[AS].compute_at(s[D], s[D].op_axis(0));
+  expect_error([&] { s[g.C].compute_at(s[AS], s[AS].op_axis(0)); },
+               {"stage 'A.shared' does not consume 'C'"});
+}
+
+TEST(ScheduleErrors, CycleOfAttachments) {
+  GemmTensors g = gemm_definition(32, 32, 32, Float(32));
+  Tensor D = compute({32, 32}, [&](Var i, Var j) { return g.C(i, j) * 2.0f; }, "D");
+  Tensor E = compute({32, 32}, [&](Var i, Var j) { return D(i, j) + 1.0f; }, "E");
+  Schedule s = create_schedule({E});
+  s[g.C].compute_at(s[D], s[D].op_axis(0));
+  // D consumes C and C is at D: putting D at C would close a loop.
+  expect_error([&] { s[D].compute_at(s[g.C], s[g.C].op_axis(0)); },
+               {"does not consume"});
+}
+
+TEST(ScheduleErrors, BindingOneThreadTagTwice) {
+  Gemm t;
+  auto [i, j] = t.s[t.g.C].axes<2>();
+  t.s[t.g.C].bind(i, thread_axis("threadIdx.x"));
+  expect_error([&] { t.s[t.g.C].bind(j, thread_axis("threadIdx.x")); },
+               {"thread tag 'threadIdx.x' is already bound"});
+  expect_error([] { thread_axis("threadIdx.w"); }, {"unknown thread tag 'threadIdx.w'"});
+  expect_error([&] { t.s[t.g.C].bind(t.s[t.g.C].reduce_axis()[0], thread_axis("blockIdx.x")); },
+               {"reduction axis 'k' cannot be bound"});
+}
+
+TEST(ScheduleErrors, VectorizeTooLongOrOfReduction) {
+  GemmTensors g = gemm_definition(64, 128, 32, Float(32));
+  Schedule s = create_schedule({g.C});
+  auto [i, j] = s[g.C].axes<2>();
+  (void)i;
+  s[g.C].reorder({s[g.C].reduce_axis()[0], j});
+  s[g.C].vectorize(j);
+  expect_error([&] { lower(s, {g.A, g.B, g.C}); },
+               {"vectorize", "axis 'j' has extent 128", "split it"});
+  Gemm u;
+  expect_error([&] { u.s[u.g.C].vectorize(u.s[u.g.C].reduce_axis()[0]); },
+               {"reduction axis 'k' cannot be vectorized"});
+}
+
+TEST(ScheduleErrors, BadArguments) {
+  Gemm t;
+  expect_error([&] { t.s[t.g.C].split(t.s[t.g.C].op_axis(0), 0); }, {"factor must be positive"});
+  expect_error([&] { t.s[t.g.C].set_scope("texture"); }, {"unknown storage scope 'texture'"});
+  expect_error([&] { t.s[t.g.C].compute_inline(); }, {"reduction and cannot be inlined"});
+  expect_error([&] { t.s[t.g.A].compute_inline(); }, {"'A' is a placeholder"});
+  expect_error([&] { t.s.stage("Q"); }, {"no stage named 'Q'", "A, B, C"});
+  expect_error([&] { t.s[t.g.C].storage_align(t.s[t.g.C].op_axis(0), 4, 4); },
+               {"0 <= offset < factor"});
+  expect_error([&] { t.s[t.g.C].axes<3>(); }, {"stage 'C' has 2 axes, not 3"});
+}
+
+TEST(ScheduleErrors, LowerArguments) {
+  Gemm t;
+  expect_error([&] { lower(t.s, {t.g.A, t.g.C}); },
+               {"input 'B' is read but not among the arguments"});
+  expect_error([&] { lower(t.s, {t.g.A, t.g.B}); }, {"output 'C' is not among the arguments"});
+  expect_error([&] { lower(t.s, {t.g.A, t.g.B, t.g.C, t.g.A}); }, {"'A' is listed twice"});
+}
+
+TEST(ScheduleErrors, ConsumerOutsideAttachPoint) {
+  GemmTensors g = gemm_definition(32, 32, 32, Float(32));
+  Schedule s = create_schedule({g.C});
+  Tensor CL = s.cache_write(g.C, "local");
+  Tensor AS = s.cache_read(g.A, "shared", {CL});
+  Tensor AL = s.cache_read(AS, "local", {CL});
+  auto [i, j] = s[g.C].axes<2>();
+  s[CL].compute_at(s[g.C], j);
+  s[AL].compute_at(s[g.C], i);
+  s[AS].compute_at(s[g.C], j);
+  expect_error([&] { lower(s, {g.A, g.B, g.C}); },
+               {"stage 'A.shared' is computed at 'C' loop 'j'", "consumer 'A.shared.local'",
+                "loop 'i', outside of it"});
+}
+
+TEST(Lower, PrintAfterUnknownStepIsAnError) {
+  Gemm t;
+  LowerOptions o;
+  o.print_after = {"vectorise"};
+  expect_error([&] { lower(t.s, {t.g.A, t.g.B, t.g.C}, o); },
+               {"unknown step 'vectorise'", "schedule_ops"});
+}
