@@ -3,7 +3,7 @@
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
 #include "compiler/ir/IRVisitor.h"
-#include "compiler/lower/IndexInterval.h"
+#include "compiler/arith/IndexInterval.h"
 #include "compiler/support/Error.h"
 
 namespace tessel {

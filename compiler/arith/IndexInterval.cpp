@@ -1,4 +1,4 @@
-#include "compiler/lower/IndexInterval.h"
+#include "compiler/arith/IndexInterval.h"
 
 #include "compiler/ir/IREquality.h"
 #include "compiler/ir/IROperator.h"
@@ -37,7 +37,8 @@ Expr mul_base(const Expr &a, int64_t c) {
   return c == 1 ? a : a * make_const(a.type(), c);
 }
 
-// base / c when base is structurally a multiple of c (a sum of multiples of c).
+} // namespace
+
 std::optional<Expr> divide_exact(const Expr &e, int64_t c) {
   if (!e.defined())
     return Expr();
@@ -65,6 +66,8 @@ std::optional<Expr> divide_exact(const Expr &e, int64_t c) {
   }
   return std::nullopt;
 }
+
+namespace {
 
 class Evaluator {
 public:

@@ -1,0 +1,89 @@
+// Tensor intrinsics: a small computation that hardware (or a hand-written routine) does as a
+// whole, such as a 16x16x16 Tensor Core multiply-accumulate.
+//
+// An intrinsic is declared with a compute definition (the pattern), a buffer declaration for
+// each of its inputs and its output (scope, alignment, offset factor), and a function that
+// emits its bodies once the buffers are bound to the regions a stage touches:
+//
+//   auto gemm = decl_tensor_intrin(C, {{A, BA}, {B, BB}, {C, BC}},
+//       [](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
+//         TensorIntrinBodies b;
+//         b.reset = Evaluate::make(call_fill(out.data(), out.elem_offset_div(256), ...));
+//         b.update = ...;
+//         return b;
+//       }, "wmma_gemm");
+//   s[ConvF].tensorize(nnf, gemm);
+#pragma once
+
+#include "compiler/ir/IR.h"
+#include "compiler/te/Operation.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tessel {
+
+/// A declared intrinsic buffer bound to the region of a real buffer that a stage touches.
+class BoundBuffer {
+public:
+  BoundBuffer(Buffer decl, Buffer buffer, std::vector<Expr> region_min, Expr elem_offset,
+              std::vector<int64_t> strides)
+      : decl_(std::move(decl)), buffer_(std::move(buffer)), region_min_(std::move(region_min)),
+        elem_offset_(std::move(elem_offset)), strides_(std::move(strides)) {}
+
+  /// The declaration from the intrinsic.
+  const Buffer &decl() const { return decl_; }
+  /// The real buffer (an argument or a stage's storage).
+  const Buffer &buffer() const { return buffer_; }
+  /// The variable holding the real buffer's storage (a fragment array for wmma scopes).
+  Expr data() const { return buffer_->data; }
+  /// Where the region starts in the real buffer's flat storage, in elements.
+  const Expr &elem_offset() const { return elem_offset_; }
+  /// elem_offset() / factor; the offset factor was checked when binding, so this is exact.
+  Expr elem_offset_div(int64_t factor) const;
+  /// A pointer to the first element of the region (TVM's access_ptr).
+  Expr access_ptr() const;
+  /// The stride in elements of dimension `i` of the declaration (the real buffer's stride of
+  /// the dimension it is bound to); stride(ndim - 2) is the leading dimension of a matrix.
+  int64_t stride(size_t i) const;
+
+private:
+  Buffer decl_, buffer_;
+  std::vector<Expr> region_min_;
+  Expr elem_offset_;
+  std::vector<int64_t> strides_; ///< of the declaration's dimensions
+};
+
+/// What an intrinsic emits. For a reduction split around the tensorized loops, `reset`
+/// initialises the output region and `update` accumulates into it; when the whole reduction is
+/// inside the intrinsic, `body` does everything (or reset then update when body is undefined).
+struct TensorIntrinBodies {
+  Stmt body, reset, update;
+};
+
+struct TensorIntrin {
+  std::string name;
+  /// The pattern: a compute over placeholders.
+  Operation op;
+  /// The placeholders the pattern reads, in first-use order, with their declared buffers.
+  std::vector<Tensor> inputs;
+  std::vector<Buffer> input_decls;
+  Buffer output_decl;
+  std::function<TensorIntrinBodies(const std::vector<BoundBuffer> &inputs,
+                                   const BoundBuffer &output)>
+      emit;
+};
+
+/// Declares a tensor intrinsic computing `pattern`. `binds` gives a buffer declaration for each
+/// placeholder the pattern reads and for the pattern itself.
+std::shared_ptr<const TensorIntrin>
+decl_tensor_intrin(const Tensor &pattern, const std::vector<std::pair<Tensor, Buffer>> &binds,
+                   std::function<TensorIntrinBodies(const std::vector<BoundBuffer> &,
+                                                    const BoundBuffer &)>
+                       emit,
+                   const std::string &name);
+
+} // namespace tessel
