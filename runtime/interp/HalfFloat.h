@@ -15,19 +15,26 @@ namespace tessel::interp {
 
 /// Rounds x to nearest-even in a binary format with `precision` significand bits (the implicit
 /// bit included), smallest normal exponent `emin` and largest finite value `max_finite`;
-/// subnormals keep the fixed quantum 2^(emin - precision + 1), overflow gives +-inf.
+/// subnormals keep the fixed quantum 2^(emin - precision + 1), overflow gives +-inf. Done on
+/// the bits because it runs after every fp16 operation.
 inline double round_to_format(double x, int precision, int emin, double max_finite) {
   if (!std::isfinite(x) || x == 0.0)
     return x;
-  int e;
-  std::frexp(x, &e); // |x| = m * 2^e with m in [0.5, 1): the leading bit has weight 2^(e-1)
-  int lead = e - 1 < emin ? emin : e - 1;
-  int q = lead - (precision - 1); // exponent of the last significand bit
-  // Scaling by a power of two is exact; nearbyint rounds half to even in the default mode.
-  double r = std::ldexp(std::nearbyint(std::ldexp(x, -q)), q);
-  if (std::fabs(r) > max_finite)
-    return std::copysign(INFINITY, x);
-  return r;
+  uint64_t b = std::bit_cast<uint64_t>(x);
+  int exp = static_cast<int>((b >> 52) & 0x7ff) - 1023;
+  if (exp >= emin) {
+    // Normal in the target: round the double's significand at bit `drop`, half to even; a
+    // carry out of the significand correctly bumps the exponent.
+    const int drop = 53 - precision;
+    b += ((uint64_t(1) << (drop - 1)) - 1) + ((b >> drop) & 1);
+    b &= ~((uint64_t(1) << drop) - 1);
+    double r = std::bit_cast<double>(b);
+    return std::fabs(r) > max_finite ? std::copysign(INFINITY, x) : r;
+  }
+  // Subnormal in the target: a fixed quantum. Scaling by a power of two is exact, and
+  // nearbyint rounds half to even in the default rounding mode.
+  int q = emin - (precision - 1);
+  return std::ldexp(std::nearbyint(std::ldexp(x, -q)), q);
 }
 
 inline double round_to_half(double x) { return round_to_format(x, 11, -14, 65504.0); }

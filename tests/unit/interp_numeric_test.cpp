@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 using namespace tessel;
 using namespace tessel::interp;
@@ -38,6 +39,39 @@ TEST(InterpNumeric, HalfEncodingRoundTripsEveryPattern) {
     ASSERT_EQ(round_to_half(v), v) << std::hex << h;
   }
   EXPECT_EQ(bfloat16_value(bfloat16_bits(-3.25)), -3.25);
+}
+
+// Against an independent reference: the nearest of the two neighbouring halves found by
+// binary search over the (monotonic) positive encodings, ties to the even encoding.
+TEST(InterpNumeric, HalfRoundingMatchesExhaustiveNeighbours) {
+  auto reference = [](double x) {
+    double a = std::fabs(x);
+    uint32_t lo = 0, hi = 0x7c00; // largest encoding with value <= a, in [0, inf]
+    while (lo < hi) {
+      uint32_t mid = (lo + hi + 1) / 2;
+      if (half_value(uint16_t(mid)) <= a)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    double down = half_value(uint16_t(lo));
+    double up = lo == 0x7c00 ? INFINITY : half_value(uint16_t(lo + 1));
+    if (lo == 0x7bff) // above the largest finite: round as if the next binade continued
+      up = 65536.0;
+    double r = (a - down < up - a || (a - down == up - a && lo % 2 == 0)) ? down : up;
+    if (r == 65536.0)
+      r = INFINITY;
+    return std::copysign(r, x);
+  };
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> mant(1.0, 2.0);
+  std::uniform_int_distribution<int> expo(-27, 16);
+  for (int i = 0; i < 200000; ++i) {
+    double x = std::ldexp(mant(rng), expo(rng)) * (i % 2 ? -1 : 1);
+    if (i % 7 == 0) // exact ties and near-ties
+      x = half_value(uint16_t(rng() % 0x7bff)) + std::ldexp(1.0, expo(rng) - 11);
+    ASSERT_EQ(round_to_half(x), reference(x)) << std::hexfloat << x;
+  }
 }
 
 namespace {
