@@ -1,0 +1,203 @@
+// Internal to the executor: the state a block runs against and the compiled code that runs it.
+//
+// The executor is a lock-step SIMT interpreter. The kernel body is compiled once into a tree of
+// ExprCode / StmtCode objects; each executes one IR node for all threads of a block at once,
+// under a Mask of the threads that are active there (divergent ifs and loops shrink it). An
+// expression yields one value per thread and lane, so interpretation overhead is paid once per
+// node per block instead of once per thread, and a barrier is exact: it is reached by all
+// threads together or the mask shows which threads did not reach it.
+#pragma once
+
+#include "compiler/ir/IR.h"
+#include "compiler/lower/LoweredFunc.h"
+#include "runtime/interp/Executor.h"
+
+#include <llvm/ADT/DenseMap.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tessel::interp {
+
+/// A value of one lane of one thread: int64 for integer-like types (wrapped to their width),
+/// double for floats (exactly representable in their IR type). The IR type says which member.
+union Val {
+  int64_t i;
+  double f;
+};
+
+/// How results of a type are brought back into the type after computing in int64 / double.
+struct Numeric {
+  enum Kind : uint8_t { F64, F32, F16, BF16, Int, UInt, Bool };
+  Kind kind = Int;
+  uint8_t bits = 32;
+
+  static Numeric of(DataType t);
+  bool is_float() const { return kind <= BF16; }
+  int64_t wrap(int64_t x) const {
+    if (kind == Bool)
+      return x != 0;
+    if (bits >= 64)
+      return x;
+    unsigned s = 64 - bits;
+    auto u = static_cast<uint64_t>(x) << s;
+    return kind == Int ? static_cast<int64_t>(u) >> s : static_cast<int64_t>(u >> s);
+  }
+};
+
+double round_float(Numeric::Kind k, double x);
+
+/// The threads of a block active at a point of the program.
+struct Mask {
+  uint32_t n_threads = 0;
+  bool all = false;
+  std::vector<uint32_t> ids; ///< sorted, when !all
+
+  static Mask full(uint32_t n) { return Mask{n, true, {}}; }
+  size_t count() const { return all ? n_threads : ids.size(); }
+  bool empty() const { return count() == 0; }
+  template <typename F> void each(F &&f) const {
+    if (all)
+      for (uint32_t t = 0; t < n_threads; ++t)
+        f(t);
+    else
+      for (uint32_t t : ids)
+        f(t);
+  }
+  bool contains(uint32_t t) const;
+  /// The active threads for which pred(t) holds.
+  template <typename P> Mask filter(P &&pred) const {
+    Mask r{n_threads, false, {}};
+    r.ids.reserve(count());
+    each([&](uint32_t t) {
+      if (pred(t))
+        r.ids.push_back(t);
+    });
+    if (r.ids.size() == n_threads) {
+      r.all = true;
+      r.ids.clear();
+    }
+    return r;
+  }
+};
+
+/// Per-element shadow of shared memory for uninitialized-read and race detection. Epochs count
+/// barriers of the block (from 1), so an epoch of 0 means "never".
+struct ShadowCell {
+  uint32_t write_epoch = 0;
+  int32_t writer = 0;
+  uint32_t read_epoch = 0;
+  int32_t reader = 0;
+  int32_t other_reader = kNoAgent; ///< a second, different reader in read_epoch
+  static constexpr int32_t kNoAgent = -1;
+};
+
+/// Who accesses memory: a thread (>= 0), or a whole warp in a WMMA intrinsic (<= -2).
+inline int32_t warp_agent(uint32_t warp) { return -2 - static_cast<int32_t>(warp); }
+inline bool same_agent(int32_t a, int32_t b) {
+  if (a == b)
+    return true;
+  if (a <= -2 && b >= 0)
+    return b / 32 == -2 - a;
+  if (b <= -2 && a >= 0)
+    return a / 32 == -2 - b;
+  return false;
+}
+
+enum class MemScope : uint8_t { Global, Shared, Local, Fragment };
+enum class FragKind : uint8_t { None, MatrixA, MatrixB, Accumulator };
+
+/// One buffer's storage. Local memory holds `size` elements per thread, fragments per warp.
+struct Memory {
+  std::string name;
+  DataType dtype;
+  Numeric num;
+  MemScope scope = MemScope::Global;
+  FragKind frag = FragKind::None;
+  int64_t size = 0;
+  std::vector<Val> data;
+  std::vector<ShadowCell> shadow; ///< shared only
+  /// Fragments: the WMMA shape last loaded / filled into each tile (0: none), per warp.
+  std::vector<uint8_t> tile_shape;
+  int64_t tiles_per_warp = 0;
+  HostBuffer *host = nullptr; ///< globals: where the values come from and go back to
+};
+
+const char *scope_name(MemScope s);
+
+struct Machine {
+  ExecOptions opts;
+  LaunchConfig launch;
+  uint32_t n_threads = 0;
+  uint32_t n_warps = 0;
+  std::vector<std::array<int64_t, 3>> tid; ///< threadIdx of each linear thread id
+  std::array<int64_t, 3> block_idx{0, 0, 0};
+  uint32_t epoch = 1;
+  /// Variables: n_threads * lanes values each.
+  std::vector<std::vector<Val>> slots;
+  std::vector<std::unique_ptr<Memory>> memories;
+
+  std::string thread_name(uint32_t t) const;
+  std::string agent_name(int32_t agent) const;
+  std::string block_name() const;
+  /// "thread (x,y,z) of block (x,y,z)".
+  std::string where(uint32_t t) const { return thread_name(t) + " of block " + block_name(); }
+};
+
+class ExprCode {
+public:
+  ExprCode(DataType type, uint32_t n_threads)
+      : type(type), lanes(type.lanes()), out(size_t(n_threads) * type.lanes()) {}
+  virtual ~ExprCode() = default;
+  /// Evaluates for the threads of `m`. The result of thread t, lane l is at [t * lanes + l];
+  /// entries of other threads are unspecified. Valid until this node is evaluated again.
+  virtual const Val *eval(Machine &M, const Mask &m) = 0;
+
+  const DataType type;
+  const int lanes;
+
+protected:
+  std::vector<Val> out;
+};
+using ExprPtr = std::unique_ptr<ExprCode>;
+
+class StmtCode {
+public:
+  virtual ~StmtCode() = default;
+  virtual void exec(Machine &M, const Mask &m) = 0;
+};
+using StmtPtr = std::unique_ptr<StmtCode>;
+
+/// Compiles IR into code for one Machine (whose launch shape is fixed).
+class Compiler {
+public:
+  explicit Compiler(Machine &M) : M(M) {}
+  ExprPtr expr(const Expr &e);
+  StmtPtr stmt(const Stmt &s);
+
+  /// The slot of a variable being bound (fresh per binding site).
+  int bind_var(const Var &v);
+  /// Storage behind a buffer variable; a user error when it is not an argument or allocation.
+  Memory *memory_of(const Expr &buffer_var, const char *context);
+  void bind_memory(const Var &buffer_var, Memory *m) { memories_[buffer_var.get()] = m; }
+
+  Machine &M;
+
+private:
+  llvm::DenseMap<const Variable *, int> slots_;
+  llvm::DenseMap<const Variable *, Memory *> memories_;
+};
+
+/// Code for an expression evaluated only for its effects.
+StmtPtr compile_evaluate(Compiler &C, const Call *call);
+/// The WMMA intrinsics; `call` is one of wmma_* (Wmma.cpp).
+StmtPtr compile_wmma(Compiler &C, const Call *call);
+
+// Errors that name the thread and block (they throw tessel::Error).
+[[noreturn]] void report_out_of_bounds(const Machine &M, const Memory &mem, bool write,
+                                       int64_t index, int64_t limit, int32_t agent);
+
+} // namespace tessel::interp
