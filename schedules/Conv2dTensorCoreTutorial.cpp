@@ -2,6 +2,7 @@
 
 #include "compiler/support/Error.h"
 #include "compiler/te/Compute.h"
+#include "schedules/WmmaIntrinsics.h"
 
 namespace tessel {
 
@@ -115,8 +116,13 @@ ScheduledProgram conv2d_tensorcore_tutorial(const Conv2dTutorialShape &sh,
     s[WS].vectorize(ti);
   }
 
-  user_check(!options.tensorize, "conv2d_tensorcore_tutorial")
-      << "tensorize is not available yet in this build";
+  // Lower the computation onto Tensor Cores.
+  if (options.tensorize) {
+    s[AF].tensorize(s[AF].op_axis(-2), wmma_load_matrix("wmma.matrix_a"));
+    s[WF].tensorize(s[WF].op_axis(-2), wmma_load_matrix("wmma.matrix_b"));
+    s[Conv].tensorize(nnc, wmma_store_matrix());
+    s[ConvF].tensorize(nnf, wmma_gemm());
+  }
 
   ScheduledProgram p;
   p.schedule = s;
@@ -143,7 +149,7 @@ ScheduleEntry conv2d_tensorcore_tutorial_entry() {
     sh.out_channels = int(p.at("out_channels"));
     sh.kernel = int(p.at("kernel"));
     sh.pad = int(p.at("pad"));
-    return conv2d_tensorcore_tutorial(sh);
+    return conv2d_tensorcore_tutorial(sh, {.tensorize = true});
   };
   return e;
 }

@@ -1,9 +1,10 @@
 #include "compiler/lower/ScheduleOps.h"
 
+#include "compiler/arith/IndexInterval.h"
 #include "compiler/ir/IRMutator.h"
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
-#include "compiler/arith/IndexInterval.h"
+#include "compiler/lower/Tensorize.h"
 #include "compiler/support/Error.h"
 
 namespace tessel {
@@ -37,10 +38,63 @@ private:
 class StageNestBuilder {
 public:
   StageNestBuilder(const ScheduleNode *sch, const StageBodies &bodies, const DomainMap &dom,
-                   const StageBuffers &buffers, const VarIntervals &global_env)
-      : sch_(sch), bodies_(bodies), dom_(dom), buffers_(buffers), global_env_(global_env) {}
+                   const StageBuffers &buffers, const BufferLayouts &layouts,
+                   const VarIntervals &global_env)
+      : sch_(sch), bodies_(bodies), dom_(dom), buffers_(buffers), layouts_(layouts),
+        global_env_(global_env) {}
 
   Stmt build(const StageNode *s) {
+    for (size_t t = 0; t < s->leaf_iter_vars.size(); ++t)
+      if (const IterVarAttr *a = s->find_attr(s->leaf_iter_vars[t]); a && a->tensorize)
+        return build_tensorized(s, t);
+    return build_loops(s);
+  }
+
+private:
+  // The loops outside the tensorize axis stay; the intrinsic replaces the rest. A reduction
+  // with reduction loops outside gets the intrinsic's reset in its init nest and its update in
+  // the update nest.
+  Stmt build_tensorized(const StageNode *s, size_t t) {
+    const std::vector<IterVar> &leaves = s->leaf_iter_vars;
+    const Expr &body = bodies_.body.lookup(s);
+    llvm::DenseMap<const IterVarNode *, Expr> leaf_value;
+    for (size_t i = 0; i < t; ++i)
+      leaf_value[leaves[i].get()] = loop_var_of(s, leaves[i]);
+    TensorIntrinBodies b =
+        tensorize_stage(s, t, body, dom_, leaf_value, buffers_, layouts_, sch_);
+    const std::string context = "tensorize of stage '" + s->op.name() + "'";
+    size_t k = 0;
+    while (k < t && !is_reduce_leaf(s, leaves[k]))
+      ++k;
+    if (!body.as<Reduce>() || k == t) {
+      Stmt whole = b.body.defined() ? b.body : Seq::make({b.reset, b.update});
+      user_check(whole.defined(), context) << "the intrinsic emitted no body";
+      return wrap_loops(s, leaves, 0, t, whole, true);
+    }
+    user_check(b.reset.defined() && b.update.defined(), context)
+        << "the reduction is split around the tensorized loops, so the intrinsic must provide "
+           "reset and update bodies";
+    Stmt update_nest = wrap_loops(s, leaves, k, t, b.update, true);
+    // The init nest runs the reset on ".init" copies of the data-parallel loops in [k, t).
+    llvm::DenseMap<const IterVarNode *, Expr> init_value = leaf_value;
+    std::vector<std::pair<IterVar, IterVar>> init_loops;
+    for (size_t i = k; i < t; ++i) {
+      if (is_reduce_leaf(s, leaves[i])) {
+        init_value[leaves[i].get()] = make_zero(Int(32));
+        continue;
+      }
+      Var v(leaves[i].name() + ".init");
+      init_value[leaves[i].get()] = v;
+      init_loops.emplace_back(IterVar::make(dom_.lookup(leaves[i].get()), v, IterVarType::DataPar),
+                              leaves[i]);
+    }
+    Stmt init = tensorize_stage(s, t, body, dom_, init_value, buffers_, layouts_, sch_).reset;
+    for (size_t i = init_loops.size(); i-- > 0;)
+      init = make_loop(s, init_loops[i].first, init_loops[i].second, init, false);
+    return wrap_loops(s, leaves, 0, k, Seq::make({init, update_nest}), true);
+  }
+
+  Stmt build_loops(const StageNode *s) {
     const auto *c = s->op.as<ComputeOpNode>();
     const std::vector<IterVar> &leaves = s->leaf_iter_vars;
     const Buffer &buf = buffers_.lookup(s);
@@ -104,7 +158,6 @@ public:
     return wrap_loops(s, leaves, 0, k, Seq::make({init_nest, update_nest}), true);
   }
 
-private:
   // Conditions that keep a store inside the stage's range and the tensor's shape.
   std::vector<Expr> guards(const StageNode *s, const std::vector<IterVar> &roots,
                            const llvm::DenseMap<const IterVarNode *, Expr> &leaf_value) {
@@ -185,6 +238,7 @@ private:
   const StageBodies &bodies_;
   const DomainMap &dom_;
   const StageBuffers &buffers_;
+  const BufferLayouts &layouts_;
   const VarIntervals &global_env_;
   llvm::DenseMap<const Variable *, IterVar> init_of_;
 };
@@ -242,7 +296,33 @@ Stmt schedule_ops(const ScheduleNode *sch, const StageBodies &bodies, const Doma
     }
   }
 
-  StageNestBuilder builder(sch, bodies, dom, buffers, global_env);
+  // Where each buffer will live in flat storage, for binding tensor intrinsics.
+  BufferLayouts layouts;
+  for (const auto &st : sch->stages) {
+    auto bit = buffers.find(st.get());
+    if (bit == buffers.end())
+      continue;
+    BufferLayout layout;
+    std::vector<int64_t> extents;
+    std::vector<std::array<int64_t, 3>> aligns;
+    if (args.count(st.get()) || !st->op.as<ComputeOpNode>()) {
+      for (const Expr &e : bit->second->shape) {
+        layout.mins.push_back(Expr(0));
+        extents.push_back(*as_const_int(e));
+      }
+    } else {
+      for (const IterVar &iv : st->op.as<ComputeOpNode>()->axis) {
+        layout.mins.push_back(dom.lookup(iv.get()).min);
+        extents.push_back(const_extent(dom, iv));
+      }
+      for (const StorageAlign &a : st->storage_aligns)
+        aligns.push_back({a.dim, a.factor, a.offset});
+    }
+    layout.strides = aligned_strides(extents, aligns);
+    layouts[st.get()] = std::move(layout);
+  }
+
+  StageNestBuilder builder(sch, bodies, dom, buffers, layouts, global_env);
   Stmt body;
   for (auto it = sch->stages.rbegin(); it != sch->stages.rend(); ++it) {
     const StageNode *s = it->get();

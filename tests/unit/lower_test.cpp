@@ -13,6 +13,6 @@ TEST(Lower, Dump) {
   std::cout << lower(q.schedule, q.args);
   ScheduledProgram r = gemm_shared(1000, 1000, 1000, Float(32));
   std::cout << lower(r.schedule, r.args);
-  ScheduledProgram c = conv2d_tensorcore_tutorial({});
+  ScheduledProgram c = conv2d_tensorcore_tutorial({}, {.tensorize = true});
   std::cout << lower(c.schedule, c.args);
 }

@@ -1,0 +1,289 @@
+#include "compiler/lower/Tensorize.h"
+
+#include "compiler/arith/IndexInterval.h"
+#include "compiler/arith/LinearForm.h"
+#include "compiler/ir/IREquality.h"
+#include "compiler/ir/IRMutator.h"
+#include "compiler/ir/IROperator.h"
+#include "compiler/ir/IRPrinter.h"
+#include "compiler/support/Error.h"
+
+#include <sstream>
+
+namespace tessel {
+
+std::vector<int64_t> aligned_strides(const std::vector<int64_t> &extents,
+                                     const std::vector<std::array<int64_t, 3>> &aligns) {
+  std::vector<int64_t> strides(extents.size());
+  int64_t stride = 1;
+  for (size_t d = extents.size(); d-- > 0;) {
+    for (const auto &[dim, factor, offset] : aligns)
+      if (dim == int64_t(d))
+        stride += ((factor + offset - stride % factor) % factor + factor) % factor;
+    strides[d] = stride;
+    stride *= extents[d];
+  }
+  return strides;
+}
+
+namespace {
+
+struct RegionDim {
+  Expr min;
+  int64_t extent;
+};
+
+std::string extents_text(const std::vector<IterVar> &ivs, const DomainMap &dom) {
+  std::string s;
+  for (const IterVar &iv : ivs)
+    s += (s.empty() ? "" : ", ") + iv.name() + "=" + std::to_string(const_extent(dom, iv));
+  return s;
+}
+
+// Replaces the stage's input loads by loads of the intrinsic's placeholders at indices relative
+// to the region each input is read in, so the two expressions can be compared.
+class LoadNormalizer : public IRMutator {
+public:
+  LoadNormalizer(const VarIntervals &env, const std::vector<Tensor> &placeholders,
+                 const std::string &context)
+      : env_(env), placeholders_(placeholders), context_(context) {}
+  using IRMutator::mutate;
+
+  std::vector<Tensor> inputs; ///< the stage's inputs, in first-use order
+  std::vector<std::vector<RegionDim>> regions;
+
+protected:
+  Expr visit(const TensorLoad *op) override {
+    size_t j = 0;
+    while (j < inputs.size() && inputs[j] != op->tensor)
+      ++j;
+    if (j == inputs.size()) {
+      user_check(j < placeholders_.size(), context_)
+          << "the stage reads more tensors than the intrinsic's " << placeholders_.size()
+          << " inputs (extra: '" << op->tensor.name() << "')";
+      inputs.push_back(op->tensor);
+      regions.emplace_back();
+    }
+    const Tensor &p = placeholders_[j];
+    user_check(p.dtype() == op->tensor.dtype(), context_)
+        << "the intrinsic's input '" << p.name() << "' is " << p.dtype() << " but the stage reads '"
+        << op->tensor.name() << "' of " << op->tensor.dtype();
+    size_t n = op->indices.size(), k = p.ndim();
+    user_check(n >= k, context_) << "'" << op->tensor.name() << "' has " << n
+                                 << " dimensions, fewer than the intrinsic's input '" << p.name()
+                                 << "' (" << k << ")";
+    std::vector<RegionDim> region;
+    std::vector<Expr> rel;
+    for (size_t d = 0; d < n; ++d) {
+      auto iv = eval_interval(op->indices[d], env_);
+      user_check(iv.has_value(), context_)
+          << "cannot bound index " << op->indices[d] << " of '" << op->tensor.name() << "'";
+      region.push_back({iv->min_expr(), iv->extent()});
+      if (d < n - k) {
+        user_check(iv->extent() == 1, context_)
+            << "'" << op->tensor.name() << "' is read over " << iv->extent()
+            << " elements in dimension " << d << ", which the intrinsic's input '" << p.name()
+            << "' does not cover";
+        continue;
+      }
+      rel.push_back(linear_normalize(op->indices[d] - iv->min_expr()));
+    }
+    if (regions[j].empty())
+      regions[j] = region;
+    return TensorLoad::make(p, rel);
+  }
+
+private:
+  const VarIntervals &env_;
+  const std::vector<Tensor> &placeholders_;
+  std::string context_;
+};
+
+// The intrinsic's own expression with the same index normalization.
+class IndexCanonicalizer : public IRMutator {
+public:
+  using IRMutator::mutate;
+
+protected:
+  Expr visit(const TensorLoad *op) override {
+    std::vector<Expr> idx;
+    for (const Expr &i : op->indices)
+      idx.push_back(linear_normalize(i));
+    return TensorLoad::make(op->tensor, idx);
+  }
+};
+
+BoundBuffer bind_buffer(const Buffer &decl, const Buffer &buffer, const BufferLayout &layout,
+                        const std::vector<RegionDim> &region, const std::string &context) {
+  user_check(decl.scope().empty() || decl.scope() == buffer.scope(), context)
+      << "the intrinsic expects buffer '" << decl.name() << "' in scope '" << decl.scope()
+      << "' but '" << buffer.name() << "' is in '" << buffer.scope() << "'";
+  user_check(decl.dtype() == buffer.dtype(), context)
+      << "the intrinsic's buffer '" << decl.name() << "' is " << decl.dtype() << " but '"
+      << buffer.name() << "' is " << buffer.dtype();
+  LinearForm off;
+  off.type = Int(32);
+  std::vector<Expr> mins;
+  for (size_t d = 0; d < region.size(); ++d) {
+    mins.push_back(region[d].min);
+    off = off + (LinearForm::from(region[d].min) - LinearForm::from(layout.mins[d]))
+                    .scaled(layout.strides[d]);
+  }
+  Expr elem_offset = off.to_expr();
+  int64_t factor = decl->offset_factor;
+  user_check(factor <= 1 || divide_exact(elem_offset, factor), context)
+      << "the region of '" << buffer.name() << "' starts at element offset " << elem_offset
+      << ", which is not a multiple of the offset_factor " << factor << " of the intrinsic's buffer '"
+      << decl.name() << "'";
+  int64_t align_elems = decl->data_alignment / std::max(1, decl.dtype().bytes());
+  user_check(align_elems <= 1 || divide_exact(elem_offset, align_elems), context)
+      << "the region of '" << buffer.name() << "' starts at element offset " << elem_offset
+      << ", which is not aligned to " << decl->data_alignment << " bytes as the intrinsic's buffer '"
+      << decl.name() << "' requires";
+  size_t k = decl.ndim();
+  std::vector<int64_t> strides(layout.strides.end() - k, layout.strides.end());
+  return BoundBuffer(decl, buffer, mins, elem_offset, strides);
+}
+
+} // namespace
+
+TensorIntrinBodies tensorize_stage(const StageNode *s, size_t t, const Expr &body,
+                                   const DomainMap &dom,
+                                   const llvm::DenseMap<const IterVarNode *, Expr> &leaf_value,
+                                   const llvm::DenseMap<const StageNode *, Buffer> &buffers,
+                                   const BufferLayouts &layouts, const ScheduleNode *sch) {
+  const auto *c = s->op.as<ComputeOpNode>();
+  const std::vector<IterVar> &leaves = s->leaf_iter_vars;
+  const TensorIntrin &intrin = *s->find_attr(leaves[t])->tensorize;
+  const auto *pat = intrin.op.as<ComputeOpNode>();
+  std::string context = "tensorize of stage '" + s->op.name() + "' at axis '" + leaves[t].name() +
+                        "' with intrinsic '" + intrin.name + "'";
+  std::vector<IterVar> inner(leaves.begin() + t, leaves.end());
+  for (const IterVar &iv : inner) {
+    const IterVarAttr *a = s->find_attr(iv);
+    user_check(!a || (!a->bind_thread.defined() && a->for_kind == ForKind::Serial), context)
+        << "loop '" << iv.name() << "' below the tensorize axis is bound or annotated; the "
+        << "intrinsic replaces these loops, so leave them plain";
+  }
+
+  // The region each root axis covers while the inner loops run.
+  VarIntervals env;
+  llvm::DenseMap<const IterVarNode *, Expr> values = leaf_value;
+  for (const IterVar &iv : inner) {
+    values[iv.get()] = iv.var();
+    env[iv.var().get()] = IndexInterval::constant(0, const_extent(dom, iv) - 1);
+  }
+  VarMap root_value = pass_up_index(s, dom, values);
+  auto region_of = [&](const IterVar &root) {
+    auto iv = eval_interval(root_value.lookup(root.var().get()), env);
+    internal_check(iv) << "region of " << root.name();
+    return RegionDim{iv->min_expr(), iv->extent()};
+  };
+
+  // Match the region with the intrinsic's block, trailing dimensions first.
+  std::vector<IterVar> s_red = c->reduce_axis, p_red = pat->reduce_axis;
+  auto describe_mismatch = [&]() {
+    std::ostringstream m;
+    m << "the intrinsic computes a ";
+    std::vector<IterVar> pax = pat->axis;
+    pax.insert(pax.end(), p_red.begin(), p_red.end());
+    for (size_t i = 0; i < pax.size(); ++i)
+      m << (i ? "x" : "") << *as_const_int(pax[i]->dom.extent);
+    m << " block (";
+    for (size_t i = 0; i < pax.size(); ++i)
+      m << (i ? ", " : "") << pax[i].name();
+    m << ") but the loops from '" << leaves[t].name() << "' inward have extents "
+      << extents_text(inner, dom) << ".";
+    // Suggest the first loop from which the extents would multiply up to the intrinsic's block.
+    int64_t want = 1;
+    for (const IterVar &iv : pax)
+      want *= *as_const_int(iv->dom.extent);
+    for (size_t i = t; i < leaves.size(); ++i) {
+      int64_t have = 1;
+      for (size_t j = i; j < leaves.size(); ++j)
+        have *= const_extent(dom, leaves[j]);
+      if (have == want && i != t) {
+        m << " Tensorize at '" << leaves[i].name()
+          << "' (the first of the intrinsic's axes), or split the loops above it out.";
+        break;
+      }
+    }
+    return m.str();
+  };
+  VarMap to_pattern;
+  auto match = [&](const std::vector<IterVar> &roots, const std::vector<IterVar> &prs) {
+    user_check(roots.size() >= prs.size(), context) << describe_mismatch();
+    size_t lead = roots.size() - prs.size();
+    for (size_t d = 0; d < roots.size(); ++d) {
+      RegionDim r = region_of(roots[d]);
+      if (d < lead) {
+        user_check(r.extent == 1, context) << describe_mismatch();
+        to_pattern[roots[d].var().get()] = r.min;
+        continue;
+      }
+      const IterVar &p = prs[d - lead];
+      user_check(r.extent == *as_const_int(p->dom.extent), context) << describe_mismatch();
+      to_pattern[roots[d].var().get()] = r.min + p.var();
+      // The intrinsic needs the whole block in range: no guards inside it.
+      int64_t dom_extent = const_extent(dom, roots[d]);
+      user_check(dom_extent % r.extent == 0, context)
+          << "axis '" << roots[d].name() << "' has extent " << dom_extent
+          << ", not a multiple of the intrinsic's " << r.extent
+          << "; choose a shape (or a padding) that divides";
+    }
+  };
+  match(c->axis, pat->axis);
+  match(s_red, p_red);
+  int64_t covered = 1, region = 1;
+  for (const IterVar &iv : inner)
+    covered *= const_extent(dom, iv);
+  for (const IterVar &r : c->axis)
+    region *= region_of(r).extent;
+  for (const IterVar &r : s_red)
+    region *= region_of(r).extent;
+  user_check(covered == region, context)
+      << "the loops from '" << leaves[t].name() << "' inward (" << extents_text(inner, dom)
+      << ") do not cover the intrinsic's block exactly; " << describe_mismatch();
+
+  // Compare the stage's expression with the pattern.
+  VarIntervals pat_env;
+  for (const IterVar &p : pat->axis)
+    pat_env[p.var().get()] = IndexInterval::constant(0, *as_const_int(p->dom.extent) - 1);
+  for (const IterVar &p : p_red)
+    pat_env[p.var().get()] = IndexInterval::constant(0, *as_const_int(p->dom.extent) - 1);
+  LoadNormalizer norm(pat_env, intrin.inputs, context);
+  const Reduce *sr = body.as<Reduce>();
+  const Reduce *pr = pat->body.as<Reduce>();
+  user_check(bool(sr) == bool(pr), context)
+      << (pr ? "the intrinsic is a reduction but the stage is not"
+             : "the stage is a reduction but the intrinsic is not");
+  Expr found = norm.mutate(substitute(sr ? sr->source : body, to_pattern));
+  Expr expected = IndexCanonicalizer().mutate(pr ? pr->source : pat->body);
+  user_check(!sr || sr->combiner == pr->combiner, context)
+      << "the intrinsic reduces with " << Reduce::name(pr->combiner) << " but the stage with "
+      << Reduce::name(sr->combiner);
+  user_check(structural_equal(found, expected), context)
+      << "the stage's body does not match the intrinsic's pattern.\n  expected (intrinsic): "
+      << expected << "\n  found (stage):        " << found;
+  user_check(!sr || is_one(sr->condition), context)
+      << "a reduction with a 'where' condition cannot be tensorized";
+  user_check(norm.inputs.size() == intrin.inputs.size(), context)
+      << "the stage reads " << norm.inputs.size() << " tensors, the intrinsic "
+      << intrin.inputs.size();
+
+  // Bind the intrinsic's buffers to the regions.
+  std::vector<BoundBuffer> ins;
+  for (size_t j = 0; j < norm.inputs.size(); ++j) {
+    const StageNode *producer = stage_of(sch, norm.inputs[j]);
+    ins.push_back(bind_buffer(intrin.input_decls[j], buffers.lookup(producer),
+                              layouts.lookup(producer), norm.regions[j], context));
+  }
+  std::vector<RegionDim> out_region;
+  for (const IterVar &r : c->axis)
+    out_region.push_back(region_of(r));
+  BoundBuffer out =
+      bind_buffer(intrin.output_decl, buffers.lookup(s), layouts.lookup(s), out_region, context);
+  return intrin.emit(ins, out);
+}
+
+} // namespace tessel

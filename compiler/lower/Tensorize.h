@@ -1,0 +1,40 @@
+// Tensorize: replace a stage's innermost loops by a tensor intrinsic.
+//
+// The loops from the tensorize axis inward compute a region of the stage. That region must be
+// the intrinsic's block (trailing dimensions equal, the others of extent 1), and the stage's
+// expression over it must be the intrinsic's pattern: same combiner, same types, same index
+// structure once each input's region origin is subtracted. Then each intrinsic buffer is bound
+// to the region of the real buffer it stands for (checking scope, alignment and offset factor)
+// and the intrinsic emits the statements that replace the loops.
+#pragma once
+
+#include "compiler/lower/Relations.h"
+#include "compiler/lower/StageBodies.h"
+#include "compiler/schedule/TensorIntrin.h"
+
+#include <array>
+
+namespace tessel {
+
+/// Where a stage's buffer lives in flat storage: the origin of its region and its strides
+/// (padded by storage_align), as storage_flatten will lay it out.
+struct BufferLayout {
+  std::vector<Expr> mins;
+  std::vector<int64_t> strides;
+};
+using BufferLayouts = llvm::DenseMap<const StageNode *, BufferLayout>;
+
+/// The intrinsic's statements for stage `s` tensorized at leaf `t`, with the loops outside
+/// running on `leaf_value` (values of the leaves before t).
+TensorIntrinBodies tensorize_stage(const StageNode *s, size_t t, const Expr &body,
+                                   const DomainMap &dom,
+                                   const llvm::DenseMap<const IterVarNode *, Expr> &leaf_value,
+                                   const llvm::DenseMap<const StageNode *, Buffer> &buffers,
+                                   const BufferLayouts &layouts, const ScheduleNode *sch);
+
+/// Strides of a row-major buffer of `extents`, padded so that stride[dim] % factor == offset for
+/// each (dim, factor, offset) in `aligns` (TVM's storage_align).
+std::vector<int64_t> aligned_strides(const std::vector<int64_t> &extents,
+                                     const std::vector<std::array<int64_t, 3>> &aligns);
+
+} // namespace tessel

@@ -1,0 +1,136 @@
+#include "schedules/WmmaIntrinsics.h"
+
+#include "compiler/ir/IROperator.h"
+#include "compiler/ir/Intrinsics.h"
+#include "compiler/support/Error.h"
+#include "compiler/te/Compute.h"
+
+namespace tessel {
+
+namespace {
+
+void check_shape(const WmmaShape &s, const char *what) {
+  bool ok = (s.m == 16 && s.n == 16 && s.k == 16) || (s.m == 32 && s.n == 8 && s.k == 16) ||
+            (s.m == 8 && s.n == 32 && s.k == 16);
+  user_check(ok, what) << "WMMA shape m" << s.m << "n" << s.n << "k" << s.k
+                       << " is not supported; use 16x16x16, 32x8x16 or 8x32x16";
+}
+
+// WMMA wants 32-byte aligned pointers into memory and a leading dimension that is a multiple
+// of 16 bytes; fragments are addressed by whole tiles.
+constexpr int kMemoryAlignment = 32;
+
+Buffer memory_decl(const std::string &name, DataType t, std::vector<Expr> shape,
+                   const std::string &scope) {
+  return Buffer::make(name, t, std::move(shape), scope, {}, Expr(), kMemoryAlignment,
+                      kMemoryAlignment / t.bytes());
+}
+
+Buffer fragment_decl(const std::string &name, DataType t, int rows, int cols,
+                     const std::string &scope) {
+  return Buffer::make(name, t, {rows, cols}, scope, {}, Expr(), kMemoryAlignment, rows * cols);
+}
+
+Expr intrinsic_call(const char *name, std::vector<Expr> args) {
+  return Call::make(Void(), name, std::move(args), Call::Intrinsic);
+}
+
+void check_leading_dim(const BoundBuffer &b, const std::string &intrin) {
+  int64_t ld = b.stride(0);
+  int64_t multiple = 16 / b.decl().dtype().bytes();
+  user_check(ld % multiple == 0, intrin)
+      << "buffer '" << b.buffer().name() << "' has a leading dimension of " << ld
+      << " elements; WMMA needs a multiple of " << multiple
+      << " (16 bytes). Adjust storage_align or the tile shape.";
+}
+
+} // namespace
+
+std::shared_ptr<const TensorIntrin> wmma_load_matrix(const std::string &scope,
+                                                     const std::string &layout, WmmaShape s) {
+  check_shape(s, "wmma_load_matrix");
+  user_check(scope == "wmma.matrix_a" || scope == "wmma.matrix_b", "wmma_load_matrix")
+      << "scope must be wmma.matrix_a or wmma.matrix_b, got '" << scope << "'";
+  user_check(layout == "row_major" || layout == "col_major", "wmma_load_matrix")
+      << "layout must be row_major or col_major, got '" << layout << "'";
+  int rows = scope == "wmma.matrix_a" ? s.m : s.k;
+  int cols = scope == "wmma.matrix_a" ? s.k : s.n;
+  bool col = layout == "col_major";
+  Tensor A = col ? placeholder({cols, rows}, Float(16), "A") : placeholder({rows, cols}, Float(16), "A");
+  Tensor C = compute(
+      {rows, cols}, [&](Var i, Var j) { return col ? A(j, i) : A(i, j); }, "C", {"i", "j"});
+  Buffer BA = memory_decl("BA", Float(16), A.shape(), "shared");
+  Buffer BC = fragment_decl("BC", Float(16), rows, cols, scope);
+  std::string name = "wmma_load_matrix(" + scope + ", " + layout + ")";
+  return decl_tensor_intrin(
+      C, {{A, BA}, {C, BC}},
+      [s, rows, cols, layout, name](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
+        check_leading_dim(in[0], name);
+        TensorIntrinBodies b;
+        b.body = Evaluate::make(intrinsic_call(
+            intrinsic::wmma_load_matrix_sync,
+            {out.data(), s.m, s.n, s.k, out.elem_offset_div(rows * cols), in[0].access_ptr(),
+             Expr(int(in[0].stride(0))), StringImm::make(layout)}));
+        return b;
+      },
+      name);
+}
+
+std::shared_ptr<const TensorIntrin> wmma_gemm(WmmaShape s, DataType acc) {
+  check_shape(s, "wmma_gemm");
+  user_check(acc == Float(32) || acc == Float(16), "wmma_gemm")
+      << "the accumulator must be float32 or float16, got " << acc;
+  Tensor A = placeholder({s.m, s.k}, Float(16), "A");
+  Tensor B = placeholder({s.k, s.n}, Float(16), "B");
+  IterVar k = reduce_axis({0, s.k}, "k");
+  Tensor C = compute(
+      {s.m, s.n},
+      [&](Var i, Var j) {
+        Expr prod = acc == Float(16) ? A(i, k) * B(k, j) : A(i, k).astype(acc) * B(k, j).astype(acc);
+        return sum(prod, {k});
+      },
+      "C", {"i", "j"});
+  Buffer BA = fragment_decl("BA", Float(16), s.m, s.k, "wmma.matrix_a");
+  Buffer BB = fragment_decl("BB", Float(16), s.k, s.n, "wmma.matrix_b");
+  Buffer BC = fragment_decl("BC", acc, s.m, s.n, "wmma.accumulator");
+  return decl_tensor_intrin(
+      C, {{A, BA}, {B, BB}, {C, BC}},
+      [s, acc](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
+        Expr c_index = out.elem_offset_div(s.m * s.n);
+        TensorIntrinBodies b;
+        b.reset = Evaluate::make(intrinsic_call(intrinsic::wmma_fill_fragment,
+                                                {out.data(), s.m, s.n, s.k, c_index,
+                                                 make_zero(acc)}));
+        b.update = Evaluate::make(intrinsic_call(
+            intrinsic::wmma_mma_sync,
+            {out.data(), c_index, in[0].data(), in[0].elem_offset_div(s.m * s.k), in[1].data(),
+             in[1].elem_offset_div(s.k * s.n), out.data(), c_index}));
+        return b;
+      },
+      "wmma_gemm");
+}
+
+std::shared_ptr<const TensorIntrin> wmma_store_matrix(WmmaShape s, DataType dtype,
+                                                      const std::string &scope) {
+  check_shape(s, "wmma_store_matrix");
+  user_check(dtype == Float(32) || dtype == Float(16), "wmma_store_matrix")
+      << "the accumulator must be float32 or float16, got " << dtype;
+  Tensor A = placeholder({s.m, s.n}, dtype, "A");
+  Tensor C = compute({s.m, s.n}, [&](Var i, Var j) { return A(i, j); }, "C", {"i", "j"});
+  Buffer BA = fragment_decl("BA", dtype, s.m, s.n, "wmma.accumulator");
+  Buffer BC = memory_decl("BC", dtype, C.shape(), scope);
+  return decl_tensor_intrin(
+      C, {{A, BA}, {C, BC}},
+      [s](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
+        check_leading_dim(out, "wmma_store_matrix");
+        TensorIntrinBodies b;
+        b.body = Evaluate::make(intrinsic_call(
+            intrinsic::wmma_store_matrix_sync,
+            {in[0].data(), s.m, s.n, s.k, in[0].elem_offset_div(s.m * s.n), out.access_ptr(),
+             Expr(int(out.stride(0))), StringImm::make("row_major")}));
+        return b;
+      },
+      "wmma_store_matrix");
+}
+
+} // namespace tessel
