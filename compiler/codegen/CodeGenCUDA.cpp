@@ -183,7 +183,7 @@ void CUDAKernelEmitter::emit_kernel() {
   os_ << "extern \"C\" __global__ void __launch_bounds__(" << f_.launch.threads_per_block()
       << ") " << f_.name << "(" << params << ") {\n";
   if (dynamic_shared_)
-    line("extern __shared__ alignas(" + std::to_string(kSharedAlign) +
+    line("extern __shared__ __align__(" + std::to_string(kSharedAlign) +
          ") unsigned char tessel_dynamic_smem[];");
   emit_stmt(f_.body);
   internal_check(hoisted_.empty()) << "hoisted definitions left over";
@@ -356,7 +356,7 @@ void CUDAKernelEmitter::emit_allocate(const Allocate *op) {
       line(t + "* " + name + " = (" + t + "*)(tessel_dynamic_smem + " +
            std::to_string(shared_.offset.lookup(op)) + ");");
     } else {
-      line("__shared__ alignas(" + std::to_string(kSharedAlign) + ") " + t + " " + name + "[" +
+      line("__shared__ __align__(" + std::to_string(kSharedAlign) + ") " + t + " " + name + "[" +
            std::to_string(size) + "];");
     }
   } else if (scope == "local") {

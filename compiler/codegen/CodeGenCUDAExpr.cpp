@@ -299,7 +299,7 @@ CExpr CUDAKernelEmitter::emit_call(const Call *op) {
     std::string base = var_text(v);
     if (is_zero(op->args[2]))
       return {base, PrecAtom};
-    return {"(" + base + " + " + print(op->args[2], PrecAdd, true) + ")", PrecAtom};
+    return {"(" + base + " + " + print(op->args[2], PrecAdd, false) + ")", PrecAtom};
   }
   if (name == intrinsic::syncthreads || name == intrinsic::wmma_fill_fragment ||
       name == intrinsic::wmma_load_matrix_sync || name == intrinsic::wmma_mma_sync ||

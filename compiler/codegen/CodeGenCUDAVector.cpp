@@ -136,7 +136,8 @@ std::string CUDAKernelEmitter::vector_ref(const Buffer &b, const Expr &index, bo
     base = b->elem_offset + base;
   if (is_zero(base))
     return ptr + buffer_name(b);
-  return ptr + "(" + buffer_name(b) + " + " + print(base, PrecAdd, true) + ")";
+  // Integer offsets reassociate with pointer arithmetic, so the base needs no parentheses.
+  return ptr + "(" + buffer_name(b) + " + " + print(base, PrecAdd, false) + ")";
 }
 
 void CUDAKernelEmitter::hoist_vector_loads(const Expr &value) {
@@ -169,8 +170,13 @@ Expr CUDAKernelEmitter::lane_of(const Expr &e, int lane) {
     const auto *op = llvm::cast<Ramp>(e.get());
     if (lane == 0)
       return op->base;
-    if (auto s = as_const_int(op->stride))
+    if (auto s = as_const_int(op->stride)) {
+      // Fold into a constant term of the base: i * 4 + 3, not i * 4 + 1 + 2.
+      const auto *add = op->base.as<Add>();
+      if (auto c = add ? as_const_int(add->b) : std::nullopt)
+        return add->a + make_const(op->base.type(), *c + *s * lane);
       return op->base + make_const(op->base.type(), *s * lane);
+    }
     return op->base + op->stride * make_const(op->base.type(), lane);
   }
   case IRNodeKind::Broadcast:
