@@ -1,0 +1,171 @@
+// The emitter of one CUDA kernel (private to compiler/codegen).
+//
+// Split over four files by concern: CodeGenCUDA.cpp (kernel, statements, names),
+// CodeGenCUDAExpr.cpp (expressions, types, literals), CodeGenCUDAVector.cpp (vector loads and
+// stores) and CodeGenCUDAWmma.cpp (fragment shapes, WMMA intrinsics, shared memory layout).
+#pragma once
+
+#include "compiler/lower/LoweredFunc.h"
+
+#include <llvm/ADT/DenseMap.h>
+#include <llvm/ADT/DenseSet.h>
+#include <llvm/ADT/StringSet.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <string>
+#include <vector>
+
+namespace tessel::codegen {
+
+/// What the translation unit's preamble must provide; set while kernels are emitted.
+struct ModuleNeeds {
+  bool fp16 = false;
+  bool bf16 = false;
+  bool wmma = false;
+  bool floor_helpers = false;
+};
+
+/// The nvcuda::wmma::fragment type of a `wmma.*` allocation, deduced from the intrinsics that
+/// use it (Allocate carries only the scope and the element count).
+struct FragmentInfo {
+  std::string scope; ///< wmma.matrix_a, wmma.matrix_b or wmma.accumulator
+  int m = 0, n = 0, k = 0;
+  std::string layout; ///< row_major / col_major, for matrix_a and matrix_b
+  std::string first_use; ///< the intrinsic that fixed the shape, for error messages
+};
+
+/// C operator precedence levels (smaller binds tighter), for printing few parentheses.
+enum Prec : int {
+  PrecAtom = 0,
+  PrecUnary = 2,
+  PrecMul = 3,
+  PrecAdd = 4,
+  PrecRel = 6,
+  PrecEq = 7,
+  PrecLAnd = 11,
+  PrecLOr = 12,
+  PrecLowest = 100,
+};
+
+/// A printed expression and the precedence of its outermost operator.
+struct CExpr {
+  std::string text;
+  int prec = PrecAtom;
+};
+
+/// Alignment of every shared allocation (bytes): wmma::load_matrix_sync needs 256 bits.
+inline constexpr int64_t kSharedAlign = 32;
+
+/// One `shared` allocation's place in the dynamic shared memory array.
+struct SharedLayout {
+  llvm::DenseMap<const StmtNode *, int64_t> offset; ///< by Allocate node
+  int64_t total_bytes = 0;
+};
+
+SharedLayout plan_shared_memory(const Stmt &body);
+
+class CUDAKernelEmitter {
+public:
+  CUDAKernelEmitter(const LoweredFunc &f, ModuleNeeds &needs, llvm::raw_ostream &os);
+  void emit_kernel();
+
+private:
+  // ---- Names and bindings (CodeGenCUDA.cpp) ---------------------------------------------
+  /// A fresh C identifier derived from `base`, unique within the kernel.
+  std::string fresh_name(const std::string &base);
+  /// Binds `v` to a fresh C identifier derived from its name and returns it.
+  std::string bind_var(const Variable *v);
+  /// The C text a variable stands for (its identifier, or threadIdx.x for a thread index).
+  const std::string &var_text(const Variable *v) const;
+  /// The C name of a buffer's storage (argument, allocation or vector temporary).
+  const std::string &buffer_name(const Buffer &b) const;
+  const Variable *data_var(const Buffer &b) const;
+
+  // ---- Statements (CodeGenCUDA.cpp) -------------------------------------------------------
+  void emit_stmt(const Stmt &s);
+  void emit_for(const For *op);
+  void emit_if(const IfThenElse *op);
+  void emit_allocate(const Allocate *op);
+  void emit_attr(const AttrStmt *op);
+  void emit_evaluate(const Evaluate *op);
+  void bind_thread_index(const Variable *v, const std::string &tag, const Expr &min);
+  /// Writes one line at the current indentation, after any hoisted definitions.
+  void line(const std::string &text);
+  void flush_hoisted();
+  void open_block(const std::string &head);
+  void close_block(const std::string &tail = "}");
+
+  // ---- Expressions (CodeGenCUDAExpr.cpp) --------------------------------------------------
+public:
+  /// The C name of a scalar type; marks the fp16/bf16 headers as needed.
+  std::string type_name(DataType t);
+
+private:
+  std::string print(const Expr &e, int parent_prec = PrecLowest, bool is_right = false);
+  CExpr emit_expr(const Expr &e);
+  CExpr emit_binary(const char *op, int prec, const Expr &a, const Expr &b, DataType t);
+  CExpr emit_floor_div_mod(bool is_div, const Expr &a, const Expr &b);
+  CExpr emit_min_max(bool is_min, const Expr &a, const Expr &b);
+  CExpr emit_cast(DataType to, const Expr &v);
+  CExpr emit_call(const Call *op);
+  CExpr emit_math_call(const Call *op);
+  CExpr emit_let(const Let *op);
+  std::string literal(const Expr &e);
+  std::string float_literal(DataType t, double v);
+  /// `&name[index]` for address_of(BufferLoad(...)).
+  std::string address_of(const Expr &load);
+  std::string flat_index(const Buffer &b, const Expr &index);
+  /// True when `e` is provably >= 0 (sound, not complete).
+  bool is_non_negative(const Expr &e) const;
+
+  // ---- Vectors (CodeGenCUDAVector.cpp) ------------------------------------------------------
+  void emit_store(const BufferStore *op);
+  void emit_vector_store(const BufferStore *op, const Expr &index);
+  /// Whether buffer[index] can be one aligned vector access (Ramp(base, 1, lanes), 4/8/16 bytes,
+  /// base a multiple of lanes).
+  bool is_vector_access(const Buffer &b, const Expr &index) const;
+  /// `*(float4*)(A + base)`.
+  std::string vector_ref(const Buffer &b, const Expr &index, bool is_const);
+  std::string vector_type(DataType t) const;
+  /// Lane `lane` of a vector expression as scalar IR (hoisted loads read their temporaries).
+  Expr lane_of(const Expr &e, int lane);
+  void hoist_vector_loads(const Expr &value);
+  void check_not_fragment(const Buffer &b, const char *what) const;
+
+  // ---- WMMA (CodeGenCUDAWmma.cpp) ---------------------------------------------------------
+  void analyze_fragments();
+  std::string fragment_type(const Allocate *op, int64_t *count);
+  bool emit_wmma(const Call *op);
+  /// `name[index]` of a fragment argument of intrinsic `intrin`.
+  std::string fragment_ref(const Expr &frag, const Expr &index, const char *intrin,
+                           const char *expected_scope = nullptr);
+  std::string pointer_arg(const Expr &ptr, const char *intrin);
+  const FragmentInfo *fragment_of(const Expr &frag) const;
+
+  const LoweredFunc &f_;
+  ModuleNeeds &needs_;
+  llvm::raw_ostream &os_;
+  int indent_ = 1;
+
+  llvm::StringSet<> used_names_;
+  llvm::DenseMap<const Variable *, std::string> var_text_;
+  /// Storage scope of every buffer variable (arguments are "global").
+  llvm::DenseMap<const Variable *, std::string> scope_of_;
+  llvm::DenseMap<const Variable *, FragmentInfo> fragments_;
+  /// Argument buffers that the kernel writes (the others are `const`).
+  llvm::DenseSet<const Variable *> written_;
+  /// Loop, thread and let variables known to be >= 0.
+  llvm::DenseSet<const Variable *> non_negative_;
+  SharedLayout shared_;
+  bool dynamic_shared_ = false;
+
+  /// Definitions (lets, vector temporaries) that must precede the line being built.
+  std::vector<std::string> hoisted_;
+  /// > 0 while printing a subexpression that C may not evaluate (a branch of if_then_else,
+  /// the right side of && / ||): nothing may be hoisted out of it.
+  int conditional_depth_ = 0;
+  /// Vector loads of the current store held in aligned temporaries, by BufferLoad node.
+  llvm::DenseMap<const ExprNode *, Buffer> vector_temps_;
+};
+
+} // namespace tessel::codegen
