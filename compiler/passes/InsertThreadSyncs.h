@@ -12,9 +12,9 @@ namespace tessel {
 /// writes one read since then; and at the end of a loop body when the body's first accesses
 /// conflict so with its last ones (the next iteration's load would overwrite a tile still
 /// being read). Two writes are not ordered (as in TVM). Barriers never go inside branches or
-/// loops whose condition or bounds depend on
-/// threadIdx or on loaded values: such a statement is treated as one unit, with barriers
-/// around it, since a barrier not reached by all threads of a block is undefined behaviour.
+/// loops whose condition or bounds depend on threadIdx or on loaded values: such a statement
+/// is one unit, with barriers around it, since a barrier that not all threads of a block
+/// reach is undefined behaviour.
 Stmt insert_thread_syncs(Stmt s);
 
 } // namespace tessel

@@ -205,7 +205,7 @@ private:
       return r;
     }
     if (const auto *op = e.as<Broadcast>())
-      return Vec(op->lanes, scalar(op->value));
+      return Vec(op->lanes, eval(op->value).at(0));
     throw std::runtime_error("interpreter: unexpected expression " + to_string(e));
   }
 
