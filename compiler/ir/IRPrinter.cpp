@@ -28,7 +28,14 @@ std::string IRPrinter::unique_name(const void *key, const std::string &base) {
 }
 
 std::string IRPrinter::name_of(const Variable *v) { return unique_name(v, v->name); }
-std::string IRPrinter::name_of(const BufferNode *b) { return unique_name(b, b->name); }
+// A buffer prints as its storage var when it has one, so the flat buffers of Form 2 read as
+// the allocation they address (`allocate(A.shared, ...)` then `A.shared[...]`, not A.shared_1).
+std::string IRPrinter::name_of(const BufferNode *b) {
+  if (const auto *v = b->data.as<Variable>())
+    if (v->name == b->name)
+      return name_of(v);
+  return unique_name(b, b->name);
+}
 
 void IRPrinter::do_indent() {
   for (int i = 0; i < indent_; ++i)

@@ -1,0 +1,276 @@
+#include "compiler/passes/InsertThreadSyncs.h"
+
+#include "compiler/ir/IRMutator.h"
+#include "compiler/ir/IROperator.h"
+#include "compiler/ir/IRVisitor.h"
+#include "compiler/ir/Intrinsics.h"
+#include "compiler/ir/Substitute.h"
+
+#include <llvm/ADT/DenseSet.h>
+
+namespace tessel {
+
+namespace {
+
+/// The shared buffers (by storage var) a statement reads and writes.
+struct AccessSet {
+  llvm::DenseSet<const void *> reads, writes;
+
+  /// True if running `next` after this set without a barrier could race: a read of what was
+  /// written (RAW) or a write of what was read (WAR). Two writes (WAW) are not ordered, as in
+  /// TVM: otherwise every loop filling a tile would need a barrier per iteration.
+  bool conflicts(const AccessSet &next) const {
+    for (const void *b : writes)
+      if (next.reads.count(b))
+        return true;
+    for (const void *b : reads)
+      if (next.writes.count(b))
+        return true;
+    return false;
+  }
+  void merge(const AccessSet &o) {
+    reads.insert(o.reads.begin(), o.reads.end());
+    writes.insert(o.writes.begin(), o.writes.end());
+  }
+  void clear() {
+    reads.clear();
+    writes.clear();
+  }
+};
+
+bool is_sync(const Stmt &s) {
+  const auto *e = s.as<Evaluate>();
+  const auto *c = e ? e->value.as<Call>() : nullptr;
+  return c && c->is_intrinsic(intrinsic::syncthreads);
+}
+
+Stmt make_sync() {
+  return Evaluate::make(Call::make(Void(), intrinsic::syncthreads, {}, Call::Intrinsic));
+}
+
+class AccessCollector : public IRVisitor {
+public:
+  AccessCollector(const llvm::DenseSet<const void *> &shared, AccessSet &out)
+      : shared_(shared), out_(out) {}
+
+protected:
+  void visit(const BufferLoad *op) override {
+    if (is_shared(op->buffer)) {
+      out_.reads.insert(op->buffer->data.get());
+      // Through a pointer (address_of inside an intrinsic) the callee may also write.
+      if (pointer_depth_)
+        out_.writes.insert(op->buffer->data.get());
+    }
+    IRVisitor::visit(op);
+  }
+  void visit(const BufferStore *op) override {
+    if (is_shared(op->buffer))
+      out_.writes.insert(op->buffer->data.get());
+    IRVisitor::visit(op);
+  }
+  void visit(const Variable *op) override {
+    // The storage var itself (access_ptr and the like): reads and writes unknown.
+    if (shared_.count(op)) {
+      out_.reads.insert(op);
+      out_.writes.insert(op);
+    }
+  }
+  void visit(const Call *op) override {
+    bool pointer = op->is_intrinsic(intrinsic::address_of) ||
+                   op->is_intrinsic(intrinsic::access_ptr);
+    pointer_depth_ += pointer;
+    IRVisitor::visit(op);
+    pointer_depth_ -= pointer;
+  }
+
+private:
+  bool is_shared(const Buffer &b) const {
+    return b.scope() == "shared" || shared_.count(b->data.get());
+  }
+  const llvm::DenseSet<const void *> &shared_;
+  AccessSet &out_;
+  int pointer_depth_ = 0;
+};
+
+class SyncInserter {
+public:
+  explicit SyncInserter(const Stmt &root) {
+    post_order_visit(root, [&](const IRNode *n) {
+      if (const auto *a = llvm::dyn_cast<Allocate>(n); a && a->scope == "shared")
+        shared_.insert(a->buffer_var.get());
+    });
+  }
+
+  /// Rewrites `s`, given the shared accesses since the last barrier; updates them.
+  Stmt plan(const Stmt &s, AccessSet &pending) {
+    if (!s.defined())
+      return s;
+    if (const auto *seq = s.as<Seq>()) {
+      std::vector<Stmt> out;
+      for (const Stmt &st : seq->stmts)
+        out.push_back(plan(st, pending));
+      return Seq::make(std::move(out));
+    }
+    if (is_sync(s)) {
+      pending.clear();
+      return s;
+    }
+    // Kernels start with no pending accesses; outside them there is nothing to synchronize.
+    if (const auto *a = s.as<AttrStmt>(); a && a->key == attr::thread_extent && !in_kernel_) {
+      in_kernel_ = true;
+      AccessSet fresh;
+      Stmt out = visit_compound(s, fresh);
+      in_kernel_ = false;
+      pending.clear();
+      return out;
+    }
+    if (!in_kernel_)
+      return rebuild(s, pending);
+
+    AccessSet all = accesses(s);
+    Stmt before;
+    if (pending.conflicts(all)) {
+      before = make_sync();
+      pending.clear();
+    }
+    Stmt out;
+    if (is_divergent(s)) {
+      pending.merge(all); // one unit: no barrier may go inside
+      out = s;
+    } else {
+      out = visit_compound(s, pending);
+    }
+    return before.defined() ? Seq::make({before, out}) : out;
+  }
+
+private:
+  // Recurses into the children of a statement that all threads of a block run together.
+  Stmt visit_compound(const Stmt &s, AccessSet &pending) {
+    if (const auto *op = s.as<For>())
+      return visit_loop(op, pending);
+    if (const auto *op = s.as<IfThenElse>()) {
+      AccessSet else_pending = pending;
+      Stmt then_case = plan(op->then_case, pending);
+      Stmt else_case = plan(op->else_case, else_pending);
+      pending.merge(else_pending);
+      return IfThenElse::make(op->condition, then_case, else_case);
+    }
+    if (const auto *op = s.as<AttrStmt>()) {
+      if (const IterVar *iv = std::get_if<IterVar>(&op->node))
+        if (iv->thread_tag().rfind("threadIdx", 0) == 0 || iv->thread_tag().rfind("vthread", 0) == 0)
+          variant_.insert(iv->var().get());
+      return AttrStmt::make(op->node, op->key, op->value, plan(op->body, pending));
+    }
+    if (const auto *op = s.as<LetStmt>()) {
+      if (is_variant(op->value))
+        variant_.insert(op->var.get());
+      pending.merge(accesses_of(op->value));
+      return LetStmt::make(op->var, op->value, plan(op->body, pending));
+    }
+    if (const auto *op = s.as<Allocate>())
+      return Allocate::make(op->buffer_var, op->dtype, op->extents, op->scope,
+                            plan(op->body, pending));
+    if (const auto *op = s.as<AssertStmt>()) {
+      pending.merge(accesses_of(op->condition));
+      return AssertStmt::make(op->condition, op->message, plan(op->body, pending));
+    }
+    // A leaf: a store or an evaluation.
+    pending.merge(accesses(s));
+    return s;
+  }
+
+  Stmt visit_loop(const For *op, AccessSet &pending) {
+    if (op->for_kind == ForKind::ThreadBinding &&
+        op->thread_tag.rfind("threadIdx", 0) == 0)
+      variant_.insert(op->loop_var.get());
+    AccessSet entry = pending;
+    Stmt body = plan(op->body, pending);
+    // Back edge: the next iteration's first accesses (up to its first top-level barrier)
+    // against this iteration's last ones.
+    AccessSet first;
+    std::vector<Stmt> stmts;
+    if (const auto *seq = body.as<Seq>())
+      stmts = seq->stmts;
+    else
+      stmts = {body};
+    for (const Stmt &st : stmts) {
+      if (is_sync(st))
+        break;
+      first.merge(accesses(st));
+    }
+    if (pending.conflicts(first)) {
+      body = Seq::make({body, make_sync()});
+      auto extent = as_const_int(op->extent);
+      if (extent && *extent > 0)
+        pending.clear();
+      else
+        pending = entry;
+    } else {
+      pending.merge(entry);
+    }
+    return For::make(op->loop_var, op->min, op->extent, op->for_kind, body, op->thread_tag);
+  }
+
+  // Outside kernels: walk down to find them.
+  Stmt rebuild(const Stmt &s, AccessSet &pending) {
+    if (const auto *op = s.as<For>())
+      return For::make(op->loop_var, op->min, op->extent, op->for_kind, plan(op->body, pending),
+                       op->thread_tag);
+    if (const auto *op = s.as<IfThenElse>())
+      return IfThenElse::make(op->condition, plan(op->then_case, pending),
+                              plan(op->else_case, pending));
+    if (const auto *op = s.as<AttrStmt>())
+      return AttrStmt::make(op->node, op->key, op->value, plan(op->body, pending));
+    if (const auto *op = s.as<LetStmt>())
+      return LetStmt::make(op->var, op->value, plan(op->body, pending));
+    if (const auto *op = s.as<Allocate>())
+      return Allocate::make(op->buffer_var, op->dtype, op->extents, op->scope,
+                            plan(op->body, pending));
+    if (const auto *op = s.as<AssertStmt>())
+      return AssertStmt::make(op->condition, op->message, plan(op->body, pending));
+    return s;
+  }
+
+  // Whether threads of one block may disagree on `s`'s control flow.
+  bool is_divergent(const Stmt &s) const {
+    if (const auto *op = s.as<IfThenElse>())
+      return is_variant(op->condition);
+    if (const auto *op = s.as<For>())
+      return is_variant(op->min) || is_variant(op->extent);
+    return false;
+  }
+
+  bool is_variant(const Expr &e) const {
+    bool variant = false;
+    post_order_visit(e, [&](const IRNode *n) {
+      if (const auto *v = llvm::dyn_cast<Variable>(n))
+        variant |= variant_.count(v) > 0;
+      variant |= llvm::isa<BufferLoad>(n) || llvm::isa<Call>(n);
+    });
+    return variant;
+  }
+
+  AccessSet accesses(const Stmt &s) const {
+    AccessSet out;
+    AccessCollector(shared_, out).visit_stmt(s);
+    return out;
+  }
+  AccessSet accesses_of(const Expr &e) const {
+    AccessSet out;
+    AccessCollector(shared_, out).visit_expr(e);
+    return out;
+  }
+
+  llvm::DenseSet<const void *> shared_;
+  llvm::DenseSet<const Variable *> variant_;
+  bool in_kernel_ = false;
+};
+
+} // namespace
+
+Stmt insert_thread_syncs(Stmt s) {
+  AccessSet pending;
+  return SyncInserter(s).plan(s, pending);
+}
+
+} // namespace tessel

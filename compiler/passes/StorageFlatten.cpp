@@ -1,0 +1,225 @@
+#include "compiler/passes/StorageFlatten.h"
+
+#include "compiler/ir/IRMutator.h"
+#include "compiler/ir/IROperator.h"
+#include "compiler/ir/IRPrinter.h"
+#include "compiler/passes/FlatBuffer.h"
+#include "compiler/support/Error.h"
+
+#include <llvm/ADT/DenseMap.h>
+#include <llvm/ADT/DenseSet.h>
+#include <llvm/ADT/SmallVector.h>
+
+namespace tessel {
+
+namespace {
+
+struct StorageAlign {
+  int64_t dim, factor, offset;
+};
+
+/// How a multi-dimensional buffer maps onto its flat storage.
+struct FlatLayout {
+  Buffer flat;
+  std::vector<Expr> mins;    ///< the realized region's origin (zeros for arguments)
+  std::vector<Expr> strides; ///< in elements
+  Expr elem_offset;          ///< added to every flat index
+};
+
+// `a + b`, `a - b`, `a * b` that skip the identity cases, so flat indices stay readable
+// before the simplifier runs (the placeholder returns its input unchanged).
+Expr add(const Expr &a, const Expr &b) {
+  if (!a.defined() || is_zero(a))
+    return b;
+  return is_zero(b) ? a : a + b;
+}
+Expr sub(const Expr &a, const Expr &b) { return is_zero(b) ? a : a - b; }
+Expr mul(const Expr &a, const Expr &b) {
+  if (is_one(b))
+    return a;
+  return is_one(a) ? b : a * b;
+}
+
+// The smallest stride >= `stride` with stride % factor == offset (TVM's storage_align rule).
+Expr pad_stride(const Expr &stride, const StorageAlign &a) {
+  Expr factor = make_const(stride.type(), a.factor), offset = make_const(stride.type(), a.offset);
+  if (auto s = as_const_int(stride)) {
+    int64_t pad = ((a.factor + a.offset - *s % a.factor) % a.factor + a.factor) % a.factor;
+    return make_const(stride.type(), *s + pad);
+  }
+  return stride + floormod(factor + offset - floormod(stride, factor), factor);
+}
+
+StorageAlign parse_storage_align(const AttrStmt *op, const Buffer &buf) {
+  const auto *tuple = op->value.as<Call>();
+  user_check(tuple && tuple->name == "tuple" && tuple->args.size() == 3, "storage_align")
+      << "attr on buffer '" << buf.name() << "' must be tuple(dim, factor, offset), got "
+      << op->value;
+  auto dim = as_const_int(tuple->args[0]), factor = as_const_int(tuple->args[1]),
+       offset = as_const_int(tuple->args[2]);
+  user_check(dim && factor && offset, "storage_align")
+      << "dim, factor and offset of buffer '" << buf.name() << "' must be constants, got "
+      << op->value;
+  user_check(*dim >= 0 && *dim < int64_t(buf.ndim()), "storage_align")
+      << "buffer '" << buf.name() << "' has " << buf.ndim() << " dimensions; dim " << *dim
+      << " does not exist";
+  user_check(*factor > 0 && *offset >= 0 && *offset < *factor, "storage_align")
+      << "buffer '" << buf.name() << "': need factor > 0 and 0 <= offset < factor, got factor "
+      << *factor << ", offset " << *offset;
+  return {*dim, *factor, *offset};
+}
+
+class StorageFlattener : public IRMutator {
+public:
+  using IRMutator::mutate;
+
+  Buffer add_argument(const Buffer &b) {
+    user_check(b.defined(), "storage_flatten") << "an argument buffer is undefined";
+    Expr size = make_const(Int(32), 1);
+    for (const Expr &e : b->shape)
+      size = mul(size.astype(e.type()), e);
+    FlatLayout layout;
+    layout.flat = passes_detail::make_flat_buffer(b.name(), b->data, b.dtype(), size, b.scope());
+    for (const Expr &e : b->shape)
+      layout.mins.push_back(make_zero(e.type()));
+    layout.strides = b.effective_strides();
+    layout.elem_offset = b->elem_offset;
+    Buffer flat = layout.flat;
+    layouts_[b.get()] = std::move(layout);
+    args_.insert(b.get());
+    return flat;
+  }
+
+protected:
+  Stmt visit(const AttrStmt *op) override {
+    const Buffer *buf = std::get_if<Buffer>(&op->node);
+    if (op->key == "storage_align") {
+      internal_check(buf) << "storage_align attr without a buffer node";
+      aligns_[buf->get()].push_back(parse_storage_align(op, *buf));
+      Stmt body = mutate(op->body);
+      aligns_.erase(buf->get());
+      return body;
+    }
+    if (buf) {
+      auto it = layouts_.find(buf->get());
+      if (it != layouts_.end()) {
+        // Retarget to the flat storage: the allocation's var for double buffering (as the
+        // Allocate names it), the flat buffer otherwise.
+        AttrNode node = op->key == attr::double_buffer_scope ? AttrNode(it->second.flat->data)
+                                                             : AttrNode(it->second.flat);
+        return AttrStmt::make(std::move(node), op->key, mutate(op->value), mutate(op->body));
+      }
+    }
+    return IRMutator::visit(op);
+  }
+
+  Stmt visit(const BufferRealize *op) override {
+    const Buffer &buf = op->buffer;
+    // An argument's storage comes from the caller: it keeps its argument layout.
+    if (args_.count(buf.get()))
+      return mutate(op->body);
+    const auto *data = buf->data.as<Variable>();
+    internal_check(data) << "buffer " << buf.name() << " has no data variable";
+    internal_check(!layouts_.count(buf.get())) << "buffer " << buf.name() << " realized twice";
+
+    size_t n = op->bounds.size();
+    DataType t = n ? op->bounds.back().extent.type() : Int(32);
+    std::vector<Expr> strides(n);
+    Expr stride = make_one(t);
+    auto align_it = aligns_.find(buf.get());
+    for (size_t d = n; d-- > 0;) {
+      if (align_it != aligns_.end())
+        for (const StorageAlign &a : align_it->second)
+          if (a.dim == int64_t(d))
+            stride = pad_stride(stride, a);
+      strides[d] = stride;
+      stride = mul(stride, op->bounds[d].extent.astype(t));
+    }
+
+    FlatLayout layout;
+    layout.flat = passes_detail::make_flat_buffer(buf.name(), buf->data, buf.dtype(), stride,
+                                                  buf.scope());
+    for (const Range &r : op->bounds)
+      layout.mins.push_back(r.min);
+    layout.strides = std::move(strides);
+    layout.elem_offset = make_zero(t);
+    layouts_[buf.get()] = std::move(layout);
+    Stmt body = mutate(op->body);
+    layouts_.erase(buf.get());
+    return Allocate::make(Var(data), buf.dtype(), {stride}, buf.scope(), std::move(body));
+  }
+
+  Expr visit(const BufferLoad *op) override {
+    std::vector<Expr> idx;
+    mutate_all(op->indices, idx);
+    const FlatLayout &l = layout_of(op->buffer);
+    return BufferLoad::make(l.flat, {flatten_index(l, idx, op->buffer)});
+  }
+
+  Stmt visit(const BufferStore *op) override {
+    std::vector<Expr> idx;
+    mutate_all(op->indices, idx);
+    Expr value = mutate(op->value);
+    const FlatLayout &l = layout_of(op->buffer);
+    return BufferStore::make(l.flat, std::move(value), {flatten_index(l, idx, op->buffer)});
+  }
+
+private:
+  const FlatLayout &layout_of(const Buffer &b) {
+    auto it = layouts_.find(b.get());
+    user_check(it != layouts_.end(), "storage_flatten")
+        << "buffer '" << b.name() << "' is accessed but is neither a function argument nor "
+        << "realized around the access; pass its tensor in the argument list of lower()";
+    return it->second;
+  }
+
+  // sum((i_d - min_d) * stride_d) + elem_offset, in the widest index type. One dimension may
+  // be indexed by a Ramp (a vector access); the result is then a Ramp too.
+  static Expr flatten_index(const FlatLayout &l, const std::vector<Expr> &idx, const Buffer &b) {
+    user_check(idx.size() == l.strides.size(), "storage_flatten")
+        << "buffer '" << b.name() << "' has " << l.strides.size() << " dimensions but is accessed"
+        << " with " << idx.size() << " indices";
+    DataType t = Int(32);
+    for (const Expr &i : idx)
+      if (i.type().bits() > t.bits())
+        t = i.type().element_of();
+    Expr flat, ramp_stride;
+    int lanes = 1;
+    for (size_t d = 0; d < idx.size(); ++d) {
+      Expr i = idx[d], stride = l.strides[d].astype(t), min = l.mins[d].astype(t);
+      if (const auto *r = i.as<Ramp>()) {
+        user_check(lanes == 1, "storage_flatten")
+            << "buffer '" << b.name() << "' is accessed with vectors in two dimensions";
+        lanes = r->lanes;
+        ramp_stride = mul(r->stride.astype(t), stride);
+        i = r->base;
+      } else {
+        user_check(i.type().is_scalar(), "storage_flatten")
+            << "index " << i << " of buffer '" << b.name() << "' is a vector but not a ramp";
+      }
+      flat = add(flat, mul(sub(i.astype(t), min), stride));
+    }
+    flat = add(flat, l.elem_offset.astype(t));
+    if (!flat.defined())
+      flat = make_zero(t);
+    return lanes > 1 ? Ramp::make(flat, ramp_stride, lanes) : flat;
+  }
+
+  llvm::DenseMap<const BufferNode *, FlatLayout> layouts_;
+  llvm::DenseMap<const BufferNode *, llvm::SmallVector<StorageAlign, 2>> aligns_;
+  llvm::DenseSet<const BufferNode *> args_;
+};
+
+} // namespace
+
+Stmt storage_flatten(Stmt s, const std::vector<Buffer> &args, std::vector<Buffer> *flat_args) {
+  StorageFlattener flattener;
+  for (const Buffer &b : args) {
+    Buffer flat = flattener.add_argument(b);
+    if (flat_args)
+      flat_args->push_back(flat);
+  }
+  return flattener.mutate(s);
+}
+
+} // namespace tessel

@@ -1,0 +1,278 @@
+#include "compiler/passes/VectorizeLoops.h"
+
+#include "compiler/ir/IREquality.h"
+#include "compiler/ir/IRMutator.h"
+#include "compiler/ir/IROperator.h"
+#include "compiler/ir/Substitute.h"
+#include "compiler/support/Error.h"
+
+#include <llvm/ADT/DenseMap.h>
+#include <llvm/ADT/SmallVector.h>
+
+#include <algorithm>
+
+namespace tessel {
+
+namespace {
+
+Expr widen(const Expr &e, int lanes) {
+  if (e.type().lanes() == lanes)
+    return e;
+  internal_check(e.type().is_scalar()) << "widening a vector of " << e.type().lanes() << " lanes";
+  return Broadcast::make(e, lanes);
+}
+
+// a + b, skipping a zero side: a loop from 0 gives ramp(i * 4, 1, 4), not ramp(0 + i * 4, ...).
+Expr add(const Expr &a, const Expr &b) {
+  if (is_zero(a))
+    return b;
+  return is_zero(b) ? a : a + b;
+}
+
+bool is_dense_ramp(const Expr &e) {
+  const auto *r = e.as<Ramp>();
+  return r && is_one(r->stride);
+}
+
+// Rewrites the body of one vectorized loop. Anything it cannot express as vector code sets
+// `failed`, and the caller keeps the loop.
+class Vectorizer : public IRMutator {
+public:
+  Vectorizer(const Var &var, const Expr &min, int lanes)
+      : var_(var.get()), lanes_(lanes), ramp_(Ramp::make(min, make_one(min.type()), lanes)) {}
+
+  using IRMutator::mutate;
+
+  bool failed() const { return failed_; }
+
+  /// True if no buffer is written at one index and read or written at another: then each
+  /// lane only sees its own writes, as in the serial loop.
+  bool lanes_independent() const {
+    for (const auto &[data, acc] : accesses_) {
+      if (!acc.written)
+        continue;
+      for (const Expr &i : acc.indices)
+        if (!structural_equal(i, acc.indices.front()))
+          return false;
+    }
+    return true;
+  }
+
+protected:
+  Expr visit(const Variable *op) override {
+    if (op == var_)
+      return ramp_;
+    auto it = lets_.find(op);
+    return it == lets_.end() ? Expr(op) : it->second;
+  }
+
+  Expr visit(const Add *op) override {
+    return ramp_arith<Add>(op, [](const Ramp *r, const Expr &s) {
+      return Ramp::make(add(r->base, s), r->stride, r->lanes);
+    });
+  }
+  Expr visit(const Sub *op) override {
+    Expr a = mutate(op->a), b = mutate(op->b);
+    if (const auto *r = a.as<Ramp>(); r && b.type().is_scalar())
+      return Ramp::make(r->base - b, r->stride, r->lanes);
+    return rebuild<Sub>(op, a, b);
+  }
+  Expr visit(const Mul *op) override {
+    return ramp_arith<Mul>(op, [](const Ramp *r, const Expr &s) {
+      return Ramp::make(r->base * s, r->stride * s, r->lanes);
+    });
+  }
+  Expr visit(const FloorDiv *op) override { return binary(op); }
+  Expr visit(const FloorMod *op) override { return binary(op); }
+  Expr visit(const Div *op) override { return binary(op); }
+  Expr visit(const Mod *op) override { return binary(op); }
+  Expr visit(const Min *op) override { return binary(op); }
+  Expr visit(const Max *op) override { return binary(op); }
+  Expr visit(const EQ *op) override { return binary(op); }
+  Expr visit(const NE *op) override { return binary(op); }
+  Expr visit(const LT *op) override { return binary(op); }
+  Expr visit(const LE *op) override { return binary(op); }
+  Expr visit(const GT *op) override { return binary(op); }
+  Expr visit(const GE *op) override { return binary(op); }
+  Expr visit(const And *op) override { return binary(op); }
+  Expr visit(const Or *op) override { return binary(op); }
+
+  Expr visit(const Select *op) override {
+    Expr c = mutate(op->condition), t = mutate(op->true_value), f = mutate(op->false_value);
+    if (c.same_as(op->condition) && t.same_as(op->true_value) && f.same_as(op->false_value))
+      return op;
+    int lanes = std::max({c.type().lanes(), t.type().lanes(), f.type().lanes()});
+    return Select::make(c, widen(t, lanes), widen(f, lanes));
+  }
+
+  Expr visit(const Cast *op) override {
+    Expr v = mutate(op->value);
+    if (v.same_as(op->value))
+      return op;
+    return Cast::make(op->type.with_lanes(v.type().lanes()), v);
+  }
+
+  Expr visit(const Let *op) override {
+    Expr value = mutate(op->value);
+    if (value.type().is_vector()) {
+      Var v(op->var.name(), value.type());
+      lets_[op->var.get()] = v;
+      return Let::make(v, value, mutate(op->body));
+    }
+    Expr body = mutate(op->body);
+    if (value.same_as(op->value) && body.same_as(op->body))
+      return op;
+    return Let::make(op->var, value, body);
+  }
+
+  // Calls (math functions, if_then_else, intrinsics) have no vector form here.
+  Expr visit(const Call *op) override { return unless_changed(op); }
+  Expr visit(const Ramp *op) override { return unless_changed(op); }
+  Expr visit(const Broadcast *op) override { return unless_changed(op); }
+  Expr visit(const Reduce *op) override { return unless_changed(op); }
+  Expr visit(const TensorLoad *op) override { return unless_changed(op); }
+
+  Expr visit(const BufferLoad *op) override {
+    Expr e = IRMutator::visit(op);
+    const auto *load = e.as<BufferLoad>();
+    record(load->buffer, load->indices, false);
+    if (e.same_as(Expr(op)))
+      return e;
+    if (load->indices.size() != 1 || !is_dense_ramp(load->indices[0]))
+      return fail(op);
+    return e;
+  }
+
+  Stmt visit(const BufferStore *op) override {
+    Expr value = mutate(op->value);
+    std::vector<Expr> idx;
+    mutate_all(op->indices, idx);
+    // A store that does not move with the lanes would run once instead of once per lane.
+    if (idx.size() != 1 || !is_dense_ramp(idx[0]))
+      return fail(op);
+    record(op->buffer, idx, true);
+    return BufferStore::make(op->buffer, widen(value, lanes_), std::move(idx));
+  }
+
+  Stmt visit(const IfThenElse *op) override {
+    Expr c = mutate(op->condition);
+    if (!c.same_as(op->condition))
+      return fail(op);
+    return IRMutator::visit(op);
+  }
+
+  Stmt visit(const LetStmt *op) override {
+    Expr value = mutate(op->value);
+    if (value.type().is_vector()) {
+      Var v(op->var.name(), value.type());
+      lets_[op->var.get()] = v;
+      return LetStmt::make(v, value, mutate(op->body));
+    }
+    return IRMutator::visit(op);
+  }
+
+  Stmt visit(const AttrStmt *op) override {
+    if (!mutate(op->value).same_as(op->value))
+      return fail(op);
+    return IRMutator::visit(op);
+  }
+
+  Stmt visit(const AssertStmt *op) override {
+    if (!mutate(op->condition).same_as(op->condition))
+      return fail(op);
+    return IRMutator::visit(op);
+  }
+
+  // Loops, allocations and effects (intrinsic calls) stay scalar: the whole loop falls back.
+  Stmt visit(const For *op) override { return fail(op); }
+  Stmt visit(const Allocate *op) override { return fail(op); }
+  Stmt visit(const BufferRealize *op) override { return fail(op); }
+  Stmt visit(const Evaluate *op) override { return is_const(op->value) ? Stmt(op) : fail(op); }
+
+private:
+  struct Accesses {
+    bool written = false;
+    llvm::SmallVector<Expr, 4> indices;
+  };
+
+  Expr fail(const ExprNode *op) {
+    failed_ = true;
+    return op;
+  }
+  Stmt fail(const StmtNode *op) {
+    failed_ = true;
+    return op;
+  }
+
+  template <typename T> Expr unless_changed(const T *op) {
+    Expr e = IRMutator::visit(op);
+    return e.same_as(Expr(op)) ? e : fail(op);
+  }
+
+  template <typename T> Expr rebuild(const T *op, const Expr &a, const Expr &b) {
+    if (a.same_as(op->a) && b.same_as(op->b))
+      return op;
+    int lanes = std::max(a.type().lanes(), b.type().lanes());
+    return T::make(widen(a, lanes), widen(b, lanes));
+  }
+
+  template <typename T> Expr binary(const T *op) {
+    return rebuild(op, mutate(op->a), mutate(op->b));
+  }
+
+  // Commutative ops that keep a Ramp a Ramp when the other side is a scalar (or both are
+  // Ramps, for Add), so indices like i * 16 + ramp(0, 1, 4) stay dense accesses.
+  template <typename T, typename F> Expr ramp_arith(const T *op, F with_scalar) {
+    Expr a = mutate(op->a), b = mutate(op->b);
+    const auto *ra = a.as<Ramp>(), *rb = b.as<Ramp>();
+    if (ra && b.type().is_scalar())
+      return with_scalar(ra, b);
+    if (rb && a.type().is_scalar())
+      return with_scalar(rb, a);
+    if (ra && rb && T::static_kind == IRNodeKind::Add)
+      return Ramp::make(add(ra->base, rb->base), ra->stride + rb->stride, ra->lanes);
+    return rebuild(op, a, b);
+  }
+
+  void record(const Buffer &b, const std::vector<Expr> &idx, bool write) {
+    Accesses &acc = accesses_[b->data.get()];
+    acc.written |= write;
+    acc.indices.push_back(idx.size() == 1 ? idx[0] : Expr());
+    if (idx.size() != 1)
+      failed_ = true;
+  }
+
+  const Variable *var_;
+  int lanes_;
+  Expr ramp_;
+  bool failed_ = false;
+  llvm::DenseMap<const Variable *, Expr> lets_;
+  llvm::DenseMap<const ExprNode *, Accesses> accesses_;
+};
+
+class LoopVectorizer : public IRMutator {
+protected:
+  Stmt visit(const For *op) override {
+    Stmt s = IRMutator::visit(op); // inner loops first
+    op = s.as<For>();
+    if (op->for_kind != ForKind::Vectorized)
+      return s;
+    auto extent = as_const_int(op->extent);
+    if (extent && *extent == 1)
+      return substitute(op->body, op->loop_var, op->min);
+    Stmt serial = For::make(op->loop_var, op->min, op->extent, ForKind::Serial, op->body);
+    if (!extent || *extent < 2)
+      return serial;
+    Vectorizer v(op->loop_var, op->min, int(*extent));
+    Stmt body = v.mutate(op->body);
+    if (v.failed() || !v.lanes_independent())
+      return serial;
+    return body;
+  }
+};
+
+} // namespace
+
+Stmt vectorize_loops(Stmt s) { return LoopVectorizer().mutate(s); }
+
+} // namespace tessel

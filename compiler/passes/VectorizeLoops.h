@@ -1,0 +1,16 @@
+#pragma once
+
+#include "compiler/ir/IR.h"
+
+namespace tessel {
+
+/// Turns each `For` of kind Vectorized with a constant extent into vector code (Form 2 in,
+/// Form 2 out): the loop variable becomes Ramp(min, 1, extent), scalars that meet vectors are
+/// Broadcast, and loads and stores take a Ramp index. Only bodies that are straight-line dense
+/// accesses are vectorized: a body with a loop, an intrinsic call, a branch or a store that
+/// depends on the variable in another way, a strided or gathered access, or a buffer written
+/// and accessed at different indices (which could make one lane see another's write) keeps
+/// its loop, as a serial loop. The fallback is never wrong, only slower.
+Stmt vectorize_loops(Stmt s);
+
+} // namespace tessel

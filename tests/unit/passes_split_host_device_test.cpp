@@ -1,0 +1,53 @@
+// split_host_device: launch configuration from thread_extent attrs.
+#include "compiler/passes/SplitHostDevice.h"
+#include "compiler/support/Error.h"
+#include "passes_test_util.h"
+
+#include <gtest/gtest.h>
+
+using namespace tessel;
+using namespace tessel::testing;
+
+namespace {
+Stmt bind(const char *tag, int extent, Stmt body) {
+  return AttrStmt::make(thread_axis(tag), attr::thread_extent, extent, body);
+}
+} // namespace
+
+TEST(PassSplitHostDevice, LaunchConfigFromThreadExtents) {
+  Buffer C = Buffer::make("C", Float(32), {64});
+  Var i("i");
+  // threadIdx.x is declared twice (a cache stage rebinding it), with the same extent.
+  Stmt inner = For::make(i, 0, 2, ForKind::Serial,
+                         bind("threadIdx.x", 32, BufferStore::make(C, 1.0f, {0})));
+  Stmt body = bind("blockIdx.z", 196,
+                   bind("blockIdx.x", 2,
+                        bind("threadIdx.y", 4,
+                             bind("threadIdx.x", 32, Seq::make({inner, inner})))));
+  LoweredFunc f = split_host_device(body, "conv", {C}, {{64}});
+  EXPECT_EQ(f.name, "conv");
+  EXPECT_EQ(f.launch.grid, (std::array<int64_t, 3>{2, 1, 196}));
+  EXPECT_EQ(f.launch.block, (std::array<int64_t, 3>{32, 4, 1}));
+  EXPECT_EQ(f.launch.dynamic_shared_bytes, 0);
+  EXPECT_EQ(f.launch.threads_per_block(), 128);
+  EXPECT_TRUE(f.body.same_as(body));
+  ASSERT_EQ(f.args.size(), 1u);
+  EXPECT_EQ(f.arg_shapes[0], std::vector<int64_t>{64});
+}
+
+TEST(PassSplitHostDevice, DisagreeingExtentsNameTheTag) {
+  Buffer C = Buffer::make("C", Float(32), {64});
+  Stmt body = bind("threadIdx.y", 4,
+                   Seq::make({bind("threadIdx.x", 32, BufferStore::make(C, 1.0f, {0})),
+                              bind("threadIdx.x", 16, BufferStore::make(C, 2.0f, {0}))}));
+  try {
+    split_host_device(body, "k", {C}, {{64}});
+    FAIL() << "expected an error";
+  } catch (const Error &e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("threadIdx.x"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("32"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("16"), std::string::npos) << msg;
+  }
+  EXPECT_THROW(split_host_device(body, "k", {C}, {}), Error);
+}
