@@ -6,6 +6,14 @@
 #include "compiler/lower/InferBound.h"
 #include "compiler/lower/ScheduleOps.h"
 #include "compiler/lower/StageBodies.h"
+#include "compiler/passes/InjectDoubleBuffer.h"
+#include "compiler/passes/InsertThreadSyncs.h"
+#include "compiler/passes/RemoveNoOp.h"
+#include "compiler/passes/SplitHostDevice.h"
+#include "compiler/passes/StorageFlatten.h"
+#include "compiler/passes/StorageRewrite.h"
+#include "compiler/passes/UnrollLoops.h"
+#include "compiler/passes/VectorizeLoops.h"
 #include "compiler/support/Error.h"
 
 #include <llvm/ADT/StringExtras.h>
@@ -53,7 +61,10 @@ private:
 } // namespace
 
 const std::vector<std::string> &lowering_steps() {
-  static const std::vector<std::string> steps = {"schedule_ops", "simplify"};
+  static const std::vector<std::string> steps = {
+      "schedule_ops",   "simplify",        "storage_flatten",    "vectorize_loops",
+      "double_buffer",  "unroll_loops",    "storage_rewrite",    "insert_thread_syncs",
+      "remove_no_op",   "final_simplify"};
   return steps;
 }
 
@@ -100,16 +111,32 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
   StageBodies bodies = inline_stages(sch);
   DomainMap dom = infer_bound(sch, bodies);
 
+  // The pipeline, in order. Each step can be printed after (LowerOptions::print_after).
   Stmt body = schedule_ops(sch, bodies, dom, buffers, arg_stages);
   printer.after("schedule_ops", body);
   body = arith::simplify(body);
   printer.after("simplify", body);
+  std::vector<Buffer> flat_args;
+  body = storage_flatten(body, arg_buffers, &flat_args);
+  body = arith::simplify(body);
+  printer.after("storage_flatten", body);
+  body = vectorize_loops(body);
+  printer.after("vectorize_loops", body);
+  body = inject_double_buffer(body);
+  printer.after("double_buffer", body);
+  body = unroll_loops(body, options.auto_unroll_max_step);
+  body = arith::simplify(body);
+  printer.after("unroll_loops", body);
+  body = storage_rewrite(body);
+  printer.after("storage_rewrite", body);
+  body = insert_thread_syncs(body);
+  printer.after("insert_thread_syncs", body);
+  body = remove_no_op(body);
+  printer.after("remove_no_op", body);
+  body = arith::simplify(body);
+  printer.after("final_simplify", body);
 
-  LoweredFunc f;
-  f.name = options.name;
-  f.args = arg_buffers;
-  f.arg_shapes = arg_shapes;
-  f.body = body;
+  LoweredFunc f = split_host_device(body, options.name, flat_args, arg_shapes);
   LoweredModule m;
   m.funcs.push_back(std::move(f));
   return m;
