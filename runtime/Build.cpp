@@ -1,0 +1,81 @@
+#include "runtime/Build.h"
+
+#include "compiler/codegen/CodeGenCUDA.h"
+#include "compiler/support/Error.h"
+#include "runtime/CudaModule.h"
+#include "runtime/KernelCache.h"
+
+#include <optional>
+
+namespace tessel {
+
+struct Module::State {
+  LoweredModule lowered;
+  std::string source;
+  CompiledKernel compiled;
+  std::optional<CudaModule> loaded; ///< on first run
+};
+
+const LoweredModule &Module::lowered() const { return state_->lowered; }
+const std::string &Module::source() const { return state_->source; }
+const CompiledKernel &Module::compiled() const { return state_->compiled; }
+const LaunchConfig &Module::launch() const { return state_->lowered.funcs.at(0).launch; }
+
+static std::vector<KernelArg> kernel_args(const LoweredFunc &f,
+                                          const std::vector<const DeviceArray *> &args) {
+  user_check(args.size() == f.args.size(), "Module::run")
+      << "kernel '" << f.name << "' takes " << f.args.size() << " arguments, got " << args.size();
+  std::vector<KernelArg> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    int64_t n = 1;
+    for (int64_t e : f.arg_shapes[i])
+      n *= e;
+    user_check(args[i] && args[i]->dtype() == f.args[i].dtype() && args[i]->numel() == n,
+               "Module::run")
+        << "argument " << i << " ('" << f.args[i].name() << "') must be " << f.args[i].dtype()
+        << " with " << n << " elements, got "
+        << (args[i] ? args[i]->dtype().str() + " with " + std::to_string(args[i]->numel()) +
+                          " elements"
+                    : std::string("nothing"));
+    out.emplace_back(*args[i]);
+  }
+  return out;
+}
+
+static const CudaModule &loaded(Module::State &s) {
+  if (!s.loaded)
+    s.loaded = CudaModule::load(s.compiled);
+  return *s.loaded;
+}
+
+void Module::run(const std::vector<const DeviceArray *> &args) const {
+  const LoweredFunc &f = state_->lowered.funcs.at(0);
+  loaded(*state_).function(f.name).launch(f.launch, kernel_args(f, args));
+}
+
+TimeResult Module::time(const std::vector<const DeviceArray *> &args,
+                        const TimeOptions &options) const {
+  const LoweredFunc &f = state_->lowered.funcs.at(0);
+  return loaded(*state_).function(f.name).time(f.launch, kernel_args(f, args), options);
+}
+
+Module build(const LoweredModule &lowered, const Target &target) {
+  user_check(lowered.funcs.size() == 1, "build")
+      << "expected one kernel, got " << lowered.funcs.size();
+  auto state = std::make_shared<Module::State>();
+  state->lowered = lowered;
+  state->source = codegen_cuda(lowered);
+  CompileOptions options;
+  options.arch = target.arch;
+  state->compiled = KernelCache::global().compile(state->source, options, lowered.funcs[0].name + ".cu");
+  Module m;
+  m.state_ = std::move(state);
+  return m;
+}
+
+Module build(const Schedule &s, const std::vector<Tensor> &args, const Target &target,
+             const LowerOptions &options) {
+  return build(lower(s, args, options), target);
+}
+
+} // namespace tessel

@@ -1,0 +1,54 @@
+// build(): a schedule all the way to a loaded GPU kernel.
+//
+//   Module m = build(s, {A, W, Conv}, Target::cuda());   // lower, CUDA source, NVRTC cubin
+//   std::cout << m.source();
+//   m.run({&a, &w, &c});                                  // needs a GPU
+//   TimeResult t = m.time({&a, &w, &c}, {.number = 10, .repeat = 30});
+#pragma once
+
+#include "compiler/lower/Lower.h"
+#include "runtime/DeviceArray.h"
+#include "runtime/Nvrtc.h"
+#include "runtime/Timer.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tessel {
+
+struct Target {
+  /// "sm_80", "sm_90", ...; empty means the architecture of the GPU in use.
+  std::string arch;
+  static Target cuda(std::string arch = "") { return Target{std::move(arch)}; }
+};
+
+class Module {
+public:
+  const LoweredModule &lowered() const;
+  /// The CUDA C++ translation unit.
+  const std::string &source() const;
+  /// The cubin and what ptxas reported (registers, shared memory, spills).
+  const CompiledKernel &compiled() const;
+  const LaunchConfig &launch() const;
+
+  /// Runs the kernel once on the GPU; `args` in the order given to build(). Their types and
+  /// sizes are checked against the kernel's parameters.
+  void run(const std::vector<const DeviceArray *> &args) const;
+  /// Times the kernel with CUDA events (warm-up, `number` launches per measurement, median of
+  /// `repeat` measurements).
+  TimeResult time(const std::vector<const DeviceArray *> &args, const TimeOptions &options = {}) const;
+
+  struct State;
+
+private:
+  friend Module build(const LoweredModule &, const Target &);
+  std::shared_ptr<State> state_;
+};
+
+/// Lowers, generates CUDA and compiles it (through the kernel cache).
+Module build(const Schedule &s, const std::vector<Tensor> &args, const Target &target = {},
+             const LowerOptions &options = {});
+Module build(const LoweredModule &lowered, const Target &target = {});
+
+} // namespace tessel

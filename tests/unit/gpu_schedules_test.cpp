@@ -1,0 +1,111 @@
+// Registered CUDA-core schedules on a real GPU: results checked against a float64 reference
+// on random data, at divisible and non-divisible shapes, fp32 and fp16. Skipped without a GPU.
+#include "compiler/tessel.h"
+#include "runtime/Build.h"
+#include "runtime/Device.h"
+#include "runtime/Half.h"
+#include "runtime/KernelCache.h"
+#include "schedules/Gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <random>
+
+using namespace tessel;
+
+namespace {
+
+#define SKIP_WITHOUT_GPU()                                                                         \
+  if (!Device::available())                                                                        \
+  GTEST_SKIP() << Device::unavailable_reason()
+
+// Inputs in [-1, 1] rounded to the input type; the reference multiplies those same values in
+// float64. fp32 accumulation over K terms: |error| <= K * 2^-24 * sum |a_ik * b_kj|; we allow
+// 4 * K * 2^-24 of it.
+void run_gemm(ScheduledProgram (*schedule)(int64_t, int64_t, int64_t, DataType), int64_t M,
+              int64_t N, int64_t K, DataType dtype) {
+  ScheduledProgram p = schedule(M, N, K, dtype);
+  Module m = build(p.schedule, p.args);
+  std::mt19937_64 rng(M * 131 + N * 7 + K);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<double> a(M * K), b(K * N);
+  DeviceArray da(dtype, {M, K}), db(dtype, {K, N}), dc(Float(32), {M, N});
+  auto fill = [&](std::vector<double> &v, DeviceArray &arr) {
+    std::vector<float> f(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+      f[i] = d(rng);
+      if (dtype == Float(16))
+        f[i] = half_to_float(float_to_half(f[i]));
+      v[i] = f[i];
+    }
+    if (dtype == Float(16)) {
+      std::vector<uint16_t> h = floats_to_halves(f);
+      arr.copy_from_host(h.data(), arr.bytes());
+    } else {
+      arr.copy_from_host(f.data(), arr.bytes());
+    }
+  };
+  fill(a, da);
+  fill(b, db);
+  dc.poison();
+  m.run({&da, &db, &dc});
+  std::vector<float> c(M * N);
+  dc.copy_to_host(c.data(), dc.bytes());
+  double worst = 0;
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double ref = 0, mag = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        ref += a[i * K + k] * b[k * N + j];
+        mag += std::fabs(a[i * K + k] * b[k * N + j]);
+      }
+      double err = std::fabs(c[i * N + j] - ref);
+      worst = std::max(worst, err / std::max(mag, 1e-30));
+      ASSERT_LE(err, 4.0 * K * std::ldexp(1.0, -24) * mag + 1e-30)
+          << "C[" << i << ", " << j << "] = " << c[i * N + j] << ", expected " << ref;
+    }
+  TimeResult t = m.time({&da, &db, &dc}, {.number = 10, .repeat = 30});
+  std::cout << "  " << p.args[2].name() << " " << M << "x" << N << "x" << K << " " << dtype
+            << ": worst error " << worst << " of sum|a*b|; median " << t.median_ms << " ms, "
+            << p.flops / (t.median_ms * 1e9) << " TFLOP/s\n";
+}
+
+} // namespace
+
+TEST(GpuSchedules, GemmNaive) {
+  SKIP_WITHOUT_GPU();
+  for (DataType t : {Float(32), Float(16)}) {
+    run_gemm(gemm_naive, 512, 512, 512, t);
+    run_gemm(gemm_naive, 1000, 1000, 1000, t);
+    run_gemm(gemm_naive, 333, 77, 129, t);
+  }
+}
+
+TEST(GpuSchedules, GemmShared) {
+  SKIP_WITHOUT_GPU();
+  for (DataType t : {Float(32), Float(16)}) {
+    run_gemm(gemm_shared, 512, 512, 512, t);
+    run_gemm(gemm_shared, 1000, 1000, 1000, t);
+    run_gemm(gemm_shared, 333, 77, 129, t);
+  }
+}
+
+TEST(GpuSchedules, SecondBuildHitsTheKernelCache) {
+  ScheduledProgram p = gemm_shared(1024, 1024, 1024, Float(32));
+  LoweredModule lowered = lower(p.schedule, p.args);
+  KernelCache::global().clear_memory();
+  using clock = std::chrono::steady_clock;
+  int64_t calls = nvrtc_invocation_count();
+  auto t0 = clock::now();
+  Module first = build(lowered, Target::cuda("sm_90"));
+  auto t1 = clock::now();
+  Module second = build(lowered, Target::cuda("sm_90"));
+  auto t2 = clock::now();
+  double first_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  double second_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
+  std::cout << "  first build " << first_ms << " ms, second build " << second_ms << " ms\n";
+  EXPECT_LE(nvrtc_invocation_count() - calls, 1);
+  EXPECT_EQ(first.compiled().cubin, second.compiled().cubin);
+}
