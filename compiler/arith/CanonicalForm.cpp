@@ -59,13 +59,19 @@ void collect_mul(const Mul *op, int64_t scale, LinearForm &f) {
   if (auto c = as_const_int(op->a))
     return collect(op->b, int64_t(uint64_t(scale) * uint64_t(*c)), f);
   LinearForm fa = linear_form(op->a), fb = linear_form(op->b);
+  Expr a = op->a, b = op->b;
+  int64_t k = 1;
   if (fa.terms.size() == 1 && fa.constant == 0 && fb.terms.size() == 1 && fb.constant == 0) {
-    int64_t k = int64_t(uint64_t(fa.terms[0].second) * uint64_t(fb.terms[0].second));
-    f.add_term(Mul::make(fa.terms[0].first, fb.terms[0].first),
-               int64_t(uint64_t(k) * uint64_t(scale)));
-    return;
+    k = int64_t(uint64_t(fa.terms[0].second) * uint64_t(fb.terms[0].second));
+    a = fa.terms[0].first;
+    b = fb.terms[0].first;
   }
-  f.add_term(Expr(op), scale);
+  // Products of two variables in name order, so that x*y and y*x are one atom.
+  const auto *va = a.as<Variable>(), *vb = b.as<Variable>();
+  if (va && vb && vb->name < va->name)
+    std::swap(a, b);
+  Expr atom = a.same_as(op->a) && b.same_as(op->b) ? Expr(op) : Mul::make(a, b);
+  f.add_term(atom, int64_t(uint64_t(k) * uint64_t(scale)));
 }
 
 void collect(const Expr &e, int64_t scale, LinearForm &f) {

@@ -610,6 +610,8 @@ Expr Simplifier::cast(DataType t, const Expr &v) {
 // ---- Visitors -----------------------------------------------------------------------------
 
 Expr Simplifier::visit(const Variable *op) {
+  // A variable whose range is one value is that value (a loop of one iteration, a bound
+  // given by the caller).
   if (is_int_scalar(op->type)) {
     IntInterval b = bound(Expr(op));
     if (b.is_single() && bounded(b))
@@ -618,29 +620,37 @@ Expr Simplifier::visit(const Variable *op) {
   return op;
 }
 
-Expr Simplifier::visit(const Add *op) { return add(mutate(op->a), mutate(op->b)); }
-Expr Simplifier::visit(const Sub *op) { return sub(mutate(op->a), mutate(op->b)); }
-Expr Simplifier::visit(const Mul *op) { return mul(mutate(op->a), mutate(op->b)); }
-Expr Simplifier::visit(const FloorDiv *op) { return floordiv(mutate(op->a), mutate(op->b)); }
-Expr Simplifier::visit(const FloorMod *op) { return floormod(mutate(op->a), mutate(op->b)); }
-Expr Simplifier::visit(const Div *op) { return truncdiv(mutate(op->a), mutate(op->b)); }
-Expr Simplifier::visit(const Mod *op) { return truncmod(mutate(op->a), mutate(op->b)); }
-Expr Simplifier::visit(const Min *op) { return min_max(true, mutate(op->a), mutate(op->b)); }
-Expr Simplifier::visit(const Max *op) { return min_max(false, mutate(op->a), mutate(op->b)); }
-Expr Simplifier::visit(const EQ *op) { return compare(IRNodeKind::EQ, mutate(op->a), mutate(op->b)); }
-Expr Simplifier::visit(const NE *op) { return compare(IRNodeKind::NE, mutate(op->a), mutate(op->b)); }
-Expr Simplifier::visit(const LT *op) { return compare(IRNodeKind::LT, mutate(op->a), mutate(op->b)); }
-Expr Simplifier::visit(const LE *op) { return compare(IRNodeKind::LE, mutate(op->a), mutate(op->b)); }
-Expr Simplifier::visit(const GT *op) { return compare(IRNodeKind::GT, mutate(op->a), mutate(op->b)); }
-Expr Simplifier::visit(const GE *op) { return compare(IRNodeKind::GE, mutate(op->a), mutate(op->b)); }
-Expr Simplifier::visit(const And *op) { return logic_and(mutate(op->a), mutate(op->b)); }
-Expr Simplifier::visit(const Or *op) { return logic_or(mutate(op->a), mutate(op->b)); }
-Expr Simplifier::visit(const Not *op) { return logic_not(mutate(op->a)); }
-Expr Simplifier::visit(const Cast *op) { return cast(op->type, mutate(op->value)); }
-
-Expr Simplifier::visit(const Select *op) {
-  return select(mutate(op->condition), mutate(op->true_value), mutate(op->false_value));
+// The mutator's contract: an unchanged expression is returned as the very same node, so callers
+// can tell (with same_as) that nothing happened and subtrees stay shared.
+static Expr same_if_equal(const ExprNode *op, const Expr &r) {
+  return structural_equal(r, Expr(op)) ? Expr(op) : r;
 }
+
+#define TESSEL_SIMPLIFY_BINARY(N, RULE)                                                            \
+  Expr Simplifier::visit(const N *op) { return same_if_equal(op, RULE); }
+TESSEL_SIMPLIFY_BINARY(Add, add(mutate(op->a), mutate(op->b)))
+TESSEL_SIMPLIFY_BINARY(Sub, sub(mutate(op->a), mutate(op->b)))
+TESSEL_SIMPLIFY_BINARY(Mul, mul(mutate(op->a), mutate(op->b)))
+TESSEL_SIMPLIFY_BINARY(FloorDiv, floordiv(mutate(op->a), mutate(op->b)))
+TESSEL_SIMPLIFY_BINARY(FloorMod, floormod(mutate(op->a), mutate(op->b)))
+TESSEL_SIMPLIFY_BINARY(Div, truncdiv(mutate(op->a), mutate(op->b)))
+TESSEL_SIMPLIFY_BINARY(Mod, truncmod(mutate(op->a), mutate(op->b)))
+TESSEL_SIMPLIFY_BINARY(Min, min_max(true, mutate(op->a), mutate(op->b)))
+TESSEL_SIMPLIFY_BINARY(Max, min_max(false, mutate(op->a), mutate(op->b)))
+TESSEL_SIMPLIFY_BINARY(EQ, compare(IRNodeKind::EQ, mutate(op->a), mutate(op->b)))
+TESSEL_SIMPLIFY_BINARY(NE, compare(IRNodeKind::NE, mutate(op->a), mutate(op->b)))
+TESSEL_SIMPLIFY_BINARY(LT, compare(IRNodeKind::LT, mutate(op->a), mutate(op->b)))
+TESSEL_SIMPLIFY_BINARY(LE, compare(IRNodeKind::LE, mutate(op->a), mutate(op->b)))
+TESSEL_SIMPLIFY_BINARY(GT, compare(IRNodeKind::GT, mutate(op->a), mutate(op->b)))
+TESSEL_SIMPLIFY_BINARY(GE, compare(IRNodeKind::GE, mutate(op->a), mutate(op->b)))
+TESSEL_SIMPLIFY_BINARY(And, logic_and(mutate(op->a), mutate(op->b)))
+TESSEL_SIMPLIFY_BINARY(Or, logic_or(mutate(op->a), mutate(op->b)))
+TESSEL_SIMPLIFY_BINARY(Not, logic_not(mutate(op->a)))
+TESSEL_SIMPLIFY_BINARY(Cast, cast(op->type, mutate(op->value)))
+TESSEL_SIMPLIFY_BINARY(Select,
+                       select(mutate(op->condition), mutate(op->true_value),
+                              mutate(op->false_value)))
+#undef TESSEL_SIMPLIFY_BINARY
 
 Expr Simplifier::visit(const Let *op) {
   Expr value = mutate(op->value);
@@ -671,6 +681,8 @@ Expr Simplifier::visit(const Call *op) {
     Expr t = mutate(op->args[1]), f = mutate(op->args[2]);
     if (structural_equal(t, f))
       return t;
+    if (c.same_as(op->args[0]) && t.same_as(op->args[1]) && f.same_as(op->args[2]))
+      return op;
     return Call::make(op->type, op->name, {c, t, f}, op->call_kind);
   }
   return IRMutator::visit(op);
