@@ -647,10 +647,20 @@ TESSEL_SIMPLIFY_BINARY(And, logic_and(mutate(op->a), mutate(op->b)))
 TESSEL_SIMPLIFY_BINARY(Or, logic_or(mutate(op->a), mutate(op->b)))
 TESSEL_SIMPLIFY_BINARY(Not, logic_not(mutate(op->a)))
 TESSEL_SIMPLIFY_BINARY(Cast, cast(op->type, mutate(op->value)))
-TESSEL_SIMPLIFY_BINARY(Select,
-                       select(mutate(op->condition), mutate(op->true_value),
-                              mutate(op->false_value)))
 #undef TESSEL_SIMPLIFY_BINARY
+
+// Each value of a select only matters where its condition says so, so it is simplified under
+// that assumption: select(x < 16, floormod(x, 16), 0) -> select(x < 16, x, 0) for x >= 0.
+Expr Simplifier::visit(const Select *op) {
+  Expr c = mutate(op->condition);
+  if (is_one(c))
+    return mutate(op->true_value);
+  if (is_zero(c))
+    return mutate(op->false_value);
+  Expr t = mutate_assuming(c, op->true_value);
+  Expr f = mutate_assuming(logic_not(c), op->false_value);
+  return same_if_equal(op, select(c, t, f));
+}
 
 Expr Simplifier::visit(const Let *op) {
   Expr value = mutate(op->value);
@@ -678,7 +688,7 @@ Expr Simplifier::visit(const Call *op) {
       return mutate(op->args[1]);
     if (is_zero(c))
       return mutate(op->args[2]);
-    Expr t = mutate(op->args[1]), f = mutate(op->args[2]);
+    Expr t = mutate_assuming(c, op->args[1]), f = mutate_assuming(logic_not(c), op->args[2]);
     if (structural_equal(t, f))
       return t;
     if (c.same_as(op->args[0]) && t.same_as(op->args[1]) && f.same_as(op->args[2]))

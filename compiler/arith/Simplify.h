@@ -97,6 +97,9 @@ private:
   Expr vector_arith(IRNodeKind kind, const Expr &a, const Expr &b);
   /// Narrows variable bounds by the conjuncts of `cond` of the form `v < e`, `e <= v`, `v == e`.
   void assume(const Expr &cond, std::vector<std::unique_ptr<BindScope>> &scopes);
+  /// `e` simplified where `cond` (simplified) is known to hold.
+  Expr mutate_assuming(const Expr &cond, const Expr &e);
+  Stmt mutate_assuming(const Expr &cond, const Stmt &s);
 
   VarBounds &bounds_;
 };

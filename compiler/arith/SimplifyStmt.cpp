@@ -75,6 +75,24 @@ void Simplifier::assume(const Expr &cond, std::vector<std::unique_ptr<BindScope>
   }
 }
 
+Expr Simplifier::mutate_assuming(const Expr &cond, const Expr &e) {
+  std::vector<std::unique_ptr<BindScope>> scopes;
+  assume(cond, scopes);
+  Expr r = mutate(e);
+  while (!scopes.empty()) // restore in reverse order of narrowing
+    scopes.pop_back();
+  return r;
+}
+
+Stmt Simplifier::mutate_assuming(const Expr &cond, const Stmt &s) {
+  std::vector<std::unique_ptr<BindScope>> scopes;
+  assume(cond, scopes);
+  Stmt r = mutate(s);
+  while (!scopes.empty())
+    scopes.pop_back();
+  return r;
+}
+
 Stmt Simplifier::visit(const For *op) {
   Expr min = mutate(op->min), extent = mutate(op->extent);
   auto range = loop_var_bound(bound(min), bound(extent));
@@ -166,16 +184,9 @@ Stmt Simplifier::visit(const IfThenElse *op) {
     return mutate(op->then_case);
   if (is_zero(c))
     return op->else_case.defined() ? mutate(op->else_case) : no_op();
-  Stmt then_case;
-  {
-    // Inside the branch the condition holds: `if (x < 8)` narrows x for the body.
-    std::vector<std::unique_ptr<BindScope>> scopes;
-    assume(c, scopes);
-    then_case = mutate(op->then_case);
-    while (!scopes.empty()) // restore in reverse order of narrowing
-      scopes.pop_back();
-  }
-  Stmt else_case = mutate(op->else_case);
+  // Inside each branch its condition holds: `if (x < 8)` narrows x for the body.
+  Stmt then_case = mutate_assuming(c, op->then_case);
+  Stmt else_case = op->else_case.defined() ? mutate_assuming(logic_not(c), op->else_case) : Stmt();
   if (else_case.defined() && is_no_op(else_case))
     else_case = Stmt();
   if (is_no_op(then_case)) {

@@ -213,6 +213,13 @@ TEST(Simplify, SelectAndIfThenElse) {
   Analyzer an;
   an.bind(x, Range(0, 8));
   EXPECT_EQ(simp(an, if_then_else(x < 8, x, y)), "x");
+  // Each branch is simplified knowing its condition.
+  Var i("i");
+  Analyzer an2;
+  an2.bind(i, Range(0, 32));
+  EXPECT_EQ(simp(an2, select(i < 16, floormod(i, 16), floormod(i, 16) + 1)),
+            "select(i < 16, i, i - 15)");
+  EXPECT_EQ(simp(an2, if_then_else(1 <= i, min(i, 0) + i, 0)), "if_then_else(1 <= i, i, 0)");
 }
 
 TEST(Simplify, Let) {
