@@ -122,33 +122,52 @@ bool contains_scaled(const LinearForm &f, const LinearForm &e, int64_t k) {
   return true;
 }
 
-// Recombines what splitting an index produces: floordiv(e, c)*c*k + floormod(e, c)*k -> e*k,
-// and e*k - floordiv(e, c)*c*k -> floormod(e, c)*k. Both identities hold for every e.
+// floormod(e, c) as the simplifier writes it when bounds do not decide it: without the terms
+// that are multiples of c and with the constant reduced to [0, c).
+Expr reduced_mod(const LinearForm &e, int64_t c) {
+  LinearForm r(e.type);
+  for (const auto &[atom, k] : e.terms)
+    if (k % c != 0)
+      r.add_term(atom, k);
+  r.constant = floormod_int(e.constant, c);
+  return FloorMod::make(to_expr(r), make_const(e.type, c));
+}
+
+// True if a - b is a constant multiple of c: then floormod(a, c) == floormod(b, c).
+bool congruent(const LinearForm &a, const Expr &b, int64_t c) {
+  LinearForm d = a;
+  d.add(linear_form(b), -1);
+  return d.is_constant() && d.constant % c == 0;
+}
+
+// Recombines what splitting an index produces: floordiv(e, c)*c*m + floormod(e', c)*m -> e*m
+// when e' = e (mod c), and e*m - floordiv(e, c)*c*m -> floormod(e, c)*m. Both identities hold
+// for every e.
 bool merge_div_mod(LinearForm &f) {
   for (size_t i = 0; i < f.terms.size(); ++i) {
-    Expr atom = f.terms[i].first; // copies: the terms change below
+    Expr div = f.terms[i].first; // copies: the terms change below
     int64_t k = f.terms[i].second;
     Expr e;
     int64_t c;
-    if (!as_div_mod(atom, true, &e, &c))
+    if (!as_div_mod(div, true, &e, &c) || k % c != 0)
       continue;
-    // k is the coefficient of floordiv(e, c); the matching multiple of e or floormod is k / c.
-    if (k % c != 0)
-      continue;
-    int64_t m = k / c;
-    Expr mod = FloorMod::make(e, make_const(e.type(), c));
-    Expr div = atom;
-    if (f.coeff_of(mod) == m) {
+    int64_t m = k / c; // the multiple of e or floormod(e, c) that pairs with k*floordiv(e, c)
+    LinearForm le = linear_form(e);
+    for (size_t j = 0; j < f.terms.size(); ++j) {
+      Expr mod = f.terms[j].first, e2;
+      int64_t c2;
+      if (f.terms[j].second != m || !as_div_mod(mod, false, &e2, &c2) || c2 != c ||
+          !congruent(le, e2, c))
+        continue;
       f.add_term(div, -k);
       f.add_term(mod, -m);
-      f.add(linear_form(e), m);
+      f.add(le, m);
       return true;
     }
-    LinearForm le = linear_form(e);
     if (contains_scaled(f, le, -m)) {
       f.add_term(div, -k);
       f.add(le, m);
-      f.add_term(mod, -m);
+      f.add_term(reduced_mod(le, c), -m);
       return true;
     }
   }

@@ -21,7 +21,6 @@ namespace tessel::arith {
 
 namespace {
 
-bool is_int_scalar(DataType t) { return t.is_scalar() && t.is_integer_like() && !t.is_bool(); }
 
 bool bounded(IntInterval b) { return b.bounded(); }
 

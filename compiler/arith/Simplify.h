@@ -15,6 +15,11 @@
 
 namespace tessel::arith {
 
+/// A scalar integer (not bool): what the integer rules and the interval analysis work on.
+inline bool is_int_scalar(DataType t) {
+  return t.is_scalar() && t.is_integer_like() && !t.is_bool();
+}
+
 /// Narrows what is known about a variable for a scope, and restores the previous state.
 class BindScope {
 public:

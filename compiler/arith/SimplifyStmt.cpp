@@ -21,7 +21,6 @@ bool is_no_op(const Stmt &s) {
   return e && is_const(e->value);
 }
 
-bool is_int_scalar(DataType t) { return t.is_scalar() && t.is_integer_like() && !t.is_bool(); }
 
 } // namespace
 

@@ -272,3 +272,11 @@ TEST(Simplify, CanProve) {
   EXPECT_FALSE(arith::can_prove(i < 64));
   EXPECT_TRUE(arith::can_prove(i * 2 + 1 != i * 2));
 }
+
+TEST(Simplify, RecombinesSplitIndicesWithOffsets) {
+  Var x("x"), y("y");
+  EXPECT_EQ(simp(floordiv(x + 17, 16) * 16 + floormod(x + 17, 16)), "x + 17");
+  EXPECT_EQ(simp(x + 17 - floordiv(x + 17, 16) * 16), "floormod(x + 1, 16)");
+  EXPECT_EQ(simp(floordiv(x * 4 + 6, 8) * 8 + floormod(x * 4 + 6, 8)), "x * 4 + 6");
+  EXPECT_EQ(simp(floordiv(x * 16 + y, 16) * 16 + floormod(y, 16)), "x * 16 + y");
+}
