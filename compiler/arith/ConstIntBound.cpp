@@ -207,8 +207,8 @@ IntInterval bound_sub(IntInterval a, IntInterval b) {
 }
 
 IntInterval bound_mul(IntInterval a, IntInterval b) {
-  return from_points({sat_mul(a.min, b.min), sat_mul(a.min, b.max), sat_mul(a.max, b.min),
-                      sat_mul(a.max, b.max)});
+  return from_points(
+      {sat_mul(a.min, b.min), sat_mul(a.min, b.max), sat_mul(a.max, b.min), sat_mul(a.max, b.max)});
 }
 
 IntInterval bound_union(IntInterval a, IntInterval b) {

@@ -14,7 +14,8 @@
 
 namespace tessel::arith {
 
-/// `v` wrapped to the width of the scalar integer type `t`, as IntImm::make stores it (bool: v != 0).
+/// `v` wrapped to the width of the scalar integer type `t`, as IntImm::make stores it (bool: v !=
+/// 0).
 int64_t wrap_to_type(DataType t, int64_t v);
 /// True if `v` is a value of `t` (no wrapping needed).
 bool fits_type(DataType t, __int128 v);

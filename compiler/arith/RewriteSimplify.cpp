@@ -21,7 +21,6 @@ namespace tessel::arith {
 
 namespace {
 
-
 bool bounded(IntInterval b) { return b.bounded(); }
 
 // True if a float of type t can hold v exactly, so that folding needs no rounding rule (the
@@ -181,10 +180,9 @@ Expr Simplifier::vector_arith(IRNodeKind k, const Expr &a, const Expr &b) {
     if (ra && bb)
       return Ramp::make(scalar(ra->base, bb->value), ra->stride, lanes);
     if (ba && rb)
-      return Ramp::make(scalar(ba->value, rb->base),
-                        k == IRNodeKind::Add ? rb->stride : sub(make_zero(rb->stride.type()),
-                                                                rb->stride),
-                        lanes);
+      return Ramp::make(
+          scalar(ba->value, rb->base),
+          k == IRNodeKind::Add ? rb->stride : sub(make_zero(rb->stride.type()), rb->stride), lanes);
   } else {
     if (ra && bb && is_const(bb->value))
       return Ramp::make(mul(ra->base, bb->value), mul(ra->stride, bb->value), lanes);
@@ -311,8 +309,7 @@ Expr Simplifier::linear_floormod(const Expr &a, int64_t c) {
   // floormod(g*e, g*c) = floormod(e, c)*g for g > 0.
   int64_t g = std::gcd(std::gcd(coeff_gcd(r), r.constant), c);
   if (g > 1)
-    return mul(FloorMod::make(to_expr(divide_exact(r, g)), make_const(t, c / g)),
-               make_const(t, g));
+    return mul(FloorMod::make(to_expr(divide_exact(r, g)), make_const(t, c / g)), make_const(t, g));
   return FloorMod::make(rest, make_const(t, c));
 }
 
@@ -425,8 +422,7 @@ Expr Simplifier::min_max(bool is_min, const Expr &a, const Expr &b) {
   auto cb = as_const_int(b);
   if (cb) {
     Expr inner_a, inner_b;
-    if (a->kind() == node->kind() && binary_operands(a, &inner_a, &inner_b) &&
-        inner_b.as<IntImm>())
+    if (a->kind() == node->kind() && binary_operands(a, &inner_a, &inner_b) && inner_b.as<IntImm>())
       return min_max(is_min, inner_a, min_max(is_min, inner_b, b));
   }
   return node;

@@ -21,7 +21,6 @@ bool is_no_op(const Stmt &s) {
   return e && is_const(e->value);
 }
 
-
 } // namespace
 
 BindScope::BindScope(VarBounds &bounds, const Variable *v, IntInterval iv)

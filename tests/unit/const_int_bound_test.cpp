@@ -13,8 +13,8 @@ namespace {
   IntInterval b = an.const_int_bound(e);
   if (b.min == lo && b.max == hi)
     return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "[" << b.min << ", " << b.max << "], expected [" << lo
-                                       << ", " << hi << "]";
+  return ::testing::AssertionFailure()
+         << "[" << b.min << ", " << b.max << "], expected [" << lo << ", " << hi << "]";
 }
 constexpr int64_t kNegInf = IntInterval::kNegInf, kPosInf = IntInterval::kPosInf;
 } // namespace

@@ -187,10 +187,10 @@ void check_simplify(DataType t, bool ranges_known, uint64_t seed, int cases) {
       ++compared;
       if (!got || *got != *want) {
         ADD_FAILURE() << "simplification changed the value (" << t
-                      << (ranges_known ? ", ranges known" : "") << ")\n  original:   "
-                      << to_string(e) << "\n  simplified: " << to_string(s) << "\n  at "
-                      << gen.describe(p) << "\n  original = " << *want << ", simplified = "
-                      << (got ? std::to_string(*got) : "<no value>");
+                      << (ranges_known ? ", ranges known" : "")
+                      << ")\n  original:   " << to_string(e) << "\n  simplified: " << to_string(s)
+                      << "\n  at " << gen.describe(p) << "\n  original = " << *want
+                      << ", simplified = " << (got ? std::to_string(*got) : "<no value>");
         ++failures;
         break;
       }
@@ -205,7 +205,9 @@ TEST(SimplifyRandom, SimplifiedEqualsOriginal) { check_simplify(Int(32), true, 2
 TEST(SimplifyRandom, SimplifiedEqualsOriginalWithoutRanges) {
   check_simplify(Int(32), false, 31337, kCases / 2);
 }
-TEST(SimplifyRandom, SimplifiedEqualsOriginalInt64) { check_simplify(Int(64), true, 64, kCases / 3); }
+TEST(SimplifyRandom, SimplifiedEqualsOriginalInt64) {
+  check_simplify(Int(64), true, 64, kCases / 3);
+}
 TEST(SimplifyRandom, SimplifiedEqualsOriginalUInt32) {
   check_simplify(UInt(32), true, 32, kCases / 3);
   check_simplify(UInt(32), false, 33, kCases / 3);
@@ -244,15 +246,15 @@ TEST(ConstIntBoundRandom, BoundsContainEveryValue) {
       ASSERT_TRUE(v && vs);
       // Bounds hold under wrap-around too, so no point is skipped here.
       if (*v < be.min || *v > be.max) {
-        ADD_FAILURE() << "value " << *v << " outside [" << be.min << ", " << be.max
-                      << "] of " << to_string(e) << "\n  at " << gen.describe(p);
+        ADD_FAILURE() << "value " << *v << " outside [" << be.min << ", " << be.max << "] of "
+                      << to_string(e) << "\n  at " << gen.describe(p);
         ++failures;
         break;
       }
       if (*vs < bs.min || *vs > bs.max) {
-        ADD_FAILURE() << "value " << *vs << " outside [" << bs.min << ", " << bs.max
-                      << "] of " << to_string(s) << " (simplified from " << to_string(e)
-                      << ")\n  at " << gen.describe(p);
+        ADD_FAILURE() << "value " << *vs << " outside [" << bs.min << ", " << bs.max << "] of "
+                      << to_string(s) << " (simplified from " << to_string(e) << ")\n  at "
+                      << gen.describe(p);
         ++failures;
         break;
       }
@@ -277,8 +279,9 @@ TEST(SimplifyRandom, CanProveIsNeverWrong) {
       auto v = arith::eval_int(c, p, &of);
       ASSERT_TRUE(v);
       if (!of && !*v) {
-        ADD_FAILURE() << "proved but false: " << to_string(c) << "\n  simplified: "
-                      << to_string(an.simplify(c)) << "\n  at " << gen.describe(p);
+        ADD_FAILURE() << "proved but false: " << to_string(c)
+                      << "\n  simplified: " << to_string(an.simplify(c)) << "\n  at "
+                      << gen.describe(p);
         ++failures;
         break;
       }

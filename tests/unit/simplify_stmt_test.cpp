@@ -9,7 +9,9 @@ using namespace tessel;
 
 namespace {
 Buffer buf() { return Buffer::make("A", Int(32), {Expr(1024)}); }
-Stmt store(const Expr &index, const Expr &value) { return BufferStore::make(buf(), value, {index}); }
+Stmt store(const Expr &index, const Expr &value) {
+  return BufferStore::make(buf(), value, {index});
+}
 } // namespace
 
 TEST(SimplifyStmt, BindsLoopVariables) {
@@ -30,7 +32,8 @@ TEST(SimplifyStmt, DropsProvenGuards) {
   std::string text = to_string(arith::simplify(s));
   EXPECT_EQ(text.find("if"), std::string::npos) << text;
 
-  Stmt dead = IfThenElse::make(i * 16 + j >= 1024, store(Expr(0), Expr(1)), store(Expr(1), Expr(2)));
+  Stmt dead =
+      IfThenElse::make(i * 16 + j >= 1024, store(Expr(0), Expr(1)), store(Expr(1), Expr(2)));
   Stmt s2 = For::make(i, 0, 64, ForKind::Serial, For::make(j, 0, 16, ForKind::Serial, dead));
   text = to_string(arith::simplify(s2));
   EXPECT_EQ(text.find("if"), std::string::npos) << text;
@@ -86,8 +89,8 @@ TEST(SimplifyStmt, LetStmts) {
   Stmt s2 = LetStmt::make(v, i, store(v + 1, Expr(0)));
   EXPECT_EQ(to_string(arith::simplify(s2)), to_string(store(i + 1, Expr(0))));
   // A let of a non-trivial value stays, and bounds the variable inside.
-  Stmt s3 = For::make(i, 0, 8, ForKind::Serial,
-                      LetStmt::make(w, i * 2, store(floormod(w, 16), Expr(0))));
+  Stmt s3 =
+      For::make(i, 0, 8, ForKind::Serial, LetStmt::make(w, i * 2, store(floormod(w, 16), Expr(0))));
   std::string text = to_string(arith::simplify(s3));
   EXPECT_NE(text.find("A[w] = 0"), std::string::npos) << text;
   // An unused let disappears.
