@@ -43,8 +43,11 @@ int64_t LinearForm::coeff_of(const Expr &atom) const {
 
 int64_t coeff_gcd(const LinearForm &f) {
   int64_t g = 0;
-  for (const auto &[atom, c] : f.terms)
-    g = std::gcd(g, c == INT64_MIN ? int64_t(0) : c);
+  for (const auto &[atom, c] : f.terms) {
+    if (c == INT64_MIN) // |c| does not fit; 1 is always a safe common divisor
+      return 1;
+    g = std::gcd(g, c);
+  }
   return g;
 }
 

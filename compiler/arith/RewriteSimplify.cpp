@@ -256,7 +256,7 @@ Expr Simplifier::linear_floordiv(const Expr &a, int64_t c) {
   r.constant = floormod_int(f.constant, c);
   Expr rest = to_expr(r);
   if (auto k = same_quotient(bound(rest), c)) {
-    q.constant = q.wrap(q.constant + *k);
+    q.constant = q.wrap(int64_t(uint64_t(q.constant) + uint64_t(*k)));
     return to_expr(q);
   }
   // Pull the multiples out only when terms move; `floordiv(x + 5, 4)` stays as it is rather
@@ -441,7 +441,7 @@ Expr Simplifier::linear_compare(IRNodeKind k, const Expr &a, const Expr &b) {
     return make_const(Bool(), int64_t(*r));
   // Divide by the common factor of the terms: g*e + c < 0  <=>  e + floordiv(c, g) < 0, etc.
   int64_t g = coeff_gcd(d);
-  if (g > 1) {
+  if (g > 1 && d.constant != INT64_MIN) {
     int64_t c = d.constant;
     if ((k == IRNodeKind::EQ || k == IRNodeKind::NE) && c % g != 0)
       return make_const(Bool(), int64_t(k == IRNodeKind::NE));

@@ -54,10 +54,14 @@ void Simplifier::assume(const Expr &cond, std::vector<std::unique_ptr<BindScope>
       scopes.push_back(std::make_unique<BindScope>(bounds_, var, now));
   };
   auto below = [](IntInterval b, int64_t delta) { // values <= b.max - delta
+    if (b.max == IntInterval::kNegInf) // x < INT64_MIN: nothing to learn (the branch is dead)
+      return IntInterval::everything();
     int64_t hi = b.max == IntInterval::kPosInf ? b.max : b.max - delta;
     return IntInterval{IntInterval::kNegInf, hi};
   };
   auto above = [](IntInterval b, int64_t delta) { // values >= b.min + delta
+    if (b.min == IntInterval::kPosInf)
+      return IntInterval::everything();
     int64_t lo = b.min == IntInterval::kNegInf ? b.min : b.min + delta;
     return IntInterval{lo, IntInterval::kPosInf};
   };
