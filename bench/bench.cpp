@@ -38,15 +38,6 @@ struct Row {
   std::string note;
 };
 
-std::vector<uint16_t> random_halves(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  std::vector<uint16_t> v(n);
-  for (uint16_t &x : v)
-    x = float_to_half(d(rng));
-  return v;
-}
-
 TimeOptions timing() { return {.number = 10, .repeat = 30, .warmup = 3, .flush_l2 = false}; }
 
 void print_row(const Row &r) {
