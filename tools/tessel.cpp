@@ -1,0 +1,240 @@
+// tessel: the command-line driver over the registry of named schedules (schedules/Registry.h).
+//
+//   tessel list                                   registered schedules, shapes, dtypes
+//   tessel lower NAME [--shape K=V,...] [--dtype T] [--print-after=STEP|all]
+//   tessel cuda NAME [--shape ...] [--dtype T]    the CUDA C++ source
+//   tessel compile NAME [--arch sm_90] [-o f.cubin]   NVRTC; registers, shared memory, spills
+//   tessel run NAME / tessel interpret NAME       (not in this build yet; exit 2)
+//
+// Exit codes: 0 success, 1 a tessel::Error (the user's mistake; printed as "tessel: error: ..."),
+// 2 a subcommand this build does not have or a command-line mistake, 3 an internal error.
+#include "compiler/codegen/CodeGenCUDA.h"
+#include "compiler/lower/Lower.h"
+#include "compiler/support/Error.h"
+#include "runtime/Device.h"
+#include "runtime/KernelCache.h"
+#include "schedules/Registry.h"
+
+#include <llvm/ADT/StringExtras.h>
+#include <llvm/Support/CommandLine.h>
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace cl = llvm::cl;
+using namespace tessel;
+
+namespace {
+
+cl::OptionCategory tessel_category("tessel options");
+
+cl::SubCommand list_cmd("list", "List the registered schedules with their default shapes and dtypes");
+cl::SubCommand lower_cmd("lower", "Print the lowered IR of a registered schedule");
+cl::SubCommand cuda_cmd("cuda", "Print the CUDA C++ source of a registered schedule");
+cl::SubCommand compile_cmd("compile", "Compile a registered schedule with NVRTC and print its "
+                                      "registers, shared memory and spills");
+cl::SubCommand run_cmd("run", "Run a registered schedule on the GPU and check it (not in this "
+                              "build yet)");
+cl::SubCommand interpret_cmd("interpret", "Run a registered schedule on the CPU executor and "
+                                          "check it (not in this build yet)");
+
+// Options shared by every subcommand that builds a schedule. cl::sub may be given several times.
+cl::opt<std::string> schedule_name(cl::Positional, cl::Required, cl::desc("<schedule>"),
+                                   cl::sub(lower_cmd), cl::sub(cuda_cmd), cl::sub(compile_cmd),
+                                   cl::sub(run_cmd), cl::sub(interpret_cmd),
+                                   cl::cat(tessel_category));
+cl::opt<std::string> shape_opt("shape", cl::desc("Shape parameters, e.g. M=1000,N=1000,K=64"),
+                               cl::value_desc("K=V,..."), cl::sub(lower_cmd), cl::sub(cuda_cmd),
+                               cl::sub(compile_cmd), cl::sub(run_cmd), cl::sub(interpret_cmd),
+                               cl::cat(tessel_category));
+cl::opt<std::string> dtype_opt("dtype", cl::desc("Input element type (default: the schedule's first)"),
+                               cl::value_desc("float16|float32|..."), cl::sub(lower_cmd),
+                               cl::sub(cuda_cmd), cl::sub(compile_cmd), cl::sub(run_cmd),
+                               cl::sub(interpret_cmd), cl::cat(tessel_category));
+
+// The description names the steps; main() fills it in from lowering_steps().
+cl::list<std::string> print_after_opt("print-after", cl::CommaSeparated, cl::value_desc("step|all"),
+                                      cl::sub(lower_cmd), cl::cat(tessel_category));
+
+cl::opt<std::string> arch_opt("arch", cl::desc("Target architecture (default: the GPU's)"),
+                              cl::value_desc("sm_XX"), cl::sub(compile_cmd),
+                              cl::cat(tessel_category));
+cl::opt<std::string> output_opt("o", cl::desc("Write the cubin to this file"),
+                                cl::value_desc("file.cubin"), cl::sub(compile_cmd),
+                                cl::cat(tessel_category));
+
+std::string join_shape(const ShapeParams &shape) {
+  std::string s;
+  for (const auto &[k, v] : shape)
+    s += (s.empty() ? "" : ",") + k + "=" + std::to_string(v);
+  return s;
+}
+
+// The selected schedule built at the requested shape and dtype.
+struct Selected {
+  const ScheduleEntry *entry;
+  ShapeParams shape;
+  DataType dtype;
+  ScheduledProgram program;
+};
+
+Selected select_schedule() {
+  const ScheduleEntry &e = find_schedule(schedule_name);
+  ShapeParams shape = resolve_shape(e, shape_opt.empty() ? ShapeParams{} : parse_shape(shape_opt));
+  DataType dtype = e.dtypes.at(0);
+  if (!dtype_opt.empty()) {
+    dtype = DataType::parse(dtype_opt);
+    if (std::find(e.dtypes.begin(), e.dtypes.end(), dtype) == e.dtypes.end()) {
+      std::vector<std::string> names;
+      for (const DataType &t : e.dtypes)
+        names.push_back(t.str());
+      user_error("--dtype") << "schedule '" << e.name << "' does not support " << dtype
+                            << "; it supports: " << llvm::join(names, ", ");
+    }
+  }
+  return {&e, shape, dtype, e.build(shape, dtype)};
+}
+
+// The kernel is named after the schedule so that CUDA source and cubin symbols are readable.
+LoweredModule lower_selected(const Selected &sel, const LowerOptions &base = {}) {
+  LowerOptions options = base;
+  options.name = sel.entry->name;
+  return lower(sel.program.schedule, sel.program.args, options);
+}
+
+int cmd_list() {
+  llvm::raw_ostream &os = llvm::outs();
+  for (const auto &[name, e] : schedule_registry()) {
+    std::vector<std::string> dtypes;
+    for (const DataType &t : e.dtypes)
+      dtypes.push_back(t.str());
+    os << name << "\n    " << e.description << "\n    shape: " << join_shape(e.default_shape)
+       << "\n    dtypes: " << llvm::join(dtypes, ", ") << "\n";
+  }
+  return 0;
+}
+
+int cmd_lower() {
+  Selected sel = select_schedule();
+  LowerOptions options;
+  options.print_after.assign(print_after_opt.begin(), print_after_opt.end());
+  // Steps print to stdout with the result, so that one pipe (e.g. into FileCheck) sees both.
+  options.print_stream = &llvm::outs();
+  LoweredModule m = lower_selected(sel, options);
+  if (!options.print_after.empty())
+    llvm::outs() << "// ---- lowered module ----\n";
+  llvm::outs() << to_string(m);
+  return 0;
+}
+
+int cmd_cuda() {
+  Selected sel = select_schedule();
+  llvm::outs() << codegen_cuda(lower_selected(sel));
+  return 0;
+}
+
+int cmd_compile() {
+  Selected sel = select_schedule();
+  LoweredModule lowered = lower_selected(sel);
+  std::string source = codegen_cuda(lowered);
+  CompileOptions options;
+  options.arch = arch_opt;
+  user_check(!options.arch.empty() || Device::available(), "compile")
+      << "no GPU to take the target architecture from (" << Device::unavailable_reason()
+      << "); pass --arch, e.g. --arch sm_90";
+  CompiledKernel k = KernelCache::global().compile(source, options, sel.entry->name + ".cu");
+
+  llvm::raw_ostream &os = llvm::outs();
+  os << sel.entry->name << " (" << join_shape(sel.shape) << ", " << sel.dtype << ") for "
+     << k.arch << ": cubin " << k.cubin.size() << " bytes\n";
+  for (const KernelStats &s : k.kernels)
+    os << "  kernel " << s.name << ": " << s.registers << " registers, "
+       << s.static_shared_bytes << " bytes static shared memory, " << s.stack_bytes
+       << " bytes stack, spills " << s.spill_store_bytes << " bytes stored / "
+       << s.spill_load_bytes << " bytes loaded\n";
+  for (const LoweredFunc &f : lowered.funcs)
+    if (f.launch.dynamic_shared_bytes)
+      os << "  kernel " << f.name << ": " << f.launch.dynamic_shared_bytes
+         << " bytes dynamic shared memory at launch\n";
+
+  if (!output_opt.empty()) {
+    std::error_code ec;
+    llvm::raw_fd_ostream file(output_opt, ec, llvm::sys::fs::OF_None);
+    user_check(!ec, "compile") << "cannot write '" << output_opt.getValue()
+                               << "': " << ec.message();
+    file << k.cubin;
+    file.close();
+    user_check(!file.has_error(), "compile")
+        << "writing '" << output_opt.getValue() << "' failed: " << file.error().message();
+    os << "wrote " << output_opt << "\n";
+  }
+  return 0;
+}
+
+// `run` needs a float64 reference of the compute definition to check against, and `interpret`
+// needs that reference and the CPU executor wired to random inputs (issues 4 and 5). Until they
+// are, the subcommands say so instead of pretending to check anything.
+int not_in_this_build(const char *what, const char *needs) {
+  llvm::errs() << "tessel: error: '" << what << "' is not available in this build (" << needs
+               << ")\n";
+  return 2;
+}
+
+int cmd_run() {
+  return not_in_this_build("run", "it needs the float64 reference of the compute definition");
+}
+
+int cmd_interpret() {
+  return not_in_this_build("interpret",
+                           "it needs the float64 reference of the compute definition");
+}
+
+int dispatch() {
+  if (list_cmd)
+    return cmd_list();
+  if (lower_cmd)
+    return cmd_lower();
+  if (cuda_cmd)
+    return cmd_cuda();
+  if (compile_cmd)
+    return cmd_compile();
+  if (run_cmd)
+    return cmd_run();
+  if (interpret_cmd)
+    return cmd_interpret();
+  llvm::errs() << "tessel: error: no subcommand given; run 'tessel --help' for the list\n";
+  return 2;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  cl::HideUnrelatedOptions(tessel_category, *cl::TopLevelSubCommand);
+  for (cl::SubCommand *sub : {&lower_cmd, &cuda_cmd, &compile_cmd, &run_cmd, &interpret_cmd})
+    cl::HideUnrelatedOptions(tessel_category, *sub);
+  static const std::string print_after_desc =
+      "Print the IR after these lowering steps, or after all of them: " +
+      llvm::join(lowering_steps(), ", ");
+  print_after_opt.setDescription(print_after_desc);
+  // With an error stream given, a command-line mistake returns false instead of exiting 1, so
+  // that it can exit 2 and stay apart from tessel::Error's 1.
+  if (!cl::ParseCommandLineOptions(argc, argv,
+                                   "tessel: a tensor-expression compiler for CUDA\n\n"
+                                   "  Run 'tessel SUBCOMMAND --help' for a subcommand's options.\n",
+                                   &llvm::errs()))
+    return 2;
+  try {
+    return dispatch();
+  } catch (const Error &e) {
+    llvm::outs().flush();
+    llvm::errs() << "tessel: error: " << e.what() << "\n";
+    return 1;
+  } catch (const InternalError &e) {
+    llvm::outs().flush();
+    llvm::errs() << "tessel: " << e.what() << "\n";
+    return 3;
+  }
+}
