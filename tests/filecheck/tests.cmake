@@ -1,0 +1,32 @@
+# The FileCheck tests of the tessel tool; tests/CMakeLists.txt defines tessel_filecheck_test.
+# The checks match essential structure (names, scopes, thread extents, loops, guards), not whole
+# outputs, so that they survive changes to the simplifier's exact forms.
+tessel_filecheck_test(NAME list CHECKS list.txt COMMAND list)
+tessel_filecheck_test(NAME lower.gemm_naive CHECKS gemm_naive.txt COMMAND lower gemm_naive)
+tessel_filecheck_test(NAME lower.gemm_naive_fp16 CHECKS gemm_naive_fp16.txt
+  COMMAND lower gemm_naive --dtype float16)
+tessel_filecheck_test(NAME lower.gemm_shared CHECKS gemm_shared.txt COMMAND lower gemm_shared)
+tessel_filecheck_test(NAME lower.gemm_shared_guards CHECKS gemm_shared_guards.txt
+  COMMAND lower gemm_shared --shape M=1000,N=1000,K=1000)
+tessel_filecheck_test(NAME lower.conv2d_tensorcore_tutorial CHECKS conv2d_tensorcore_tutorial.txt
+  COMMAND lower conv2d_tensorcore_tutorial
+  FILECHECK_ARGS --implicit-check-not=wmma.accumulator[ --implicit-check-not=matrix_a[
+                 --implicit-check-not=matrix_b[)
+tessel_filecheck_test(NAME lower.conv2d_tensorcore_tutorial_schedule_ops
+  CHECKS conv2d_tensorcore_tutorial_schedule_ops.txt
+  COMMAND lower conv2d_tensorcore_tutorial --print-after=schedule_ops)
+tessel_filecheck_test(NAME lower.print_after_all CHECKS print_after_all.txt
+  COMMAND lower gemm_naive --print-after=all)
+tessel_filecheck_test(NAME cuda.gemm_shared CHECKS cuda_gemm_shared.txt COMMAND cuda gemm_shared)
+tessel_filecheck_test(NAME compile.gemm_shared CHECKS compile_gemm_shared.txt
+  COMMAND compile gemm_shared --arch sm_80)
+
+# Errors: exit code 1 and the message, one check prefix per case.
+tessel_filecheck_test(NAME error.unknown_schedule CHECKS errors.txt EXIT_CODE 1
+  COMMAND lower gemm FILECHECK_ARGS --check-prefix=UNKNOWN)
+tessel_filecheck_test(NAME error.unknown_shape_parameter CHECKS errors.txt EXIT_CODE 1
+  COMMAND lower gemm_naive --shape Q=3 FILECHECK_ARGS --check-prefix=SHAPE)
+tessel_filecheck_test(NAME error.unsupported_dtype CHECKS errors.txt EXIT_CODE 1
+  COMMAND lower gemm_naive --dtype int8 FILECHECK_ARGS --check-prefix=DTYPE)
+tessel_filecheck_test(NAME error.unknown_step CHECKS errors.txt EXIT_CODE 1
+  COMMAND lower gemm_naive --print-after=bogus FILECHECK_ARGS --check-prefix=STEP)
