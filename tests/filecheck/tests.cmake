@@ -30,3 +30,8 @@ tessel_filecheck_test(NAME error.unsupported_dtype CHECKS errors.txt EXIT_CODE 1
   COMMAND lower gemm_naive --dtype int8 FILECHECK_ARGS --check-prefix=DTYPE)
 tessel_filecheck_test(NAME error.unknown_step CHECKS errors.txt EXIT_CODE 1
   COMMAND lower gemm_naive --print-after=bogus FILECHECK_ARGS --check-prefix=STEP)
+
+# Programs a reader runs first: they must keep building, running and printing what they say.
+tessel_filecheck_test(NAME readme_example PROGRAM readme_example CHECKS readme_example.txt)
+tessel_filecheck_test(NAME tutorial.gemm_definition PROGRAM gemm_definition
+  CHECKS tutorial_gemm_definition.txt)
