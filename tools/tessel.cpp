@@ -16,11 +16,14 @@
 #include "schedules/Registry.h"
 
 #include <llvm/ADT/StringExtras.h>
+#include <llvm/Config/llvm-config.h>
 #include <llvm/Support/CommandLine.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/raw_ostream.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -124,7 +127,9 @@ int cmd_lower() {
   // Steps print to stdout with the result, so that one pipe (e.g. into FileCheck) sees both.
   options.print_stream = &llvm::outs();
   LoweredModule m = lower_selected(sel, options);
-  if (!options.print_after.empty())
+  // Set the result apart from the steps printed before it (by the option or the environment).
+  const char *env = std::getenv("TESSEL_PRINT_AFTER");
+  if (!options.print_after.empty() || (env && *env))
     llvm::outs() << "// ---- lowered module ----\n";
   llvm::outs() << to_string(m);
   return 0;
@@ -212,6 +217,11 @@ int dispatch() {
 } // namespace
 
 int main(int argc, char **argv) {
+  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    int v = nvrtc_version();
+    os << "tessel, built with LLVM " << LLVM_VERSION_STRING << ", NVRTC " << v / 1000 << "."
+       << v % 1000 / 10 << "\n";
+  });
   cl::HideUnrelatedOptions(tessel_category, *cl::TopLevelSubCommand);
   for (cl::SubCommand *sub : {&lower_cmd, &cuda_cmd, &compile_cmd, &run_cmd, &interpret_cmd})
     cl::HideUnrelatedOptions(tessel_category, *sub);
@@ -235,6 +245,12 @@ int main(int argc, char **argv) {
   } catch (const InternalError &e) {
     llvm::outs().flush();
     llvm::errs() << "tessel: " << e.what() << "\n";
+    return 3;
+  } catch (const std::exception &e) {
+    // Anything else escaping the compiler is a bug too; say so rather than abort.
+    llvm::outs().flush();
+    llvm::errs() << "tessel: internal error: " << e.what()
+                 << "\n  (this is a bug in tessel; please report it with the command line)\n";
     return 3;
   }
 }
