@@ -123,11 +123,12 @@ BoundBuffer bind_buffer(const Buffer &decl, const Buffer &buffer, const BufferLa
       << buffer.name() << "' is " << buffer.dtype();
   LinearForm off;
   off.type = Int(32);
-  std::vector<Expr> mins;
+  std::vector<Expr> mins, offsets;
   for (size_t d = 0; d < region.size(); ++d) {
     mins.push_back(region[d].min);
-    off = off + (LinearForm::from(region[d].min) - LinearForm::from(layout.mins[d]))
-                    .scaled(layout.strides[d]);
+    LinearForm rel = LinearForm::from(region[d].min) - LinearForm::from(layout.mins[d]);
+    offsets.push_back(rel.to_expr());
+    off = off + rel.scaled(layout.strides[d]);
   }
   Expr elem_offset = off.to_expr();
   int64_t factor = decl->offset_factor;
@@ -142,7 +143,7 @@ BoundBuffer bind_buffer(const Buffer &decl, const Buffer &buffer, const BufferLa
       << decl.name() << "' requires";
   size_t k = decl.ndim();
   std::vector<int64_t> strides(layout.strides.end() - k, layout.strides.end());
-  return BoundBuffer(decl, buffer, mins, elem_offset, strides);
+  return BoundBuffer(decl, buffer, mins, offsets, elem_offset, strides);
 }
 
 } // namespace
