@@ -136,3 +136,31 @@ TEST(PassThreadSync, PrologueBeforeLoopAndIntrinsicAccesses) {
   Stmt out2 = insert_thread_syncs(g.wrap(Seq::make({g.fill(), wmma})));
   EXPECT_EQ(count_syncs(out2), 1) << to_string(out2);
 }
+
+// Fragment loads only read their shared tile: a loop of them (one per fragment, as tensorize
+// emits) needs no barrier between iterations. A fragment store writes through its pointer, so a
+// read after it still needs one.
+TEST(PassThreadSync, FragmentLoadsInALoopNeedNoBarriers) {
+  Kernel g;
+  Var frag("frag", Handle()), f("f");
+  auto wmma = [&](const char *name, const Expr &index) {
+    Expr ptr = Call::make(Handle(), intrinsic::address_of, {g.AS.load({index})},
+                          Call::PureIntrinsic);
+    return Evaluate::make(Call::make(Void(), name,
+                                     {frag, 16, 16, 16, f, ptr, 16, StringImm::make("row_major")},
+                                     Call::Intrinsic));
+  };
+  Stmt loads = For::make(f, 0, 4, ForKind::Serial, wmma(intrinsic::wmma_load_matrix_sync, f * 16));
+  Stmt out = insert_thread_syncs(g.wrap(Seq::make({g.fill(), loads})));
+  EXPECT_EQ(count_syncs(out), 1) << to_string(out);
+  for (const For *loop : find_all<For>(out)) {
+    if (loop->loop_var.get() == f.get()) {
+      EXPECT_EQ(count_syncs(loop), 0) << to_string(out);
+    }
+  }
+
+  Stmt stores =
+      For::make(f, 0, 4, ForKind::Serial, wmma(intrinsic::wmma_store_matrix_sync, f * 16));
+  Stmt out2 = insert_thread_syncs(g.wrap(Seq::make({stores, g.compute()})));
+  EXPECT_EQ(count_syncs(out2), 1) << to_string(out2);
+}
