@@ -206,9 +206,25 @@ TensorIntrinBodies tensorize_stage(const StageNode *s, size_t t, const Expr &bod
       if (have == want && i != t) {
         m << " Tensorize at '" << leaves[i].name()
           << "' (the first of the intrinsic's axes), or split the loops above it out.";
-        break;
+        return m.str();
       }
     }
+    // Otherwise, if the innermost loops are multiples of the intrinsic's axes, say which to
+    // split (a 32x16x16 nest for a 16x16x16 intrinsic: split the 32 by 16).
+    if (inner.size() < pax.size())
+      return m.str();
+    std::string splits;
+    size_t first = inner.size() - pax.size();
+    for (size_t a = 0; a < pax.size(); ++a) {
+      int64_t have = const_extent(dom, inner[first + a]), p = *as_const_int(pax[a]->dom.extent);
+      if (have % p != 0)
+        return m.str();
+      if (have != p)
+        splits += std::string(splits.empty() ? "" : ", ") + "split '" + inner[first + a].name() +
+                  "' by " + std::to_string(p);
+    }
+    if (!splits.empty())
+      m << " To match, " << splits << " and tensorize at the first of the inner loops.";
     return m.str();
   };
   VarMap to_pattern;
