@@ -6,6 +6,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 namespace tessel {
@@ -82,6 +83,17 @@ inline std::vector<float> halves_to_floats(const std::vector<uint16_t> &v) {
   for (std::size_t i = 0; i < v.size(); ++i)
     out[i] = half_to_float(v[i]);
   return out;
+}
+
+/// `n` float16 values drawn uniformly from [lo, hi) with a fixed seed (test and benchmark data).
+inline std::vector<uint16_t> random_halves(size_t n, uint64_t seed, float lo = -1.0f,
+                                           float hi = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<uint16_t> v(n);
+  for (uint16_t &x : v)
+    x = float_to_half(d(rng));
+  return v;
 }
 
 } // namespace tessel

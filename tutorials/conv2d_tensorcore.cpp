@@ -22,15 +22,6 @@ using namespace tessel;
 
 namespace {
 
-std::vector<uint16_t> random_halves(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  std::vector<uint16_t> v(n);
-  for (uint16_t &x : v)
-    x = float_to_half(d(rng));
-  return v;
-}
-
 // Checks sampled outputs against a direct float64 convolution of the same (fp16) inputs.
 // fp32 accumulation of K = 9 * in_channels products: the error stays below K * 2^-24 times the
 // sum of the products' magnitudes; we allow 2e-4 of that sum.

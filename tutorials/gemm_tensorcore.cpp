@@ -37,15 +37,6 @@ void print_ir(const char *title, const ScheduledProgram &p) {
   std::cout << "// ---- " << title << " ----\n" << lower(p.schedule, p.args) << "\n";
 }
 
-std::vector<uint16_t> random_halves(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  std::vector<uint16_t> v(n);
-  for (uint16_t &x : v)
-    x = float_to_half(d(rng));
-  return v;
-}
-
 // Sampled outputs against float64 sums of the same fp16 inputs. fp32 accumulation of K products
 // errs by at most about K * 2^-24 of the sum of their magnitudes; we allow four times that.
 bool check(const char *name, int64_t M, int64_t N, int64_t K, const std::vector<uint16_t> &a,

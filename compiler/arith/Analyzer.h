@@ -3,6 +3,10 @@
 // An Analyzer knows ranges of variables (loop variables, thread indices) and uses them to bound
 // integer expressions, prove conditions and simplify (e.g. floormod(x, 16) with x in [0, 16)
 // becomes x). Loops entered by simplify(Stmt) bind their variables as it descends.
+//
+// Implementation, one concept per file: ConstIntBound (interval analysis), CanonicalForm (linear
+// sum-of-products normal form), RewriteSimplify (expression rules), SimplifyStmt (statement
+// rules), IntEval (the IR's integer semantics and a direct evaluator, used by folding and tests).
 #pragma once
 
 #include "compiler/ir/IR.h"

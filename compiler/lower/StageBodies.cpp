@@ -32,12 +32,6 @@ protected:
       vmap[c->axis[i].var().get()] = load->indices[i];
     return substitute(inlined_.lookup(st), vmap);
   }
-  Expr visit(const Reduce *op) override {
-    Expr src = mutate(op->source), cond = mutate(op->condition);
-    if (src.same_as(op->source) && cond.same_as(op->condition))
-      return op;
-    return Reduce::make(op->combiner, src, op->axis, cond);
-  }
 
 private:
   const ScheduleNode *sch_;

@@ -1,7 +1,7 @@
 #include "compiler/lower/Tensorize.h"
 
 #include "compiler/arith/IndexInterval.h"
-#include "compiler/arith/LinearForm.h"
+#include "compiler/arith/CanonicalForm.h"
 #include "compiler/ir/IREquality.h"
 #include "compiler/ir/IRMutator.h"
 #include "compiler/ir/IROperator.h"
@@ -86,7 +86,7 @@ protected:
             << "' does not cover";
         continue;
       }
-      rel.push_back(linear_normalize(op->indices[d] - iv->min_expr()));
+      rel.push_back(arith::canonical_sum(op->indices[d] - iv->min_expr()));
     }
     if (regions[j].empty())
       regions[j] = region;
@@ -108,7 +108,7 @@ protected:
   Expr visit(const TensorLoad *op) override {
     std::vector<Expr> idx;
     for (const Expr &i : op->indices)
-      idx.push_back(linear_normalize(i));
+      idx.push_back(arith::canonical_sum(i));
     return TensorLoad::make(op->tensor, idx);
   }
 };
@@ -121,16 +121,16 @@ BoundBuffer bind_buffer(const Buffer &decl, const Buffer &buffer, const BufferLa
   user_check(decl.dtype() == buffer.dtype(), context)
       << "the intrinsic's buffer '" << decl.name() << "' is " << decl.dtype() << " but '"
       << buffer.name() << "' is " << buffer.dtype();
-  LinearForm off;
-  off.type = Int(32);
+  arith::LinearForm off(Int(32));
   std::vector<Expr> mins, offsets;
   for (size_t d = 0; d < region.size(); ++d) {
     mins.push_back(region[d].min);
-    LinearForm rel = LinearForm::from(region[d].min) - LinearForm::from(layout.mins[d]);
-    offsets.push_back(rel.to_expr());
-    off = off + rel.scaled(layout.strides[d]);
+    arith::LinearForm rel = arith::linear_form(region[d].min);
+    rel.add(arith::linear_form(layout.mins[d]), -1);
+    offsets.push_back(arith::to_expr(rel));
+    off.add(rel, layout.strides[d]);
   }
-  Expr elem_offset = off.to_expr();
+  Expr elem_offset = arith::to_expr(off);
   int64_t factor = decl->offset_factor;
   user_check(factor <= 1 || divide_exact(elem_offset, factor), context)
       << "the region of '" << buffer.name() << "' starts at element offset " << elem_offset

@@ -59,7 +59,7 @@ protected:
       out_.reads.insert(op->buffer->data.get());
       // Through a pointer (address_of inside an intrinsic) the callee may also write, unless
       // the intrinsic is known to only read through it.
-      if (pointer_depth_ && !read_only_depth_)
+      if (pointer_depth_ && !read_only_callee_)
         out_.writes.insert(op->buffer->data.get());
     }
     IRVisitor::visit(op);
@@ -79,14 +79,13 @@ protected:
   void visit(const Call *op) override {
     bool pointer = op->is_intrinsic(intrinsic::address_of) ||
                    op->is_intrinsic(intrinsic::access_ptr);
-    // wmma_load_matrix_sync copies from memory into a fragment: a read of the shared tile,
-    // so fragment loads of one tile need no barriers between them.
+    // A fragment load only reads the memory it points to.
     bool read_only = op->is_intrinsic(intrinsic::wmma_load_matrix_sync);
     pointer_depth_ += pointer;
-    read_only_depth_ += read_only;
+    read_only_callee_ += read_only;
     IRVisitor::visit(op);
     pointer_depth_ -= pointer;
-    read_only_depth_ -= read_only;
+    read_only_callee_ -= read_only;
   }
 
 private:
@@ -96,7 +95,7 @@ private:
   const llvm::DenseSet<const void *> &shared_;
   AccessSet &out_;
   int pointer_depth_ = 0;
-  int read_only_depth_ = 0;
+  int read_only_callee_ = 0;
 };
 
 class SyncInserter {

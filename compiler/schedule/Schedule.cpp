@@ -81,13 +81,6 @@ protected:
       return TensorLoad::make(to_, load->indices);
     return e;
   }
-  Expr visit(const Reduce *op) override {
-    // Reduce bodies are rebuilt with the same axes.
-    Expr src = mutate(op->source), cond = mutate(op->condition);
-    if (src.same_as(op->source) && cond.same_as(op->condition))
-      return op;
-    return Reduce::make(op->combiner, src, op->axis, cond);
-  }
 
 private:
   std::vector<Tensor> from_;

@@ -4,7 +4,7 @@
 #include "compiler/ir/IRPrinter.h"
 #include "compiler/ir/Intrinsics.h"
 #include "compiler/arith/IndexInterval.h"
-#include "compiler/arith/LinearForm.h"
+#include "compiler/arith/CanonicalForm.h"
 #include "compiler/support/Error.h"
 
 namespace tessel {
@@ -21,15 +21,17 @@ Expr BoundBuffer::tile_index(int64_t rows, int64_t cols, const std::string &cont
   int64_t ld = strides_[k - 2];
   const Expr &r = region_offset_[n - 2], &c = region_offset_[n - 1];
   // What the outer dimensions contribute: every one of their steps skips whole tiles.
-  LinearForm outer =
-      LinearForm::from(elem_offset_) - LinearForm::from(r).scaled(ld) - LinearForm::from(c);
-  auto tr = divide_exact(linear_normalize(r), rows), tc = divide_exact(linear_normalize(c), cols);
-  auto to = divide_exact(outer.to_expr(), rows * cols);
+  arith::LinearForm outer = arith::linear_form(elem_offset_);
+  outer.add(arith::linear_form(r), -ld);
+  outer.add(arith::linear_form(c), -1);
+  auto tr = divide_exact(arith::canonical_sum(r), rows);
+  auto tc = divide_exact(arith::canonical_sum(c), cols);
+  auto to = divide_exact(arith::to_expr(outer), rows * cols);
   user_check(tr && tc && to && ld % cols == 0, context)
       << "the region of '" << buffer_.name() << "' starts at row " << r << ", column " << c
       << " (row stride " << ld << "), which is not the corner of a " << rows << "x" << cols
       << " tile; split the loops so each call covers one whole tile";
-  return linear_normalize(*to + *tr * make_const(Int(32), ld / cols) + *tc);
+  return arith::canonical_sum(*to + *tr * make_const(Int(32), ld / cols) + *tc);
 }
 
 Expr BoundBuffer::access_ptr() const {

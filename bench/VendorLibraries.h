@@ -1,0 +1,44 @@
+// The vendor's kernels for the same problems as ours: cuBLAS GEMM and cuDNN convolution.
+#pragma once
+
+#include "runtime/DeviceArray.h"
+
+#include <memory>
+#include <string>
+
+namespace tessel::bench {
+
+/// C (M x N, float32) = A (M x K, float16) * B (K x N, float16), all row major, with
+/// cublasGemmEx and float32 compute.
+class CublasGemm {
+public:
+  CublasGemm();
+  ~CublasGemm();
+  void run(const DeviceArray &A, const DeviceArray &B, DeviceArray &C, int64_t M, int64_t N,
+           int64_t K);
+
+private:
+  void *handle_ = nullptr;
+};
+
+struct ConvShape {
+  int n, h, w, c, k, r, s, pad;
+};
+
+/// NHWC float16 convolution (stride 1) with float32 accumulation, the fastest algorithm cuDNN
+/// finds; output NHWC float16 (cuDNN's legacy API wants one type for x, w and y).
+class CudnnConv {
+public:
+  CudnnConv(const ConvShape &shape);
+  ~CudnnConv();
+  /// x: N x H x W x C, w: K x R x S x C, y: N x H x W x K.
+  void run(const DeviceArray &x, const DeviceArray &w, DeviceArray &y);
+  const std::string &algorithm() const { return algo_name_; }
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string algo_name_;
+};
+
+} // namespace tessel::bench

@@ -1,0 +1,200 @@
+// tessel against the vendor libraries, in one process on the same inputs.
+//
+// For each shape: our kernel and the vendor's (cuBLAS cublasGemmEx fp16 in / fp32 out; cuDNN
+// NHWC fp16 convolution, the best algorithm it finds) run on the same random data; our result is
+// checked against the vendor's; both are timed with CUDA events (warm-up, median of 30
+// measurements of 10 launches). Prints a table and writes CSV.
+//
+//   ./build/bench/tessel_bench [--csv results.csv] [--only gemm|conv] [--schedule gemm_wmma]
+#include "bench/VendorLibraries.h"
+#include "compiler/tessel.h"
+#include "runtime/Build.h"
+#include "runtime/Device.h"
+#include "runtime/Half.h"
+#include "schedules/Conv2dTensorCoreTutorial.h"
+#include "schedules/Registry.h"
+
+#include <llvm/Support/CommandLine.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <random>
+
+using namespace tessel;
+
+static llvm::cl::opt<std::string> csv_path("csv", llvm::cl::desc("write the table as CSV here"),
+                                           llvm::cl::init("bench_results.csv"));
+static llvm::cl::opt<std::string> only("only", llvm::cl::desc("gemm or conv"), llvm::cl::init(""));
+static llvm::cl::list<std::string> gemm_schedules(
+    "schedule", llvm::cl::desc("GEMM schedules to run (default: gemm_wmma and gemm_shared)"));
+
+namespace {
+
+struct Row {
+  std::string kernel, shape, ours_name;
+  double flops = 0, ours_ms = NAN, vendor_ms = NAN, max_err = NAN;
+  std::string note;
+};
+
+TimeOptions timing() { return {.number = 10, .repeat = 30, .warmup = 3, .flush_l2 = false}; }
+
+void print_row(const Row &r) {
+  std::printf("%-6s %-28s %-20s %10.4f %10.4f %9.1f %9.1f %7.3f  %-9.2e %s\n", r.kernel.c_str(),
+              r.shape.c_str(), r.ours_name.c_str(), r.ours_ms, r.vendor_ms,
+              r.flops / (r.ours_ms * 1e9), r.flops / (r.vendor_ms * 1e9), r.vendor_ms / r.ours_ms,
+              r.max_err, r.note.c_str());
+  std::fflush(stdout);
+}
+
+Row bench_gemm(const std::string &schedule, int64_t M, int64_t N, int64_t K, bench::CublasGemm &cublas) {
+  Row r;
+  r.kernel = "gemm";
+  r.shape = std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K);
+  r.ours_name = schedule;
+  r.flops = 2.0 * M * N * K;
+  DeviceArray A(Float(16), {M, K}), B(Float(16), {K, N}), C(Float(32), {M, N}), Cv(Float(32), {M, N});
+  std::vector<uint16_t> ha = random_halves(M * K, 1), hb = random_halves(K * N, 2);
+  A.copy_from_host(ha.data(), A.bytes());
+  B.copy_from_host(hb.data(), B.bytes());
+  cublas.run(A, B, Cv, M, N, K);
+  r.vendor_ms = time_launches([&] { cublas.run(A, B, Cv, M, N, K); }, timing()).median_ms;
+  try {
+    const ScheduleEntry &e = find_schedule(schedule);
+    ScheduledProgram p = e.build({{"M", M}, {"N", N}, {"K", K}}, Float(16));
+    Module m = build(p.schedule, p.args);
+    C.poison();
+    m.run({&A, &B, &C});
+    r.ours_ms = m.time({&A, &B, &C}, timing()).median_ms;
+    std::vector<float> ours(M * N), vendor(M * N);
+    C.copy_to_host(ours.data(), C.bytes());
+    Cv.copy_to_host(vendor.data(), Cv.bytes());
+    double worst = 0;
+    for (size_t i = 0; i < ours.size(); ++i)
+      worst = std::max(worst, double(std::fabs(ours[i] - vendor[i])) / (1.0 + std::fabs(vendor[i])));
+    r.max_err = worst;
+    // Both accumulate K fp16 products in fp32, in different orders.
+    r.note = worst <= 1e-3 ? "ok" : "MISMATCH";
+  } catch (const Error &e) {
+    r.note = std::string("n/a: ") + e.what();
+  }
+  return r;
+}
+
+// Our layout NHWCnc (blocks of 16 batch x 16 channels) <-> cuDNN's NHWC.
+size_t nhwc(int n, int h, int w, int c, int H, int W, int C) {
+  return ((size_t(n) * H + h) * W + w) * C + c;
+}
+
+Row bench_conv(const std::string &label, const Conv2dTutorialShape &s) {
+  Row r;
+  r.kernel = "conv";
+  r.shape = label;
+  r.ours_name = "conv2d_tensorcore_tutorial";
+  const int B = 16, N = s.batch, H = s.height, W = s.width, C = s.in_channels, K = s.out_channels,
+            R = s.kernel;
+  r.flops = 2.0 * N * H * W * K * C * R * R;
+  bench::CudnnConv cudnn({N, H, W, C, K, R, R, s.pad});
+  std::vector<uint16_t> x = random_halves(size_t(N) * H * W * C, 3);
+  std::vector<uint16_t> w = random_halves(size_t(K) * R * R * C, 4);
+  DeviceArray dx(Float(16), {N, H, W, C}), dw(Float(16), {K, R, R, C}), dy(Float(16), {N, H, W, K});
+  dx.copy_from_host(x.data(), dx.bytes());
+  dw.copy_from_host(w.data(), dw.bytes());
+  cudnn.run(dx, dw, dy);
+  r.vendor_ms = time_launches([&] { cudnn.run(dx, dw, dy); }, timing()).median_ms;
+  r.note = "cuDNN " + cudnn.algorithm() + "; ";
+  try {
+    ScheduledProgram p = conv2d_tensorcore_tutorial(s, {.tensorize = true});
+    Module m = build(p.schedule, p.args);
+    std::vector<uint16_t> a(x.size()), wt(w.size());
+    for (int n = 0; n < N; ++n)
+      for (int h = 0; h < H; ++h)
+        for (int ww = 0; ww < W; ++ww)
+          for (int c = 0; c < C; ++c)
+            a[(((((size_t(n / B) * H + h) * W + ww) * (C / B) + c / B) * B + n % B) * B + c % B)] =
+                x[nhwc(n, h, ww, c, H, W, C)];
+    for (int k = 0; k < K; ++k)
+      for (int kh = 0; kh < R; ++kh)
+        for (int kw = 0; kw < R; ++kw)
+          for (int c = 0; c < C; ++c)
+            wt[(((((size_t(kh) * R + kw) * (C / B) + c / B) * (K / B) + k / B) * B + c % B) * B + k % B)] =
+                w[((size_t(k) * R + kh) * R + kw) * C + c];
+    DeviceArray da(Float(16), {N / B, H, W, C / B, B, B}), dwt(Float(16), {R, R, C / B, K / B, B, B});
+    DeviceArray dc(Float(32), {N / B, H, W, K / B, B, B});
+    da.copy_from_host(a.data(), da.bytes());
+    dwt.copy_from_host(wt.data(), dwt.bytes());
+    dc.poison();
+    m.run({&da, &dwt, &dc});
+    r.ours_ms = m.time({&da, &dwt, &dc}, timing()).median_ms;
+    std::vector<float> ours(dc.numel());
+    std::vector<uint16_t> vendor(dy.numel());
+    dc.copy_to_host(ours.data(), dc.bytes());
+    dy.copy_to_host(vendor.data(), dy.bytes());
+    double worst = 0;
+    for (int n = 0; n < N; ++n)
+      for (int h = 0; h < H; ++h)
+        for (int ww = 0; ww < W; ++ww)
+          for (int k = 0; k < K; ++k) {
+            double v = half_to_float(vendor[nhwc(n, h, ww, k, H, W, K)]);
+            double o = ours[(((((size_t(n / B) * H + h) * W + ww) * (K / B) + k / B) * B + n % B) * B + k % B)];
+            worst = std::max(worst, std::fabs(o - v) / (1.0 + std::fabs(v)));
+          }
+    r.max_err = worst;
+    // cuDNN rounds its output to fp16 (relative 2^-11); ours stays fp32.
+    r.note += worst <= 2e-3 ? "ok" : "MISMATCH";
+  } catch (const Error &e) {
+    r.note += std::string("n/a: ") + e.what();
+  }
+  return r;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::cl::ParseCommandLineOptions(argc, argv, "tessel vs cuBLAS / cuDNN\n");
+  try {
+    Device &gpu = Device::get(0);
+    std::printf("device: %s (%s)\n", gpu.name().c_str(), gpu.arch().c_str());
+    std::printf("%-6s %-28s %-20s %10s %10s %9s %9s %7s  %-9s %s\n", "kind", "shape", "ours",
+                "ours ms", "vendor ms", "ours TF/s", "vend TF/s", "ratio", "max err", "check");
+    std::vector<Row> rows;
+    if (only.empty() || only == "gemm") {
+      bench::CublasGemm cublas;
+      std::vector<std::string> names(gemm_schedules.begin(), gemm_schedules.end());
+      if (names.empty())
+        for (const char *n : {"gemm_wmma", "gemm_shared"})
+          if (schedule_registry().count(n))
+            names.push_back(n);
+      const int64_t shapes[][3] = {{1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096},
+                                   {8192, 8192, 8192}, {4096, 4096, 1024}, {8192, 1024, 4096}};
+      for (const std::string &name : names)
+        for (const auto &sh : shapes) {
+          rows.push_back(bench_gemm(name, sh[0], sh[1], sh[2], cublas));
+          print_row(rows.back());
+        }
+    }
+    if (only.empty() || only == "conv") {
+      Conv2dTutorialShape seed;
+      Conv2dTutorialShape res3{.batch = 256, .height = 28, .width = 28, .in_channels = 128, .out_channels = 128};
+      Conv2dTutorialShape res5{.batch = 256, .height = 7, .width = 7, .in_channels = 512, .out_channels = 512};
+      for (auto &[label, s] : {std::pair<std::string, Conv2dTutorialShape>{"seed 256x14x14 256->512", seed},
+                               {"resnet50 res3 256x28x28 128->128", res3},
+                               {"resnet50 res5 256x7x7 512->512", res5}}) {
+        rows.push_back(bench_conv(label, s));
+        print_row(rows.back());
+      }
+    }
+    std::ofstream csv(csv_path);
+    csv << "kind,shape,ours,ours_ms,vendor_ms,ours_tflops,vendor_tflops,ratio,max_err,check\n";
+    for (const Row &r : rows)
+      csv << r.kernel << ",\"" << r.shape << "\"," << r.ours_name << "," << r.ours_ms << ","
+          << r.vendor_ms << "," << r.flops / (r.ours_ms * 1e9) << "," << r.flops / (r.vendor_ms * 1e9)
+          << "," << r.vendor_ms / r.ours_ms << "," << r.max_err << ",\"" << r.note << "\"\n";
+    std::printf("CSV written to %s\n", csv_path.c_str());
+  } catch (const Error &e) {
+    std::fprintf(stderr, "tessel_bench: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
