@@ -1,6 +1,6 @@
 // The float64 reference evaluator against hand-written loops, its rounding and integer
 // semantics, its errors, and the tolerance and comparison helpers.
-#include "runtime/interp/Reference.h"
+#include "runtime/interp/ResultCheck.h"
 
 #include "TestUtil.h"
 #include "compiler/te/Compute.h"
