@@ -3,6 +3,7 @@
 #include "compiler/support/Error.h"
 #include "schedules/Conv2dTensorCoreTutorial.h"
 #include "schedules/Gemm.h"
+#include "schedules/GemmWmma.h"
 
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/ADT/StringRef.h>
@@ -12,7 +13,7 @@ namespace tessel {
 const std::map<std::string, ScheduleEntry> &schedule_registry() {
   static const std::map<std::string, ScheduleEntry> registry = [] {
     std::map<std::string, ScheduleEntry> r;
-    for (ScheduleEntry e : {gemm_naive_entry(), gemm_shared_entry(),
+    for (ScheduleEntry e : {gemm_naive_entry(), gemm_shared_entry(), gemm_wmma_entry(),
                             conv2d_tensorcore_tutorial_entry()})
       r.emplace(e.name, std::move(e));
     return r;

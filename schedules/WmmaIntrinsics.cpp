@@ -26,9 +26,12 @@ Buffer memory_decl(const std::string &name, DataType t, std::vector<Expr> shape,
                       kMemoryAlignment / t.bytes());
 }
 
+// A fragment array is addressed by tile number (BoundBuffer::tile_index), not by pointer: a
+// region only has to start on a column of the tile grid, e.g. fragment (1, 1) of a warp's 64x32
+// accumulator starts at element 1 * 16 * 32 + 16, not at a multiple of 256.
 Buffer fragment_decl(const std::string &name, DataType t, int rows, int cols,
                      const std::string &scope) {
-  return Buffer::make(name, t, {rows, cols}, scope, {}, Expr(), kMemoryAlignment, rows * cols);
+  return Buffer::make(name, t, {rows, cols}, scope, {}, Expr(), cols * t.bytes(), cols);
 }
 
 Expr intrinsic_call(const char *name, std::vector<Expr> args) {
@@ -69,7 +72,7 @@ std::shared_ptr<const TensorIntrin> wmma_load_matrix(const std::string &scope,
         TensorIntrinBodies b;
         b.body = Evaluate::make(intrinsic_call(
             intrinsic::wmma_load_matrix_sync,
-            {out.data(), s.m, s.n, s.k, out.elem_offset_div(rows * cols), in[0].access_ptr(),
+            {out.data(), s.m, s.n, s.k, out.tile_index(rows, cols, name), in[0].access_ptr(),
              Expr(int(in[0].stride(0))), StringImm::make(layout)}));
         return b;
       },
@@ -96,15 +99,15 @@ std::shared_ptr<const TensorIntrin> wmma_gemm(WmmaShape s, DataType acc) {
   return decl_tensor_intrin(
       C, {{A, BA}, {B, BB}, {C, BC}},
       [s, acc](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
-        Expr c_index = out.elem_offset_div(s.m * s.n);
+        Expr c_index = out.tile_index(s.m, s.n, "wmma_gemm");
         TensorIntrinBodies b;
         b.reset = Evaluate::make(intrinsic_call(intrinsic::wmma_fill_fragment,
                                                 {out.data(), s.m, s.n, s.k, c_index,
                                                  make_zero(acc)}));
         b.update = Evaluate::make(intrinsic_call(
             intrinsic::wmma_mma_sync,
-            {out.data(), c_index, in[0].data(), in[0].elem_offset_div(s.m * s.k), in[1].data(),
-             in[1].elem_offset_div(s.k * s.n), out.data(), c_index}));
+            {out.data(), c_index, in[0].data(), in[0].tile_index(s.m, s.k, "wmma_gemm"), in[1].data(),
+             in[1].tile_index(s.k, s.n, "wmma_gemm"), out.data(), c_index}));
         return b;
       },
       "wmma_gemm");
@@ -126,7 +129,7 @@ std::shared_ptr<const TensorIntrin> wmma_store_matrix(WmmaShape s, DataType dtyp
         TensorIntrinBodies b;
         b.body = Evaluate::make(intrinsic_call(
             intrinsic::wmma_store_matrix_sync,
-            {in[0].data(), s.m, s.n, s.k, in[0].elem_offset_div(s.m * s.n), out.access_ptr(),
+            {in[0].data(), s.m, s.n, s.k, in[0].tile_index(s.m, s.n, "wmma_store_matrix"), out.access_ptr(),
              Expr(int(out.stride(0))), StringImm::make("row_major")}));
         return b;
       },

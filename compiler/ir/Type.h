@@ -41,6 +41,13 @@ public:
   DataType element_of() const { return with_lanes(1); }
   DataType with_bits(int bits) const { return DataType(code_, bits, lanes_); }
 
+  /// Significand bits of a float type, the implicit leading one included (11 for float16).
+  int significand_bits() const {
+    if (code_ == BFloat)
+      return 8;
+    return bits_ == 16 ? 11 : bits_ == 32 ? 24 : 53;
+  }
+
   /// Smallest and largest values of an integer type, as int64 (saturated for uint64).
   int64_t min_int() const;
   int64_t max_int() const;

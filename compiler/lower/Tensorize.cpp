@@ -122,11 +122,13 @@ BoundBuffer bind_buffer(const Buffer &decl, const Buffer &buffer, const BufferLa
       << "the intrinsic's buffer '" << decl.name() << "' is " << decl.dtype() << " but '"
       << buffer.name() << "' is " << buffer.dtype();
   arith::LinearForm off(Int(32));
-  std::vector<Expr> mins;
+  std::vector<Expr> mins, offsets;
   for (size_t d = 0; d < region.size(); ++d) {
     mins.push_back(region[d].min);
-    off.add(arith::linear_form(region[d].min), layout.strides[d]);
-    off.add(arith::linear_form(layout.mins[d]), -layout.strides[d]);
+    arith::LinearForm rel = arith::linear_form(region[d].min);
+    rel.add(arith::linear_form(layout.mins[d]), -1);
+    offsets.push_back(arith::to_expr(rel));
+    off.add(rel, layout.strides[d]);
   }
   Expr elem_offset = arith::to_expr(off);
   int64_t factor = decl->offset_factor;
@@ -141,7 +143,7 @@ BoundBuffer bind_buffer(const Buffer &decl, const Buffer &buffer, const BufferLa
       << decl.name() << "' requires";
   size_t k = decl.ndim();
   std::vector<int64_t> strides(layout.strides.end() - k, layout.strides.end());
-  return BoundBuffer(decl, buffer, mins, elem_offset, strides);
+  return BoundBuffer(decl, buffer, mins, offsets, elem_offset, strides);
 }
 
 } // namespace
@@ -204,9 +206,25 @@ TensorIntrinBodies tensorize_stage(const StageNode *s, size_t t, const Expr &bod
       if (have == want && i != t) {
         m << " Tensorize at '" << leaves[i].name()
           << "' (the first of the intrinsic's axes), or split the loops above it out.";
-        break;
+        return m.str();
       }
     }
+    // Otherwise, if the innermost loops are multiples of the intrinsic's axes, say which to
+    // split (a 32x16x16 nest for a 16x16x16 intrinsic: split the 32 by 16).
+    if (inner.size() < pax.size())
+      return m.str();
+    std::string splits;
+    size_t first = inner.size() - pax.size();
+    for (size_t a = 0; a < pax.size(); ++a) {
+      int64_t have = const_extent(dom, inner[first + a]), p = *as_const_int(pax[a]->dom.extent);
+      if (have % p != 0)
+        return m.str();
+      if (have != p)
+        splits += std::string(splits.empty() ? "" : ", ") + "split '" + inner[first + a].name() +
+                  "' by " + std::to_string(p);
+    }
+    if (!splits.empty())
+      m << " To match, " << splits << " and tensorize at the first of the inner loops.";
     return m.str();
   };
   VarMap to_pattern;

@@ -1,8 +1,10 @@
 #include "compiler/schedule/TensorIntrin.h"
 
 #include "compiler/ir/IROperator.h"
+#include "compiler/ir/IRPrinter.h"
 #include "compiler/ir/Intrinsics.h"
 #include "compiler/arith/IndexInterval.h"
+#include "compiler/arith/CanonicalForm.h"
 #include "compiler/support/Error.h"
 
 namespace tessel {
@@ -11,6 +13,25 @@ Expr BoundBuffer::elem_offset_div(int64_t factor) const {
   auto q = divide_exact(elem_offset_, factor);
   internal_check(q) << "elem_offset of " << buffer_.name() << " is not a multiple of " << factor;
   return q->defined() ? *q : Expr(0);
+}
+
+Expr BoundBuffer::tile_index(int64_t rows, int64_t cols, const std::string &context) const {
+  size_t n = region_offset_.size(), k = strides_.size();
+  internal_check(n >= 2 && k >= 2) << "tile_index of " << buffer_.name() << " needs 2 dimensions";
+  int64_t ld = strides_[k - 2];
+  const Expr &r = region_offset_[n - 2], &c = region_offset_[n - 1];
+  // What the outer dimensions contribute: every one of their steps skips whole tiles.
+  arith::LinearForm outer = arith::linear_form(elem_offset_);
+  outer.add(arith::linear_form(r), -ld);
+  outer.add(arith::linear_form(c), -1);
+  auto tr = divide_exact(arith::canonical_sum(r), rows);
+  auto tc = divide_exact(arith::canonical_sum(c), cols);
+  auto to = divide_exact(arith::to_expr(outer), rows * cols);
+  user_check(tr && tc && to && ld % cols == 0, context)
+      << "the region of '" << buffer_.name() << "' starts at row " << r << ", column " << c
+      << " (row stride " << ld << "), which is not the corner of a " << rows << "x" << cols
+      << " tile; split the loops so each call covers one whole tile";
+  return arith::canonical_sum(*to + *tr * make_const(Int(32), ld / cols) + *tc);
 }
 
 Expr BoundBuffer::access_ptr() const {

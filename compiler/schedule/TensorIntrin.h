@@ -29,10 +29,11 @@ namespace tessel {
 /// A declared intrinsic buffer bound to the region of a real buffer that a stage touches.
 class BoundBuffer {
 public:
-  BoundBuffer(Buffer decl, Buffer buffer, std::vector<Expr> region_min, Expr elem_offset,
-              std::vector<int64_t> strides)
+  BoundBuffer(Buffer decl, Buffer buffer, std::vector<Expr> region_min,
+              std::vector<Expr> region_offset, Expr elem_offset, std::vector<int64_t> strides)
       : decl_(std::move(decl)), buffer_(std::move(buffer)), region_min_(std::move(region_min)),
-        elem_offset_(std::move(elem_offset)), strides_(std::move(strides)) {}
+        region_offset_(std::move(region_offset)), elem_offset_(std::move(elem_offset)),
+        strides_(std::move(strides)) {}
 
   /// The declaration from the intrinsic.
   const Buffer &decl() const { return decl_; }
@@ -44,6 +45,12 @@ public:
   const Expr &elem_offset() const { return elem_offset_; }
   /// elem_offset() / factor; the offset factor was checked when binding, so this is exact.
   Expr elem_offset_div(int64_t factor) const;
+  /// The number of the region as a tile of a buffer cut into `rows` x `cols` tiles (row-major
+  /// over the last two dimensions, outer dimensions outermost): the index of a WMMA fragment in
+  /// a fragment array. Unlike elem_offset_div(rows * cols) it holds when the buffer is wider
+  /// than one tile, e.g. a warp's 64x32 accumulator of 4x2 fragments. tessel::Error (with
+  /// `context`) when the region does not start on a tile boundary.
+  Expr tile_index(int64_t rows, int64_t cols, const std::string &context) const;
   /// A pointer to the first element of the region (TVM's access_ptr).
   Expr access_ptr() const;
   /// The stride in elements of dimension `i` of the declaration (the real buffer's stride of
@@ -53,6 +60,7 @@ public:
 private:
   Buffer decl_, buffer_;
   std::vector<Expr> region_min_;
+  std::vector<Expr> region_offset_; ///< region_min_ minus the origin of the buffer, per dimension
   Expr elem_offset_;
   std::vector<int64_t> strides_; ///< of the declaration's dimensions
 };

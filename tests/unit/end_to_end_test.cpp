@@ -1,7 +1,10 @@
 // Registered schedules lowered through the whole pipeline, run by the CPU executor with GPU
 // semantics against a float64 reference, and compiled by NVRTC for sm_80 and sm_90.
 #include "compiler/codegen/CodeGenCUDA.h"
+#include "compiler/ir/IRMutator.h"
+#include "compiler/ir/Intrinsics.h"
 #include "compiler/tessel.h"
+#include "runtime/Check.h"
 #include "runtime/Nvrtc.h"
 #include "runtime/interp/Executor.h"
 #include "schedules/Conv2dTensorCoreTutorial.h"
@@ -82,4 +85,83 @@ TEST(EndToEnd, RegisteredSchedulesCompileWithNvrtc) {
     ScheduledProgram p = entry.build(entry.default_shape, entry.dtypes[0]);
     check_compiles(lower(p.schedule, p.args));
   }
+}
+
+// Every registered schedule at a small shape (non-divisible where the schedule allows it) on the
+// CPU executor, against the float64 reference of its definition.
+TEST(EndToEnd, RegisteredSchedulesMatchReferenceOnCpu) {
+  const std::map<std::string, std::vector<ShapeParams>> shapes = {
+      {"gemm_naive", {{{"M", 48}, {"N", 40}, {"K", 24}}, {{"M", 37}, {"N", 21}, {"K", 19}}}},
+      {"gemm_shared", {{{"M", 128}, {"N", 64}, {"K", 32}}, {{"M", 70}, {"N", 66}, {"K", 33}}}},
+      {"gemm_wmma", {{{"M", 64}, {"N", 64}, {"K", 32}}, {{"M", 48}, {"N", 32}, {"K", 80}}}},
+      {"conv2d_tensorcore_tutorial",
+       {{{"batch", 128}, {"height", 2}, {"width", 2}, {"in_channels", 32}, {"out_channels", 128}}}},
+  };
+  for (const auto &[name, entry] : schedule_registry()) {
+    auto it = shapes.find(name);
+    ASSERT_NE(it, shapes.end()) << "no small shape for registered schedule " << name;
+    for (const ShapeParams &sh : it->second)
+      for (DataType t : entry.dtypes) {
+        SCOPED_TRACE(name + " " + t.str());
+        ScheduledProgram p = entry.build(resolve_shape(entry, sh), t);
+        CheckResult r = check_on_cpu(p.schedule, p.args, p.num_inputs);
+        EXPECT_TRUE(r.compare.ok) << r.str();
+      }
+  }
+}
+
+namespace {
+
+// Removes every barrier: what a lowering without insert_thread_syncs would produce.
+class DropSyncs : public IRMutator {
+protected:
+  Stmt visit(const Evaluate *op) override {
+    if (const auto *c = op->value.as<Call>(); c && c->is_intrinsic(intrinsic::syncthreads))
+      return Evaluate::make(0);
+    return IRMutator::visit(op);
+  }
+};
+
+// Shifts every store into shared memory by one tile row: an out-of-bounds tile.
+class ShiftSharedStores : public IRMutator {
+protected:
+  Stmt visit(const BufferStore *op) override {
+    if (op->buffer.scope() != "shared")
+      return IRMutator::visit(op);
+    Expr idx = op->indices[0];
+    return BufferStore::make(op->buffer, op->value, {idx + make_const(idx.type(), 64)});
+  }
+};
+
+std::string error_of(const LoweredFunc &f, DataType dtype) {
+  int64_t n = 64 * 64;
+  interp::HostBuffer A = interp::HostBuffer::from_doubles(dtype, random_values(n, 1));
+  interp::HostBuffer B = interp::HostBuffer::from_doubles(dtype, random_values(n, 2));
+  interp::HostBuffer C(Float(32), n);
+  try {
+    interp::execute(f, {&A, &B, &C});
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "";
+}
+
+} // namespace
+
+TEST(EndToEnd, BrokenLoweringsAreCaughtByTheExecutor) {
+  ScheduledProgram p = gemm_shared(64, 64, 64, Float(32));
+  LoweredFunc f = lower(p.schedule, p.args).funcs[0];
+  EXPECT_EQ(error_of(f, Float(32)), "");
+
+  LoweredFunc no_sync = f;
+  no_sync.body = DropSyncs().mutate(f.body);
+  std::string race = error_of(no_sync, Float(32));
+  EXPECT_NE(race.find("race"), std::string::npos) << race;
+  EXPECT_NE(race.find("shared"), std::string::npos) << race;
+
+  LoweredFunc oob = f;
+  oob.body = ShiftSharedStores().mutate(f.body);
+  std::string bounds = error_of(oob, Float(32));
+  EXPECT_NE(bounds.find("out-of-bounds write to shared buffer 'A.shared'"), std::string::npos) << bounds;
+  EXPECT_NE(bounds.find("thread"), std::string::npos) << bounds;
 }

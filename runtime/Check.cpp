@@ -1,0 +1,104 @@
+#include "runtime/Check.h"
+
+#include "compiler/ir/IROperator.h"
+#include "compiler/support/Error.h"
+#include "runtime/interp/Executor.h"
+
+#include <cstring>
+#include <sstream>
+
+namespace tessel {
+
+namespace {
+
+// The number of terms each output element sums: the product of the reduce axes' extents.
+int64_t reduction_length(const Tensor &out) {
+  int64_t n = 1;
+  if (const auto *c = out.op().as<ComputeOpNode>())
+    for (const IterVar &r : c->reduce_axis)
+      n *= *as_const_int(r->dom.extent);
+  return n;
+}
+
+struct Problem {
+  std::vector<HostTensor> inputs;
+  std::vector<double> reference;
+  Tolerance tolerance;
+};
+
+Problem make_problem(const std::vector<Tensor> &args, size_t num_inputs, uint64_t seed) {
+  user_check(num_inputs + 1 == args.size(), "check")
+      << "expected the inputs followed by one output, got " << args.size() << " arguments for "
+      << num_inputs << " inputs";
+  Problem p;
+  std::vector<TensorBinding> bindings;
+  for (size_t i = 0; i < num_inputs; ++i)
+    p.inputs.push_back(random_tensor(args[i], seed + i));
+  for (size_t i = 0; i < num_inputs; ++i)
+    bindings.push_back({args[i], p.inputs[i]});
+  const Tensor &out = args.back();
+  p.reference = evaluate_reference(out, bindings);
+  p.tolerance = tolerance_for(out.dtype(), args[0].dtype(), reduction_length(out));
+  return p;
+}
+
+CheckResult finish(const Problem &p, const interp::HostBuffer &out) {
+  CheckResult r;
+  r.tolerance = p.tolerance;
+  std::vector<double> got = out.to_doubles();
+  r.compare = compare(p.reference, got.data(), got.size(), p.tolerance);
+  return r;
+}
+
+} // namespace
+
+std::string CheckResult::str() const {
+  std::ostringstream os;
+  os << compare.str() << " (tolerance abs " << tolerance.abs << " + rel " << tolerance.rel << ")";
+  if (time)
+    os << "; " << time->str();
+  return os.str();
+}
+
+CheckResult check_on_cpu(const Schedule &s, const std::vector<Tensor> &args, size_t num_inputs,
+                         uint64_t seed) {
+  Problem p = make_problem(args, num_inputs, seed);
+  LoweredModule m = lower(s, args);
+  std::vector<interp::HostBuffer> bufs;
+  for (const HostTensor &h : p.inputs)
+    bufs.push_back(interp::HostBuffer::from_doubles(h.dtype, h.values));
+  // Poisoned output: an element the kernel does not write shows up as a mismatch.
+  bufs.push_back(interp::HostBuffer::from_doubles(
+      args.back().dtype(), std::vector<double>(p.reference.size(), std::nan(""))));
+  std::vector<interp::HostBuffer *> ptrs;
+  for (interp::HostBuffer &b : bufs)
+    ptrs.push_back(&b);
+  interp::execute(m.funcs.at(0), ptrs);
+  return finish(p, bufs.back());
+}
+
+CheckResult check_on_gpu(const Schedule &s, const std::vector<Tensor> &args, size_t num_inputs,
+                         const std::optional<TimeOptions> &timing, uint64_t seed) {
+  Problem p = make_problem(args, num_inputs, seed);
+  Module m = build(s, args);
+  std::vector<DeviceArray> arrays;
+  for (const HostTensor &h : p.inputs) {
+    interp::HostBuffer b = interp::HostBuffer::from_doubles(h.dtype, h.values);
+    arrays.emplace_back(h.dtype, h.shape);
+    arrays.back().copy_from_host(b.data(), arrays.back().bytes());
+  }
+  arrays.emplace_back(args.back().dtype(), constant_shape(args.back()));
+  arrays.back().poison();
+  std::vector<const DeviceArray *> ptrs;
+  for (const DeviceArray &a : arrays)
+    ptrs.push_back(&a);
+  m.run(ptrs);
+  interp::HostBuffer out(args.back().dtype(), p.reference.size());
+  arrays.back().copy_to_host(out.data(), arrays.back().bytes());
+  CheckResult r = finish(p, out);
+  if (timing)
+    r.time = m.time(ptrs, *timing);
+  return r;
+}
+
+} // namespace tessel

@@ -1,0 +1,775 @@
+// The reference evaluator. Each compute body is compiled once into a closure tree (one virtual
+// call per node, variables in a flat frame of slots), so an element costs no map lookups. A load whose indices are affine in the loop variables and provably inside the tensor
+// (interval bounds over the loop domains) becomes one dot product with no per-element check;
+// other loads evaluate and check each index.
+#include "runtime/interp/Reference.h"
+
+#include "compiler/ir/IROperator.h"
+#include "compiler/ir/IRPrinter.h"
+#include "compiler/ir/Intrinsics.h"
+#include "compiler/support/Error.h"
+#include "compiler/te/Operation.h"
+#include "runtime/Half.h"
+#include "runtime/interp/HalfFloat.h"
+
+#include <llvm/ADT/ArrayRef.h>
+#include <llvm/ADT/DenseMap.h>
+#include <llvm/ADT/STLExtras.h>
+#include <llvm/ADT/SmallVector.h>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <random>
+#include <sstream>
+
+namespace tessel {
+
+int64_t HostTensor::num_elements() const {
+  int64_t n = 1;
+  for (int64_t e : shape)
+    n *= e;
+  return n;
+}
+
+namespace {
+
+/// A value of any scalar type: floats in `f` (a double), integers and bools in `i` (uint64
+/// values by their bits).
+union Scalar {
+  double f;
+  int64_t i;
+};
+Scalar float_value(double f) { return Scalar{.f = f}; }
+Scalar int_value(int64_t i) { return Scalar{.i = i}; }
+
+/// Integers are computed in int64 and brought back into their type after every operation, so
+/// they wrap as the generated C does.
+int64_t wrap(int64_t v, DataType t) {
+  if (t.is_bool())
+    return v != 0;
+  const int bits = t.bits();
+  if (bits >= 64)
+    return v;
+  uint64_t u = uint64_t(v) & ((uint64_t(1) << bits) - 1);
+  if (t.is_uint())
+    return int64_t(u);
+  uint64_t sign = uint64_t(1) << (bits - 1);
+  return int64_t((u ^ sign) - sign); // sign-extends
+}
+
+/// Rounds to the float type `t` directly from double (through float would round twice).
+double round_to(DataType t, double x) {
+  if (t.is_bfloat())
+    return interp::round_to_bfloat16(x);
+  switch (t.bits()) {
+  case 16:
+    return interp::round_to_half(x);
+  case 32:
+    return interp::round_to_float(x);
+  case 64:
+    return x;
+  }
+  internal_error << "reference: no float type " << t;
+}
+
+/// Every value of float type `from` is a value of float type `to`.
+bool float_contains(DataType to, DataType from) {
+  if (to == from || to.bits() == 64)
+    return true;
+  return to.bits() == 32 && !to.is_bfloat() && from.bits() == 16;
+}
+
+bool representable(double v, DataType t) {
+  if (t.is_float())
+    return std::isnan(v) || round_to(t, v) == v;
+  if (t.is_bool())
+    return v == 0 || v == 1;
+  return std::floor(v) == v && v >= double(t.min_int()) && v <= double(t.max_int());
+}
+
+Scalar from_double(double v, DataType t) {
+  if (t.is_float())
+    return float_value(v);
+  return int_value(t.is_uint() && v >= 0x1p63 ? int64_t(uint64_t(v)) : int64_t(v));
+}
+
+double to_double(Scalar s, DataType t) {
+  if (t.is_float())
+    return s.f;
+  return t.is_uint() ? double(uint64_t(s.i)) : double(s.i);
+}
+
+std::string shape_str(llvm::ArrayRef<int64_t> v) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    os << (i ? ", " : "") << v[i];
+  os << "]";
+  return os.str();
+}
+
+
+/// The evaluated values of one tensor.
+struct TensorData {
+  std::string name;
+  DataType dtype;
+  std::vector<int64_t> shape, strides;
+  std::vector<Scalar> values;
+  /// Every float value is exactly a value of dtype (inputs, casts, constants, max/min of those),
+  /// so a cast to a wider float type is the identity and can be skipped.
+  bool exact = false;
+
+  TensorData(std::string name, DataType dtype, std::vector<int64_t> shape_)
+      : name(std::move(name)), dtype(dtype), shape(std::move(shape_)), strides(shape.size()) {
+    int64_t n = 1;
+    for (size_t d = shape.size(); d-- > 0;) {
+      strides[d] = n;
+      n *= shape[d];
+    }
+    values.resize(size_t(n));
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Code: compiled expressions
+// ---------------------------------------------------------------------------------------------
+
+class Code {
+public:
+  virtual ~Code() = default;
+  /// `frame` holds the loop and let variables, one slot each.
+  virtual Scalar eval(Scalar *frame) const = 0;
+};
+using CodePtr = std::unique_ptr<const Code>;
+
+/// A node of the closure tree: `f` computes the node from the frame, calling its children.
+template <typename F> class Closure final : public Code {
+public:
+  explicit Closure(F f) : f_(std::move(f)) {}
+  Scalar eval(Scalar *frame) const override { return f_(frame); }
+
+private:
+  F f_;
+};
+template <typename F> CodePtr closure(F f) { return std::make_unique<Closure<F>>(std::move(f)); }
+
+// Integer division on int64 or uint64 operands; -1 divisors go through negation, so
+// INT64_MIN / -1 wraps instead of trapping.
+template <typename T> T trunc_div(T x, T y) {
+  if constexpr (std::is_signed_v<T>)
+    if (y == -1)
+      return T(0 - uint64_t(x));
+  return x / y;
+}
+template <typename T> T trunc_mod(T x, T y) {
+  if constexpr (std::is_signed_v<T>)
+    if (y == -1)
+      return 0;
+  return x % y;
+}
+template <typename T> T floor_div(T x, T y) {
+  T q = trunc_div(x, y);
+  if constexpr (std::is_signed_v<T>)
+    if (y != -1 && x % y != 0 && ((x < 0) != (y < 0)))
+      return q - 1;
+  return q;
+}
+template <typename T> T floor_mod(T x, T y) {
+  T r = trunc_mod(x, y);
+  if constexpr (std::is_signed_v<T>)
+    if (r != 0 && ((r < 0) != (y < 0)))
+      return r + y;
+  return r;
+}
+
+/// For the integer-only nodes (Mod, FloorDiv, FloorMod, And, Or).
+struct NoFloat {};
+
+/// a OP b: FF on doubles for floats; IF on int64 (uint64 for unsigned types) for integers, the
+/// result wrapped to `t`. `div_context` names the tensor for a division-by-zero error.
+template <typename FF, typename IF>
+CodePtr binary(CodePtr a, CodePtr b, DataType t, FF ff, IF iff, const std::string *div_context) {
+  if (t.is_float()) {
+    if constexpr (std::is_same_v<FF, NoFloat>)
+      internal_error << "reference: an integer-only operation of type " << t;
+    else
+      return closure([a = std::move(a), b = std::move(b), ff](Scalar *fr) {
+        return float_value(ff(a->eval(fr).f, b->eval(fr).f));
+      });
+  }
+  auto make = [&](auto zero) {
+    using T = decltype(zero);
+    return closure([a = std::move(a), b = std::move(b), t, iff, div_context](Scalar *fr) {
+      T x = T(a->eval(fr).i), y = T(b->eval(fr).i);
+      if (div_context)
+        user_check(y != 0, "reference") << "'" << *div_context << "': integer division by zero";
+      return int_value(wrap(int64_t(iff(x, y)), t));
+    });
+  };
+  return t.is_uint() ? make(uint64_t(0)) : make(int64_t(0));
+}
+
+/// A load whose indices are evaluated and checked one by one.
+CodePtr checked_load(const TensorData *t, std::vector<CodePtr> idx, const std::string *reader) {
+  return closure([t, idx = std::move(idx), reader](Scalar *fr) {
+    int64_t off = 0;
+    for (size_t d = 0; d < idx.size(); ++d) {
+      int64_t v = idx[d]->eval(fr).i;
+      if (v < 0 || v >= t->shape[d]) {
+        std::vector<int64_t> at;
+        for (const CodePtr &c : idx)
+          at.push_back(c->eval(fr).i);
+        user_error("reference") << "'" << *reader << "' reads '" << t->name << "' at "
+                                << shape_str(at) << ", outside its shape " << shape_str(t->shape);
+      }
+      off += v * t->strides[d];
+    }
+    return t->values[size_t(off)];
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Affine index forms
+// ---------------------------------------------------------------------------------------------
+
+/// c + sum(coefficient * slot) over loop variables, with the interval [lo, hi] it spans over
+/// the loop domains. Only built when no subexpression leaves its type's range, so wrapping
+/// arithmetic and exact arithmetic agree.
+struct Affine {
+  int64_t c = 0;
+  llvm::SmallVector<std::pair<int, int64_t>, 8> terms;
+  int64_t lo = 0, hi = 0;
+};
+
+/// a += k * b, merging terms of the same slot; false on int64 overflow.
+bool add_scaled(Affine &a, const Affine &b, int64_t k) {
+  int64_t kc;
+  if (__builtin_mul_overflow(b.c, k, &kc) || __builtin_add_overflow(a.c, kc, &a.c))
+    return false;
+  for (auto [slot, coef] : b.terms) {
+    int64_t kcoef;
+    if (__builtin_mul_overflow(coef, k, &kcoef))
+      return false;
+    auto it = llvm::find_if(a.terms, [&](const auto &t) { return t.first == slot; });
+    if (it == a.terms.end())
+      a.terms.push_back({slot, kcoef});
+    else if (__builtin_add_overflow(it->second, kcoef, &it->second))
+      return false;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Compiling a compute body
+// ---------------------------------------------------------------------------------------------
+
+class Evaluator;
+
+class BodyCompiler {
+public:
+  BodyCompiler(const Evaluator &ev, const std::string *name) : ev_(ev), name_(name) {}
+
+  /// A slot for a loop variable that runs over [lo, hi].
+  int bind_loop_var(const Var &v, int64_t lo, int64_t hi) {
+    int s = new_slot(v);
+    ranges_[s] = {lo, hi};
+    return s;
+  }
+  int num_slots() const { return int(ranges_.size()); }
+
+  CodePtr compile(const Expr &e);
+  /// Whether e's float value is always exactly a value of its type.
+  bool exact(const Expr &e) const;
+
+private:
+  int new_slot(const Var &v) {
+    int s = num_slots();
+    slots_[v.get()] = s;
+    ranges_.push_back(std::nullopt);
+    return s;
+  }
+  CodePtr compile_load(const TensorLoad *op);
+  CodePtr compile_cast(const Cast *op);
+  std::optional<Affine> affine(const Expr &e) const;
+  bool finish(Affine &a, DataType t) const;
+
+  const Evaluator &ev_;
+  const std::string *name_;
+  llvm::DenseMap<const Variable *, int> slots_;
+  std::vector<std::optional<std::pair<int64_t, int64_t>>> ranges_;
+};
+
+/// Evaluates tensors in dependency order, each once, keeping every one it evaluated.
+class Evaluator {
+public:
+  explicit Evaluator(const std::map<const OperationNode *, const HostTensor *> &inputs)
+      : inputs_(inputs) {}
+
+  std::vector<double> run(const Tensor &output) {
+    user_check(output.defined(), "reference") << "the output tensor is undefined";
+    for (const Operation &op : topological_order({output})) {
+      internal_check(op->num_outputs() == 1) << "reference: multi-output operation " << op.name();
+      if (const auto *ph = op.as<PlaceholderOpNode>())
+        bind(ph, op.output(0), output.name());
+      else if (const auto *c = op.as<ComputeOpNode>())
+        compute(c, op.output(0));
+      else
+        internal_error << "reference: unknown operation " << op.name();
+    }
+    const TensorData &t = data(output.op().get());
+    std::vector<double> out(t.values.size());
+    for (size_t i = 0; i < out.size(); ++i)
+      out[i] = to_double(t.values[i], t.dtype);
+    return out;
+  }
+
+  const TensorData &data(const OperationNode *op) const {
+    auto it = tensors_.find(op);
+    internal_check(it != tensors_.end()) << "reference: '" << op->name << "' read before evaluated";
+    return *it->second;
+  }
+
+private:
+  void bind(const PlaceholderOpNode *ph, const Tensor &t, const std::string &output) {
+    auto it = inputs_.find(ph);
+    user_check(it != inputs_.end() && it->second, "reference")
+        << "no input given for placeholder '" << ph->name << "', which '" << output << "' reads";
+    const HostTensor &in = *it->second;
+    auto td = std::make_unique<TensorData>(ph->name, ph->dtype, constant_shape(t));
+    user_check(in.dtype == ph->dtype, "reference")
+        << "the input for '" << ph->name << "' is " << in.dtype << " but the placeholder is "
+        << ph->dtype;
+    user_check(in.shape == td->shape && in.values.size() == td->values.size(), "reference")
+        << "the input for '" << ph->name << "' has shape " << shape_str(in.shape) << " and "
+        << in.values.size() << " values; the placeholder's shape is " << shape_str(td->shape);
+    for (size_t i = 0; i < in.values.size(); ++i) {
+      // The kernel can only be given values of the dtype: a reference on others checks nothing.
+      user_check(representable(in.values[i], in.dtype), "reference")
+          << "input '" << ph->name << "' element " << i << " = " << in.values[i]
+          << " is not a " << in.dtype << " value; round it to the type (random_tensor does)";
+      td->values[i] = from_double(in.values[i], in.dtype);
+    }
+    td->exact = true;
+    tensors_[ph] = std::move(td);
+  }
+
+  void compute(const ComputeOpNode *op, const Tensor &t) {
+    auto td = std::make_unique<TensorData>(op->name, t.dtype(), constant_shape(t));
+    BodyCompiler bc(*this, &td->name);
+    const size_t rank = op->axis.size();
+    for (size_t d = 0; d < rank; ++d)
+      bc.bind_loop_var(op->axis[d].var(), 0, td->shape[d] - 1);
+    td->exact = bc.exact(op->body);
+
+    ReduceLoop rl;
+    CodePtr body, cond;
+    const Reduce *red = op->reduction();
+    if (red) {
+      rl.combiner = red->combiner;
+      rl.type = td->dtype;
+      rl.first_slot = int(rank);
+      for (const IterVar &iv : red->axis) {
+        auto mn = as_const_int(iv.dom().min), ext = as_const_int(iv.dom().extent);
+        internal_check(mn && ext && *ext > 0) << "reference: reduce axis " << iv.name();
+        bc.bind_loop_var(iv.var(), *mn, *mn + *ext - 1);
+        rl.mins.push_back(*mn);
+        rl.ends.push_back(*mn + *ext);
+      }
+      Expr id = Reduce::identity(red->combiner, td->dtype);
+      rl.init = td->dtype.is_float() ? float_value(*as_const_float(id)) : int_value(*as_const_int(id));
+      body = bc.compile(red->source);
+      if (!is_const_int(red->condition, 1))
+        cond = bc.compile(red->condition);
+      rl.source = body.get();
+      rl.cond = cond.get();
+    } else {
+      body = bc.compile(op->body);
+    }
+
+    std::vector<Scalar> frame(size_t(bc.num_slots()), int_value(0));
+    Scalar *fr = frame.data();
+    for (Scalar &out : td->values) {
+      out = red ? reduce(rl, fr) : body->eval(fr);
+      // Odometer over the output indices, last fastest (row-major).
+      for (size_t d = rank; d-- > 0;) {
+        if (++fr[d].i < td->shape[d])
+          break;
+        fr[d].i = 0;
+      }
+    }
+    tensors_[op] = std::move(td);
+  }
+
+  struct ReduceLoop {
+    Reduce::Combiner combiner = Reduce::Sum;
+    DataType type;
+    Scalar init = int_value(0);
+    const Code *source = nullptr, *cond = nullptr; ///< cond is null when always true
+    int first_slot = 0;                            ///< the reduce axes' slots follow
+    std::vector<int64_t> mins, ends;
+  };
+
+  template <typename Combine>
+  static Scalar reduce_loop(const ReduceLoop &r, Scalar *fr, Combine combine) {
+    Scalar acc = r.init;
+    Scalar *ax = fr + r.first_slot;
+    const size_t n = r.mins.size();
+    for (size_t k = 0; k < n; ++k)
+      ax[k].i = r.mins[k];
+    while (true) {
+      if (!r.cond || r.cond->eval(fr).i)
+        acc = combine(acc, r.source->eval(fr));
+      size_t k = n;
+      for (; k > 0; --k) {
+        if (++ax[k - 1].i < r.ends[k - 1])
+          break;
+        ax[k - 1].i = r.mins[k - 1];
+      }
+      if (k == 0)
+        return acc;
+    }
+  }
+
+  /// One output element of a reduction. Floats combine in double; integers wrap to the type.
+  static Scalar reduce(const ReduceLoop &r, Scalar *fr) {
+    const DataType t = r.type;
+    const bool fl = t.is_float(), u = t.is_uint();
+    switch (r.combiner) {
+    case Reduce::Sum:
+      if (fl)
+        return reduce_loop(r, fr, [](Scalar a, Scalar b) { return float_value(a.f + b.f); });
+      return reduce_loop(r, fr, [t](Scalar a, Scalar b) {
+        return int_value(wrap(int64_t(uint64_t(a.i) + uint64_t(b.i)), t));
+      });
+    case Reduce::Max:
+      if (fl)
+        return reduce_loop(r, fr, [](Scalar a, Scalar b) { return float_value(std::fmax(a.f, b.f)); });
+      if (u)
+        return reduce_loop(r, fr, [](Scalar a, Scalar b) { return uint64_t(a.i) < uint64_t(b.i) ? b : a; });
+      return reduce_loop(r, fr, [](Scalar a, Scalar b) { return a.i < b.i ? b : a; });
+    case Reduce::Min:
+      if (fl)
+        return reduce_loop(r, fr, [](Scalar a, Scalar b) { return float_value(std::fmin(a.f, b.f)); });
+      if (u)
+        return reduce_loop(r, fr, [](Scalar a, Scalar b) { return uint64_t(b.i) < uint64_t(a.i) ? b : a; });
+      return reduce_loop(r, fr, [](Scalar a, Scalar b) { return b.i < a.i ? b : a; });
+    }
+    internal_error << "reference: bad combiner";
+  }
+
+  const std::map<const OperationNode *, const HostTensor *> &inputs_;
+  llvm::DenseMap<const OperationNode *, std::unique_ptr<TensorData>> tensors_;
+};
+
+CodePtr BodyCompiler::compile(const Expr &e) {
+  internal_check(e.defined()) << "reference: undefined expression in '" << *name_ << "'";
+  const DataType t = e.type();
+  user_check(t.is_scalar(), "reference")
+      << "'" << *name_ << "': vector expressions (" << t << ") are not expected in a definition";
+  auto bin = [&](const auto *op, auto ff, auto iff, bool divides = false) {
+    return binary(compile(op->a), compile(op->b), t, ff, iff, divides ? name_ : nullptr);
+  };
+  // Comparisons: on doubles, int64 or uint64 as the operands' type says.
+  auto cmp = [&](const auto *op, auto f) -> CodePtr {
+    CodePtr a = compile(op->a), b = compile(op->b);
+    const DataType ot = op->a.type();
+    if (ot.is_float())
+      return closure([a = std::move(a), b = std::move(b), f](Scalar *fr) {
+        return int_value(f(a->eval(fr).f, b->eval(fr).f));
+      });
+    if (ot.is_uint())
+      return closure([a = std::move(a), b = std::move(b), f](Scalar *fr) {
+        return int_value(f(uint64_t(a->eval(fr).i), uint64_t(b->eval(fr).i)));
+      });
+    return closure([a = std::move(a), b = std::move(b), f](Scalar *fr) {
+      return int_value(f(a->eval(fr).i, b->eval(fr).i));
+    });
+  };
+  auto add = [](auto x, auto y) { return decltype(x)(uint64_t(x) + uint64_t(y)); };
+  auto sub = [](auto x, auto y) { return decltype(x)(uint64_t(x) - uint64_t(y)); };
+  auto mul = [](auto x, auto y) { return decltype(x)(uint64_t(x) * uint64_t(y)); };
+  auto imin = [](auto x, auto y) { return y < x ? y : x; };
+  auto imax = [](auto x, auto y) { return x < y ? y : x; };
+  // fmin/fmax as CUDA's min/max on floats: a NaN operand loses.
+  auto fmin = [](double x, double y) { return std::fmin(x, y); };
+  auto fmax = [](double x, double y) { return std::fmax(x, y); };
+
+  switch (e->kind()) {
+  case IRNodeKind::IntImm:
+    return closure([v = int_value(wrap(e.as<IntImm>()->value, t))](Scalar *) { return v; });
+  case IRNodeKind::FloatImm: {
+    // A constant of a narrow type is that type's value, wherever it is used.
+    Scalar v = float_value(round_to(t, e.as<FloatImm>()->value));
+    return closure([v](Scalar *) { return v; });
+  }
+  case IRNodeKind::Var: {
+    const auto *v = e.as<Variable>();
+    auto it = slots_.find(v);
+    user_check(it != slots_.end(), "reference")
+        << "'" << *name_ << "': variable '" << v->name
+        << "' is used where nothing binds it (outside its let, or not an axis of the compute)";
+    return closure([slot = it->second](Scalar *fr) { return fr[slot]; });
+  }
+  case IRNodeKind::Add:
+    return bin(e.as<Add>(), std::plus<>{}, add);
+  case IRNodeKind::Sub:
+    return bin(e.as<Sub>(), std::minus<>{}, sub);
+  case IRNodeKind::Mul:
+    return bin(e.as<Mul>(), std::multiplies<>{}, mul);
+  case IRNodeKind::Div:
+    return bin(e.as<Div>(), std::divides<>{}, [](auto x, auto y) { return trunc_div(x, y); }, true);
+  case IRNodeKind::Mod:
+    return bin(e.as<Mod>(), NoFloat{}, [](auto x, auto y) { return trunc_mod(x, y); }, true);
+  case IRNodeKind::FloorDiv:
+    return bin(e.as<FloorDiv>(), NoFloat{}, [](auto x, auto y) { return floor_div(x, y); }, true);
+  case IRNodeKind::FloorMod:
+    return bin(e.as<FloorMod>(), NoFloat{}, [](auto x, auto y) { return floor_mod(x, y); }, true);
+  case IRNodeKind::Min:
+    return bin(e.as<Min>(), fmin, imin);
+  case IRNodeKind::Max:
+    return bin(e.as<Max>(), fmax, imax);
+  // Logic evaluates both operands: a read out of range in either is reported.
+  case IRNodeKind::And:
+    return bin(e.as<And>(), NoFloat{}, [](auto x, auto y) { return decltype(x)(x && y); });
+  case IRNodeKind::Or:
+    return bin(e.as<Or>(), NoFloat{}, [](auto x, auto y) { return decltype(x)(x || y); });
+  case IRNodeKind::EQ:
+    return cmp(e.as<EQ>(), std::equal_to<>{});
+  case IRNodeKind::NE:
+    return cmp(e.as<NE>(), std::not_equal_to<>{});
+  case IRNodeKind::LT:
+    return cmp(e.as<LT>(), std::less<>{});
+  case IRNodeKind::LE:
+    return cmp(e.as<LE>(), std::less_equal<>{});
+  case IRNodeKind::GT:
+    return cmp(e.as<GT>(), std::greater<>{});
+  case IRNodeKind::GE:
+    return cmp(e.as<GE>(), std::greater_equal<>{});
+  case IRNodeKind::Not:
+    return closure([a = compile(e.as<Not>()->a)](Scalar *fr) { return int_value(!a->eval(fr).i); });
+  case IRNodeKind::Select: {
+    // Both sides are evaluated, as the IR says: a read out of range on either is reported.
+    const auto *op = e.as<Select>();
+    return closure([c = compile(op->condition), a = compile(op->true_value),
+                    b = compile(op->false_value)](Scalar *fr) {
+      bool take_a = c->eval(fr).i != 0;
+      Scalar x = a->eval(fr), y = b->eval(fr);
+      return take_a ? x : y;
+    });
+  }
+  case IRNodeKind::Cast:
+    return compile_cast(e.as<Cast>());
+  case IRNodeKind::Let: {
+    const auto *op = e.as<Let>();
+    CodePtr value = compile(op->value);
+    // Scoped: a use of the variable outside the let is reported, not read as a stale slot.
+    auto outer = slots_.find(op->var.get());
+    std::optional<int> shadowed;
+    if (outer != slots_.end())
+      shadowed = outer->second;
+    int slot = new_slot(op->var);
+    CodePtr body = compile(op->body);
+    if (shadowed)
+      slots_[op->var.get()] = *shadowed;
+    else
+      slots_.erase(op->var.get());
+    return closure([slot, value = std::move(value), body = std::move(body)](Scalar *fr) {
+      fr[slot] = value->eval(fr);
+      return body->eval(fr);
+    });
+  }
+  case IRNodeKind::Call: {
+    const auto *op = e.as<Call>();
+    user_check(op->is_intrinsic(intrinsic::if_then_else), "reference")
+        << "'" << *name_ << "': the call '" << op->name << "' is not supported by the reference";
+    // Only the chosen side is evaluated: that is what guards padding reads.
+    return closure([c = compile(op->args[0]), a = compile(op->args[1]),
+                    b = compile(op->args[2])](Scalar *fr) {
+      return c->eval(fr).i ? a->eval(fr) : b->eval(fr);
+    });
+  }
+  case IRNodeKind::TensorLoad:
+    return compile_load(e.as<TensorLoad>());
+  case IRNodeKind::Reduce:
+    user_error("reference") << "'" << *name_ << "': a reduction must be the whole body of a compute";
+  default:
+    // BufferLoad, Ramp, Broadcast, StringImm: lowered IR, not a compute definition.
+    user_error("reference") << "'" << *name_ << "': '" << e
+                            << "' is lowered IR, not expected in a compute definition";
+  }
+}
+
+CodePtr BodyCompiler::compile_cast(const Cast *op) {
+  const DataType from = op->value.type(), to = op->type;
+  user_check(!from.is_handle() && !to.is_handle(), "reference")
+      << "'" << *name_ << "': cannot evaluate a cast between " << from << " and " << to;
+  CodePtr v = compile(op->value);
+  if (to.is_float() && from.is_float()) {
+    // Widening a value that is already exactly of its type changes nothing: skip the node.
+    if (float_contains(to, from) && exact(op->value))
+      return v;
+    return closure([v = std::move(v), to](Scalar *fr) { return float_value(round_to(to, v->eval(fr).f)); });
+  }
+  if (to.is_float())
+    return closure([v = std::move(v), from, to](Scalar *fr) {
+      return float_value(round_to(to, to_double(v->eval(fr), from)));
+    });
+  if (!from.is_float())
+    return closure([v = std::move(v), to](Scalar *fr) { return int_value(wrap(v->eval(fr).i, to)); });
+  // Float to integer truncates towards zero, as C; a value no 64-bit integer holds has no C
+  // meaning, so it is an error rather than a guess.
+  return closure([v = std::move(v), from, to, name = name_](Scalar *fr) {
+    double x = v->eval(fr).f;
+    if (to.is_bool())
+      return int_value(x != 0);
+    double t = std::trunc(x);
+    bool u64 = to.is_uint() && to.bits() == 64;
+    user_check(t >= (u64 ? 0.0 : -0x1p63) && t < (u64 ? 0x1p64 : 0x1p63), "reference")
+        << "'" << *name << "': casting " << x << " from " << from << " to " << to << " is out of range";
+    return int_value(wrap(u64 ? int64_t(uint64_t(t)) : int64_t(t), to));
+  });
+}
+
+CodePtr BodyCompiler::compile_load(const TensorLoad *op) {
+  const TensorData &td = ev_.data(op->tensor.op().get());
+  internal_check(op->indices.size() == td.shape.size())
+      << "reference: '" << td.name << "' indexed with " << op->indices.size() << " indices";
+  // Every index affine and within its dimension over the whole loop domain: one dot product,
+  // no checks.
+  Affine offset;
+  bool proven = true;
+  for (size_t d = 0; d < op->indices.size() && proven; ++d) {
+    std::optional<Affine> a = affine(op->indices[d]);
+    proven = a && a->lo >= 0 && a->hi < td.shape[d] && add_scaled(offset, *a, td.strides[d]);
+  }
+  if (proven && finish(offset, Int(64)))
+    return closure([data = td.values.data(), c = offset.c, terms = std::move(offset.terms)](Scalar *fr) {
+      int64_t off = c;
+      for (auto [slot, coef] : terms)
+        off += coef * fr[slot].i;
+      return data[off];
+    });
+  std::vector<CodePtr> idx;
+  for (const Expr &i : op->indices)
+    idx.push_back(compile(i));
+  return checked_load(&td, std::move(idx), name_);
+}
+
+std::optional<Affine> BodyCompiler::affine(const Expr &e) const {
+  const DataType t = e.type();
+  if (!t.is_scalar() || !t.is_integer_like() || t.is_bool())
+    return std::nullopt;
+  Affine r;
+  if (const auto *imm = e.as<IntImm>()) {
+    r.c = imm->value;
+  } else if (const auto *v = e.as<Variable>()) {
+    auto it = slots_.find(v);
+    if (it == slots_.end() || !ranges_[size_t(it->second)])
+      return std::nullopt; // a let variable: no known range
+    r.terms.push_back({it->second, 1});
+  } else if (const auto *op = e.as<Add>()) {
+    auto a = affine(op->a), b = affine(op->b);
+    if (!a || !b || !add_scaled(r, *a, 1) || !add_scaled(r, *b, 1))
+      return std::nullopt;
+  } else if (const auto *op = e.as<Sub>()) {
+    auto a = affine(op->a), b = affine(op->b);
+    if (!a || !b || !add_scaled(r, *a, 1) || !add_scaled(r, *b, -1))
+      return std::nullopt;
+  } else if (const auto *op = e.as<Mul>()) {
+    auto a = affine(op->a), b = affine(op->b);
+    if (!a || !b)
+      return std::nullopt;
+    if (!a->terms.empty() && !b->terms.empty())
+      return std::nullopt;
+    bool ok = a->terms.empty() ? add_scaled(r, *b, a->c) : add_scaled(r, *a, b->c);
+    if (!ok)
+      return std::nullopt;
+  } else if (const auto *op = e.as<Cast>()) {
+    auto a = affine(op->value);
+    if (!a)
+      return std::nullopt;
+    r = std::move(*a);
+  } else {
+    return std::nullopt;
+  }
+  if (!finish(r, t))
+    return std::nullopt;
+  return r;
+}
+
+/// Drops zero terms and sets [lo, hi]; false when a bound leaves int64 or the range of t (the
+/// node would wrap, and the affine form would not be its value).
+bool BodyCompiler::finish(Affine &a, DataType t) const {
+  llvm::erase_if(a.terms, [](const auto &term) { return term.second == 0; });
+  a.lo = a.hi = a.c;
+  for (auto [slot, coef] : a.terms) {
+    auto [vlo, vhi] = *ranges_[size_t(slot)];
+    int64_t p, q;
+    if (__builtin_mul_overflow(coef, vlo, &p) || __builtin_mul_overflow(coef, vhi, &q) ||
+        __builtin_add_overflow(a.lo, std::min(p, q), &a.lo) ||
+        __builtin_add_overflow(a.hi, std::max(p, q), &a.hi))
+      return false;
+  }
+  return a.lo >= t.min_int() && a.hi <= t.max_int();
+}
+
+bool BodyCompiler::exact(const Expr &e) const {
+  if (!e.type().is_float())
+    return true;
+  if (e.as<FloatImm>() || e.as<Cast>())
+    return true; // both are rounded to their type
+  if (const auto *l = e.as<TensorLoad>())
+    return ev_.data(l->tensor.op().get()).exact;
+  if (const auto *s = e.as<Select>())
+    return exact(s->true_value) && exact(s->false_value);
+  if (const auto *c = e.as<Call>())
+    return c->is_intrinsic(intrinsic::if_then_else) && exact(c->args[1]) && exact(c->args[2]);
+  if (const auto *m = e.as<Min>())
+    return exact(m->a) && exact(m->b);
+  if (const auto *m = e.as<Max>())
+    return exact(m->a) && exact(m->b);
+  if (const auto *l = e.as<Let>())
+    return exact(l->body);
+  if (const auto *r = e.as<Reduce>())
+    return r->combiner != Reduce::Sum && exact(r->source);
+  return false; // arithmetic in double
+}
+
+} // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Public entry points
+// ---------------------------------------------------------------------------------------------
+
+std::vector<double> evaluate_reference(const Tensor &output,
+                                       const std::map<const OperationNode *, const HostTensor *> &inputs) {
+  for (const auto &[op, value] : inputs)
+    user_check(op && llvm::isa<PlaceholderOpNode>(op), "reference")
+        << "inputs are given for placeholders only; '" << (op ? op->name : "<null>")
+        << "' is computed from its definition";
+  return Evaluator(inputs).run(output);
+}
+
+std::vector<double> evaluate_reference(const Tensor &output, const std::vector<TensorBinding> &inputs) {
+  std::map<const OperationNode *, const HostTensor *> by_op;
+  for (const TensorBinding &b : inputs) {
+    user_check(b.tensor.defined(), "reference") << "an input is bound to an undefined tensor";
+    user_check(by_op.emplace(b.tensor.op().get(), b.value).second, "reference")
+        << "two inputs are given for '" << b.tensor.name() << "'";
+  }
+  return evaluate_reference(output, by_op);
+}
+
+std::vector<int64_t> constant_shape(const Tensor &t) {
+  std::vector<int64_t> shape;
+  for (const Expr &e : t.shape()) {
+    auto v = as_const_int(e);
+    internal_check(v.has_value()) << "reference: tensor '" << t.name() << "' has a symbolic extent";
+    shape.push_back(*v);
+  }
+  return shape;
+}
+
+} // namespace tessel

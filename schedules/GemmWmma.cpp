@@ -1,0 +1,215 @@
+#include "schedules/GemmWmma.h"
+
+#include "compiler/support/Error.h"
+#include "schedules/Gemm.h"
+#include "schedules/WmmaIntrinsics.h"
+
+#include <tuple>
+
+namespace tessel {
+
+namespace {
+
+constexpr int kFragment = 16; // the m16n16k16 WMMA shape
+constexpr int kWarpSize = 32;
+constexpr int kVector = 8;    // halves per 16-byte load
+
+// Shared rows are padded to an odd number of 16-byte chunks (stride % 16 == 8 halves): the
+// 8 rows that one fragment load reads then start in 8 different groups of 4 banks. The stride
+// stays a multiple of 8 halves, which WMMA requires of a leading dimension.
+constexpr int kAlignFactor = 16, kAlignOffset = 8;
+
+// A shared tile of `elems` halves is loaded by all threads of the block, 8 halves each per
+// step; the schedule splits exactly, so the tile must be a whole number of such steps.
+bool loads_divide(int64_t elems, const GemmWmmaTiles &t) {
+  return elems % (int64_t(kVector) * kWarpSize * t.warps()) == 0;
+}
+
+bool tiles_fit(int64_t M, int64_t N, int64_t K, const GemmWmmaTiles &t) {
+  return M % t.block_m() == 0 && N % t.block_n() == 0 && K % t.block_k() == 0 &&
+         loads_divide(int64_t(t.block_m()) * t.block_k(), t) &&
+         loads_divide(int64_t(t.block_k()) * t.block_n(), t);
+}
+
+void check_multiple_of_fragment(const char *name, int64_t v) {
+  user_check(v > 0 && v % kFragment == 0, "gemm_wmma")
+      << name << "=" << v << " must be a multiple of " << kFragment
+      << " (the 16x16x16 Tensor Core fragment) so that a block tile divides it; pad it to "
+      << (v + kFragment - 1) / kFragment * kFragment << " or use gemm_shared";
+}
+
+void check_tiles(int64_t M, int64_t N, int64_t K, const GemmWmmaTiles &t) {
+  check_multiple_of_fragment("M", M);
+  check_multiple_of_fragment("N", N);
+  check_multiple_of_fragment("K", K);
+  user_check(t.block_row_warps > 0 && t.block_col_warps > 0 && t.warp_row_tiles > 0 &&
+                 t.warp_col_tiles > 0 && t.chunk > 0,
+             "gemm_wmma")
+      << "tile parameters must be positive";
+  user_check(t.warps() * kWarpSize <= 1024, "gemm_wmma")
+      << t.block_row_warps << " x " << t.block_col_warps << " warps make "
+      << t.warps() * kWarpSize << " threads; a block has at most 1024";
+  auto divides = [](const char *name, int64_t v, int block, const std::string &why) {
+    user_check(v % block == 0, "gemm_wmma")
+        << name << "=" << v << " must be a multiple of " << block << " (" << why
+        << "); pad it or use tile sizes that divide it";
+  };
+  divides("M", M, t.block_m(),
+          "the block tile: " + std::to_string(t.block_row_warps) + " warps x " +
+              std::to_string(t.warp_row_tiles) + " fragments x 16");
+  divides("N", N, t.block_n(),
+          "the block tile: " + std::to_string(t.block_col_warps) + " warps x " +
+              std::to_string(t.warp_col_tiles) + " fragments x 16");
+  divides("K", K, t.block_k(), "the K step: chunk " + std::to_string(t.chunk) + " x 16");
+  int64_t step = int64_t(kVector) * kWarpSize * t.warps();
+  user_check(loads_divide(int64_t(t.block_m()) * t.block_k(), t) &&
+                 loads_divide(int64_t(t.block_k()) * t.block_n(), t),
+             "gemm_wmma")
+      << "the shared tiles (" << t.block_m() << "x" << t.block_k() << " of A, " << t.block_k()
+      << "x" << t.block_n() << " of B) must be multiples of " << step << " halves ("
+      << t.warps() * kWarpSize << " threads x " << kVector
+      << " halves) so every thread loads whole vectors; use fewer warps or larger tiles";
+}
+
+} // namespace
+
+GemmWmmaTiles gemm_wmma_tiles(int64_t M, int64_t N, int64_t K) {
+  check_multiple_of_fragment("M", M);
+  check_multiple_of_fragment("N", N);
+  check_multiple_of_fragment("K", K);
+  GemmWmmaTiles best;
+  if (tiles_fit(M, N, K, best))
+    return best;
+  // The largest block tile that divides the shape (at most the default's 128 x 128, at most 8
+  // fragments per warp to bound accumulator registers), then the longer K step, then more warps.
+  // Every multiple of 16 fits one warp with one fragment, so a candidate always exists.
+  std::tuple<int64_t, int, int> best_score{-1, 0, 0};
+  for (int wm : {2, 1, 4})
+    for (int wn : {4, 2, 1})
+      for (int tm : {4, 2, 3, 1})
+        for (int tn : {2, 4, 1, 3})
+          for (int chunk : {2, 1}) {
+            GemmWmmaTiles t{.block_row_warps = wm, .block_col_warps = wn, .warp_row_tiles = tm,
+                            .warp_col_tiles = tn, .chunk = chunk};
+            if (wm * wn > 8 || tm * tn > 8 || t.block_m() > 128 || t.block_n() > 128 ||
+                !tiles_fit(M, N, K, t))
+              continue;
+            std::tuple<int64_t, int, int> score{int64_t(t.block_m()) * t.block_n(), chunk,
+                                                t.warps()};
+            if (score > best_score) {
+              best_score = score;
+              best = t;
+            }
+          }
+  internal_check(std::get<0>(best_score) > 0) << "no WMMA tiles for " << M << "x" << N << "x" << K;
+  return best;
+}
+
+ScheduledProgram gemm_wmma(int64_t M, int64_t N, int64_t K) {
+  return gemm_wmma(M, N, K, gemm_wmma_tiles(M, N, K));
+}
+
+ScheduledProgram gemm_wmma(int64_t M, int64_t N, int64_t K, const GemmWmmaTiles &t) {
+  check_tiles(M, N, K, t);
+  GemmTensors g = gemm_definition(M, N, K, Float(16));
+  Schedule s = create_schedule({g.C});
+
+  // Memory hierarchy: global -> shared -> fragments -> accumulator -> global.
+  Tensor AS = s.cache_read(g.A, "shared", {g.C});
+  Tensor BS = s.cache_read(g.B, "shared", {g.C});
+  Tensor AF = s.cache_read(AS, "wmma.matrix_a", {g.C});
+  Tensor BF = s.cache_read(BS, "wmma.matrix_b", {g.C});
+  Tensor CF = s.cache_write(g.C, "wmma.accumulator");
+
+  IterVar block_x = thread_axis("blockIdx.x"), block_y = thread_axis("blockIdx.y");
+  IterVar thread_x = thread_axis("threadIdx.x"), thread_y = thread_axis("threadIdx.y");
+  IterVar thread_z = thread_axis("threadIdx.z");
+
+  // C: blocks, then warps on threadIdx.y/z, then each warp's fragments. threadIdx.x (the lanes)
+  // is bound only in the shared loads: every loop around a WMMA call runs on all 32 lanes.
+  Stage sc = s[g.C];
+  auto [i, j] = sc.axes<2>();
+  auto [bi, i1] = sc.split(i, t.block_m());
+  auto [bj, j1] = sc.split(j, t.block_n());
+  auto [wi, i2] = sc.split_nparts(i1, t.block_row_warps);
+  auto [wj, j2] = sc.split_nparts(j1, t.block_col_warps);
+  auto [fi, ii] = sc.split(i2, kFragment);
+  auto [fj, jj] = sc.split(j2, kFragment);
+  sc.reorder({bi, bj, wi, wj, fi, fj, ii, jj});
+  sc.bind(bi, block_y);
+  sc.bind(bj, block_x);
+  sc.bind(wi, thread_y);
+  sc.bind(wj, thread_z);
+
+  // The accumulator: one warp's warp_row_tiles x warp_col_tiles fragments, K in shared-tile
+  // steps (ko), then 16-wide slices (ki), then 16x16x16 MMAs.
+  Stage sf = s[CF];
+  sf.compute_at(sc, wj);
+  auto [ci, cj] = sf.axes<2>();
+  auto [ko, k1] = sf.split(sf.reduce_axis()[0], t.block_k());
+  auto [ki, kk] = sf.split(k1, kFragment);
+  auto [cfi, cii] = sf.split(ci, kFragment);
+  auto [cfj, cjj] = sf.split(cj, kFragment);
+  sf.reorder({ko, ki, cfi, cfj, cii, cjj, kk});
+
+  // Fragments of one K slice, loaded where they are used.
+  s[AF].compute_at(sf, ki);
+  auto [ai, ak] = s[AF].axes<2>();
+  auto [afi, aii] = s[AF].split(ai, kFragment);
+  s[AF].reorder({afi, aii, ak});
+  s[BF].compute_at(sf, ki);
+  auto [bk, bn] = s[BF].axes<2>();
+  auto [bfj, bjj] = s[BF].split(bn, kFragment);
+  s[BF].reorder({bfj, bk, bjj});
+
+  // Shared tiles of one K step, loaded by the whole block: consecutive lanes take consecutive
+  // 16-byte vectors, so each warp's loads are coalesced. The vector is split off the row before
+  // fusing (rather than off the fused loop) so its index stays `row * stride + col * 8 + vec`,
+  // which the vectorizer turns into one 8-lane access without simplifying floordiv / floormod.
+  for (const Tensor &sh : {AS, BS}) {
+    Stage st = s[sh];
+    st.compute_at(sf, ko);
+    auto [r, c] = st.axes<2>();
+    st.storage_align(r, kAlignFactor, kAlignOffset);
+    auto [c1, vec] = st.split(c, kVector);
+    IterVar f1 = st.fuse(r, c1);
+    auto [f2, lane] = st.split(f1, kWarpSize);
+    auto [f3, wz] = st.split(f2, t.block_col_warps);
+    auto [f4, wy] = st.split(f3, t.block_row_warps);
+    st.bind(wy, thread_y);
+    st.bind(wz, thread_z);
+    st.bind(lane, thread_x);
+    st.vectorize(vec);
+    if (t.double_buffer)
+      st.double_buffer();
+  }
+
+  if (t.tensorize) {
+    s[AF].tensorize(aii, wmma_load_matrix("wmma.matrix_a"));
+    s[BF].tensorize(bk, wmma_load_matrix("wmma.matrix_b"));
+    sf.tensorize(cii, wmma_gemm());
+    sc.tensorize(ii, wmma_store_matrix());
+  }
+
+  ScheduledProgram p;
+  p.schedule = s;
+  p.args = {g.A, g.B, g.C};
+  p.num_inputs = 2;
+  p.flops = 2.0 * double(M) * double(N) * double(K);
+  return p;
+}
+
+ScheduleEntry gemm_wmma_entry() {
+  ScheduleEntry e;
+  e.name = "gemm_wmma";
+  e.description = "GEMM on Tensor Cores (WMMA), fp16 in, fp32 out; 128x128 blocks of 2x4 warps, "
+                  "64x32 per warp, K step 32 through padded shared tiles";
+  e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}};
+  e.dtypes = {Float(16)};
+  e.build = [](const ShapeParams &p, DataType) {
+    return gemm_wmma(p.at("M"), p.at("N"), p.at("K"));
+  };
+  return e;
+}
+
+} // namespace tessel

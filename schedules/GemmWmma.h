@@ -1,0 +1,50 @@
+// GEMM on Tensor Cores: fp16 A (M x K) and B (K x N), fp32 C, through WMMA fragments.
+//
+// The schedule follows TVM's TensorCore tutorial (the seed): each block computes a
+// block_m x block_n tile of C with block_row_warps x block_col_warps warps (threadIdx.y / z),
+// each warp warp_row_tiles x warp_col_tiles 16x16 accumulator fragments. K advances in steps of
+// 16 * chunk through shared-memory tiles of A and B, loaded by the whole block with 16-byte
+// vector loads and padded against bank conflicts; fragments are loaded from them one 16-wide
+// K slice at a time.
+//
+//   ScheduledProgram p = gemm_wmma(1024, 1024, 1024);            // tiles chosen for the shape
+//   ScheduledProgram q = gemm_wmma(256, 256, 64, {.chunk = 1});  // explicit tiles
+#pragma once
+
+#include "schedules/Registry.h"
+
+namespace tessel {
+
+struct GemmWmmaTiles {
+  int block_row_warps = 2; ///< warps along M, bound to threadIdx.y
+  int block_col_warps = 4; ///< warps along N, bound to threadIdx.z
+  int warp_row_tiles = 4;  ///< 16x16 fragments per warp along M
+  int warp_col_tiles = 2;  ///< 16x16 fragments per warp along N
+  int chunk = 2;           ///< K step of the shared tiles, in units of 16
+  /// Double-buffer the shared tiles so the next K step's loads overlap this one's MMAs.
+  bool double_buffer = false;
+  /// Replace the fragment loops by WMMA calls. Without it the schedule lowers to plain loops
+  /// over fragment-scoped buffers (what the tutorial prints before tensorize); such IR runs on
+  /// the CPU executor but cannot be compiled to CUDA.
+  bool tensorize = true;
+
+  int block_m() const { return 16 * block_row_warps * warp_row_tiles; }
+  int block_n() const { return 16 * block_col_warps * warp_col_tiles; }
+  int block_k() const { return 16 * chunk; }
+  int warps() const { return block_row_warps * block_col_warps; }
+};
+
+/// Tiles for an M x N x K problem: the defaults (128 x 128 blocks of 2 x 4 warps, K step 32)
+/// when they divide the shape, otherwise the largest smaller tiles that do. tessel::Error if
+/// M, N or K is not a multiple of 16.
+GemmWmmaTiles gemm_wmma_tiles(int64_t M, int64_t N, int64_t K);
+
+/// The Tensor Core GEMM with tiles chosen by gemm_wmma_tiles.
+ScheduledProgram gemm_wmma(int64_t M, int64_t N, int64_t K);
+/// The Tensor Core GEMM with the given tiles; tessel::Error up front if they do not divide the
+/// shape.
+ScheduledProgram gemm_wmma(int64_t M, int64_t N, int64_t K, const GemmWmmaTiles &tiles);
+
+ScheduleEntry gemm_wmma_entry();
+
+} // namespace tessel
