@@ -4,13 +4,15 @@
 //   tessel lower NAME [--shape K=V,...] [--dtype T] [--print-after=STEP|all]
 //   tessel cuda NAME [--shape ...] [--dtype T]    the CUDA C++ source
 //   tessel compile NAME [--arch sm_90] [-o f.cubin]   NVRTC; registers, shared memory, spills
-//   tessel run NAME / tessel interpret NAME       (not in this build yet; exit 2)
+//   tessel interpret NAME [--shape ...]           CPU executor vs float64 reference
+//   tessel run NAME [--shape ...]                 GPU vs float64 reference, timed
 //
-// Exit codes: 0 success, 1 a tessel::Error (the user's mistake; printed as "tessel: error: ..."),
-// 2 a subcommand this build does not have or a command-line mistake, 3 an internal error.
+// Exit codes: 0 success, 1 a tessel::Error (the user's mistake; printed as "tessel: error: ...")
+// or a result outside the tolerance, 2 a command-line mistake, 3 an internal error.
 #include "compiler/codegen/CodeGenCUDA.h"
 #include "compiler/lower/Lower.h"
 #include "compiler/support/Error.h"
+#include "runtime/Check.h"
 #include "runtime/Device.h"
 #include "runtime/KernelCache.h"
 #include "schedules/Registry.h"
@@ -19,6 +21,7 @@
 #include <llvm/Config/llvm-config.h>
 #include <llvm/Support/CommandLine.h>
 #include <llvm/Support/FileSystem.h>
+#include <llvm/Support/Format.h>
 #include <llvm/Support/raw_ostream.h>
 
 #include <algorithm>
@@ -39,10 +42,11 @@ cl::SubCommand lower_cmd("lower", "Print the lowered IR of a registered schedule
 cl::SubCommand cuda_cmd("cuda", "Print the CUDA C++ source of a registered schedule");
 cl::SubCommand compile_cmd("compile", "Compile a registered schedule with NVRTC and print its "
                                       "registers, shared memory and spills");
-cl::SubCommand run_cmd("run", "Run a registered schedule on the GPU and check it (not in this "
-                              "build yet)");
-cl::SubCommand interpret_cmd("interpret", "Run a registered schedule on the CPU executor and "
-                                          "check it (not in this build yet)");
+cl::SubCommand run_cmd("run", "Run a registered schedule on the GPU on random inputs, check it "
+                              "against a float64 reference and time it");
+cl::SubCommand interpret_cmd("interpret", "Run a registered schedule on the CPU executor (GPU "
+                                          "semantics) on random inputs and check it against a "
+                                          "float64 reference; give small shapes");
 
 // Options shared by every subcommand that builds a schedule. cl::sub may be given several times.
 cl::opt<std::string> schedule_name(cl::Positional, cl::Required, cl::desc("<schedule>"),
@@ -179,22 +183,41 @@ int cmd_compile() {
   return 0;
 }
 
-// `run` needs a float64 reference of the compute definition to check against, and `interpret`
-// needs that reference and the CPU executor wired to random inputs (issues 4 and 5). Until they
-// are, the subcommands say so instead of pretending to check anything.
-int not_in_this_build(const char *what, const char *needs) {
-  llvm::errs() << "tessel: error: '" << what << "' is not available in this build (" << needs
-               << ")\n";
-  return 2;
+// Prints the check's outcome; a result outside the tolerance is an error (exit 1).
+int report_check(const Selected &sel, const CheckResult &r, const std::string &where) {
+  llvm::outs() << sel.entry->name << " (" << join_shape(sel.shape) << ", " << sel.dtype << ") "
+               << where << ": " << r.str() << "\n";
+  if (r.compare.ok)
+    return 0;
+  llvm::outs().flush();
+  llvm::errs() << "tessel: error: the output of '" << sel.entry->name
+               << "' differs from the float64 reference beyond the tolerance\n";
+  return 1;
+}
+
+// The CPU executor interprets every thread of the grid: give small shapes (--shape).
+int cmd_interpret() {
+  Selected sel = select_schedule();
+  const ScheduledProgram &p = sel.program;
+  return report_check(sel, check_on_cpu(p.schedule, p.args, p.num_inputs),
+                      "on the CPU executor vs float64 reference");
 }
 
 int cmd_run() {
-  return not_in_this_build("run", "it needs the float64 reference of the compute definition");
-}
-
-int cmd_interpret() {
-  return not_in_this_build("interpret",
-                           "it needs the float64 reference of the compute definition");
+  Selected sel = select_schedule();
+  const ScheduledProgram &p = sel.program;
+  user_check(Device::available(), "run")
+      << "no GPU: " << Device::unavailable_reason()
+      << " ('tessel interpret' checks a schedule on the CPU instead)";
+  CheckResult r = check_on_gpu(p.schedule, p.args, p.num_inputs, TimeOptions{});
+  if (r.time) {
+    llvm::outs() << sel.entry->name << " on " << Device::get().name() << ": " << r.time->str();
+    if (p.flops > 0 && r.time->median_ms > 0)
+      llvm::outs() << ", " << llvm::format("%.2f", p.flops / (r.time->median_ms * 1e9))
+                   << " TFLOP/s";
+    llvm::outs() << "\n";
+  }
+  return report_check(sel, r, "on the GPU vs float64 reference");
 }
 
 int dispatch() {

@@ -35,3 +35,14 @@ tessel_filecheck_test(NAME error.unknown_step CHECKS errors.txt EXIT_CODE 1
 tessel_filecheck_test(NAME readme_example PROGRAM readme_example CHECKS readme_example.txt)
 tessel_filecheck_test(NAME tutorial.gemm_definition PROGRAM gemm_definition
   CHECKS tutorial_gemm_definition.txt)
+
+# tessel interpret: every kind of registered schedule, at shapes small enough for the executor.
+tessel_filecheck_test(NAME interpret.gemm_shared CHECKS interpret.txt
+  COMMAND interpret gemm_shared --shape M=100,N=70,K=33 --dtype float16
+  FILECHECK_ARGS --check-prefix=GEMM_SHARED)
+tessel_filecheck_test(NAME interpret.gemm_wmma CHECKS interpret.txt
+  COMMAND interpret gemm_wmma --shape M=64,N=64,K=32 FILECHECK_ARGS --check-prefix=GEMM_WMMA)
+tessel_filecheck_test(NAME interpret.conv2d_tensorcore_tutorial CHECKS interpret.txt
+  COMMAND interpret conv2d_tensorcore_tutorial
+          --shape batch=128,height=3,width=3,in_channels=32,out_channels=128
+  FILECHECK_ARGS --check-prefix=CONV)
