@@ -5,7 +5,7 @@
 //   tessel cuda NAME [--shape ...] [--dtype T]    the CUDA C++ source
 //   tessel compile NAME [--arch sm_90] [-o f.cubin]   NVRTC; registers, shared memory, spills
 //   tessel interpret NAME [--shape ...]           CPU executor vs float64 reference
-//   tessel run NAME [--shape ...]                 GPU vs float64 reference, timed
+//   tessel run NAME [--shape ...] [--no-check]    GPU vs float64 reference, timed
 //
 // Exit codes: 0 success, 1 a tessel::Error (the user's mistake; printed as "tessel: error: ...")
 // or a result outside the tolerance, 2 a command-line mistake, 3 an internal error.
@@ -14,7 +14,9 @@
 #include "compiler/support/Error.h"
 #include "runtime/Check.h"
 #include "runtime/Device.h"
+#include "runtime/DeviceArray.h"
 #include "runtime/KernelCache.h"
+#include "runtime/interp/Executor.h"
 #include "schedules/Registry.h"
 
 #include <llvm/ADT/StringExtras.h>
@@ -65,6 +67,11 @@ cl::opt<std::string> dtype_opt("dtype", cl::desc("Input element type (default: t
 // The description names the steps; main() fills it in from lowering_steps().
 cl::list<std::string> print_after_opt("print-after", cl::CommaSeparated, cl::value_desc("step|all"),
                                       cl::sub(lower_cmd), cl::cat(tessel_category));
+
+cl::opt<bool> no_check_opt("no-check",
+                           cl::desc("Only time the kernel: skip the float64 reference, which is "
+                                    "slow on the CPU for large shapes"),
+                           cl::sub(run_cmd), cl::cat(tessel_category));
 
 cl::opt<std::string> arch_opt("arch", cl::desc("Target architecture (default: the GPU's)"),
                               cl::value_desc("sm_XX"), cl::sub(compile_cmd),
@@ -203,20 +210,50 @@ int cmd_interpret() {
                       "on the CPU executor vs float64 reference");
 }
 
+// Random inputs on the device for a time-only run (--no-check).
+std::vector<DeviceArray> random_device_args(const ScheduledProgram &p) {
+  std::vector<DeviceArray> arrays;
+  for (size_t i = 0; i < p.args.size(); ++i) {
+    const Tensor &t = p.args[i];
+    arrays.emplace_back(t.dtype(), constant_shape(t));
+    if (i < p.num_inputs) {
+      HostTensor h = random_tensor(t, i + 1);
+      interp::HostBuffer b = interp::HostBuffer::from_doubles(h.dtype, h.values);
+      arrays.back().copy_from_host(b.data(), arrays.back().bytes());
+    }
+  }
+  return arrays;
+}
+
 int cmd_run() {
   Selected sel = select_schedule();
   const ScheduledProgram &p = sel.program;
   user_check(Device::available(), "run")
       << "no GPU: " << Device::unavailable_reason()
       << " ('tessel interpret' checks a schedule on the CPU instead)";
-  CheckResult r = check_on_gpu(p.schedule, p.args, p.num_inputs, TimeOptions{});
-  if (r.time) {
-    llvm::outs() << sel.entry->name << " on " << Device::get().name() << ": " << r.time->str();
-    if (p.flops > 0 && r.time->median_ms > 0)
-      llvm::outs() << ", " << llvm::format("%.2f", p.flops / (r.time->median_ms * 1e9))
-                   << " TFLOP/s";
+  auto print_time = [&](const TimeResult &t) {
+    llvm::outs() << sel.entry->name << " on " << Device::get().name() << ": " << t.str();
+    if (p.flops > 0 && t.median_ms > 0)
+      llvm::outs() << ", " << llvm::format("%.2f", p.flops / (t.median_ms * 1e9)) << " TFLOP/s";
     llvm::outs() << "\n";
+  };
+  if (no_check_opt) {
+    Module m = build(p.schedule, p.args);
+    std::vector<DeviceArray> arrays = random_device_args(p);
+    std::vector<const DeviceArray *> ptrs;
+    for (const DeviceArray &a : arrays)
+      ptrs.push_back(&a);
+    print_time(m.time(ptrs));
+    llvm::outs() << "not checked (--no-check)\n";
+    return 0;
   }
+  // The reference runs one float64 multiply-add at a time on one core: say so before a long wait.
+  if (p.flops > 2e10)
+    llvm::errs() << "tessel: note: the float64 reference of this shape (" << llvm::format("%.0f", p.flops / 1e9)
+                 << " GFLOP) takes a long time on the CPU; --no-check only times the kernel\n";
+  CheckResult r = check_on_gpu(p.schedule, p.args, p.num_inputs, TimeOptions{});
+  if (r.time)
+    print_time(*r.time);
   return report_check(sel, r, "on the GPU vs float64 reference");
 }
 
