@@ -2,8 +2,12 @@
 // and the CPU executor (GPU semantics, Tensor Core intrinsics per warp) matches a float64
 // reference at a small shape.
 #include "compiler/tessel.h"
+#include "compiler/codegen/CodeGenCUDA.h"
+#include "runtime/Nvrtc.h"
 #include "runtime/interp/Executor.h"
 #include "schedules/Conv2dTensorCoreTutorial.h"
+
+#include "SassUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -96,4 +100,25 @@ TEST(ConvTutorial, CpuExecutorMatchesReferenceAtSmallShape) {
               ASSERT_EQ(c[idx], ref) << "Conv[" << n << ", " << h << ", " << x << ", " << o << ", "
                                      << nn << ", " << oo << "]";
             }
+}
+
+// The tutorial's kernel compiles for Ampere and Hopper and uses the Tensor Cores (HMMA).
+TEST(ConvTutorial, CompilesToHmmaForSm80AndSm90) {
+  ScheduledProgram p = conv2d_tensorcore_tutorial({}, {.tensorize = true});
+  std::string src = codegen_cuda(lower(p.schedule, p.args));
+  EXPECT_NE(src.find("nvcuda::wmma::mma_sync("), std::string::npos) << src;
+  bool disassembled = false;
+  for (const char *arch : {"sm_80", "sm_90"}) {
+    SCOPED_TRACE(arch);
+    CompileOptions o;
+    o.arch = arch;
+    CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "conv2d_tensorcore.cu");
+    ASSERT_FALSE(k.cubin.empty());
+    if (std::optional<std::string> sass = tessel::test::sass_of(k.cubin, std::string("conv_") + arch)) {
+      EXPECT_NE(sass->find("HMMA"), std::string::npos) << sass->substr(0, 4000);
+      disassembled = true;
+    }
+  }
+  if (!disassembled)
+    GTEST_SKIP() << "compiled for sm_80 and sm_90; no cuobjdump to check the SASS for HMMA";
 }

@@ -11,6 +11,8 @@
 #include "schedules/GemmWmma.h"
 #include "schedules/WmmaIntrinsics.h"
 
+#include "SassUtil.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -61,26 +63,6 @@ int count_of(const std::string &hay, const std::string &needle) {
   for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1))
     ++n;
   return n;
-}
-
-std::string cuobjdump_path() {
-  if (const char *env = std::getenv("CUOBJDUMP"))
-    return env;
-  for (const char *p : {"/usr/local/cuda/bin/cuobjdump", "/usr/bin/cuobjdump"})
-    if (std::filesystem::exists(p))
-      return p;
-  return std::system("command -v cuobjdump > /dev/null 2>&1") == 0 ? "cuobjdump" : "";
-}
-
-std::string run_command(const std::string &cmd) {
-  std::string out;
-  if (FILE *f = popen(cmd.c_str(), "r")) {
-    char buf[4096];
-    while (size_t n = fread(buf, 1, sizeof buf, f))
-      out.append(buf, n);
-    pclose(f);
-  }
-  return out;
 }
 
 } // namespace
@@ -155,23 +137,19 @@ TEST(GemmWmma, CudaSourceAndNvrtcForSm80AndSm90) {
         "nvcuda::wmma::mem_row_major", "*(uint4*)(A_shared", "__launch_bounds__(256)"})
     EXPECT_NE(src.find(text), std::string::npos) << text << "\n" << src;
 
-  std::string cuobjdump = cuobjdump_path();
+  bool disassembled = false;
   for (const char *arch : {"sm_80", "sm_90"}) {
     SCOPED_TRACE(arch);
     CompileOptions o;
     o.arch = arch;
     CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "gemm_wmma.cu");
     ASSERT_FALSE(k.cubin.empty());
-    if (cuobjdump.empty())
-      continue;
-    auto path = std::filesystem::temp_directory_path() /
-                ("tessel_gemm_wmma_" + std::to_string(::getpid()) + "_" + arch + ".cubin");
-    std::ofstream(path, std::ios::binary).write(k.cubin.data(), std::streamsize(k.cubin.size()));
-    std::string sass = run_command(cuobjdump + " -sass " + path.string() + " 2>&1");
-    std::filesystem::remove(path);
-    EXPECT_NE(sass.find("HMMA"), std::string::npos) << sass.substr(0, 4000);
+    if (std::optional<std::string> sass = tessel::test::sass_of(k.cubin, std::string("gemm_wmma_") + arch)) {
+      EXPECT_NE(sass->find("HMMA"), std::string::npos) << sass->substr(0, 4000);
+      disassembled = true;
+    }
   }
-  if (cuobjdump.empty())
+  if (!disassembled)
     GTEST_SKIP() << "NVRTC compiled for sm_80 and sm_90, but no cuobjdump (PATH, "
                     "/usr/local/cuda/bin, $CUOBJDUMP) to check the SASS for HMMA";
 }
