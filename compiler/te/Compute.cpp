@@ -7,12 +7,18 @@
 
 #include <llvm/ADT/DenseSet.h>
 
+#include <cstdint>
+
 namespace tessel {
 
 namespace {
 
-// Extents of tensors are positive integer constants: tessel specializes kernels to shapes.
-void check_shape(const std::vector<Expr> &shape, const std::string &what, const std::string &name) {
+// Extents of tensors are positive integer constants: tessel specializes kernels to shapes. They
+// come back as int32 constants, the type of every index (a shape written with int64_t values would
+// otherwise print as 1024i64 and mix types in index arithmetic).
+std::vector<Expr> checked_shape(const std::vector<Expr> &shape, const std::string &what,
+                                const std::string &name) {
+  std::vector<Expr> result;
   user_check(!shape.empty(), what) << "tensor '" << name << "' needs at least one dimension";
   for (size_t d = 0; d < shape.size(); ++d) {
     const Expr &e = shape[d];
@@ -23,7 +29,12 @@ void check_shape(const std::vector<Expr> &shape, const std::string &what, const 
                                     << " must be a constant, got " << e;
     user_check(*v > 0, what) << "tensor '" << name << "': extent of dimension " << d
                              << " must be positive, got " << *v;
+    user_check(*v <= INT32_MAX, what)
+        << "tensor '" << name << "': extent of dimension " << d << " is " << *v
+        << "; tessel indexes with 32-bit integers, so extents must be at most " << INT32_MAX;
+    result.push_back(Expr(int(*v)));
   }
+  return result;
 }
 
 void check_name(const std::string &name, const char *what) {
@@ -67,10 +78,10 @@ void check_free_vars(const Expr &body, const std::vector<Var> &indices, const st
 
 Tensor placeholder(std::vector<Expr> shape, DataType dtype, std::string name) {
   check_name(name, "placeholder");
-  check_shape(shape, "placeholder", name);
+  std::vector<Expr> extents = checked_shape(shape, "placeholder", name);
   user_check(!dtype.is_void() && dtype.is_scalar(), "placeholder")
       << "tensor '" << name << "': element type must be a scalar type, got " << dtype;
-  return Operation(new PlaceholderOpNode(std::move(name), std::move(shape), dtype)).output(0);
+  return Operation(new PlaceholderOpNode(std::move(name), std::move(extents), dtype)).output(0);
 }
 
 IterVar reduce_axis(std::array<Expr, 2> begin_end, std::string name) {
@@ -99,7 +110,7 @@ Tensor compute_from_vars(std::vector<Expr> shape,
                          const std::function<Expr(const std::vector<Var> &)> &body_fn,
                          std::string name, std::vector<std::string> axis_names) {
   check_name(name, "compute");
-  check_shape(shape, "compute", name);
+  std::vector<Expr> extents = checked_shape(shape, "compute", name);
   user_check(shape.size() <= 8, "compute")
       << "tensor '" << name << "' has " << shape.size() << " dimensions; at most 8 are supported";
   user_check(axis_names.empty() || axis_names.size() == shape.size(), "compute")
@@ -112,9 +123,8 @@ Tensor compute_from_vars(std::vector<Expr> shape,
     if (axis_names.empty())
       vname += std::to_string(d);
     Var v(vname);
-    Expr extent = cast(Int(32), shape[d]);
     vars.push_back(v);
-    axis.push_back(IterVar::make(Range(Expr(0), extent), v, IterVarType::DataPar));
+    axis.push_back(IterVar::make(Range(Expr(0), extents[d]), v, IterVarType::DataPar));
   }
   Expr body = body_fn(vars);
   user_check(body.defined(), "compute") << "tensor '" << name << "': the body is undefined";

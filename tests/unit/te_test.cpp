@@ -64,6 +64,15 @@ TEST(TE, SeedConvDefinitionPrints) {
   EXPECT_EQ(order[2].name(), "W");
 }
 
+TEST(TE, Int64ExtentsBecomeInt32) {
+  const int64_t n = 1024;
+  Tensor A = placeholder({Expr(n), Expr(n)}, Float(32), "A");
+  Tensor B = compute({Expr(n)}, [&](Var i) { return A(i, i); }, "B");
+  EXPECT_EQ(to_string(A), "placeholder A[1024, 1024] float32");
+  EXPECT_EQ(A.shape()[0].type(), Int(32));
+  EXPECT_EQ(B.shape()[0].type(), Int(32));
+}
+
 TEST(TE, MaxMinReductionsAndDefaultAxisNames) {
   Tensor X = placeholder({8, 4}, Float(32), "X");
   IterVar r = reduce_axis({0, 4}, "r");
@@ -105,6 +114,8 @@ TEST(TEErrors, BadExtents) {
                {"'E'", "positive"});
   expect_error([] { reduce_axis({4, 4}, "k"); }, {"axis 'k'", "empty"});
   expect_error([] { placeholder({Var("n")}, Float(32), "S"); }, {"'S'", "constant"});
+  expect_error([] { placeholder({Expr(int64_t(1) << 31)}, Float(32), "L"); },
+               {"'L'", "2147483648", "32-bit"});
 }
 
 TEST(TEErrors, ShapeAndLambdaDisagree) {
