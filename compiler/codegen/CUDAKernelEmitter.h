@@ -23,6 +23,7 @@ struct ModuleNeeds {
   bool bf16 = false;
   bool wmma = false;
   bool floor_helpers = false;
+  bool async_copy = false; ///< tessel_cp_async* helpers (cp.async)
 };
 
 /// The nvcuda::wmma::fragment type of a `wmma.*` allocation, deduced from the intrinsics that
@@ -131,6 +132,9 @@ private:
   Expr lane_of(const Expr &e, int lane);
   void hoist_vector_loads(const Expr &value);
   void check_not_fragment(const Buffer &b, const char *what) const;
+
+  /// cp_async, cp_async_commit and cp_async_wait; false for other calls.
+  bool emit_async_copy(const Call *op);
 
   // ---- WMMA (CodeGenCUDAWmma.cpp) ---------------------------------------------------------
   void analyze_fragments();

@@ -401,7 +401,7 @@ void CUDAKernelEmitter::emit_attr(const AttrStmt *op) {
   }
   internal_check(op->key != attr::virtual_thread)
       << "virtual_thread attribute reached CUDA codegen; virtual threads must be lowered first";
-  // storage_scope, storage_alignment, pragmas, double_buffer_scope: nothing to emit.
+  // storage_scope, storage_alignment, pragmas, pipeline_scope: nothing to emit.
   emit_stmt(op->body);
 }
 
@@ -412,10 +412,43 @@ void CUDAKernelEmitter::emit_evaluate(const Evaluate *op) {
   if (const auto *call = v.as<Call>()) {
     if (call->is_intrinsic(intrinsic::syncthreads))
       return line("__syncthreads();");
+    if (emit_async_copy(call))
+      return;
     if (emit_wmma(call))
       return;
   }
   line(print(v) + ";");
+}
+
+bool CUDAKernelEmitter::emit_async_copy(const Call *call) {
+  if (call->call_kind != Call::Intrinsic)
+    return false;
+  if (call->name == intrinsic::cp_async_commit) {
+    needs_.async_copy = true;
+    line("tessel_cp_async_commit();");
+    return true;
+  }
+  if (call->name == intrinsic::cp_async_wait) {
+    auto n = call->args.size() == 1 ? as_const_int(call->args[0]) : std::nullopt;
+    user_check(n && *n >= 0, "codegen_cuda")
+        << "cp_async_wait takes one non-negative constant, got " << Expr(call);
+    needs_.async_copy = true;
+    line("tessel_cp_async_wait<" + std::to_string(*n) + ">();");
+    return true;
+  }
+  if (call->name != intrinsic::cp_async)
+    return false;
+  auto bytes = call->args.size() == 4 ? as_const_int(call->args[2]) : std::nullopt;
+  user_check(bytes && (*bytes == 4 || *bytes == 8 || *bytes == 16), "codegen_cuda")
+      << "cp_async(dst, src, bytes, predicate) copies 4, 8 or 16 bytes, got " << Expr(call);
+  needs_.async_copy = true;
+  std::string args = print(call->args[0]) + ", " + print(call->args[1]);
+  if (is_one(call->args[3]))
+    line("tessel_cp_async<" + std::to_string(*bytes) + ">(" + args + ");");
+  else
+    line("tessel_cp_async_zfill<" + std::to_string(*bytes) + ">(" + args + ", " +
+         print(call->args[3]) + ");");
+  return true;
 }
 
 } // namespace codegen
@@ -462,6 +495,42 @@ __device__ __forceinline__ int tessel_floormod(int a, int b) {
 __device__ __forceinline__ long long tessel_floormod(long long a, long long b) {
   long long r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+)";
+  }
+  if (needs.async_copy) {
+    // cp.async (sm_80 and later) copies global to shared memory without a register round trip;
+    // before sm_80 the same helpers copy synchronously. `.cg` (bypassing L1) takes 16 bytes.
+    os << R"(
+template <int Bytes>
+__device__ __forceinline__ void tessel_cp_async_zfill(void *dst, const void *src, bool pred) {
+#if __CUDA_ARCH__ >= 800
+  unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  int n = pred ? Bytes : 0;
+  if constexpr (Bytes == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(s), "l"(src), "r"(n));
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n"
+                 :: "r"(s), "l"(src), "n"(Bytes), "r"(n));
+#else
+  struct alignas(Bytes) Chunk { unsigned char b[Bytes]; };
+  *static_cast<Chunk *>(dst) = pred ? *static_cast<const Chunk *>(src) : Chunk{};
+#endif
+}
+template <int Bytes>
+__device__ __forceinline__ void tessel_cp_async(void *dst, const void *src) {
+  tessel_cp_async_zfill<Bytes>(dst, src, true);
+}
+__device__ __forceinline__ void tessel_cp_async_commit() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N>
+__device__ __forceinline__ void tessel_cp_async_wait() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" :: "n"(N));
+#endif
 }
 )";
   }

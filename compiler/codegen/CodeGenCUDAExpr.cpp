@@ -303,14 +303,15 @@ CExpr CUDAKernelEmitter::emit_call(const Call *op) {
   }
   if (name == intrinsic::syncthreads || name == intrinsic::wmma_fill_fragment ||
       name == intrinsic::wmma_load_matrix_sync || name == intrinsic::wmma_mma_sync ||
-      name == intrinsic::wmma_store_matrix_sync)
+      name == intrinsic::wmma_store_matrix_sync || name == intrinsic::cp_async ||
+      name == intrinsic::cp_async_commit || name == intrinsic::cp_async_wait)
     user_error("codegen_cuda") << "intrinsic '" << name << "' in kernel '" << f_.name
                                << "' is used as a value; it has no result and may only be a "
                                   "statement (Evaluate)";
   user_error("codegen_cuda") << "unknown intrinsic '" << name << "' in kernel '" << f_.name
                              << "'; CUDA codegen knows if_then_else, address_of, access_ptr, "
-                                "syncthreads and wmma_{fill_fragment, load_matrix_sync, "
-                                "mma_sync, store_matrix_sync}";
+                                "syncthreads, cp_async{,_commit,_wait} and wmma_{fill_fragment, "
+                                "load_matrix_sync, mma_sync, store_matrix_sync}";
 }
 
 CExpr CUDAKernelEmitter::emit_expr(const Expr &e) {

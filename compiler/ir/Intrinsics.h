@@ -12,6 +12,15 @@ inline constexpr const char *address_of = "address_of";
 /// access_ptr(type_annotation, buffer_var, offset, extent, rw_mask): a pointer to a region.
 inline constexpr const char *access_ptr = "access_ptr";
 
+// Asynchronous global -> shared copies (PTX cp.async, sm_80 and later), issued per thread.
+// cp_async(dst, src, bytes, predicate): copies `bytes` (4, 8 or 16) from src (global) to dst
+// (shared); when `predicate` is false it writes zeros instead. dst and src are address_of(...).
+inline constexpr const char *cp_async = "cp_async";
+// cp_async_commit(): closes the group of this thread's cp_async calls issued since the last one.
+inline constexpr const char *cp_async_commit = "cp_async_commit";
+// cp_async_wait(n): waits until at most n of this thread's committed groups are incomplete.
+inline constexpr const char *cp_async_wait = "cp_async_wait";
+
 // Warp-level matrix (Tensor Core) operations on fragments, following CUDA's nvcuda::wmma.
 // wmma_fill_fragment(frag, m, n, k, index, value)
 inline constexpr const char *wmma_fill_fragment = "wmma_fill_fragment";

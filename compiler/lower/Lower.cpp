@@ -6,7 +6,7 @@
 #include "compiler/lower/InferBound.h"
 #include "compiler/lower/ScheduleOps.h"
 #include "compiler/lower/StageBodies.h"
-#include "compiler/passes/InjectDoubleBuffer.h"
+#include "compiler/passes/InjectPipeline.h"
 #include "compiler/passes/InsertThreadSyncs.h"
 #include "compiler/passes/RemoveNoOp.h"
 #include "compiler/passes/SplitHostDevice.h"
@@ -63,7 +63,7 @@ private:
 const std::vector<std::string> &lowering_steps() {
   static const std::vector<std::string> steps = {
       "schedule_ops",   "simplify",        "storage_flatten",    "vectorize_loops",
-      "double_buffer",  "unroll_loops",    "storage_rewrite",    "insert_thread_syncs",
+      "pipeline",       "unroll_loops",    "storage_rewrite",    "insert_thread_syncs",
       "remove_no_op",   "final_simplify"};
   return steps;
 }
@@ -122,8 +122,8 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
   printer.after("storage_flatten", body);
   body = vectorize_loops(body);
   printer.after("vectorize_loops", body);
-  body = inject_double_buffer(body);
-  printer.after("double_buffer", body);
+  body = inject_pipeline(body);
+  printer.after("pipeline", body);
   body = unroll_loops(body, options.auto_unroll_max_step);
   body = arith::simplify(body);
   printer.after("unroll_loops", body);

@@ -330,8 +330,8 @@ Stmt schedule_ops(const ScheduleNode *sch, const StageBodies &bodies, const Doma
       continue;
     Stmt nest = builder.build(s);
     const Buffer &buf = buffers.lookup(s);
-    if (s->double_buffer)
-      nest = AttrStmt::make(buf, attr::double_buffer_scope, Expr(1), nest);
+    if (s->pipeline_stages > 1)
+      nest = AttrStmt::make(buf, attr::pipeline_scope, Expr(s->pipeline_stages), nest);
     auto pipeline = [&](Stmt consumer) -> Stmt {
       Stmt seq = Seq::make({nest, consumer});
       if (args.count(s))

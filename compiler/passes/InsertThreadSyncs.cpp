@@ -38,6 +38,11 @@ struct AccessSet {
   }
 };
 
+const void *pipeline_fill_var(const AttrStmt *op) {
+  const auto *e = std::get_if<Expr>(&op->node);
+  return e ? e->get() : nullptr;
+}
+
 bool is_sync(const Stmt &s) {
   const auto *e = s.as<Evaluate>();
   const auto *c = e ? e->value.as<Call>() : nullptr;
@@ -50,12 +55,23 @@ Stmt make_sync() {
 
 class AccessCollector : public IRVisitor {
 public:
-  AccessCollector(const llvm::DenseSet<const void *> &shared, AccessSet &out)
-      : shared_(shared), out_(out) {}
+  /// `skip`: buffer vars whose accesses are left out (pipelined fills, see below).
+  AccessCollector(const llvm::DenseSet<const void *> &shared,
+                  const llvm::DenseSet<const void *> &skip, AccessSet &out)
+      : shared_(shared), skip_(skip), out_(out) {}
 
 protected:
+  void visit(const AttrStmt *op) override {
+    // The steady-state fill of a pipelined buffer writes a stage no other statement of the
+    // iteration touches, and inject_pipeline put the barrier it needs before it.
+    const void *filled = op->key == attr::pipeline_fill ? pipeline_fill_var(op) : nullptr;
+    bool fresh = filled && extra_skip_.insert(filled).second;
+    IRVisitor::visit(op);
+    if (fresh)
+      extra_skip_.erase(filled);
+  }
   void visit(const BufferLoad *op) override {
-    if (is_shared(op->buffer)) {
+    if (is_shared(op->buffer) && !skipped(op->buffer->data.get())) {
       out_.reads.insert(op->buffer->data.get());
       // Through a pointer (address_of inside an intrinsic) the callee may also write, unless
       // the intrinsic is known to only read through it.
@@ -65,13 +81,13 @@ protected:
     IRVisitor::visit(op);
   }
   void visit(const BufferStore *op) override {
-    if (is_shared(op->buffer))
+    if (is_shared(op->buffer) && !skipped(op->buffer->data.get()))
       out_.writes.insert(op->buffer->data.get());
     IRVisitor::visit(op);
   }
   void visit(const Variable *op) override {
     // The storage var itself (access_ptr and the like): reads and writes unknown.
-    if (shared_.count(op)) {
+    if (shared_.count(op) && !skipped(op)) {
       out_.reads.insert(op);
       out_.writes.insert(op);
     }
@@ -81,6 +97,25 @@ protected:
                    op->is_intrinsic(intrinsic::access_ptr);
     // A fragment load only reads the memory it points to.
     bool read_only = op->is_intrinsic(intrinsic::wmma_load_matrix_sync);
+    if (op->is_intrinsic(intrinsic::cp_async) && op->args.size() == 4) {
+      // Only writes its destination (like a store) and only reads its source.
+      const auto *dst = op->args[0].as<Call>();
+      const auto *elem = dst && dst->args.size() == 1 ? dst->args[0].as<BufferLoad>() : nullptr;
+      if (elem && is_shared(elem->buffer) && !skipped(elem->buffer->data.get()))
+        out_.writes.insert(elem->buffer->data.get());
+      if (elem)
+        for (const Expr &i : elem->indices)
+          visit_expr(i);
+      else
+        visit_expr(op->args[0]);
+      ++read_only_callee_;
+      ++pointer_depth_;
+      visit_expr(op->args[1]);
+      --pointer_depth_;
+      --read_only_callee_;
+      visit_expr(op->args[3]);
+      return;
+    }
     pointer_depth_ += pointer;
     read_only_callee_ += read_only;
     IRVisitor::visit(op);
@@ -92,7 +127,10 @@ private:
   bool is_shared(const Buffer &b) const {
     return b.scope() == "shared" || shared_.count(b->data.get());
   }
+  bool skipped(const void *var) const { return skip_.count(var) || extra_skip_.count(var); }
   const llvm::DenseSet<const void *> &shared_;
+  const llvm::DenseSet<const void *> &skip_;
+  llvm::DenseSet<const void *> extra_skip_;
   AccessSet &out_;
   int pointer_depth_ = 0;
   int read_only_callee_ = 0;
@@ -135,7 +173,12 @@ public:
 
     AccessSet all = accesses(s);
     Stmt before;
-    if (pending.conflicts(all)) {
+    // A uniform loop whose body starts with a barrier (a pipelined loop) needs none before it
+    // for what comes after that barrier.
+    AccessSet leading;
+    const auto *loop = s.as<For>();
+    bool starts_synced = loop && !is_divergent(s) && leading_accesses(loop->body, leading);
+    if (pending.conflicts(starts_synced ? leading : all)) {
       before = make_sync();
       pending.clear();
     }
@@ -160,6 +203,15 @@ private:
       Stmt else_case = plan(op->else_case, else_pending);
       pending.merge(else_pending);
       return IfThenElse::make(op->condition, then_case, else_case);
+    }
+    if (const auto *op = s.as<AttrStmt>(); op && op->key == attr::pipeline_fill) {
+      // Consumed here: its stores are not pending accesses (see AccessCollector).
+      const void *filled = pipeline_fill_var(op);
+      bool fresh = skip_.insert(filled).second;
+      Stmt body = plan(op->body, pending);
+      if (fresh)
+        skip_.erase(filled);
+      return body;
     }
     if (const auto *op = s.as<AttrStmt>()) {
       if (const IterVar *iv = std::get_if<IterVar>(&op->node))
@@ -256,18 +308,32 @@ private:
     return variant;
   }
 
+  /// The accesses of `body` before its first top-level barrier, if it has one.
+  bool leading_accesses(const Stmt &body, AccessSet &out) const {
+    const auto *seq = body.as<Seq>();
+    if (!seq)
+      return false;
+    for (const Stmt &st : seq->stmts) {
+      if (is_sync(st))
+        return true;
+      out.merge(accesses(st));
+    }
+    return false;
+  }
+
   AccessSet accesses(const Stmt &s) const {
     AccessSet out;
-    AccessCollector(shared_, out).visit_stmt(s);
+    AccessCollector(shared_, skip_, out).visit_stmt(s);
     return out;
   }
   AccessSet accesses_of(const Expr &e) const {
     AccessSet out;
-    AccessCollector(shared_, out).visit_expr(e);
+    AccessCollector(shared_, skip_, out).visit_expr(e);
     return out;
   }
 
   llvm::DenseSet<const void *> shared_;
+  llvm::DenseSet<const void *> skip_; ///< the buffers of the pipelined fills being planned
   llvm::DenseSet<const Variable *> variant_;
   bool in_kernel_ = false;
 };

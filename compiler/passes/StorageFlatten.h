@@ -13,7 +13,7 @@ namespace tessel {
 /// sum((i_d - min_d) * stride_d) on a one-dimensional buffer over the same storage var. The
 /// arguments are flattened with the row-major strides of their shapes; their flat buffers (same
 /// data var) are appended to `flat_args`, in order, when it is given, so the caller can build
-/// LoweredFunc::args. `storage_align` attrs are consumed; `double_buffer_scope` attrs are kept
+/// LoweredFunc::args. `storage_align` attrs are consumed; `pipeline_scope` attrs are kept
 /// with the allocation's buffer var as node. Flat IR is what codegen and every later pass take.
 Stmt storage_flatten(Stmt s, const std::vector<Buffer> &args,
                      std::vector<Buffer> *flat_args = nullptr);

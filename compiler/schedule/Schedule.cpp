@@ -383,7 +383,15 @@ Stage &Stage::storage_align(const IterVar &axis, int factor, int offset) {
 Stage &Stage::double_buffer() {
   user_check(n_->op.as<ComputeOpNode>() && !n_->is_output, "double_buffer")
       << "stage '" << name() << "': only intermediate computed stages can be double-buffered";
-  n_->double_buffer = true;
+  return pipeline(2);
+}
+
+Stage &Stage::pipeline(int stages) {
+  user_check(n_->op.as<ComputeOpNode>() && !n_->is_output, "pipeline")
+      << "stage '" << name() << "': only intermediate computed stages can be pipelined";
+  user_check(stages >= 2 && stages <= 8, "pipeline")
+      << "stage '" << name() << "': a pipeline needs 2 to 8 stages, got " << stages;
+  n_->pipeline_stages = stages;
   return *this;
 }
 

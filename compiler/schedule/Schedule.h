@@ -115,8 +115,15 @@ public:
   Stage &set_scope(const std::string &scope);
   /// Pads the stride of the dimension of `axis` so that stride % factor == offset.
   Stage &storage_align(const IterVar &axis, int factor, int offset);
-  /// Double-buffers this stage's storage so loading the next tile overlaps computing on this one.
+  /// Double-buffers this stage's storage so loading the next tile overlaps computing on this
+  /// one: pipeline(2).
   Stage &double_buffer();
+  /// Software-pipelines this stage's storage over `stages` copies: the loop it is attached in
+  /// fills the tile of iteration i + stages - 1 while computing on the tile of iteration i.
+  /// Copies from global to shared memory become cp.async (sm_80+) where they are 4, 8 or 16 bytes
+  /// per thread (vectorize the copy's inner axis). Stages filled in the same loop are pipelined
+  /// together (with the largest count among them).
+  Stage &pipeline(int stages);
   Stage &unroll(const IterVar &iv);
   Stage &vectorize(const IterVar &iv);
   Stage &parallel(const IterVar &iv);
@@ -152,7 +159,7 @@ public:
   IterVar attach_ivar;
   std::string scope = "global";
   bool is_output = false;
-  bool double_buffer = false;
+  int pipeline_stages = 1; ///< 1: not pipelined
   std::vector<StorageAlign> storage_aligns;
   ScheduleNode *schedule = nullptr;
 

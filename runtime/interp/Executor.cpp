@@ -284,6 +284,8 @@ void execute(const LoweredFunc &f, const std::vector<HostBuffer *> &args,
       for (int64_t x = 0; x < f.launch.grid[0]; ++x) {
         M.block_idx = {x, y, z};
         M.epoch = 1;
+        M.pending_copies.assign(M.n_threads, {});
+        M.committed_groups.assign(M.n_threads, 0);
         body->exec(M, all);
       }
 

@@ -128,6 +128,14 @@ struct Memory {
 
 const char *scope_name(MemScope s);
 
+/// A cp_async of one thread not yet complete: the values it read, where they go, its group.
+struct PendingCopy {
+  Memory *dst = nullptr;
+  int64_t dst_index = 0;
+  std::vector<Val> values;
+  uint32_t group = 0;
+};
+
 struct Machine {
   ExecOptions opts;
   LaunchConfig launch;
@@ -139,6 +147,11 @@ struct Machine {
   /// Variables: n_threads * lanes values each.
   std::vector<std::vector<Val>> slots;
   std::vector<std::unique_ptr<Memory>> memories;
+  /// Per thread: its incomplete cp_async copies, and how many groups it has committed. The
+  /// copies land in shared memory when a cp_async_wait completes their group, so reading a
+  /// tile before waiting for it reads what was there before (or uninitialized memory).
+  std::vector<std::vector<PendingCopy>> pending_copies;
+  std::vector<uint32_t> committed_groups;
 
   std::string thread_name(uint32_t t) const;
   std::string agent_name(int32_t agent) const;
@@ -195,6 +208,8 @@ private:
 StmtPtr compile_evaluate(Compiler &C, const Call *call);
 /// The WMMA intrinsics; `call` is one of wmma_* (Wmma.cpp).
 StmtPtr compile_wmma(Compiler &C, const Call *call);
+/// cp_async, cp_async_commit and cp_async_wait (AsyncCopy.cpp).
+StmtPtr compile_async_copy(Compiler &C, const Call *call);
 
 // Errors that name the thread and block (they throw tessel::Error).
 [[noreturn]] void report_out_of_bounds(const Machine &M, const Memory &mem, bool write,

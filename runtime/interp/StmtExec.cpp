@@ -416,6 +416,8 @@ StmtPtr compile_evaluate(Compiler &C, const Call *call) {
     return std::make_unique<SyncCode>();
   if (call->name.rfind("wmma_", 0) == 0 && call->call_kind == Call::Intrinsic)
     return compile_wmma(C, call);
+  if (call->name.rfind("cp_async", 0) == 0 && call->call_kind == Call::Intrinsic)
+    return compile_async_copy(C, call);
   return std::make_unique<EvalCode>(C.expr(Expr(call)));
 }
 

@@ -122,7 +122,8 @@ protected:
   }
 };
 
-// Shifts every store into shared memory by one tile row: an out-of-bounds tile.
+// Shifts every store (or asynchronous copy) into shared memory by one tile row: an
+// out-of-bounds tile.
 class ShiftSharedStores : public IRMutator {
 protected:
   Stmt visit(const BufferStore *op) override {
@@ -130,6 +131,18 @@ protected:
       return IRMutator::visit(op);
     Expr idx = op->indices[0];
     return BufferStore::make(op->buffer, op->value, {idx + make_const(idx.type(), 64)});
+  }
+  Stmt visit(const Evaluate *op) override {
+    const auto *c = op->value.as<Call>();
+    if (!c || !c->is_intrinsic(intrinsic::cp_async))
+      return IRMutator::visit(op);
+    const auto *dst = c->args[0].as<Call>()->args[0].as<BufferLoad>();
+    Expr idx = dst->indices[0];
+    std::vector<Expr> args = c->args;
+    args[0] = Call::make(Handle(), intrinsic::address_of,
+                         {BufferLoad::make(dst->buffer, {idx + make_const(idx.type(), 64)})},
+                         Call::Intrinsic);
+    return Evaluate::make(Call::make(Void(), c->name, args, Call::Intrinsic));
   }
 };
 

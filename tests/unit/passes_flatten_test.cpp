@@ -29,7 +29,7 @@ struct TiledGemm {
     Expr row = io * 16 + ii;
     Stmt fill = loop(ii, 16, loop(kk, 32, BufferStore::make(AS, A.load({row, kk}), {row, kk})));
     if (double_buffer)
-      fill = AttrStmt::make(AS, attr::double_buffer_scope, 1, fill);
+      fill = AttrStmt::make(AS, attr::pipeline_scope, 2, fill);
     Stmt init = BufferStore::make(CL, make_zero(Float(32)), {row, j});
     Stmt update = BufferStore::make(
         CL, CL.load({row, j}) + AS.load({row, k}) * B.load({k, j}), {row, j});
@@ -141,7 +141,7 @@ TEST(PassFlatten, RetargetsDoubleBufferScopeToAllocationVar) {
   Stmt out = storage_flatten(g.form1(false, true), {g.A, g.B, g.C});
   auto attrs = find_all<AttrStmt>(out);
   ASSERT_EQ(attrs.size(), 1u);
-  EXPECT_EQ(attrs[0]->key, attr::double_buffer_scope);
+  EXPECT_EQ(attrs[0]->key, attr::pipeline_scope);
   const Expr *node = std::get_if<Expr>(&attrs[0]->node);
   ASSERT_NE(node, nullptr);
   auto allocs = find_all<Allocate>(out);

@@ -2,7 +2,7 @@
 // double-buffered in the K loop with a padded row stride, an unrolled k loop and vectorized
 // column loops.
 #include "compiler/ir/IRPrinter.h"
-#include "compiler/passes/InjectDoubleBuffer.h"
+#include "compiler/passes/InjectPipeline.h"
 #include "compiler/passes/InsertThreadSyncs.h"
 #include "compiler/passes/RemoveNoOp.h"
 #include "compiler/passes/SplitHostDevice.h"
@@ -45,7 +45,7 @@ struct Gemm {
     Expr lr = Expr(bx) * 16 + ax * 2 + floordiv(Expr(tx), 8), lc = ko * 8 + floormod(Expr(tx), 8);
     Stmt fill = per_thread(threads, For::make(ax, 0, 8, ForKind::Serial,
                                               BufferStore::make(AS, A.load({lr, lc}), {lr, lc})));
-    fill = AttrStmt::make(AS, attr::double_buffer_scope, 1, fill);
+    fill = AttrStmt::make(AS, attr::pipeline_scope, 2, fill);
     Stmt update = BufferStore::make(CL, CL.load({r, j}) + AS.load({r, kk}) * B.load({kk, j}),
                                     {r, j});
     Stmt compute =
@@ -69,7 +69,7 @@ struct Gemm {
     Stmt s = storage_flatten(form1(threads), {A, B, C}, &flat_args);
     s = vectorize_loops(s);
     s = unroll_loops(s);
-    s = inject_double_buffer(s);
+    s = inject_pipeline(s);
     s = storage_rewrite(s);
     s = insert_thread_syncs(s);
     s = remove_no_op(s);
@@ -110,13 +110,20 @@ TEST(PassPipeline, TiledGemmLowersToExpectedStructure) {
   EXPECT_NE(text.find("C.local[ramp(jo * 4 + "), std::string::npos) << text;
   // init jo, prologue ax, ko, guarded ax, 8 unrolled copies of compute jo, output jo.
   EXPECT_EQ(find_all<For>(f.body).size(), 13u) << text;
-  EXPECT_EQ(text.find("double_buffer_scope"), std::string::npos) << text;
+  EXPECT_EQ(text.find("pipeline_scope"), std::string::npos) << text;
+  EXPECT_EQ(text.find("pipeline_fill"), std::string::npos) << text;
   EXPECT_EQ(text.find("storage_align"), std::string::npos) << text;
-  // Double buffering: a prologue, then a guarded fill of the other stage in the loop.
+  // Double buffering: a prologue, then a guarded fill of the other stage in the loop, the
+  // 4-byte copies from global to shared asynchronous.
   EXPECT_NE(text.find("if (ko + 1 < 4)"), std::string::npos) << text;
   EXPECT_NE(text.find("floormod(ko, 2) * 144"), std::string::npos) << text;
-  // Barriers: after the prologue, after the fill in the loop, at the loop's back edge.
-  EXPECT_EQ(count_of(text, "@syncthreads()"), 3) << text;
+  EXPECT_EQ(count_of(text, "@cp_async(@address_of(A.shared["), 2) << text;
+  EXPECT_EQ(count_of(text, "@cp_async_commit()"), 2) << text;
+  EXPECT_EQ(count_of(text, "@cp_async_wait(0)"), 1) << text;
+  // One barrier, at the top of the K loop: it publishes this iteration's tile and ends the
+  // reads of the stage the next fill overwrites.
+  EXPECT_EQ(count_of(text, "@syncthreads()"), 1) << text;
+  EXPECT_LT(text.find("@cp_async_wait(0)"), text.find("@syncthreads()")) << text;
   if (getenv("TESSEL_PRINT_IR"))
     std::cerr << text;
 }
@@ -141,7 +148,7 @@ TEST(PassPipeline, SingleThreadVariantComputesTheGemm) {
   EXPECT_EQ(g.run(s), expect) << "vectorize";
   s = unroll_loops(s);
   EXPECT_EQ(g.run(s), expect) << "unroll";
-  s = inject_double_buffer(s);
-  EXPECT_EQ(g.run(s), expect) << "double buffer";
+  s = inject_pipeline(s);
+  EXPECT_EQ(g.run(s), expect) << "pipeline";
   EXPECT_EQ(g.run(f.body), expect) << to_string(f.body);
 }

@@ -1,10 +1,14 @@
-#include "compiler/passes/InjectDoubleBuffer.h"
+#include "compiler/passes/InjectPipeline.h"
 
 #include "compiler/ir/IRMutator.h"
 #include "compiler/ir/IROperator.h"
+#include "compiler/ir/IRPrinter.h"
 #include "compiler/ir/IRVisitor.h"
+#include "compiler/ir/Intrinsics.h"
 #include "compiler/ir/Substitute.h"
+#include "compiler/passes/AsyncCopy.h"
 #include "compiler/passes/FlatBuffer.h"
+#include "compiler/passes/RemoveNoOp.h"
 #include "compiler/support/Error.h"
 
 #include <llvm/ADT/DenseMap.h>
@@ -15,7 +19,7 @@ namespace tessel {
 
 namespace {
 
-const Variable *db_var(const AttrStmt *op) {
+const Variable *pipelined_var(const AttrStmt *op) {
   if (const auto *e = std::get_if<Expr>(&op->node))
     return e->as<Variable>();
   if (const auto *b = std::get_if<Buffer>(&op->node))
@@ -86,18 +90,18 @@ Uses uses_in(const Stmt &s, const Variable *var, const AttrStmt *skip = nullptr)
   return c.uses;
 }
 
-/// One buffer to double: where it is filled, the loop that pipelines it, its allocation.
+/// One buffer to pipeline: where it is filled, the loop that pipelines it, its allocation.
 struct Plan {
   const AttrStmt *attr = nullptr;
   const For *loop = nullptr;
   const Allocate *alloc = nullptr;
   bool alloc_inside_loop = false;
   int attrs = 0;
+  int stages = 0; ///< asked for by the attr; the loop's largest count is what is used
   bool valid = true;
-  Stmt prologue; ///< made by the rewriter
 };
 
-// Finds the double_buffer_scope attrs and decides which of them can be applied.
+// Finds the pipeline_scope attrs and decides which of them can be applied.
 class Planner : public IRVisitor {
 public:
   explicit Planner(const Stmt &root) : root_(root) {}
@@ -111,7 +115,10 @@ protected:
     IRVisitor::visit(op);
   }
   void visit(const For *op) override {
-    loops_.push_back({op, bound_.size()});
+    if (op->for_kind == ForKind::ThreadBinding && is_thread_tag(op->thread_tag))
+      thread_vars_.insert(op->loop_var.get());
+    bool divergent = divergent_ > 0 || uses_thread_var(op->min) || uses_thread_var(op->extent);
+    loops_.push_back({op, bound_.size(), divergent});
     bound_.push_back(op->loop_var.get());
     IRVisitor::visit(op);
     bound_.pop_back();
@@ -120,6 +127,15 @@ protected:
       if (plans[var].loop == op)
         check_loop(var, plans[var]);
   }
+  void visit(const IfThenElse *op) override {
+    visit_expr(op->condition);
+    int d = uses_thread_var(op->condition);
+    divergent_ += d;
+    visit_stmt(op->then_case);
+    if (op->else_case.defined())
+      visit_stmt(op->else_case);
+    divergent_ -= d;
+  }
   void visit(const LetStmt *op) override {
     bound_.push_back(op->var.get());
     IRVisitor::visit(op);
@@ -127,9 +143,12 @@ protected:
   }
   void visit(const AttrStmt *op) override {
     const IterVar *iv = std::get_if<IterVar>(&op->node);
-    if (iv)
+    if (iv) {
       bound_.push_back(iv->var().get());
-    if (op->key == attr::double_buffer_scope)
+      if (is_thread_tag(iv->thread_tag()))
+        thread_vars_.insert(iv->var().get());
+    }
+    if (op->key == attr::pipeline_scope)
       plan_attr(op);
     IRVisitor::visit(op);
     if (iv)
@@ -140,21 +159,33 @@ private:
   struct LoopEntry {
     const For *loop;
     size_t bound_depth; ///< bound_.size() before the loop var was pushed
+    bool divergent;     ///< under control flow that depends on threadIdx
   };
   struct AllocEntry {
     const Allocate *alloc;
     size_t loop_depth; ///< number of loops around the Allocate
   };
 
+  static bool is_thread_tag(const std::string &tag) {
+    return tag.rfind("threadIdx", 0) == 0 || tag.rfind("vthread", 0) == 0;
+  }
+  bool uses_thread_var(const Expr &e) const {
+    return uses_var(e, [&](const Variable *v) { return thread_vars_.count(v) > 0; });
+  }
+
   void plan_attr(const AttrStmt *op) {
-    const Variable *var = db_var(op);
-    internal_check(var) << "double_buffer_scope attr without a buffer var";
+    const Variable *var = pipelined_var(op);
+    internal_check(var) << "pipeline_scope attr without a buffer var";
     auto [it, fresh] = plans.try_emplace(var);
     if (fresh)
       order.push_back(var);
     Plan &p = it->second;
     p.attr = op;
-    p.valid &= ++p.attrs == 1 && !loops_.empty();
+    auto stages = as_const_int(op->value);
+    internal_check(stages && *stages >= 2) << "pipeline_scope needs 2 or more stages, got "
+                                           << op->value;
+    p.stages = int(*stages);
+    p.valid &= ++p.attrs == 1 && !loops_.empty() && !loops_.back().divergent;
     auto alloc = allocs_.find(var);
     p.valid &= alloc != allocs_.end() && alloc->second.alloc->extents.size() == 1;
     if (!p.valid)
@@ -164,7 +195,7 @@ private:
     p.alloc_inside_loop = alloc->second.loop_depth >= loops_.size();
     // Hoisting the allocation out of the loop needs a size known outside it.
     p.valid &= !p.alloc_inside_loop || as_const_int(p.alloc->extents[0]).has_value();
-    // The fill moves to the previous iteration and before the loop: it may only use variables
+    // The fill moves to an earlier iteration and before the loop: it may only use variables
     // bound outside the loop (and the loop variable, which is substituted).
     llvm::DenseSet<const Variable *> inner(bound_.begin() + loops_.back().bound_depth + 1,
                                            bound_.end());
@@ -176,7 +207,7 @@ private:
   void check_loop(const Variable *var, Plan &p) {
     if (!p.valid)
       return;
-    // Nothing the fill reads may be written elsewhere in the loop, or reading it one iteration
+    // Nothing the fill reads may be written elsewhere in the loop, or reading it iterations
     // early would see other values.
     Uses fill = uses_in(p.attr->body, var);
     Uses rest = uses_in(p.loop->body, var, p.attr);
@@ -196,7 +227,13 @@ private:
   llvm::SmallVector<LoopEntry, 8> loops_;
   llvm::SmallVector<const Variable *, 16> bound_;
   llvm::DenseMap<const Variable *, AllocEntry> allocs_;
+  llvm::DenseSet<const Variable *> thread_vars_;
+  int divergent_ = 0;
 };
+
+Stmt intrinsic_stmt(const char *name, std::vector<Expr> args = {}) {
+  return Evaluate::make(Call::make(Void(), name, std::move(args), Call::Intrinsic));
+}
 
 class Rewriter : public IRMutator {
 public:
@@ -211,43 +248,80 @@ protected:
     Stmt body = mutate(op->body);
     if (p->alloc_inside_loop)
       return body; // re-created around the loop
-    return Allocate::make(op->buffer_var, op->dtype, {doubled_size(*p)}, op->scope, body);
+    return Allocate::make(op->buffer_var, op->dtype, {grown_size(*p)}, op->scope, body);
   }
 
   Stmt visit(const For *op) override {
-    Stmt s = IRMutator::visit(op);
-    for (const Variable *var : order_) {
-      Plan &p = plans_[var];
-      if (!p.valid || p.loop != op)
-        continue;
-      s = Seq::make({p.prologue, s});
-      if (p.alloc_inside_loop)
-        s = Allocate::make(p.alloc->buffer_var, p.alloc->dtype, {doubled_size(p)}, p.alloc->scope,
-                           s);
+    std::vector<Plan *> here;
+    int stages = 0;
+    for (const Variable *var : order_)
+      if (Plan *p = plan_of(var); p && p->loop == op) {
+        here.push_back(p);
+        stages = std::max(stages, p->stages);
+      }
+    if (here.empty())
+      return IRMutator::visit(op);
+    for (Plan *p : here)
+      loop_stages_[p] = stages;
+    // The compute: fills removed (they move to the top), reads retargeted to their stage.
+    Stmt compute = remove_no_op(IRMutator::mutate(op->body));
+
+    Var i = op->loop_var;
+    DataType t = i.type();
+    Expr end = op->min + op->extent;
+    // The fills of all buffers, writing stage (i - min) % N, for iteration `iter`.
+    auto fills = [&](const Expr &iter) {
+      std::vector<Stmt> out;
+      for (Plan *p : here)
+        out.push_back(substitute(fill_of(*p, *op), i, iter));
+      return Seq::make(std::move(out));
+    };
+    int copies = 0;
+    auto async = [&](const Stmt &s) { return to_async_copies(s, &copies); };
+
+    std::vector<Stmt> prologue;
+    auto extent = as_const_int(op->extent);
+    for (int s = 0; s + 1 < stages; ++s) {
+      Stmt f = async(fills(op->min + make_const(t, s)));
+      if (!extent)
+        f = IfThenElse::make(make_const(t, s) < op->extent, f);
+      else if (s >= *extent)
+        f = Stmt();
+      if (f.defined())
+        prologue.push_back(f);
+      if (copies)
+        prologue.push_back(intrinsic_stmt(intrinsic::cp_async_commit));
     }
+
+    std::vector<Stmt> next;
+    for (Plan *p : here)
+      next.push_back(AttrStmt::make(Expr(p->alloc->buffer_var), attr::pipeline_fill, Expr(0),
+                                    substitute(fill_of(*p, *op), i, i + (stages - 1))));
+    Stmt steady_fill = async(Seq::make(std::move(next)));
+    std::vector<Stmt> body;
+    if (copies)
+      body.push_back(intrinsic_stmt(intrinsic::cp_async_wait, {Expr(stages - 2)}));
+    body.push_back(intrinsic_stmt(intrinsic::syncthreads));
+    body.push_back(IfThenElse::make(i + (stages - 1) < end, steady_fill));
+    if (copies)
+      body.push_back(intrinsic_stmt(intrinsic::cp_async_commit));
+    body.push_back(compute);
+    prologue.push_back(For::make(i, op->min, op->extent, op->for_kind,
+                                 Seq::make(std::move(body)), op->thread_tag));
+    Stmt s = Seq::make(std::move(prologue));
+    for (Plan *p : here)
+      if (p->alloc_inside_loop)
+        s = Allocate::make(p->alloc->buffer_var, p->alloc->dtype, {grown_size(*p)},
+                           p->alloc->scope, s);
     return s;
   }
 
   Stmt visit(const AttrStmt *op) override {
-    if (op->key != attr::double_buffer_scope)
+    if (op->key != attr::pipeline_scope)
       return IRMutator::visit(op);
-    const Variable *var = db_var(op);
-    Plan *p = plan_of(var);
-    if (!p)
+    if (!plan_of(pipelined_var(op)))
       return mutate(op->body); // not applicable: the buffer stays single
-    const For *loop = p->loop;
-    Var i = loop->loop_var;
-    DataType t = i.type();
-    Expr next = i + make_one(t);
-    // The fill is rewritten once per stage expression, then moved one iteration ahead. The
-    // steady state's stage is written in terms of i, so moving it gives (i + 1) % 2.
-    filling_ = var;
-    write_stage_ = make_zero(t);
-    p->prologue = substitute(mutate(op->body), i, loop->min);
-    write_stage_ = floormod(relative(i, *loop), 2);
-    Stmt steady = substitute(mutate(op->body), i, next);
-    filling_ = nullptr;
-    return IfThenElse::make(next < loop->min + loop->extent, steady);
+    return Evaluate::make(Expr(0)); // the fill moves to the top of the loop
   }
 
   Expr visit(const BufferLoad *op) override {
@@ -256,20 +330,14 @@ protected:
     if (!p)
       return e;
     const auto *load = e.as<BufferLoad>();
-    Expr stage = floormod(relative(p->loop->loop_var, *p->loop), 2);
-    return BufferLoad::make(doubled(*p, op->buffer), {offset(*p, load->indices, stage)});
+    return BufferLoad::make(grown(*p, op->buffer),
+                            {offset(*p, load->indices, stage_of(*p, *p->loop))});
   }
 
   Stmt visit(const BufferStore *op) override {
-    Stmt s = IRMutator::visit(op);
-    const Variable *var = op->buffer->data.as<Variable>();
-    Plan *p = plan_of(var);
-    if (!p)
-      return s;
-    internal_check(var == filling_) << "double-buffered store outside its fill";
-    const auto *store = s.as<BufferStore>();
-    return BufferStore::make(doubled(*p, op->buffer), store->value,
-                             {offset(*p, store->indices, write_stage_)});
+    internal_check(!plan_of(op->buffer->data.as<Variable>()))
+        << "store to pipelined buffer '" << op->buffer.name() << "' outside its fill";
+    return IRMutator::visit(op);
   }
 
 private:
@@ -278,37 +346,68 @@ private:
     return it != plans_.end() && it->second.valid ? &it->second : nullptr;
   }
 
-  static Expr relative(const Expr &i, const For &loop) {
-    return is_zero(loop.min) ? i : i - loop.min;
+  int stages_of(Plan &p) const {
+    auto it = loop_stages_.find(&p);
+    internal_check(it != loop_stages_.end()) << "pipelined buffer used outside its loop";
+    return it->second;
   }
 
-  static Expr doubled_size(const Plan &p) { return p.alloc->extents[0] * 2; }
+  // (i - min) % N: the stage iteration i of the loop uses.
+  Expr stage_of(Plan &p, const For &loop) const {
+    Expr rel = is_zero(loop.min) ? Expr(loop.loop_var) : loop.loop_var - loop.min;
+    return floormod(rel, stages_of(p));
+  }
 
-  Expr offset(const Plan &p, const std::vector<Expr> &idx, const Expr &stage) {
-    internal_check(idx.size() == 1) << "double buffering expects flat (Form 2) accesses";
+  // The fill of `p`, writing the stage of the loop's current iteration.
+  Stmt fill_of(Plan &p, const For &loop) {
+    class StoreRetargeter : public IRMutator {
+    public:
+      StoreRetargeter(Rewriter &r, Plan &p, Expr stage) : r_(r), p_(p), stage_(std::move(stage)) {}
+
+    protected:
+      Stmt visit(const BufferStore *op) override {
+        Stmt s = IRMutator::visit(op);
+        if (op->buffer->data.get() != p_.alloc->buffer_var.get())
+          return s;
+        const auto *store = s.as<BufferStore>();
+        return BufferStore::make(r_.grown(p_, op->buffer), store->value,
+                                 {r_.offset(p_, store->indices, stage_)});
+      }
+
+    private:
+      Rewriter &r_;
+      Plan &p_;
+      Expr stage_;
+    };
+    return StoreRetargeter(*this, p, stage_of(p, loop)).mutate(p.attr->body);
+  }
+
+  Expr grown_size(Plan &p) { return p.alloc->extents[0] * stages_of(p); }
+
+  Expr offset(Plan &p, const std::vector<Expr> &idx, const Expr &stage) {
+    internal_check(idx.size() == 1) << "pipelining expects flat (Form 2) accesses";
     Expr size = p.alloc->extents[0].astype(stage.type());
     return passes_detail::offset_index(idx[0], stage * size);
   }
 
-  // The flat buffer over the doubled storage that replaces `b` (one per original buffer).
-  Buffer doubled(const Plan &p, const Buffer &b) {
-    auto [it, fresh] = doubled_.try_emplace(b.get());
+  // The flat buffer over the grown storage that replaces `b` (one per original buffer).
+  Buffer grown(Plan &p, const Buffer &b) {
+    auto [it, fresh] = grown_.try_emplace(b.get());
     if (fresh)
-      it->second = passes_detail::make_flat_buffer(b.name(), b->data, b.dtype(), doubled_size(p),
+      it->second = passes_detail::make_flat_buffer(b.name(), b->data, b.dtype(), grown_size(p),
                                                    b.scope());
     return it->second;
   }
 
   llvm::DenseMap<const Variable *, Plan> &plans_;
   std::vector<const Variable *> order_;
-  llvm::DenseMap<const BufferNode *, Buffer> doubled_;
-  const Variable *filling_ = nullptr;
-  Expr write_stage_;
+  llvm::DenseMap<const Plan *, int> loop_stages_;
+  llvm::DenseMap<const BufferNode *, Buffer> grown_;
 };
 
 } // namespace
 
-Stmt inject_double_buffer(Stmt s) {
+Stmt inject_pipeline(Stmt s) {
   Planner planner(s);
   planner.visit_stmt(s);
   if (planner.plans.empty())

@@ -1,6 +1,7 @@
-// inject_double_buffer: prologue + steady state on a doubled buffer, or no change when unsafe.
+// inject_pipeline: prologue + steady state on an N-times grown buffer, cp.async for copies from
+// global to shared memory, or no change when unsafe.
 #include "compiler/ir/IRPrinter.h"
-#include "compiler/passes/InjectDoubleBuffer.h"
+#include "compiler/passes/InjectPipeline.h"
 #include "compiler/passes/StorageFlatten.h"
 #include "passes_test_util.h"
 
@@ -25,7 +26,7 @@ struct KLoop {
     return For::make(t, 0, 16, ForKind::Serial,
                      BufferStore::make(C, C.load({t}) + AS.load({t}) * 2.0f, {t}));
   }
-  Stmt marked(Stmt s) { return AttrStmt::make(AS->data, attr::double_buffer_scope, 1, s); }
+  Stmt marked(Stmt s) { return AttrStmt::make(AS->data, attr::pipeline_scope, 2, s); }
 
   // Form 2, the allocation outside the loop: for ko { fill(ko); compute }.
   Stmt program(int min = 0) {
@@ -45,34 +46,42 @@ struct KLoop {
 
 } // namespace
 
-TEST(PassDoubleBuffer, PrologueAndSteadyStateOnDoubledBuffer) {
+TEST(PassInjectPipeline, PrologueAndSteadyStateOnDoubledBuffer) {
   KLoop k;
   Stmt s = k.program();
-  Stmt out = inject_double_buffer(s);
+  Stmt out = inject_pipeline(s);
   std::string text = to_string(out);
   EXPECT_EQ(text, "allocate(A.shared, float32, [32]), storage_scope = shared;\n"
                   "for (t: int32, 0, 16) {\n"
-                  "  A.shared[t] = A[0 * 16 + t]\n"
+                  "  @cp_async(@address_of(A.shared[floormod(0, 2) * 16 + t]), "
+                  "@address_of(A[0 * 16 + t]), 4, true)\n"
                   "}\n"
+                  "@cp_async_commit()\n"
                   "for (ko: int32, 0, 4) {\n"
+                  "  @cp_async_wait(0)\n"
+                  "  @syncthreads()\n"
                   "  if (ko + 1 < 4) {\n"
+                  "    attr [A.shared] \"pipeline_fill\" = 0;\n"
                   "    for (t: int32, 0, 16) {\n"
-                  "      A.shared[floormod(ko + 1, 2) * 16 + t] = A[(ko + 1) * 16 + t]\n"
+                  "      @cp_async(@address_of(A.shared[floormod(ko + 1, 2) * 16 + t]), "
+                  "@address_of(A[(ko + 1) * 16 + t]), 4, true)\n"
                   "    }\n"
                   "  }\n"
+                  "  @cp_async_commit()\n"
                   "  for (t: int32, 0, 16) {\n"
                   "    C[t] = C[t] + A.shared[floormod(ko, 2) * 16 + t] * 2f32\n"
                   "  }\n"
                   "}\n");
   EXPECT_EQ(k.run(out), k.run(s));
-  EXPECT_EQ(find_all<AttrStmt>(out).size(), 0u);
+  // Only the fill's marker for insert_thread_syncs is left.
+  EXPECT_EQ(find_all<AttrStmt>(out).size(), 1u);
 }
 
-TEST(PassDoubleBuffer, LoopWithNonZeroMin) {
+TEST(PassInjectPipeline, LoopWithNonZeroMin) {
   KLoop k;
   Stmt s = k.program(2);
   // Reads A tiles 2..5: A has 128 elements here.
-  Stmt out = inject_double_buffer(s);
+  Stmt out = inject_pipeline(s);
   std::string text = to_string(out);
   EXPECT_NE(text.find("if (ko + 1 < 6)"), std::string::npos) << text;
   EXPECT_NE(text.find("A.shared[floormod(ko + 1 - 2, 2) * 16 + t]"), std::string::npos) << text;
@@ -89,12 +98,12 @@ TEST(PassDoubleBuffer, LoopWithNonZeroMin) {
 
 // The usual case from ScheduleOps: the shared tile is realized inside the K loop (its attach
 // point), so the allocation must move out of the loop to survive across iterations.
-TEST(PassDoubleBuffer, AfterStorageFlattenAllocationMovesOutOfTheLoop) {
+TEST(PassInjectPipeline, AfterStorageFlattenAllocationMovesOutOfTheLoop) {
   Buffer A = Buffer::make("A", Float(32), {8, 16}), C = Buffer::make("C", Float(32), {16});
   Buffer AS = Buffer::make("A.shared", Float(32), {8, 16}, "shared");
   Var ko("ko"), t("t");
   Stmt fill = AttrStmt::make(
-      AS, attr::double_buffer_scope, 1,
+      AS, attr::pipeline_scope, 2,
       For::make(t, 0, 16, ForKind::Serial, BufferStore::make(AS, A.load({ko, t}), {ko, t})));
   Stmt compute = For::make(t, 0, 16, ForKind::Serial,
                            BufferStore::make(C, C.load({t}) + AS.load({ko, t}), {t}));
@@ -102,7 +111,7 @@ TEST(PassDoubleBuffer, AfterStorageFlattenAllocationMovesOutOfTheLoop) {
                          BufferRealize::make(AS, {Range(ko, 1), Range(0, 16)},
                                              Seq::make({fill, compute})));
   Stmt flat = storage_flatten(form1, {A, C});
-  Stmt out = inject_double_buffer(flat);
+  Stmt out = inject_pipeline(flat);
   std::string text = to_string(out);
   ASSERT_EQ(text.rfind("allocate(A.shared, float32, [32]), storage_scope = shared;\n", 0), 0u)
       << text;
@@ -122,7 +131,7 @@ TEST(PassDoubleBuffer, AfterStorageFlattenAllocationMovesOutOfTheLoop) {
 
 // Cases where moving the fill one iteration ahead would change results: the buffer stays
 // single, the attr goes away, and nothing else changes.
-TEST(PassDoubleBuffer, UnsafeCasesAreLeftSingle) {
+TEST(PassInjectPipeline, UnsafeCasesAreLeftSingle) {
   KLoop k;
   Var x("x");
   Stmt write_a = BufferStore::make(k.A, make_zero(Float(32)), {k.ko * 16});
@@ -137,10 +146,10 @@ TEST(PassDoubleBuffer, UnsafeCasesAreLeftSingle) {
   for (auto &[what, body] : bodies) {
     Stmt s = Allocate::make(Var(k.AS->data.as<Variable>()), Float(32), {16}, "shared",
                             For::make(k.ko, 0, 4, ForKind::Serial, body));
-    Stmt out = inject_double_buffer(s);
+    Stmt out = inject_pipeline(s);
     std::string text = to_string(out);
     EXPECT_NE(text.find("[16]"), std::string::npos) << what << "\n" << text;
-    EXPECT_EQ(text.find("double_buffer_scope"), std::string::npos) << what << "\n" << text;
+    EXPECT_EQ(text.find("pipeline_scope"), std::string::npos) << what << "\n" << text;
     EXPECT_EQ(text.find("floormod"), std::string::npos) << what << "\n" << text;
   }
 }
