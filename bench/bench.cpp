@@ -3,7 +3,8 @@
 // For each shape: our kernel and the vendor's (cuBLAS cublasGemmEx fp16 in / fp32 out; cuDNN
 // NHWC fp16 convolution, the best algorithm it finds) run on the same random data; our result is
 // checked against the vendor's; both are timed with CUDA events (warm-up, median of 30
-// measurements of 10 launches). Prints a table and writes CSV.
+// measurements of 10 launches). Prints a table and writes CSV. Convolutions get two rows: the seed
+// tutorial's schedule (on relaid-out copies) and conv2d_tc (on cuDNN's arrays themselves).
 //
 //   ./build/bench/tessel_bench [--csv results.csv] [--only gemm|conv] [--schedule gemm_wmma]
 #include "bench/VendorLibraries.h"
@@ -11,6 +12,7 @@
 #include "runtime/Build.h"
 #include "runtime/Device.h"
 #include "runtime/Half.h"
+#include "schedules/Conv2dTc.h"
 #include "schedules/Conv2dTensorCoreTutorial.h"
 #include "schedules/Registry.h"
 
@@ -87,11 +89,30 @@ size_t nhwc(int n, int h, int w, int c, int H, int W, int C) {
   return ((size_t(n) * H + h) * W + w) * C + c;
 }
 
-Row bench_conv(const std::string &label, const Conv2dTutorialShape &s) {
+// Worst |ours - cuDNN| / (1 + |cuDNN|) over the N x H x W x K outputs; `ours_at(n, h, w, k)` reads
+// ours in its own layout. cuDNN rounds its output to fp16 (relative 2^-11); ours stays fp32.
+template <typename F>
+void compare_with_cudnn(Row &r, const DeviceArray &dy, int N, int H, int W, int K, F ours_at) {
+  std::vector<uint16_t> vendor(dy.numel());
+  dy.copy_to_host(vendor.data(), dy.bytes());
+  double worst = 0;
+  for (int n = 0; n < N; ++n)
+    for (int h = 0; h < H; ++h)
+      for (int ww = 0; ww < W; ++ww)
+        for (int k = 0; k < K; ++k) {
+          double v = half_to_float(vendor[nhwc(n, h, ww, k, H, W, K)]);
+          worst = std::max(worst, std::fabs(double(ours_at(n, h, ww, k)) - v) / (1.0 + std::fabs(v)));
+        }
+  r.max_err = worst;
+  r.note += worst <= 2e-3 ? "ok" : "MISMATCH";
+}
+
+// The seed tutorial's schedule (NHWCnc: x and w relaid out on the host first) and conv2d_tc
+// (cuDNN's own NHWC / KRSC arrays, as they are), each against cuDNN on the same data.
+std::vector<Row> bench_conv(const std::string &label, const Conv2dTutorialShape &s) {
   Row r;
   r.kernel = "conv";
   r.shape = label;
-  r.ours_name = "conv2d_tensorcore_tutorial";
   const int B = 16, N = s.batch, H = s.height, W = s.width, C = s.in_channels, K = s.out_channels,
             R = s.kernel;
   r.flops = 2.0 * N * H * W * K * C * R * R;
@@ -104,6 +125,9 @@ Row bench_conv(const std::string &label, const Conv2dTutorialShape &s) {
   cudnn.run(dx, dw, dy);
   r.vendor_ms = time_launches([&] { cudnn.run(dx, dw, dy); }, timing()).median_ms;
   r.note = "cuDNN " + cudnn.algorithm() + "; ";
+  Row tc = r;
+
+  r.ours_name = "conv2d_tensorcore_tutorial";
   try {
     ScheduledProgram p = conv2d_tensorcore_tutorial(s, {.tensorize = true});
     Module m = build(p.schedule, p.args);
@@ -128,25 +152,33 @@ Row bench_conv(const std::string &label, const Conv2dTutorialShape &s) {
     m.run({&da, &dwt, &dc});
     r.ours_ms = m.time({&da, &dwt, &dc}, timing()).median_ms;
     std::vector<float> ours(dc.numel());
-    std::vector<uint16_t> vendor(dy.numel());
     dc.copy_to_host(ours.data(), dc.bytes());
-    dy.copy_to_host(vendor.data(), dy.bytes());
-    double worst = 0;
-    for (int n = 0; n < N; ++n)
-      for (int h = 0; h < H; ++h)
-        for (int ww = 0; ww < W; ++ww)
-          for (int k = 0; k < K; ++k) {
-            double v = half_to_float(vendor[nhwc(n, h, ww, k, H, W, K)]);
-            double o = ours[(((((size_t(n / B) * H + h) * W + ww) * (K / B) + k / B) * B + n % B) * B + k % B)];
-            worst = std::max(worst, std::fabs(o - v) / (1.0 + std::fabs(v)));
-          }
-    r.max_err = worst;
-    // cuDNN rounds its output to fp16 (relative 2^-11); ours stays fp32.
-    r.note += worst <= 2e-3 ? "ok" : "MISMATCH";
+    compare_with_cudnn(r, dy, N, H, W, K, [&](int n, int h, int ww, int k) {
+      return ours[(((((size_t(n / B) * H + h) * W + ww) * (K / B) + k / B) * B + n % B) * B + k % B)];
+    });
   } catch (const Error &e) {
     r.note += std::string("n/a: ") + e.what();
   }
-  return r;
+
+  tc.ours_name = "conv2d_tc";
+  try {
+    ScheduledProgram p = conv2d_tc({.batch = N, .height = H, .width = W, .in_channels = C,
+                                    .out_channels = K, .kernel = R, .pad = s.pad});
+    Module m = build(p.schedule, p.args);
+    // y is (N*H*W) x K: the memory of N x H x W x K, cuDNN's layout.
+    DeviceArray y(Float(32), {int64_t(N) * H * W, K});
+    y.poison();
+    m.run({&dx, &dw, &y});
+    tc.ours_ms = m.time({&dx, &dw, &y}, timing()).median_ms;
+    std::vector<float> ours(y.numel());
+    y.copy_to_host(ours.data(), y.bytes());
+    compare_with_cudnn(tc, dy, N, H, W, K, [&](int n, int h, int ww, int k) {
+      return ours[nhwc(n, h, ww, k, H, W, K)];
+    });
+  } catch (const Error &e) {
+    tc.note += std::string("n/a: ") + e.what();
+  }
+  return {r, tc};
 }
 
 } // namespace
@@ -181,8 +213,10 @@ int main(int argc, char **argv) {
       for (auto &[label, s] : {std::pair<std::string, Conv2dTutorialShape>{"seed 256x14x14 256->512", seed},
                                {"resnet50 res3 256x28x28 128->128", res3},
                                {"resnet50 res5 256x7x7 512->512", res5}}) {
-        rows.push_back(bench_conv(label, s));
-        print_row(rows.back());
+        for (const Row &r : bench_conv(label, s)) {
+          rows.push_back(r);
+          print_row(r);
+        }
       }
     }
     std::ofstream csv(csv_path);

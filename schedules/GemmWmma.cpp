@@ -42,36 +42,41 @@ void check_tiles(int64_t M, int64_t N, int64_t K, const GemmWmmaTiles &t) {
   check_multiple_of_fragment("M", M);
   check_multiple_of_fragment("N", N);
   check_multiple_of_fragment("K", K);
+  check_wmma_gemm_tiles("gemm_wmma", {"M", M}, {"N", N}, {"K", K}, t);
+}
+
+} // namespace
+
+void check_wmma_gemm_tiles(const std::string &context, const WmmaGemmDim &M, const WmmaGemmDim &N,
+                           const WmmaGemmDim &K, const GemmWmmaTiles &t) {
   user_check(t.block_row_warps > 0 && t.block_col_warps > 0 && t.warp_row_tiles > 0 &&
                  t.warp_col_tiles > 0 && t.chunk > 0,
-             "gemm_wmma")
+             context)
       << "tile parameters must be positive";
-  user_check(t.warps() * kWarpSize <= 1024, "gemm_wmma")
+  user_check(t.warps() * kWarpSize <= 1024, context)
       << t.block_row_warps << " x " << t.block_col_warps << " warps make "
       << t.warps() * kWarpSize << " threads; a block has at most 1024";
-  auto divides = [](const char *name, int64_t v, int block, const std::string &why) {
-    user_check(v % block == 0, "gemm_wmma")
-        << name << "=" << v << " must be a multiple of " << block << " (" << why
+  auto divides = [&](const WmmaGemmDim &d, int block, const std::string &why) {
+    user_check(d.value % block == 0, context)
+        << d.name << "=" << d.value << " must be a multiple of " << block << " (" << why
         << "); pad it or use tile sizes that divide it";
   };
-  divides("M", M, t.block_m(),
+  divides(M, t.block_m(),
           "the block tile: " + std::to_string(t.block_row_warps) + " warps x " +
               std::to_string(t.warp_row_tiles) + " fragments x 16");
-  divides("N", N, t.block_n(),
+  divides(N, t.block_n(),
           "the block tile: " + std::to_string(t.block_col_warps) + " warps x " +
               std::to_string(t.warp_col_tiles) + " fragments x 16");
-  divides("K", K, t.block_k(), "the K step: chunk " + std::to_string(t.chunk) + " x 16");
+  divides(K, t.block_k(), "the K step: chunk " + std::to_string(t.chunk) + " x 16");
   int64_t step = int64_t(kVector) * kWarpSize * t.warps();
   user_check(loads_divide(int64_t(t.block_m()) * t.block_k(), t) &&
                  loads_divide(int64_t(t.block_k()) * t.block_n(), t),
-             "gemm_wmma")
+             context)
       << "the shared tiles (" << t.block_m() << "x" << t.block_k() << " of A, " << t.block_k()
       << "x" << t.block_n() << " of B) must be multiples of " << step << " halves ("
       << t.warps() * kWarpSize << " threads x " << kVector
       << " halves) so every thread loads whole vectors; use fewer warps or larger tiles";
 }
-
-} // namespace
 
 GemmWmmaTiles gemm_wmma_tiles(int64_t M, int64_t N, int64_t K) {
   check_multiple_of_fragment("M", M);
@@ -115,19 +120,31 @@ ScheduledProgram gemm_wmma(int64_t M, int64_t N, int64_t K, const GemmWmmaTiles 
   Schedule s = create_schedule({g.C});
 
   // Memory hierarchy: global -> shared -> fragments -> accumulator -> global.
-  Tensor AS = s.cache_read(g.A, "shared", {g.C});
-  Tensor BS = s.cache_read(g.B, "shared", {g.C});
-  Tensor AF = s.cache_read(AS, "wmma.matrix_a", {g.C});
-  Tensor BF = s.cache_read(BS, "wmma.matrix_b", {g.C});
-  Tensor CF = s.cache_write(g.C, "wmma.accumulator");
+  WmmaGemmStages st;
+  st.C = g.C;
+  st.AS = s.cache_read(g.A, "shared", {g.C});
+  st.BS = s.cache_read(g.B, "shared", {g.C});
+  st.AF = s.cache_read(st.AS, "wmma.matrix_a", {g.C});
+  st.BF = s.cache_read(st.BS, "wmma.matrix_b", {g.C});
+  st.CF = s.cache_write(g.C, "wmma.accumulator");
+  schedule_wmma_gemm(s, st, t);
 
+  ScheduledProgram p;
+  p.schedule = s;
+  p.args = {g.A, g.B, g.C};
+  p.num_inputs = 2;
+  p.flops = 2.0 * double(M) * double(N) * double(K);
+  return p;
+}
+
+void schedule_wmma_gemm(Schedule &s, const WmmaGemmStages &st, const GemmWmmaTiles &t) {
   IterVar block_x = thread_axis("blockIdx.x"), block_y = thread_axis("blockIdx.y");
   IterVar thread_x = thread_axis("threadIdx.x"), thread_y = thread_axis("threadIdx.y");
   IterVar thread_z = thread_axis("threadIdx.z");
 
   // C: blocks, then warps on threadIdx.y/z, then each warp's fragments. threadIdx.x (the lanes)
   // is bound only in the shared loads: every loop around a WMMA call runs on all 32 lanes.
-  Stage sc = s[g.C];
+  Stage sc = s[st.C];
   auto [i, j] = sc.axes<2>();
   auto [bi, i1] = sc.split(i, t.block_m());
   auto [bj, j1] = sc.split(j, t.block_n());
@@ -142,61 +159,67 @@ ScheduledProgram gemm_wmma(int64_t M, int64_t N, int64_t K, const GemmWmmaTiles 
   sc.bind(wj, thread_z);
 
   // The accumulator: one warp's warp_row_tiles x warp_col_tiles fragments, K in shared-tile
-  // steps (ko), then 16-wide slices (ki), then 16x16x16 MMAs.
-  Stage sf = s[CF];
+  // steps (ko), then 16-wide slices (ki), then 16x16x16 MMAs. With a period the K steps are
+  // counted within each run, (run, step) fused into one loop: the index of a step is then
+  // run * period + step * block_k, whose floormod by the period the simplifier sees.
+  Stage sf = s[st.CF];
   sf.compute_at(sc, wj);
   auto [ci, cj] = sf.axes<2>();
-  auto [ko, k1] = sf.split(sf.reduce_axis()[0], t.block_k());
+  IterVar ko, k1;
+  if (st.k_period > 0) {
+    internal_check(st.k_period % t.block_k() == 0)
+        << "K period " << st.k_period << " is not a multiple of the K step " << t.block_k();
+    auto [run, in_run] = sf.split(sf.reduce_axis()[0], st.k_period);
+    auto [step, k_in_step] = sf.split(in_run, t.block_k());
+    ko = sf.fuse(run, step);
+    k1 = k_in_step;
+  } else {
+    std::tie(ko, k1) = sf.split(sf.reduce_axis()[0], t.block_k());
+  }
   auto [ki, kk] = sf.split(k1, kFragment);
   auto [cfi, cii] = sf.split(ci, kFragment);
   auto [cfj, cjj] = sf.split(cj, kFragment);
   sf.reorder({ko, ki, cfi, cfj, cii, cjj, kk});
 
   // Fragments of one K slice, loaded where they are used.
-  s[AF].compute_at(sf, ki);
-  auto [ai, ak] = s[AF].axes<2>();
-  auto [afi, aii] = s[AF].split(ai, kFragment);
-  s[AF].reorder({afi, aii, ak});
-  s[BF].compute_at(sf, ki);
-  auto [bk, bn] = s[BF].axes<2>();
-  auto [bfj, bjj] = s[BF].split(bn, kFragment);
-  s[BF].reorder({bfj, bk, bjj});
+  Stage af = s[st.AF], bf = s[st.BF];
+  af.compute_at(sf, ki);
+  auto [ai, ak] = af.axes<2>();
+  auto [afi, aii] = af.split(ai, kFragment);
+  af.reorder({afi, aii, ak});
+  bf.compute_at(sf, ki);
+  auto [bk, bn] = bf.axes<2>();
+  auto [bfj, bjj] = bf.split(bn, kFragment);
+  bf.reorder({bfj, bk, bjj});
 
   // Shared tiles of one K step, loaded by the whole block: consecutive lanes take consecutive
   // 16-byte vectors, so each warp's loads are coalesced. The vector is split off the row before
   // fusing (rather than off the fused loop) so its index stays `row * stride + col * 8 + vec`,
   // which the vectorizer turns into one 8-lane access without simplifying floordiv / floormod.
-  for (const Tensor &sh : {AS, BS}) {
-    Stage st = s[sh];
-    st.compute_at(sf, ko);
-    auto [r, c] = st.axes<2>();
-    st.storage_align(r, kAlignFactor, kAlignOffset);
-    auto [c1, vec] = st.split(c, kVector);
-    IterVar f1 = st.fuse(r, c1);
-    auto [f2, lane] = st.split(f1, kWarpSize);
-    auto [f3, wz] = st.split(f2, t.block_col_warps);
-    auto [f4, wy] = st.split(f3, t.block_row_warps);
-    st.bind(wy, thread_y);
-    st.bind(wz, thread_z);
-    st.bind(lane, thread_x);
-    st.vectorize(vec);
+  for (const Tensor &sh : {st.AS, st.BS}) {
+    Stage ss = s[sh];
+    ss.compute_at(sf, ko);
+    auto [r, c] = ss.axes<2>();
+    ss.storage_align(r, kAlignFactor, kAlignOffset);
+    auto [c1, vec] = ss.split(c, kVector);
+    IterVar f1 = ss.fuse(r, c1);
+    auto [f2, lane] = ss.split(f1, kWarpSize);
+    auto [f3, wz] = ss.split(f2, t.block_col_warps);
+    auto [f4, wy] = ss.split(f3, t.block_row_warps);
+    ss.bind(wy, thread_y);
+    ss.bind(wz, thread_z);
+    ss.bind(lane, thread_x);
+    ss.vectorize(vec);
     if (t.double_buffer)
-      st.double_buffer();
+      ss.double_buffer();
   }
 
   if (t.tensorize) {
-    s[AF].tensorize(aii, wmma_load_matrix("wmma.matrix_a"));
-    s[BF].tensorize(bk, wmma_load_matrix("wmma.matrix_b"));
+    af.tensorize(aii, wmma_load_matrix("wmma.matrix_a"));
+    bf.tensorize(bk, wmma_load_matrix("wmma.matrix_b", st.b_layout));
     sf.tensorize(cii, wmma_gemm());
     sc.tensorize(ii, wmma_store_matrix());
   }
-
-  ScheduledProgram p;
-  p.schedule = s;
-  p.args = {g.A, g.B, g.C};
-  p.num_inputs = 2;
-  p.flops = 2.0 * double(M) * double(N) * double(K);
-  return p;
 }
 
 ScheduleEntry gemm_wmma_entry() {

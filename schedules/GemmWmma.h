@@ -47,4 +47,37 @@ ScheduledProgram gemm_wmma(int64_t M, int64_t N, int64_t K, const GemmWmmaTiles 
 
 ScheduleEntry gemm_wmma_entry();
 
+// ---- The same schedule for other GEMM-shaped computations (e.g. conv2d_tc) ----------------
+
+/// The stages of a computation C (M x N) = sum over its one reduction axis of A (M x K) x
+/// B (K x N), with the memory hierarchy made by cache_read / cache_write: AS and BS (shared,
+/// 2-D, rows contiguous), AF (wmma.matrix_a, m x k) and BF (wmma.matrix_b, k x n) read from
+/// them, CF (wmma.accumulator) copied to C (global).
+struct WmmaGemmStages {
+  Tensor C, CF, AS, BS, AF, BF;
+  /// How BS holds B, and so how BF is loaded from it: "row_major" (k x n) or "col_major"
+  /// (n x k, the reduction innermost, as in a K x R x S x C filter; BF(k, n) = BS(n, k)).
+  std::string b_layout = "row_major";
+  /// When nonzero, the reduction is walked in runs of this length (a multiple of the K step),
+  /// so that floordiv / floormod of the reduction index by it (conv2d_tc's channels within one
+  /// filter tap) stay affine in the shared loads and vectorize.
+  int64_t k_period = 0;
+};
+
+/// A dimension of the GEMM as the caller's user knows it, for errors: {"N*P*Q", 72}.
+struct WmmaGemmDim {
+  std::string name;
+  int64_t value;
+};
+
+/// tessel::Error (with `context`) unless the tiles divide M x N x K and the shared tiles split
+/// into whole 16-byte loads of every thread; the messages name the dimensions as given.
+void check_wmma_gemm_tiles(const std::string &context, const WmmaGemmDim &M, const WmmaGemmDim &N,
+                           const WmmaGemmDim &K, const GemmWmmaTiles &tiles);
+
+/// gemm_wmma's schedule on `stages`: block tiles, warps on threadIdx.y / z, padded shared tiles
+/// loaded with 16-byte vectors, fragments per 16-wide K slice, tensorize. The tiles must have
+/// passed check_wmma_gemm_tiles.
+void schedule_wmma_gemm(Schedule &s, const WmmaGemmStages &stages, const GemmWmmaTiles &tiles);
+
 } // namespace tessel

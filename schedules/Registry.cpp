@@ -1,6 +1,7 @@
 #include "schedules/Registry.h"
 
 #include "compiler/support/Error.h"
+#include "schedules/Conv2dTc.h"
 #include "schedules/Conv2dTensorCoreTutorial.h"
 #include "schedules/Gemm.h"
 #include "schedules/GemmWmma.h"
@@ -8,13 +9,15 @@
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/ADT/StringRef.h>
 
+#include <algorithm>
+
 namespace tessel {
 
 const std::map<std::string, ScheduleEntry> &schedule_registry() {
   static const std::map<std::string, ScheduleEntry> registry = [] {
     std::map<std::string, ScheduleEntry> r;
     for (ScheduleEntry e : {gemm_naive_entry(), gemm_shared_entry(), gemm_wmma_entry(),
-                            conv2d_tensorcore_tutorial_entry()})
+                            conv2d_tensorcore_tutorial_entry(), conv2d_tc_entry()})
       r.emplace(e.name, std::move(e));
     return r;
   }();
@@ -45,7 +48,11 @@ ShapeParams resolve_shape(const ScheduleEntry &entry, const ShapeParams &overrid
       user_error("schedules") << "schedule '" << entry.name << "' has no shape parameter '" << k
                               << "'; its parameters are: " << keys;
     }
-    user_check(v > 0, "schedules") << "shape parameter " << k << " must be positive, got " << v;
+    bool may_be_zero = std::find(entry.nonnegative.begin(), entry.nonnegative.end(), k) !=
+                       entry.nonnegative.end();
+    user_check(v > 0 || (may_be_zero && v == 0), "schedules")
+        << "shape parameter " << k << " must be " << (may_be_zero ? "non-negative" : "positive")
+        << ", got " << v;
     it->second = v;
   }
   return shape;

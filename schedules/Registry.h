@@ -29,6 +29,8 @@ struct ScheduleEntry {
   std::string name;
   std::string description;
   ShapeParams default_shape;
+  /// Shape parameters that may be 0 (a padding); the others must be positive.
+  std::vector<std::string> nonnegative;
   /// The input element types it supports; the first is the default.
   std::vector<DataType> dtypes;
   /// Builds the program; `shape` has every key of default_shape, `dtype` is one of dtypes.

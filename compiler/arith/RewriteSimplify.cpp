@@ -14,7 +14,9 @@
 #include "compiler/ir/Substitute.h"
 #include "compiler/support/Error.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 
 namespace tessel::arith {
@@ -240,6 +242,33 @@ Expr Simplifier::mul(const Expr &a, const Expr &b) {
 
 // ---- Division -----------------------------------------------------------------------------
 
+// x + s with x a multiple of g, g dividing c and s in [0, g) never reaches the next multiple of
+// c past x, so floordiv(x + s, c) = floordiv(x, c) and floormod(x + s, c) = floormod(x, c) + s.
+// That keeps a vector lane out of the division: `floordiv(i*32 + j*8 + v, 256) -> floordiv(i, 8)`
+// and `floormod(i*32 + j*8 + v, 256) -> floormod(i, 8)*32 + j*8 + v` for j in [0, 4), v in [0, 8)
+// (the channel of an im2col row split into 8-lane vectors).
+std::optional<std::pair<LinearForm, LinearForm>> Simplifier::split_aligned(const LinearForm &f,
+                                                                            int64_t c) {
+  llvm::SmallVector<int64_t, 4> candidates;
+  for (const auto &[atom, k] : f.terms)
+    if (int64_t g = std::gcd(c, k); g > 1)
+      candidates.push_back(g);
+  std::sort(candidates.begin(), candidates.end(), std::greater<int64_t>());
+  for (int64_t g : candidates) {
+    LinearForm aligned(f.type), small(f.type);
+    for (const auto &[atom, k] : f.terms)
+      (k % g == 0 ? aligned : small).add_term(atom, k);
+    aligned.constant = floordiv_int(f.constant, g) * g;
+    small.constant = floormod_int(f.constant, g);
+    if (small.terms.empty() && small.constant == 0)
+      continue; // nothing to split off
+    IntInterval b = bound(to_expr(small));
+    if (bounded(b) && b.min >= 0 && b.max < g)
+      return std::pair(std::move(aligned), std::move(small));
+  }
+  return std::nullopt;
+}
+
 // floordiv(q*c + r, c) = q + floordiv(r, c) for every integer q and r: the multiples of c leave
 // the division, and what remains is often decided by bounds (`floordiv(x*16 + y, 16) -> x` for
 // y in [0, 16)).
@@ -259,6 +288,8 @@ Expr Simplifier::linear_floordiv(const Expr &a, int64_t c) {
     q.constant = q.wrap(int64_t(uint64_t(q.constant) + uint64_t(*k)));
     return to_expr(q);
   }
+  if (auto split = split_aligned(r, c))
+    return add(to_expr(q), floordiv(to_expr(split->first), make_const(t, c)));
   // Pull the multiples out only when terms move; `floordiv(x + 5, 4)` stays as it is rather
   // than growing into `floordiv(x + 1, 4) + 1`.
   LinearForm &inner = q.terms.empty() ? f : r;
@@ -306,6 +337,8 @@ Expr Simplifier::linear_floormod(const Expr &a, int64_t c) {
   Expr rest = to_expr(r);
   if (auto k = same_quotient(bound(rest), c))
     return sub(rest, make_const(t, *k * c));
+  if (auto split = split_aligned(r, c))
+    return add(floormod(to_expr(split->first), make_const(t, c)), to_expr(split->second));
   // floormod(g*e, g*c) = floormod(e, c)*g for g > 0.
   int64_t g = std::gcd(std::gcd(coeff_gcd(r), r.constant), c);
   if (g > 1)

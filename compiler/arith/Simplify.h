@@ -6,11 +6,13 @@
 // simplified, so a rule may call the others (add, floordiv, ...) to build its result.
 #pragma once
 
+#include "compiler/arith/CanonicalForm.h"
 #include "compiler/arith/ConstIntBound.h"
 #include "compiler/ir/IRMutator.h"
 
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace tessel::arith {
@@ -98,6 +100,9 @@ protected:
 private:
   Expr linear_floordiv(const Expr &a, int64_t c);
   Expr linear_floormod(const Expr &a, int64_t c);
+  /// Splits f into (aligned, small) with aligned a multiple of some g > 1 dividing c and small
+  /// in [0, g), small not empty; the largest such g.
+  std::optional<std::pair<LinearForm, LinearForm>> split_aligned(const LinearForm &f, int64_t c);
   Expr linear_compare(IRNodeKind kind, const Expr &a, const Expr &b);
   Expr vector_arith(IRNodeKind kind, const Expr &a, const Expr &b);
   /// Narrows variable bounds by the conjuncts of `cond` of the form `v < e`, `e <= v`, `v == e`.

@@ -3,6 +3,7 @@
 #include "compiler/ir/IREquality.h"
 #include "compiler/ir/IRMutator.h"
 #include "compiler/ir/IROperator.h"
+#include "compiler/ir/Intrinsics.h"
 #include "compiler/ir/Substitute.h"
 #include "compiler/support/Error.h"
 
@@ -144,6 +145,15 @@ protected:
   }
 
   Stmt visit(const BufferStore *op) override {
+    // A store of if_then_else(c, t, f) whose condition is the same in every lane (the zero
+    // padding of an im2col tile) becomes a branch around two stores, so that the side taken is
+    // a plain vector copy instead of a choice per lane.
+    if (const auto *c = op->value.as<Call>();
+        c && c->is_intrinsic(intrinsic::if_then_else) && c->args.size() == 3 &&
+        mutate(c->args[0]).same_as(c->args[0]))
+      return mutate(IfThenElse::make(c->args[0],
+                                     BufferStore::make(op->buffer, c->args[1], op->indices),
+                                     BufferStore::make(op->buffer, c->args[2], op->indices)));
     Expr value = mutate(op->value);
     std::vector<Expr> idx;
     mutate_all(op->indices, idx);

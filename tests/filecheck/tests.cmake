@@ -15,6 +15,10 @@ tessel_filecheck_test(NAME lower.conv2d_tensorcore_tutorial CHECKS conv2d_tensor
 tessel_filecheck_test(NAME lower.conv2d_tensorcore_tutorial_schedule_ops
   CHECKS conv2d_tensorcore_tutorial_schedule_ops.txt
   COMMAND lower conv2d_tensorcore_tutorial --print-after=schedule_ops)
+tessel_filecheck_test(NAME lower.conv2d_tc CHECKS conv2d_tc.txt COMMAND lower conv2d_tc
+  FILECHECK_ARGS --implicit-check-not=wmma.accumulator[ --implicit-check-not=matrix_a[
+                 --implicit-check-not=if_then_else)
+tessel_filecheck_test(NAME cuda.conv2d_tc CHECKS cuda_conv2d_tc.txt COMMAND cuda conv2d_tc)
 tessel_filecheck_test(NAME lower.print_after_all CHECKS print_after_all.txt
   COMMAND lower gemm_naive --print-after=all)
 tessel_filecheck_test(NAME cuda.gemm_shared CHECKS cuda_gemm_shared.txt COMMAND cuda gemm_shared)
@@ -30,6 +34,8 @@ tessel_filecheck_test(NAME error.unsupported_dtype CHECKS errors.txt EXIT_CODE 1
   COMMAND lower gemm_naive --dtype int8 FILECHECK_ARGS --check-prefix=DTYPE)
 tessel_filecheck_test(NAME error.unknown_step CHECKS errors.txt EXIT_CODE 1
   COMMAND lower gemm_naive --print-after=bogus FILECHECK_ARGS --check-prefix=STEP)
+tessel_filecheck_test(NAME error.conv2d_tc_pixels CHECKS errors.txt EXIT_CODE 1
+  COMMAND lower conv2d_tc --shape N=2,H=6,W=6 FILECHECK_ARGS --check-prefix=CONV_TC_PIXELS)
 
 # Programs a reader runs first: they must keep building, running and printing what they say.
 tessel_filecheck_test(NAME readme_example PROGRAM readme_example CHECKS readme_example.txt)
@@ -46,3 +52,8 @@ tessel_filecheck_test(NAME interpret.conv2d_tensorcore_tutorial CHECKS interpret
   COMMAND interpret conv2d_tensorcore_tutorial
           --shape batch=128,height=3,width=3,in_channels=32,out_channels=128
   FILECHECK_ARGS --check-prefix=CONV)
+tessel_filecheck_test(NAME interpret.conv2d_tc CHECKS interpret.txt
+  COMMAND interpret conv2d_tc --shape N=2,H=8,W=8,C=32,K=32 FILECHECK_ARGS --check-prefix=CONV_TC)
+tessel_filecheck_test(NAME interpret.conv2d_tc_1x1 CHECKS interpret.txt
+  COMMAND interpret conv2d_tc --shape N=1,H=12,W=12,C=16,K=48,R=1,pad=0
+  FILECHECK_ARGS --check-prefix=CONV_TC_1X1)

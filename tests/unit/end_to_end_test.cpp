@@ -96,6 +96,9 @@ TEST(EndToEnd, RegisteredSchedulesMatchReferenceOnCpu) {
       {"gemm_wmma", {{{"M", 64}, {"N", 64}, {"K", 32}}, {{"M", 48}, {"N", 32}, {"K", 80}}}},
       {"conv2d_tensorcore_tutorial",
        {{{"batch", 128}, {"height", 2}, {"width", 2}, {"in_channels", 32}, {"out_channels", 128}}}},
+      {"conv2d_tc",
+       {{{"N", 2}, {"H", 8}, {"W", 8}, {"C", 32}, {"K", 32}},
+        {{"N", 1}, {"H", 12}, {"W", 12}, {"C", 16}, {"K", 48}, {"R", 1}, {"pad", 0}}}},
   };
   for (const auto &[name, entry] : schedule_registry()) {
     auto it = shapes.find(name);

@@ -77,6 +77,34 @@ TEST(PassVectorize, LoopInvariantBranchIsKept) {
       << to_string(out);
 }
 
+// if_then_else(c, load, 0) with c the same in every lane (an im2col row over the padding) becomes
+// a branch around two vector stores, so the taken side stays one vector copy.
+TEST(PassVectorize, LaneInvariantIfThenElseBecomesBranch) {
+  Buffer A = flat("A", 64), B = flat("B", 64), C = flat("C", 64);
+  Var i("i"), v("v");
+  Expr idx = i * 4 + v;
+  Expr value = if_then_else(i % 3 != 1, A.load({idx}), make_zero(Float(32)));
+  Stmt s = For::make(i, 0, 16, ForKind::Serial,
+                     For::make(v, 0, 4, ForKind::Vectorized, BufferStore::make(C, value, {idx})));
+  Stmt out = vectorize_loops(s);
+  EXPECT_EQ(to_string(out), "for (i: int32, 0, 16) {\n"
+                            "  if (floormod(i, 3) != 1) {\n"
+                            "    C[ramp(i * 4, 1, 4)] = A[ramp(i * 4, 1, 4)]\n"
+                            "  } else {\n"
+                            "    C[ramp(i * 4, 1, 4)] = broadcast(0f32, 4)\n"
+                            "  }\n"
+                            "}\n");
+  EXPECT_EQ(run(out, A, B, C), run(s, A, B, C));
+
+  // A condition that moves with the lane cannot be hoisted: the loop stays serial.
+  Stmt lane = For::make(v, 0, 4, ForKind::Vectorized,
+                        BufferStore::make(C, if_then_else(v < 2, A.load({v}), make_zero(Float(32))),
+                                          {v}));
+  std::string text = to_string(vectorize_loops(lane));
+  EXPECT_NE(text.find("for (v: int32, 0, 4)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("ramp"), std::string::npos) << text;
+}
+
 // Each of these bodies must not be vectorized; the loop stays, serial, with the same results.
 TEST(PassVectorize, FallsBackToSerialLoop) {
   Buffer A = flat("A", 64), B = flat("B", 64), C = flat("C", 64);

@@ -101,6 +101,28 @@ TEST(Simplify, FloorDivAndModWithBounds) {
   EXPECT_EQ(simp(an, floordiv(x * 16 + y - 8, 16)), "x + floordiv(y + 8, 16) - 1");
 }
 
+// x + s with x a multiple of g dividing c and s in [0, g): s leaves floordiv / floormod by c.
+// The channel of an im2col row loaded as 8-lane vectors: i*32 + j*8 + v, v in [0, 8).
+TEST(Simplify, FloorDivAndModOfAlignedPlusSmall) {
+  Var i("i"), j("j"), v("v"), z("z");
+  Analyzer an;
+  an.bind(j, Range(0, 4));
+  an.bind(v, Range(0, 8));
+  an.bind(z, Range(-8, 8));
+  EXPECT_EQ(simp(an, floordiv(i * 32 + j * 8 + v, 256)), "floordiv(i, 8)");
+  EXPECT_EQ(simp(an, floormod(i * 32 + j * 8 + v, 256)), "floormod(i, 8) * 32 + j * 8 + v");
+  EXPECT_EQ(simp(an, floordiv(i * 32 + j * 8 + v + 32, 256)), "floordiv(i + 1, 8)");
+  EXPECT_EQ(simp(an, floordiv(floordiv(i * 32 + v, 256), 3)), "floordiv(i, 24)");
+  // The largest g that works: 8 (v alone), not 32 (j*8 + v + 8 reaches 40).
+  EXPECT_EQ(simp(an, floordiv(i * 32 + j * 8 + v + 8, 256)), "floordiv(i * 4 + j + 1, 32)");
+  // A small part that may be negative or reach g stays inside.
+  EXPECT_EQ(simp(an, floordiv(i * 8 + z, 256)), "floordiv(i * 8 + z, 256)");
+  EXPECT_EQ(simp(an, floordiv(i * 4 + v, 256)), "floordiv(i * 4 + v, 256)");
+  // A constant below g is a small part too.
+  EXPECT_EQ(simp(floordiv(i * 32 + 5, 256)), "floordiv(i, 8)");
+  EXPECT_EQ(simp(floormod(i * 32 + 5, 256)), "floormod(i, 8) * 32 + 5");
+}
+
 TEST(Simplify, FloorDivAndModWithoutBounds) {
   Var x("x"), y("y");
   EXPECT_EQ(simp(floordiv(x, 1)), "x");
@@ -111,7 +133,8 @@ TEST(Simplify, FloorDivAndModWithoutBounds) {
   EXPECT_EQ(simp(floordiv(floormod(x, 16), 16)), "0");
   EXPECT_EQ(simp(floordiv(x * 8, 4)), "x * 2");
   EXPECT_EQ(simp(floordiv(x * 4 + 4, 8)), "floordiv(x + 1, 2)");
-  EXPECT_EQ(simp(floormod(x * 4 + 6, 8)), "floormod(x * 2 + 3, 4) * 2");
+  // x*4 + 6 = (x*4 + 4) + 2 with 2 in [0, 4): the 2 leaves the floormod.
+  EXPECT_EQ(simp(floormod(x * 4 + 6, 8)), "floormod(x + 1, 2) * 4 + 2");
   EXPECT_EQ(simp(floormod(x + 17, 16)), "floormod(x + 1, 16)");
   EXPECT_EQ(simp(floordiv(x + 5, 4)), "floordiv(x + 5, 4)");
   EXPECT_EQ(simp(floordiv(x * 16 + y, 16)), "x + floordiv(y, 16)");

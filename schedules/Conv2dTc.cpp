@@ -1,0 +1,182 @@
+#include "schedules/Conv2dTc.h"
+
+#include "compiler/support/Error.h"
+#include "compiler/te/Compute.h"
+
+#include <array>
+#include <numeric>
+
+namespace tessel {
+
+namespace {
+
+constexpr int kFragment = 16;
+
+void check_shape(const Conv2dTcShape &sh) {
+  user_check(sh.batch > 0 && sh.height > 0 && sh.width > 0 && sh.in_channels > 0 &&
+                 sh.out_channels > 0 && sh.kernel > 0 && sh.pad >= 0,
+             "conv2d_tc")
+      << "N=" << sh.batch << ", H=" << sh.height << ", W=" << sh.width << ", C=" << sh.in_channels
+      << ", K=" << sh.out_channels << ", R=" << sh.kernel
+      << " must be positive and pad=" << sh.pad << " non-negative";
+  user_check(sh.out_height() > 0 && sh.out_width() > 0, "conv2d_tc")
+      << "the " << sh.kernel << "x" << sh.kernel << " filter is larger than the padded "
+      << sh.height + 2 * sh.pad << "x" << sh.width + 2 * sh.pad
+      << " input (H, W plus 2 x pad); use a smaller R or a larger pad";
+  auto fragment = [](const std::string &name, int64_t v, const std::string &why,
+                     const std::string &what_to_do) {
+    user_check(v % kFragment == 0, "conv2d_tc")
+        << name << "=" << v << " must be a multiple of " << kFragment << " (" << why << "); "
+        << what_to_do;
+  };
+  auto pad_to = [](int64_t v) {
+    return "pad it to " + std::to_string((v + kFragment - 1) / kFragment * kFragment);
+  };
+  // The batch that makes N*P*Q a multiple of 16 whatever the image size.
+  int64_t pq = int64_t(sh.out_height()) * sh.out_width();
+  int64_t batch_multiple = kFragment / std::gcd(pq, int64_t(kFragment));
+  fragment("N*P*Q", sh.gemm_m(),
+           "output pixels, N=" + std::to_string(sh.batch) + " x P=" +
+               std::to_string(sh.out_height()) + " x Q=" + std::to_string(sh.out_width()) +
+               ", are the rows of 16x16 Tensor Core fragments and are not guarded",
+           "use a batch N that is a multiple of " + std::to_string(batch_multiple));
+  fragment("K", sh.out_channels, "output channels are the columns of 16x16 fragments",
+           pad_to(sh.out_channels) + " with zero filters");
+  fragment("C", sh.in_channels,
+           "a fragment's 16-wide reduction slice must stay within one filter tap",
+           pad_to(sh.in_channels) + " with zero channels in x and w");
+}
+
+GemmWmmaTiles gemm_tiles(const Conv2dTcTiles &t) {
+  return {.block_row_warps = t.block_row_warps, .block_col_warps = t.block_col_warps,
+          .warp_row_tiles = t.warp_row_tiles, .warp_col_tiles = t.warp_col_tiles,
+          .chunk = t.chunk, .double_buffer = t.stages == 2, .tensorize = t.tensorize};
+}
+
+void check_tiles(const Conv2dTcShape &sh, const Conv2dTcTiles &t) {
+  check_shape(sh);
+  // The reduction is walked tap by tap, C channels each, so the K step must divide C (not only
+  // R*S*C).
+  check_wmma_gemm_tiles("conv2d_tc", {"N*P*Q", sh.gemm_m()}, {"K", sh.out_channels},
+                        {"C", sh.in_channels}, gemm_tiles(t));
+  user_check(t.stages == 1 || t.stages == 2, "conv2d_tc")
+      << "stages=" << t.stages
+      << " is not supported: use 1 (load, then compute) or 2 (double-buffered shared tiles)";
+}
+
+} // namespace
+
+Conv2dTcTensors conv2d_tc_definition(const Conv2dTcShape &sh) {
+  check_shape(sh);
+  const int H = sh.height, W = sh.width, C = sh.in_channels, K = sh.out_channels;
+  const int R = sh.kernel, pad = sh.pad, P = sh.out_height(), Q = sh.out_width();
+  const int M = int(sh.gemm_m()), RSC = int(sh.gemm_k());
+  Conv2dTcTensors t;
+  t.x = placeholder({sh.batch, H, W, C}, Float(16), "x");
+  t.w = placeholder({K, R, R, C}, Float(16), "w");
+  // rk = (r * S + s) * C + c: the filter tap (r, s) and the channel c.
+  auto tap = [&](const Expr &rk) {
+    Expr rs = floordiv(rk, C);
+    return std::array<Expr, 3>{floordiv(rs, R), floormod(rs, R), floormod(rk, C)};
+  };
+  t.A = compute(
+      {M, RSC},
+      [&](Var m, Var rk) {
+        auto [r, s, c] = tap(rk);
+        Expr n = floordiv(m, P * Q);
+        Expr h = floormod(floordiv(m, Q), P) + r - pad, w = floormod(m, Q) + s - pad;
+        Expr v = t.x(n, h, w, c);
+        if (pad == 0) // every tap is inside x
+          return v;
+        return if_then_else(all(h >= 0, h < H, w >= 0, w < W), v, make_const(Float(16), 0));
+      },
+      "A", {"m", "rk"});
+  t.Wv = compute(
+      {K, RSC},
+      [&](Var k, Var rk) {
+        auto [r, s, c] = tap(rk);
+        return t.w(k, r, s, c);
+      },
+      "Wv", {"k", "rk"});
+  t.B = compute({RSC, K}, [&](Var rk, Var k) { return t.Wv(k, rk); }, "B", {"rk", "k"});
+  IterVar rk = reduce_axis({0, RSC}, "rk");
+  t.y = compute(
+      {M, K},
+      [&](Var m, Var k) {
+        return sum(t.A(m, rk).astype(Float(32)) * t.B(rk, k).astype(Float(32)), {rk});
+      },
+      "y", {"m", "k"});
+  return t;
+}
+
+Conv2dTcTiles conv2d_tc_tiles(const Conv2dTcShape &sh) {
+  check_shape(sh);
+  Conv2dTcTiles best;
+  // The channels play the GEMM's K: the step must divide C.
+  GemmWmmaTiles g = gemm_wmma_tiles(sh.gemm_m(), sh.out_channels, sh.in_channels);
+  best.block_row_warps = g.block_row_warps;
+  best.block_col_warps = g.block_col_warps;
+  best.warp_row_tiles = g.warp_row_tiles;
+  best.warp_col_tiles = g.warp_col_tiles;
+  best.chunk = g.chunk;
+  // Double buffering pays only when there is a next step to load.
+  best.stages = sh.gemm_k() / best.block_k() > 1 ? 2 : 1;
+  return best;
+}
+
+ScheduledProgram conv2d_tc(const Conv2dTcShape &sh) { return conv2d_tc(sh, conv2d_tc_tiles(sh)); }
+
+ScheduledProgram conv2d_tc(const Conv2dTcShape &sh, const Conv2dTcTiles &t) {
+  check_tiles(sh, t);
+  Conv2dTcTensors d = conv2d_tc_definition(sh);
+  Schedule s = create_schedule({d.y});
+  // A and Wv are views of x and w: only their shared copies are stored.
+  s[d.A].compute_inline();
+  s[d.Wv].compute_inline();
+
+  WmmaGemmStages st;
+  st.C = d.y;
+  st.AS = s.cache_read(d.A, "shared", {d.y});
+  st.AF = s.cache_read(st.AS, "wmma.matrix_a", {d.y});
+  // The filter's shared tile keeps w's order, output channel x rk (rk contiguous, 16-byte
+  // loads); B = its transpose is the fragment, loaded "col_major" from it.
+  st.BS = s.cache_read(d.Wv, "shared", {d.B});
+  s[d.B].set_scope("wmma.matrix_b");
+  st.BF = d.B;
+  st.CF = s.cache_write(d.y, "wmma.accumulator");
+  st.b_layout = "col_major";
+  st.k_period = sh.in_channels;
+  schedule_wmma_gemm(s, st, gemm_tiles(t));
+
+  ScheduledProgram p;
+  p.schedule = s;
+  p.args = {d.x, d.w, d.y};
+  p.num_inputs = 2;
+  p.flops = sh.flops();
+  return p;
+}
+
+ScheduleEntry conv2d_tc_entry() {
+  ScheduleEntry e;
+  e.name = "conv2d_tc";
+  e.description = "conv2d as an implicit GEMM on Tensor Cores (WMMA) on cuDNN's layouts: x NHWC, "
+                  "w KRSC fp16, y NPQK fp32; stride 1, zero padding";
+  e.default_shape = {{"N", 256}, {"H", 14}, {"W", 14}, {"C", 256},
+                     {"K", 512}, {"R", 3},  {"pad", 1}};
+  e.nonnegative = {"pad"};
+  e.dtypes = {Float(16)};
+  e.build = [](const ShapeParams &p, DataType) {
+    Conv2dTcShape sh;
+    sh.batch = int(p.at("N"));
+    sh.height = int(p.at("H"));
+    sh.width = int(p.at("W"));
+    sh.in_channels = int(p.at("C"));
+    sh.out_channels = int(p.at("K"));
+    sh.kernel = int(p.at("R"));
+    sh.pad = int(p.at("pad"));
+    return conv2d_tc(sh);
+  };
+  return e;
+}
+
+} // namespace tessel

@@ -1,0 +1,73 @@
+// conv2d on Tensor Cores as an implicit GEMM, on cuDNN's NHWC layouts: no relayout of the
+// inputs, fp16 in, fp32 accumulate and out.
+//
+//   x: N x H x W x C fp16, w: K x R x S x C fp16 (R == S), stride 1, zero padding `pad`;
+//   y: (N*P*Q) x K fp32, the memory of N x P x Q x K, P = H + 2 pad - R + 1 (Q likewise).
+//
+// The output is computed as the GEMM y[m, k] = sum_rk A[m, rk] * B[rk, k] with m = (n, p, q)
+// and rk = (r, s, c), C innermost: A is the im2col of x (zero where the filter hangs over the
+// padding), B[rk, k] = w[k, r, s, c]. Both are views (inlined), so a row of 8 consecutive rk is
+// 8 consecutive halves of x or of w, loaded as one 16-byte vector. The schedule is gemm_wmma's:
+// block tiles of output pixels x output channels, warps on threadIdx.y / z, padded shared
+// tiles, WMMA fragments (B "col_major": its shared tile is k x rk, rk contiguous).
+//
+//   ScheduledProgram p = conv2d_tc({});                        // the seed shape, default tiles
+//   ScheduledProgram q = conv2d_tc({.batch = 2, .height = 8, .width = 8, .in_channels = 32,
+//                                   .out_channels = 32});     // tiles chosen for the shape
+//   ScheduledProgram r = conv2d_tc(shape, {.chunk = 1, .stages = 1});
+#pragma once
+
+#include "schedules/GemmWmma.h"
+
+namespace tessel {
+
+struct Conv2dTcShape {
+  int batch = 256, height = 14, width = 14, in_channels = 256, out_channels = 512;
+  int kernel = 3, pad = 1; ///< R = S = kernel; stride 1
+
+  int out_height() const { return height + 2 * pad - kernel + 1; }
+  int out_width() const { return width + 2 * pad - kernel + 1; }
+  /// The GEMM's M (output pixels), N (output channels) and K (reduction) extents.
+  int64_t gemm_m() const { return int64_t(batch) * out_height() * out_width(); }
+  int64_t gemm_n() const { return out_channels; }
+  int64_t gemm_k() const { return int64_t(kernel) * kernel * in_channels; }
+  double flops() const { return 2.0 * double(gemm_m()) * double(gemm_n()) * double(gemm_k()); }
+};
+
+struct Conv2dTcTiles {
+  int block_row_warps = 2; ///< warps along the output pixels, bound to threadIdx.y
+  int block_col_warps = 4; ///< warps along the output channels, bound to threadIdx.z
+  int warp_row_tiles = 4;  ///< 16x16 fragments per warp along the pixels
+  int warp_col_tiles = 2;  ///< 16x16 fragments per warp along the channels
+  int chunk = 2;           ///< reduction step of the shared tiles, in units of 16 channels
+  /// Shared-memory stages: 1 (load, then compute) or 2 (double-buffered: the next step's loads
+  /// overlap this one's MMAs).
+  int stages = 2;
+  /// Replace the fragment loops by WMMA calls (without: plain loops, CPU executor only).
+  bool tensorize = true;
+
+  int block_m() const { return 16 * block_row_warps * warp_row_tiles; }
+  int block_n() const { return 16 * block_col_warps * warp_col_tiles; }
+  int block_k() const { return 16 * chunk; }
+};
+
+/// The compute definition: x and w (inputs), the im2col view A (M x R*S*C), the filter views
+/// Wv (K x R*S*C, the memory of w) and B (R*S*C x K, Wv transposed), and y (the output).
+struct Conv2dTcTensors {
+  Tensor x, w, A, Wv, B, y;
+};
+Conv2dTcTensors conv2d_tc_definition(const Conv2dTcShape &shape);
+
+/// Tiles for `shape`: the defaults (128 x 128 blocks of 2 x 4 warps, 32 channels per step,
+/// double-buffered) when they divide it, otherwise the largest that do (as gemm_wmma_tiles).
+/// tessel::Error naming the dimension when N*P*Q, K or C is not a multiple of 16.
+Conv2dTcTiles conv2d_tc_tiles(const Conv2dTcShape &shape);
+
+/// The Tensor Core convolution with tiles chosen by conv2d_tc_tiles.
+ScheduledProgram conv2d_tc(const Conv2dTcShape &shape);
+/// With the given tiles; tessel::Error up front if they do not divide the shape.
+ScheduledProgram conv2d_tc(const Conv2dTcShape &shape, const Conv2dTcTiles &tiles);
+
+ScheduleEntry conv2d_tc_entry();
+
+} // namespace tessel

@@ -1,0 +1,268 @@
+// conv2d_tc: the implicit-GEMM Tensor Core convolution on NHWC / KRSC. On the CPU executor
+// against a direct convolution written here on the NHWC / KRSC arrays (not the compute
+// definition, so a wrong im2col is caught) and against the float64 reference of the
+// definition; its lowered IR (WMMA calls, 16-byte loads of x and w, the padding branch); NVRTC
+// for sm_80 / sm_90 with HMMA in the SASS; errors for shapes the tiles do not fit; on a GPU
+// (skipped without one) a mid-size shape against the float64 reference.
+#include "TestUtil.h"
+
+#include "compiler/codegen/CodeGenCUDA.h"
+#include "compiler/tessel.h"
+#include "runtime/Check.h"
+#include "runtime/Device.h"
+#include "runtime/Nvrtc.h"
+#include "runtime/interp/Executor.h"
+#include "schedules/Conv2dTc.h"
+
+#include "SassUtil.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+using namespace tessel;
+using tessel::test::expect_error;
+
+namespace {
+
+// Multiples of 1/8 in [-1, 1]: exact in fp16, products and sums of a few thousand exact in
+// fp32, so the executor's result must equal the direct convolution exactly.
+std::vector<double> dyadic_values(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<double> v(n);
+  for (double &x : v)
+    x = (int(rng() % 17) - 8) / 8.0;
+  return v;
+}
+
+// y[n, p, q, k] = sum_{r, s, c} x[n, p + r - pad, q + s - pad, c] * w[k, r, s, c], zero
+// outside x, straight from cuDNN's NHWC / KRSC definition.
+void expect_direct_conv(const ScheduledProgram &prog, const Conv2dTcShape &sh) {
+  LoweredModule m = lower(prog.schedule, prog.args);
+  const int N = sh.batch, H = sh.height, W = sh.width, C = sh.in_channels, K = sh.out_channels,
+            R = sh.kernel, P = sh.out_height(), Q = sh.out_width();
+  std::vector<double> x = dyadic_values(size_t(N) * H * W * C, 1);
+  std::vector<double> w = dyadic_values(size_t(K) * R * R * C, 2);
+  interp::HostBuffer bx = interp::HostBuffer::from_doubles(Float(16), x);
+  interp::HostBuffer bw = interp::HostBuffer::from_doubles(Float(16), w);
+  interp::HostBuffer by =
+      interp::HostBuffer::from_doubles(Float(32), std::vector<double>(size_t(N) * P * Q * K, NAN));
+  interp::execute(m.funcs[0], {&bx, &bw, &by});
+  std::vector<double> y = by.to_doubles();
+  for (int n = 0; n < N; ++n)
+    for (int p = 0; p < P; ++p)
+      for (int q = 0; q < Q; ++q)
+        for (int k = 0; k < K; ++k) {
+          double ref = 0;
+          for (int r = 0; r < R; ++r)
+            for (int s = 0; s < R; ++s) {
+              int h = p + r - sh.pad, ww = q + s - sh.pad;
+              if (h < 0 || h >= H || ww < 0 || ww >= W)
+                continue;
+              for (int c = 0; c < C; ++c)
+                ref += x[((size_t(n) * H + h) * W + ww) * C + c] *
+                       w[((size_t(k) * R + r) * R + s) * C + c];
+            }
+          ASSERT_EQ(y[((size_t(n) * P + p) * Q + q) * K + k], ref)
+              << "y[" << n << ", " << p << ", " << q << ", " << k << "]";
+        }
+}
+
+Conv2dTcShape small_shape() {
+  return {.batch = 2, .height = 8, .width = 8, .in_channels = 32, .out_channels = 32,
+          .kernel = 3, .pad = 1};
+}
+
+int count_of(const std::string &hay, const std::string &needle) {
+  int n = 0;
+  for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1))
+    ++n;
+  return n;
+}
+
+} // namespace
+
+TEST(Conv2dTc, CpuExecutorMatchesDirectConvolution) {
+  Conv2dTcShape sh = small_shape(); // M = 128, 3x3 pad 1: the borders read the padding
+  expect_direct_conv(conv2d_tc(sh), sh);
+  // 1x1 without padding, 9 fragments of output pixels, C = K = 48 (three 16-wide steps).
+  Conv2dTcShape one{.batch = 1, .height = 12, .width = 12, .in_channels = 48,
+                    .out_channels = 48, .kernel = 1, .pad = 0};
+  expect_direct_conv(conv2d_tc(one), one);
+  // 3x3 without padding (the output shrinks to 4x4), and 5x5 with pad 2 on a non-square count
+  // of pixels.
+  Conv2dTcShape valid{.batch = 3, .height = 6, .width = 6, .in_channels = 16,
+                      .out_channels = 32, .kernel = 3, .pad = 0};
+  expect_direct_conv(conv2d_tc(valid), valid);
+  Conv2dTcShape five{.batch = 1, .height = 4, .width = 12, .in_channels = 16,
+                     .out_channels = 16, .kernel = 5, .pad = 2};
+  expect_direct_conv(conv2d_tc(five), five);
+}
+
+TEST(Conv2dTc, ExplicitTilesSingleAndDoubleBuffered) {
+  Conv2dTcShape sh = small_shape();
+  for (int stages : {1, 2}) {
+    SCOPED_TRACE(stages);
+    Conv2dTcTiles t{.block_row_warps = 2, .block_col_warps = 1, .warp_row_tiles = 2,
+                    .warp_col_tiles = 2, .chunk = 1, .stages = stages};
+    expect_direct_conv(conv2d_tc(sh, t), sh);
+  }
+  // One warp per block, the K step covering all 32 channels of a tap.
+  Conv2dTcTiles one_warp{.block_row_warps = 1, .block_col_warps = 1, .warp_row_tiles = 1,
+                         .warp_col_tiles = 2, .chunk = 2, .stages = 2};
+  expect_direct_conv(conv2d_tc(sh, one_warp), sh);
+}
+
+// The float64 reference of the compute definition, on random (not dyadic) inputs, as `tessel
+// interpret` checks it.
+TEST(Conv2dTc, CpuExecutorMatchesReferenceOfDefinition) {
+  for (Conv2dTcShape sh : {small_shape(), Conv2dTcShape{.batch = 1, .height = 12, .width = 12,
+                                                         .in_channels = 16, .out_channels = 48,
+                                                         .kernel = 1, .pad = 0}}) {
+    ScheduledProgram p = conv2d_tc(sh);
+    CheckResult r = check_on_cpu(p.schedule, p.args, p.num_inputs);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
+}
+
+TEST(Conv2dTc, TilesFollowTheShape) {
+  Conv2dTcTiles seed = conv2d_tc_tiles({});
+  EXPECT_EQ(seed.block_m(), 128);
+  EXPECT_EQ(seed.block_n(), 128);
+  EXPECT_EQ(seed.block_k(), 32);
+  EXPECT_EQ(seed.stages, 2);
+  // 144 output pixels: no 128 block; 48 channels: 16-wide steps.
+  Conv2dTcTiles odd = conv2d_tc_tiles({.batch = 1, .height = 12, .width = 12, .in_channels = 48,
+                                       .out_channels = 48, .kernel = 1, .pad = 0});
+  EXPECT_EQ(144 % odd.block_m(), 0);
+  EXPECT_EQ(48 % odd.block_n(), 0);
+  EXPECT_EQ(odd.block_k(), 16);
+  // One K step in all (1x1, 16 channels): nothing to double-buffer.
+  EXPECT_EQ(conv2d_tc_tiles({.batch = 1, .height = 4, .width = 4, .in_channels = 16,
+                             .out_channels = 16, .kernel = 1, .pad = 0})
+                .stages,
+            1);
+}
+
+// Fragments only through WMMA calls; x and w read into shared memory with 8-lane (16-byte)
+// vectors; the padding is a branch around the vector copy, not a choice per lane.
+TEST(Conv2dTc, LoweredIrUsesWmmaAndVectorLoads) {
+  ScheduledProgram p = conv2d_tc({});
+  std::string ir = to_string(lower(p.schedule, p.args));
+  for (const char *call :
+       {"@wmma_fill_fragment(y.wmma.accumulator", "@wmma_load_matrix_sync(A.shared.wmma.matrix_a",
+        "@wmma_load_matrix_sync(B, ", "\"col_major\")", "@wmma_mma_sync(y.wmma.accumulator",
+        "@wmma_store_matrix_sync(y.wmma.accumulator"})
+    EXPECT_NE(ir.find(call), std::string::npos) << call << "\n" << ir;
+  for (const char *scalar : {".wmma.matrix_a[", "B[", ".wmma.accumulator["})
+    EXPECT_EQ(ir.find(scalar), std::string::npos) << scalar << "\n" << ir;
+  // 128 x 32 tiles of A (pixels x rk) and of w (channels x rk), rows padded to 40 halves;
+  // each double-buffered.
+  EXPECT_NE(ir.find("allocate(A.shared, float16, [10240])"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("allocate(Wv.shared, float16, [10240])"), std::string::npos) << ir;
+  // Vector copies: x into A.shared (in the padding branch), w into Wv.shared, each a load and a
+  // store, and the zero store of the padding.
+  EXPECT_GE(count_of(ir, ", 1, 8)]"), 5) << ir;
+  EXPECT_NE(ir.find("x[ramp("), std::string::npos) << ir;
+  EXPECT_NE(ir.find("w[ramp("), std::string::npos) << ir;
+  EXPECT_NE(ir.find("} else {"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("] = broadcast(0f16, 8)"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("if_then_else"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("// grid (4, 392, 1), block (32, 2, 4)"), std::string::npos) << ir;
+
+  // Without padding there is nothing to branch on.
+  ScheduledProgram q = conv2d_tc({.batch = 1, .height = 16, .width = 16, .in_channels = 64,
+                                  .out_channels = 64, .kernel = 1, .pad = 0});
+  std::string valid = to_string(lower(q.schedule, q.args));
+  EXPECT_EQ(valid.find("broadcast(0f16, 8)"), std::string::npos) << valid;
+  EXPECT_EQ(valid.find("} else {"), std::string::npos) << valid;
+  EXPECT_NE(valid.find("x[ramp("), std::string::npos) << valid;
+}
+
+TEST(Conv2dTc, CudaSourceAndNvrtcForSm80AndSm90) {
+  ScheduledProgram p = conv2d_tc({});
+  std::string src = codegen_cuda(lower(p.schedule, p.args));
+  for (const char *text :
+       {"nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, half, nvcuda::wmma::col_major>",
+        "nvcuda::wmma::mma_sync(", "*(uint4*)(A_shared", "*(const uint4*)(x + ",
+        "*(const uint4*)(w + ", "__launch_bounds__(256)"})
+    EXPECT_NE(src.find(text), std::string::npos) << text << "\n" << src;
+  bool disassembled = false;
+  for (const char *arch : {"sm_80", "sm_90"}) {
+    SCOPED_TRACE(arch);
+    CompileOptions o;
+    o.arch = arch;
+    CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "conv2d_tc.cu");
+    ASSERT_FALSE(k.cubin.empty());
+    if (std::optional<std::string> sass =
+            tessel::test::sass_of(k.cubin, std::string("conv2d_tc_") + arch)) {
+      EXPECT_NE(sass->find("HMMA"), std::string::npos) << sass->substr(0, 4000);
+      // The 16-byte loads of x and w stay 128-bit global loads.
+      EXPECT_NE(sass->find("LDG.E.128"), std::string::npos) << sass->substr(0, 4000);
+      disassembled = true;
+    }
+  }
+  if (!disassembled)
+    GTEST_SKIP() << "NVRTC compiled for sm_80 and sm_90, but no cuobjdump (PATH, "
+                    "/usr/local/cuda/bin, $CUOBJDUMP) to check the SASS for HMMA";
+}
+
+TEST(Conv2dTcErrors, ShapesTheTilesDoNotFit) {
+  expect_error([] { conv2d_tc({.batch = 2, .height = 6, .width = 6, .in_channels = 32,
+                               .out_channels = 32, .kernel = 3, .pad = 1}); },
+               {"conv2d_tc", "N*P*Q=72 must be a multiple of 16", "N=2 x P=6 x Q=6",
+                "use a batch N that is a multiple of 4"});
+  expect_error([] { conv2d_tc({.batch = 2, .height = 8, .width = 8, .in_channels = 24,
+                               .out_channels = 32}); },
+               {"C=24 must be a multiple of 16", "within one filter tap", "pad it to 32"});
+  expect_error([] { conv2d_tc({.batch = 2, .height = 8, .width = 8, .in_channels = 32,
+                               .out_channels = 40}); },
+               {"K=40 must be a multiple of 16", "output channels"});
+  expect_error([] { conv2d_tc({.batch = 1, .height = 2, .width = 2, .kernel = 5, .pad = 0}); },
+               {"5x5 filter is larger than the padded 2x2 input"});
+  // Explicit tiles that do not divide: the messages name the convolution's dimensions.
+  Conv2dTcShape sh = small_shape();
+  sh.batch = 3; // 192 pixels
+  expect_error([&] { conv2d_tc(sh, Conv2dTcTiles{}); },
+               {"N*P*Q=192 must be a multiple of 128 (the block tile: 2 warps x 4 fragments x 16)"});
+  Conv2dTcShape narrow{.batch = 2, .height = 8, .width = 8, .in_channels = 48,
+                       .out_channels = 128};
+  expect_error([&] { conv2d_tc(narrow, Conv2dTcTiles{}); },
+               {"C=48 must be a multiple of 32 (the K step: chunk 2 x 16)"});
+  expect_error([&] { conv2d_tc(small_shape(), Conv2dTcTiles{.block_row_warps = 1,
+                                                            .block_col_warps = 1,
+                                                            .warp_row_tiles = 1,
+                                                            .warp_col_tiles = 1, .stages = 3}); },
+               {"stages=3 is not supported", "use 1", "or 2"});
+  // Through the registry, as `tessel --shape` gives them.
+  const ScheduleEntry &e = find_schedule("conv2d_tc");
+  expect_error([&] { e.build(resolve_shape(e, {{"C", 20}}), Float(16)); },
+               {"C=20 must be a multiple of 16"});
+  expect_error([&] { resolve_shape(e, {{"pad", -1}}); },
+               {"shape parameter pad must be non-negative, got -1"});
+  expect_error([&] { resolve_shape(e, {{"R", 0}}); },
+               {"shape parameter R must be positive, got 0"});
+  EXPECT_EQ(resolve_shape(e, {{"pad", 0}}).at("pad"), 0);
+}
+
+// On a GPU: a mid-size shape against the float64 reference, timed. Skipped without one.
+TEST(Conv2dTcGpu, MidShapeMatchesReference) {
+  if (!Device::available())
+    GTEST_SKIP() << Device::unavailable_reason();
+  for (Conv2dTcShape sh : {Conv2dTcShape{.batch = 32, .height = 14, .width = 14,
+                                         .in_channels = 64, .out_channels = 128},
+                           Conv2dTcShape{.batch = 16, .height = 7, .width = 7,
+                                         .in_channels = 128, .out_channels = 64, .kernel = 1,
+                                         .pad = 0}}) {
+    ScheduledProgram p = conv2d_tc(sh);
+    CheckResult r = check_on_gpu(p.schedule, p.args, p.num_inputs,
+                                 TimeOptions{.number = 10, .repeat = 30});
+    EXPECT_TRUE(r.compare.ok) << r.str();
+    if (r.time)
+      std::cout << "  conv2d_tc N=" << sh.batch << " " << sh.height << "x" << sh.width << " "
+                << sh.in_channels << "->" << sh.out_channels << " " << sh.kernel << "x"
+                << sh.kernel << ": " << r.time->median_ms << " ms, "
+                << sh.flops() / (r.time->median_ms * 1e9) << " TFLOP/s\n";
+  }
+}
