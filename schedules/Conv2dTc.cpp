@@ -50,7 +50,7 @@ void check_shape(const Conv2dTcShape &sh) {
 GemmWmmaTiles gemm_tiles(const Conv2dTcTiles &t) {
   return {.block_row_warps = t.block_row_warps, .block_col_warps = t.block_col_warps,
           .warp_row_tiles = t.warp_row_tiles, .warp_col_tiles = t.warp_col_tiles,
-          .chunk = t.chunk, .double_buffer = t.stages == 2, .tensorize = t.tensorize};
+          .chunk = t.chunk, .stages = t.stages, .tensorize = t.tensorize};
 }
 
 void check_tiles(const Conv2dTcShape &sh, const Conv2dTcTiles &t) {
@@ -59,9 +59,9 @@ void check_tiles(const Conv2dTcShape &sh, const Conv2dTcTiles &t) {
   // R*S*C).
   check_wmma_gemm_tiles("conv2d_tc", {"N*P*Q", sh.gemm_m()}, {"K", sh.out_channels},
                         {"C", sh.in_channels}, gemm_tiles(t));
-  user_check(t.stages == 1 || t.stages == 2, "conv2d_tc")
+  user_check(t.stages >= 1 && t.stages <= 8, "conv2d_tc")
       << "stages=" << t.stages
-      << " is not supported: use 1 (load, then compute) or 2 (double-buffered shared tiles)";
+      << " is not supported: use 1 (load, then compute) or 2 to 8 (pipelined shared tiles)";
 }
 
 } // namespace

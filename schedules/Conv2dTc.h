@@ -40,8 +40,8 @@ struct Conv2dTcTiles {
   int warp_row_tiles = 4;  ///< 16x16 fragments per warp along the pixels
   int warp_col_tiles = 2;  ///< 16x16 fragments per warp along the channels
   int chunk = 2;           ///< reduction step of the shared tiles, in units of 16 channels
-  /// Shared-memory stages: 1 (load, then compute) or 2 (double-buffered: the next step's loads
-  /// overlap this one's MMAs).
+  /// Shared-memory stages: 1 (load, then compute) or N >= 2 (pipelined: the loads of step
+  /// k + N - 1 overlap step k's MMAs).
   int stages = 2;
   /// Replace the fragment loops by WMMA calls (without: plain loops, CPU executor only).
   bool tensorize = true;

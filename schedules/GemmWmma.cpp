@@ -210,8 +210,8 @@ void schedule_wmma_gemm(Schedule &s, const WmmaGemmStages &st, const GemmWmmaTil
     ss.bind(wz, thread_z);
     ss.bind(lane, thread_x);
     ss.vectorize(vec);
-    if (t.double_buffer)
-      ss.double_buffer();
+    if (t.stages > 1)
+      ss.pipeline(t.stages);
   }
 
   if (t.tensorize) {

@@ -21,8 +21,10 @@ struct GemmWmmaTiles {
   int warp_row_tiles = 4;  ///< 16x16 fragments per warp along M
   int warp_col_tiles = 2;  ///< 16x16 fragments per warp along N
   int chunk = 2;           ///< K step of the shared tiles, in units of 16
-  /// Double-buffer the shared tiles so the next K step's loads overlap this one's MMAs.
-  bool double_buffer = false;
+  /// Shared-memory stages of the K loop: 1 loads a step's tiles, then computes on them; N >= 2
+  /// pipelines them (Stage::pipeline): the tiles of step k + N - 1 are copied with cp.async
+  /// while step k computes.
+  int stages = 1;
   /// Replace the fragment loops by WMMA calls. Without it the schedule lowers to plain loops
   /// over fragment-scoped buffers (what the tutorial prints before tensorize); such IR runs on
   /// the CPU executor but cannot be compiled to CUDA.

@@ -47,7 +47,7 @@ protected:
     if (!load || load->buffer.scope() != "global" || load->indices.size() != 1 ||
         load->type != op->value.type())
       return IRMutator::visit(op);
-    int bytes = op->value.type().bytes() * op->value.type().lanes();
+    int bytes = op->value.type().bytes(); // all lanes
     Expr dst = first_element(op->indices[0]), src = first_element(load->indices[0]);
     if ((bytes != 4 && bytes != 8 && bytes != 16) || !dst.defined() || !src.defined())
       return IRMutator::visit(op);

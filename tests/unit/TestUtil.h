@@ -23,4 +23,12 @@ template <typename F> void expect_error(F f, std::initializer_list<const char *>
   }
 }
 
+/// How many times `needle` occurs in `hay` (overlapping occurrences included).
+inline int count_of(const std::string &hay, const std::string &needle) {
+  int n = 0;
+  for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1))
+    ++n;
+  return n;
+}
+
 } // namespace tessel::test

@@ -79,8 +79,35 @@ TEST(GemmWmma, ExplicitTilesAndDoubleBuffer) {
                   .warp_col_tiles = 2, .chunk = 1};
   check_on_executor(gemm_wmma(64, 128, 32, t), 64, 128, 32);
   GemmWmmaTiles db;
-  db.double_buffer = true;
+  db.stages = 2;
   check_on_executor(gemm_wmma(128, 128, 96, db), 128, 128, 96);
+}
+
+// N-stage pipelines (cp.async copies, one barrier per K step) at K loops longer and shorter
+// than the pipeline: the executor lands each copy only at the cp_async_wait that completes it.
+TEST(GemmWmma, PipelinedStagesMatchReference) {
+  for (int stages : {2, 3, 4})
+    for (int K : {32, 64, 160}) {
+      GemmWmmaTiles t{.block_row_warps = 1, .block_col_warps = 2, .warp_row_tiles = 2,
+                      .warp_col_tiles = 1, .chunk = 1, .stages = stages};
+      SCOPED_TRACE("stages " + std::to_string(stages) + ", K " + std::to_string(K));
+      check_on_executor(gemm_wmma(64, 64, K, t), 64, 64, K);
+    }
+}
+
+TEST(GemmWmma, PipelinedIrWaitsThenSyncsOncePerStep) {
+  GemmWmmaTiles t;
+  t.stages = 3;
+  ScheduledProgram p = gemm_wmma(256, 256, 256, t);
+  std::string ir = to_string(lower(p.schedule, p.args));
+  // Three stages of the padded 128 x 40 A tile and 32 x 136 B tile.
+  EXPECT_NE(ir.find("allocate(A.shared, float16, [15360])"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("allocate(B.shared, float16, [13056])"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("@cp_async_wait(1)\n    @syncthreads()\n    if (k.outer < 6)"),
+            std::string::npos) << ir;
+  EXPECT_EQ(tessel::test::count_of(ir, "@syncthreads()"), 1) << ir;
+  EXPECT_EQ(tessel::test::count_of(ir, "@cp_async_commit()"), 3) << ir;
+  EXPECT_NE(ir.find(", 16, true)"), std::string::npos) << ir; // 16-byte copies
 }
 
 TEST(GemmWmma, TilesFollowTheShape) {
