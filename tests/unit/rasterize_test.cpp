@@ -16,6 +16,7 @@
 #include "runtime/interp/Executor.h"
 #include "schedules/Gemm.h"
 #include "schedules/GemmWmma.h"
+#include "schedules/Registry.h"
 #include "schedules/WmmaIntrinsics.h"
 
 #include "SassUtil.h"
@@ -220,6 +221,69 @@ TEST(Rasterize, GemmSharedMatchesReference) {
   }
 }
 
+TEST(Rasterize, GemmWmmaMatchesReference) {
+  // One warp per 16x16 block: 5 x 3 blocks, groups of 2 (short last group), 3, 4 and 8 (> rows).
+  GemmWmmaTiles t{.block_row_warps = 1, .block_col_warps = 1, .warp_row_tiles = 1,
+                  .warp_col_tiles = 1, .chunk = 1};
+  for (int64_t group : {2, 3, 4, 8}) {
+    SCOPED_TRACE(testing::Message() << "group " << group);
+    t.raster_group = group;
+    ScheduledProgram p = gemm_wmma(80, 48, 32, t);
+    CheckResult r = check_on_cpu(p.schedule, p.args, p.num_inputs);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
+  // The default tiles with double-buffered shared tiles: 3 x 2 blocks of 64 x 64, groups of 2.
+  GemmWmmaTiles d = gemm_wmma_tiles(192, 128, 64);
+  ASSERT_EQ(d.block_m(), 64);
+  d.double_buffer = true;
+  d.raster_group = 2;
+  ScheduledProgram p = gemm_wmma(192, 128, 64, d);
+  CheckResult r = check_on_cpu(p.schedule, p.args, p.num_inputs);
+  EXPECT_TRUE(r.compare.ok) << r.str();
+}
+
+// The registry's G parameter reaches the schedule; without it (callers that pass M, N, K only)
+// the blocks stay in row-major order.
+TEST(Rasterize, RegistryParameterG) {
+  const ScheduleEntry &e = find_schedule("gemm_wmma");
+  EXPECT_EQ(e.default_shape.at("G"), 1);
+  ScheduledProgram p =
+      e.build(resolve_shape(e, {{"M", 320}, {"N", 256}, {"K", 32}, {"G", 2}}), Float(16));
+  const auto &r = p.schedule[p.args.back()].get()->rasterization;
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->group, 2);
+  CheckResult c = check_on_cpu(p.schedule, p.args, p.num_inputs);
+  EXPECT_TRUE(c.compare.ok) << c.str();
+  ScheduledProgram q = e.build({{"M", 320}, {"N", 256}, {"K", 32}}, Float(16));
+  EXPECT_FALSE(q.schedule[q.args.back()].get()->rasterization.has_value());
+}
+
+TEST(Rasterize, GemmWmmaCompilesForSm80AndSm90) {
+  GemmWmmaTiles t = gemm_wmma_tiles(1280, 1024, 1024);
+  t.raster_group = 8;
+  ScheduledProgram p = gemm_wmma(1280, 1024, 1024, t);
+  LoweredModule m = lower(p.schedule, p.args);
+  EXPECT_EQ(m.funcs[0].launch.grid[0], 8);
+  EXPECT_EQ(m.funcs[0].launch.grid[1], 10);
+  std::string src = codegen_cuda(m);
+  EXPECT_NE(src.find("i_outer_raster"), std::string::npos) << src;
+  EXPECT_NE(src.find("nvcuda::wmma::mma_sync("), std::string::npos) << src;
+  bool disassembled = false;
+  for (const char *arch : {"sm_80", "sm_90"}) {
+    SCOPED_TRACE(arch);
+    CompileOptions o;
+    o.arch = arch;
+    CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "gemm_wmma_raster.cu");
+    ASSERT_FALSE(k.cubin.empty());
+    if (auto sass = tessel::test::sass_of(k.cubin, std::string("gemm_wmma_raster_") + arch)) {
+      EXPECT_NE(sass->find("HMMA"), std::string::npos);
+      disassembled = true;
+    }
+  }
+  if (!disassembled)
+    GTEST_SKIP() << "NVRTC compiled for sm_80 and sm_90, but no cuobjdump to check the SASS";
+}
+
 // ---- Misuse ---------------------------------------------------------------------------------
 
 namespace {
@@ -271,6 +335,9 @@ TEST(RasterizeErrors, GroupBelowOne) {
   expect_error([&] { t.c.rasterize(t.bi, t.bj, 0); },
                {"rasterize", "stage 'C', axes 'i.outer', 'j.outer'", "at least 1", "got 0"});
   expect_error([&] { t.c.rasterize(t.bi, t.bj, -3); }, {"got -3"});
+  GemmWmmaTiles w;
+  w.raster_group = -2;
+  expect_error([&] { gemm_wmma(256, 256, 64, w); }, {"rasterize", "stage 'C'", "got -2"});
 }
 
 TEST(RasterizeErrors, TwiceOnOneStage) {
