@@ -9,6 +9,8 @@
 //
 //   ScheduledProgram p = gemm_wmma(1024, 1024, 1024);            // tiles chosen for the shape
 //   ScheduledProgram q = gemm_wmma(256, 256, 64, {.chunk = 1});  // explicit tiles
+//   GemmWmmaTiles t = gemm_wmma_tiles(4096, 4096, 4096);
+//   t.raster_group = 8;                                          // blocks in groups of 8 rows
 #pragma once
 
 #include "schedules/Registry.h"
@@ -29,6 +31,10 @@ struct GemmWmmaTiles {
   /// over fragment-scoped buffers (what the tutorial prints before tensorize); such IR runs on
   /// the CPU executor but cannot be compiled to CUDA.
   bool tensorize = true;
+  /// Thread-block rasterization (Stage::rasterize on the block axes): blocks launched one after
+  /// another walk down this many rows of block tiles before moving one column right, so they
+  /// share tiles of A and B in L2. 0: off (the row-major order, as is 1).
+  int64_t raster_group = 0;
 
   int block_m() const { return 16 * block_row_warps * warp_row_tiles; }
   int block_n() const { return 16 * block_col_warps * warp_col_tiles; }

@@ -13,7 +13,8 @@
 
 namespace tessel {
 
-/// Shape parameters by name, e.g. {"M", 1024}, {"N", 1024}, {"K", 1024}.
+/// Shape parameters by name, e.g. {"M", 1024}, {"N", 1024}, {"K", 1024}; a schedule may take
+/// integer tuning knobs the same way (gemm_wmma's G, its blocks' rasterization group).
 using ShapeParams = std::map<std::string, int64_t>;
 
 struct ScheduledProgram {

@@ -41,7 +41,7 @@ VarIntervals consumer_env(const StageNode *producer, const StageNode *consumer,
       const IterVarAttr *a = x->find_attr(iv);
       bool bound = a && a->bind_thread.defined();
       if (in || (bound && needs_relax(a->bind_thread.thread_tag(), producer->scope)))
-        env[loop_var_of(x, iv).get()] = IndexInterval::constant(0, const_extent(dom, iv) - 1);
+        env[loop_value_of(x, iv).get()] = IndexInterval::constant(0, const_extent(dom, iv) - 1);
     }
     if (x == P) {
       inside = false;
@@ -74,7 +74,7 @@ std::vector<std::optional<IndexInterval>> consumer_region(const StageNode *produ
   VarIntervals env = consumer_env(producer, consumer, dom);
   llvm::DenseMap<const IterVarNode *, Expr> leaf_value;
   for (const IterVar &iv : consumer->leaf_iter_vars)
-    leaf_value[iv.get()] = loop_var_of(consumer, iv);
+    leaf_value[iv.get()] = loop_value_of(consumer, iv);
   VarMap root_value = pass_up_index(consumer, dom, leaf_value);
   // Root variables stand for their values; loop variables keep their intervals from env.
   size_t ndim = producer->op->output_shape(0).size();

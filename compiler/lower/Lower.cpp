@@ -4,6 +4,7 @@
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
 #include "compiler/lower/InferBound.h"
+#include "compiler/lower/Rasterize.h"
 #include "compiler/lower/ScheduleOps.h"
 #include "compiler/lower/StageBodies.h"
 #include "compiler/passes/InjectPipeline.h"
@@ -108,6 +109,7 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
                                      st->op->output_shape(0), st->scope);
   }
 
+  check_rasterizations(sch);
   StageBodies bodies = inline_stages(sch);
   DomainMap dom = infer_bound(sch, bodies);
 

@@ -79,6 +79,16 @@ Var loop_var_of(const StageNode *s, const IterVar &leaf) {
   return leaf.var();
 }
 
+Var loop_value_of(const StageNode *s, const IterVar &leaf) {
+  if (const auto &r = s->rasterization) {
+    if (r->rows.same_as(leaf))
+      return r->row;
+    if (r->cols.same_as(leaf))
+      return r->col;
+  }
+  return loop_var_of(s, leaf);
+}
+
 bool is_reduce_leaf(const StageNode *, const IterVar &iv) {
   // Split and fuse give their results the type of their inputs, so the type tells.
   return iv.iter_type() == IterVarType::CommReduce;

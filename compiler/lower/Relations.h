@@ -28,6 +28,10 @@ std::vector<IterVar> root_iter_vars(const StageNode *s);
 /// The variable a leaf loop runs on: the bound thread's variable, or the IterVar's own.
 Var loop_var_of(const StageNode *s, const IterVar &leaf);
 
+/// The value the stage's body sees for leaf loop `leaf`: the tile variable (row or col of its
+/// Rasterization) for a rasterized loop, loop_var_of otherwise.
+Var loop_value_of(const StageNode *s, const IterVar &leaf);
+
 /// True if leaf `iv` of `s` is derived from a reduction axis.
 bool is_reduce_leaf(const StageNode *s, const IterVar &iv);
 

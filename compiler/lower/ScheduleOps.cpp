@@ -4,6 +4,7 @@
 #include "compiler/ir/IRMutator.h"
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
+#include "compiler/lower/Rasterize.h"
 #include "compiler/lower/Tensorize.h"
 #include "compiler/support/Error.h"
 
@@ -59,7 +60,7 @@ private:
     const Expr &body = bodies_.body.lookup(s);
     llvm::DenseMap<const IterVarNode *, Expr> leaf_value;
     for (size_t i = 0; i < t; ++i)
-      leaf_value[leaves[i].get()] = loop_var_of(s, leaves[i]);
+      leaf_value[leaves[i].get()] = loop_value_of(s, leaves[i]);
     TensorIntrinBodies b =
         tensorize_stage(s, t, body, dom_, leaf_value, buffers_, layouts_, sch_);
     const std::string context = "tensorize of stage '" + s->op.name() + "'";
@@ -102,7 +103,7 @@ private:
 
     llvm::DenseMap<const IterVarNode *, Expr> leaf_value;
     for (const IterVar &iv : leaves)
-      leaf_value[iv.get()] = loop_var_of(s, iv);
+      leaf_value[iv.get()] = loop_value_of(s, iv);
     VarMap root_value = pass_up_index(s, dom_, leaf_value);
     std::vector<Expr> data_idx;
     for (const IterVar &iv : c->axis)
@@ -203,8 +204,11 @@ private:
   Stmt make_loop(const StageNode *s, const IterVar &loop_iv, const IterVar &attr_iv, Stmt body,
                  bool with_marker) {
     int64_t extent = const_extent(dom_, attr_iv);
-    if (with_marker)
+    if (with_marker) {
       body = AttrStmt::make(attr_iv, kLoopScope, Expr(0), body);
+      // Stages computed at this loop read the tile too, so it is bound outside the marker.
+      body = bind_rasterized_tile(s, attr_iv, dom_, body);
+    }
     const IterVarAttr *a = s->find_attr(attr_iv);
     Stmt loop;
     if (a && a->bind_thread.defined() && with_marker) {
@@ -287,12 +291,14 @@ Stmt schedule_ops(const ScheduleNode *sch, const StageBodies &bodies, const Doma
     if (!bodies.body.count(st.get()))
       continue;
     for (const IterVar &iv : st->leaf_iter_vars) {
-      IndexInterval r = IndexInterval::constant(0, const_extent(dom, iv) - 1);
-      Var v = loop_var_of(st.get(), iv);
-      auto it = global_env.find(v.get());
-      if (it != global_env.end())
-        r.hi = std::max(r.hi, it->second.hi);
-      global_env[v.get()] = r;
+      // A rasterized loop's tile variable covers the same range as the loop.
+      for (const Var &v : {loop_var_of(st.get(), iv), loop_value_of(st.get(), iv)}) {
+        IndexInterval r = IndexInterval::constant(0, const_extent(dom, iv) - 1);
+        auto it = global_env.find(v.get());
+        if (it != global_env.end())
+          r.hi = std::max(r.hi, it->second.hi);
+        global_env[v.get()] = r;
+      }
     }
   }
 

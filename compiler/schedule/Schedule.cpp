@@ -63,6 +63,16 @@ void check_leaf(const StageNode *s, const IterVar &iv, const char *primitive) {
       << join_names(s->leaf_iter_vars);
 }
 
+// The axes of a rasterized stage's block order stay its loops: splitting or fusing them would
+// change the grid the remap was asked for.
+void check_not_rasterized(const StageNode *s, const IterVar &iv, const char *primitive) {
+  const auto &r = s->rasterization;
+  user_check(!r || (!r->rows.same_as(iv) && !r->cols.same_as(iv)), primitive)
+      << "axis '" << iv.name() << "' of stage '" << s->op.name()
+      << "' is rasterized (its block order is remapped); " << primitive
+      << " it before calling rasterize";
+}
+
 IterVar new_iter_var(const std::string &name, IterVarType type) {
   return IterVar::make(Range(), Var(name), type);
 }
@@ -176,6 +186,7 @@ static std::pair<IterVar, IterVar> do_split(StageNode *s, const IterVar &parent,
                                             std::optional<int64_t> nparts) {
   const char *prim = factor ? "split" : "split_nparts";
   check_leaf(s, parent, prim);
+  check_not_rasterized(s, parent, prim);
   int64_t v = factor ? *factor : *nparts;
   user_check(v > 0, prim) << "stage '" << s->op.name() << "', axis '" << parent.name() << "': "
                           << (factor ? "factor" : "nparts") << " must be positive, got " << v;
@@ -201,6 +212,8 @@ std::pair<IterVar, IterVar> Stage::split_nparts(const IterVar &parent, int64_t n
 IterVar Stage::fuse(const IterVar &outer, const IterVar &inner) {
   check_leaf(n_, outer, "fuse");
   check_leaf(n_, inner, "fuse");
+  check_not_rasterized(n_, outer, "fuse");
+  check_not_rasterized(n_, inner, "fuse");
   size_t po = leaf_index(n_, outer), pi = leaf_index(n_, inner);
   user_check(pi == po + 1, "fuse")
       << "stage '" << name() << "': can only fuse adjacent loops, outer first; '" << outer.name()
@@ -305,6 +318,46 @@ Stage &Stage::tensorize(const IterVar &iv, std::shared_ptr<const TensorIntrin> i
   IterVarAttr &a = n_->attr(iv);
   a.tensorize = intrin.get();
   a.tensorize_holder = std::move(intrin);
+  return *this;
+}
+
+Stage &Stage::rasterize(const IterVar &rows, const IterVar &cols, int64_t group) {
+  check_leaf(n_, rows, "rasterize");
+  check_leaf(n_, cols, "rasterize");
+  user_check(!rows.same_as(cols), "rasterize")
+      << "stage '" << name() << "': rows and cols are both '" << rows.name()
+      << "'; give the loop bound to blockIdx.y, then the one bound to blockIdx.x";
+  for (const IterVar &iv : {rows, cols})
+    user_check(iv.iter_type() == IterVarType::DataPar, "rasterize")
+        << "stage '" << name() << "', axis '" << iv.name()
+        << "' is a reduction axis; rasterize reorders the tiles of two data-parallel axes bound "
+           "to blockIdx.y and blockIdx.x";
+  user_check(group >= 1, "rasterize")
+      << "stage '" << name() << "', axes '" << rows.name() << "', '" << cols.name()
+      << "': group must be at least 1 (1 keeps the row-major order), got " << group;
+  if (const auto &r = n_->rasterization) {
+    bool same = r->rows.same_as(rows) && r->cols.same_as(cols);
+    user_error("rasterize") << "stage '" << name() << "' is already rasterized on ('"
+                            << r->rows.name() << "', '" << r->cols.name() << "') with group "
+                            << r->group << (same ? "" : "; its blocks have one order")
+                            << ". Rasterize a stage once";
+  }
+  // Axes already bound must be bound to the right block index; the rest is checked at lower().
+  const char *tags[] = {"blockIdx.y", "blockIdx.x"};
+  const IterVar *axes[] = {&rows, &cols};
+  for (int i = 0; i < 2; ++i) {
+    const IterVarAttr *a = n_->find_attr(*axes[i]);
+    user_check(!a || a->for_kind == ForKind::Serial, "rasterize")
+        << "stage '" << name() << "', axis '" << axes[i]->name()
+        << "' is unrolled, vectorized or parallel; rasterize needs it bound to " << tags[i];
+    user_check(!a || !a->bind_thread.defined() || a->bind_thread.thread_tag() == tags[i],
+               "rasterize")
+        << "stage '" << name() << "', axis '" << axes[i]->name() << "' is bound to "
+        << a->bind_thread.thread_tag() << ", but rasterize's " << (i ? "cols" : "rows")
+        << " axis must be bound to " << tags[i];
+  }
+  n_->rasterization = Rasterization{rows, cols, group, Var(rows.name() + ".raster"),
+                                    Var(cols.name() + ".raster")};
   return *this;
 }
 

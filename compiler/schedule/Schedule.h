@@ -2,8 +2,8 @@
 //
 // A Schedule has one Stage per operation. Scheduling primitives record loop transformations
 // (split, fuse, reorder), placement (compute_at / compute_inline / compute_root), storage
-// (cache_read / cache_write, set_scope, storage_align, double_buffer) and annotations (bind,
-// unroll, vectorize, pragma) on stages. Nothing is applied until lower(): relations between
+// (cache_read / cache_write, set_scope, storage_align, double_buffer), annotations (bind,
+// unroll, vectorize, pragma) and the order of blocks (rasterize) on stages. Nothing is applied until lower(): relations between
 // iteration variables are recorded as in TVM and resolved by bound inference.
 //
 //   Schedule s = create_schedule({C});
@@ -40,6 +40,17 @@ struct FuseRelation {
   IterVar outer, inner, fused;
 };
 using IterVarRelation = std::variant<SplitRelation, FuseRelation>;
+
+/// Grouped block order (Stage::rasterize). The loops `rows` and `cols` still run over the grid
+/// in launch order; the block at linear position by * nx + bx computes tile (row, col) of the
+/// grouped ordering instead of (by, bx). The stage's body, and the stages computed inside it,
+/// read the loops' values through the variables `row` and `col`, let-bound just inside the inner
+/// of the two loops.
+struct Rasterization {
+  IterVar rows, cols;
+  int64_t group;
+  Var row, col;
+};
 
 enum class AttachType : uint8_t {
   Root,   ///< its own loop nest at the top of the kernel
@@ -130,6 +141,13 @@ public:
   Stage &pragma(const IterVar &iv, const std::string &key, Expr value = Expr(1));
   /// Replaces the loops from `iv` inward by the tensor intrinsic's body.
   Stage &tensorize(const IterVar &iv, std::shared_ptr<const TensorIntrin> intrin);
+  /// Thread-block rasterization for L2 reuse. `rows` and `cols` are the loops bound to
+  /// blockIdx.y and blockIdx.x (bound before or after this call); the grid stays the same, but
+  /// the blocks launched one after another walk down `group` rows of tiles before moving to the
+  /// next column, so that they share tiles of the operands in L2 (Triton's grouped ordering,
+  /// CUTLASS's threadblock swizzle). The last group is smaller when `group` does not divide
+  /// the rows; group 1 is the plain row-major order. Split and fuse the axes before this call.
+  Stage &rasterize(const IterVar &rows, const IterVar &cols, int64_t group);
 
   StageNode *get() const { return n_; }
   bool operator==(const Stage &o) const { return n_ == o.n_; }
@@ -161,6 +179,7 @@ public:
   bool is_output = false;
   int pipeline_stages = 1; ///< 1: not pipelined
   std::vector<StorageAlign> storage_aligns;
+  std::optional<Rasterization> rasterization;
   ScheduleNode *schedule = nullptr;
 
   /// The annotations of `iv` (created empty on first use).

@@ -21,6 +21,10 @@ tessel_filecheck_test(NAME lower.conv2d_tc CHECKS conv2d_tc.txt COMMAND lower co
 tessel_filecheck_test(NAME cuda.conv2d_tc CHECKS cuda_conv2d_tc.txt COMMAND cuda conv2d_tc)
 tessel_filecheck_test(NAME lower.print_after_all CHECKS print_after_all.txt
   COMMAND lower gemm_naive --print-after=all)
+tessel_filecheck_test(NAME lower.gemm_wmma_raster CHECKS gemm_wmma_raster.txt
+  COMMAND lower gemm_wmma --shape M=1280,N=1024,K=64,G=4)
+tessel_filecheck_test(NAME lower.gemm_wmma_raster_divisible CHECKS gemm_wmma_raster.txt
+  COMMAND lower gemm_wmma --shape M=2048,N=1024,K=64,G=8 FILECHECK_ARGS --check-prefix=DIV)
 tessel_filecheck_test(NAME cuda.gemm_shared CHECKS cuda_gemm_shared.txt COMMAND cuda gemm_shared)
 tessel_filecheck_test(NAME compile.gemm_shared CHECKS compile_gemm_shared.txt
   COMMAND compile gemm_shared --arch sm_80)
@@ -48,6 +52,9 @@ tessel_filecheck_test(NAME interpret.gemm_shared CHECKS interpret.txt
   FILECHECK_ARGS --check-prefix=GEMM_SHARED)
 tessel_filecheck_test(NAME interpret.gemm_wmma CHECKS interpret.txt
   COMMAND interpret gemm_wmma --shape M=64,N=64,K=32 FILECHECK_ARGS --check-prefix=GEMM_WMMA)
+tessel_filecheck_test(NAME interpret.gemm_wmma_raster CHECKS interpret.txt
+  COMMAND interpret gemm_wmma --shape M=192,N=256,K=32,G=2
+  FILECHECK_ARGS --check-prefix=GEMM_WMMA_RASTER)
 tessel_filecheck_test(NAME interpret.conv2d_tensorcore_tutorial CHECKS interpret.txt
   COMMAND interpret conv2d_tensorcore_tutorial
           --shape batch=128,height=3,width=3,in_channels=32,out_channels=128
