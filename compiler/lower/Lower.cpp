@@ -1,6 +1,7 @@
 #include "compiler/lower/Lower.h"
 
 #include "compiler/arith/Analyzer.h"
+#include "compiler/codegen/CodeGenCUDA.h"
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
 #include "compiler/lower/InferBound.h"
@@ -139,6 +140,10 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
   printer.after("final_simplify", body);
 
   LoweredFunc f = split_host_device(body, options.name, flat_args, arg_shapes);
+  // A kernel may declare at most 48 KiB of shared memory statically; beyond that (deep
+  // pipelines, big tiles) it takes all of it dynamically, and the launch asks for it.
+  if (int64_t smem = cuda_shared_memory_bytes(f); smem > 48 * 1024)
+    f.launch.dynamic_shared_bytes = smem;
   LoweredModule m;
   m.funcs.push_back(std::move(f));
   return m;

@@ -95,6 +95,23 @@ TEST(GemmWmma, PipelinedStagesMatchReference) {
     }
 }
 
+// 128 x 256 tiles, K step 64, 4 stages: 4 x (128 x 72 + 64 x 264) halves = 208 KiB of shared
+// memory, requested dynamically at launch.
+TEST(GemmWmma, DeepPipelineUsesDynamicSharedMemory) {
+  GemmWmmaTiles t{.block_row_warps = 2, .block_col_warps = 4, .warp_row_tiles = 4,
+                  .warp_col_tiles = 4, .chunk = 4, .stages = 4};
+  ScheduledProgram p = gemm_wmma(512, 512, 512, t);
+  LoweredModule m = lower(p.schedule, p.args);
+  EXPECT_EQ(m.funcs[0].launch.dynamic_shared_bytes, 4 * (128 * 72 + 64 * 264) * 2);
+  std::string src = codegen_cuda(m);
+  EXPECT_NE(src.find("extern __shared__"), std::string::npos) << src;
+  EXPECT_NE(src.find("tessel_cp_async_wait<2>();"), std::string::npos) << src;
+  CompileOptions o;
+  o.arch = "sm_90";
+  EXPECT_FALSE(nvrtc_compile(src, nvrtc_options(o), "gemm_wmma_deep.cu").cubin.empty());
+  check_on_executor(gemm_wmma(256, 256, 320, t), 256, 256, 320);
+}
+
 TEST(GemmWmma, PipelinedIrWaitsThenSyncsOncePerStep) {
   GemmWmmaTiles t;
   t.stages = 3;

@@ -1,0 +1,98 @@
+#include "schedules/GemmTc.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+namespace tessel {
+
+namespace {
+
+struct Tuned {
+  int64_t M, N, K;
+  GemmWmmaTiles tiles;
+};
+
+// Winners of `tessel_bench --tune` (bench/RESULTS.md has the run and its full log). Empty until
+// a tuning run on the target GPU fills it.
+const std::vector<Tuned> &tuned() {
+  static const std::vector<Tuned> table = {
+  };
+  return table;
+}
+
+bool fits(const GemmWmmaTiles &t, int64_t M, int64_t N, int64_t K) {
+  return M % t.block_m() == 0 && N % t.block_n() == 0 && K % t.block_k() == 0 &&
+         gemm_tc_shared_bytes(t) <= 227 * 1024;
+}
+
+} // namespace
+
+int64_t gemm_tc_shared_bytes(const GemmWmmaTiles &t) {
+  // Rows padded by 8 halves (GemmWmma.cpp's storage_align), 2 bytes per half.
+  int64_t a = int64_t(t.block_m()) * (t.block_k() + 8), b = int64_t(t.block_k()) * (t.block_n() + 8);
+  return std::max(1, t.stages) * (a + b) * 2;
+}
+
+std::string to_string(const GemmWmmaTiles &t) {
+  return "brw=" + std::to_string(t.block_row_warps) + " bcw=" + std::to_string(t.block_col_warps) +
+         " wrt=" + std::to_string(t.warp_row_tiles) + " wct=" + std::to_string(t.warp_col_tiles) +
+         " chunk=" + std::to_string(t.chunk) + " stages=" + std::to_string(t.stages) +
+         " raster=" + std::to_string(t.raster_group);
+}
+
+std::vector<GemmWmmaTiles> gemm_tc_candidates(int64_t M, int64_t N, int64_t K) {
+  std::vector<GemmWmmaTiles> out;
+  for (auto [brw, bcw] : {std::pair{2, 4}, {4, 2}, {2, 2}})
+    for (auto [wrt, wct] : {std::pair{4, 2}, {2, 4}, {4, 4}})
+      for (int chunk : {2, 4})
+        for (int stages : {2, 3, 4})
+          for (int raster : {0, 8}) {
+            GemmWmmaTiles t{.block_row_warps = brw, .block_col_warps = bcw,
+                            .warp_row_tiles = wrt, .warp_col_tiles = wct, .chunk = chunk,
+                            .stages = stages};
+            t.raster_group = raster;
+            if (fits(t, M, N, K))
+              out.push_back(t);
+          }
+  return out;
+}
+
+GemmWmmaTiles gemm_tc_tiles(int64_t M, int64_t N, int64_t K) {
+  const Tuned *best = nullptr;
+  double best_distance = std::numeric_limits<double>::infinity();
+  for (const Tuned &t : tuned()) {
+    if (!fits(t.tiles, M, N, K))
+      continue;
+    double d = std::abs(std::log2(double(M) / t.M)) + std::abs(std::log2(double(N) / t.N)) +
+               std::abs(std::log2(double(K) / t.K));
+    if (d < best_distance) {
+      best_distance = d;
+      best = &t;
+    }
+  }
+  if (best)
+    return best->tiles;
+  GemmWmmaTiles t = gemm_wmma_tiles(M, N, K);
+  if (K / t.block_k() > 1)
+    t.stages = 3;
+  return t;
+}
+
+ScheduledProgram gemm_tc(int64_t M, int64_t N, int64_t K) {
+  return gemm_wmma(M, N, K, gemm_tc_tiles(M, N, K));
+}
+
+ScheduleEntry gemm_tc_entry() {
+  ScheduleEntry e;
+  e.name = "gemm_tc";
+  e.description = "tuned Tensor Core GEMM, fp16 in, fp32 out: gemm_wmma with cp.async-pipelined "
+                  "shared tiles, rasterized blocks and tiles measured per shape";
+  e.default_shape = {{"M", 4096}, {"N", 4096}, {"K", 4096}};
+  e.dtypes = {Float(16)};
+  e.build = [](const ShapeParams &p, DataType) { return gemm_tc(p.at("M"), p.at("N"), p.at("K")); };
+  return e;
+}
+
+} // namespace tessel
