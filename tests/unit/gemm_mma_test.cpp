@@ -123,6 +123,31 @@ TEST(GemmMma, CudaSourceAndSassForSm80AndSm90) {
                     "/usr/local/cuda/bin, $CUOBJDUMP) to check the SASS for HMMA and LDSM";
 }
 
+// cp.async pipelines (Stage::pipeline) feeding ldmatrix: LDGSTS and LDSM in one kernel.
+TEST(GemmMma, PipelinedCompilesForSm80AndSm90) {
+  GemmMmaTiles t;
+  t.stages = 2; // two stages of the 128 x 128 block's tiles fit the 48 KiB of static shared
+  ScheduledProgram p = gemm_mma(1024, 1024, 1024, t);
+  std::string src = codegen_cuda(lower(p.schedule, p.args));
+  EXPECT_NE(src.find("cp.async"), std::string::npos) << src;
+  EXPECT_NE(src.find("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"), std::string::npos) << src;
+  bool disassembled = false;
+  for (const char *arch : {"sm_80", "sm_90"}) {
+    SCOPED_TRACE(arch);
+    CompileOptions o;
+    o.arch = arch;
+    CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "gemm_mma_pipelined.cu");
+    ASSERT_FALSE(k.cubin.empty());
+    if (auto sass = tessel::test::sass_of(k.cubin, std::string("gemm_mma_pipelined_") + arch)) {
+      for (const char *insn : {"LDGSTS", "LDSM.16.MT88.4", "HMMA.16816.F32"})
+        EXPECT_NE(sass->find(insn), std::string::npos) << insn;
+      disassembled = true;
+    }
+  }
+  if (!disassembled)
+    GTEST_SKIP() << "NVRTC compiled for sm_80 and sm_90, but no cuobjdump to check the SASS";
+}
+
 TEST(GemmMmaErrors, ShapesThatNoTileDivides) {
   expect_error([] { gemm_mma(1000, 1024, 1024); },
                {"gemm_mma", "M=1000 must be a multiple of 16", "pad it to 1008"});
