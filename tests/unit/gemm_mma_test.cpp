@@ -19,19 +19,13 @@
 
 using namespace tessel;
 using tessel::test::exact_gemm_mismatch;
+using tessel::test::count_of;
 using tessel::test::expect_error;
 
 namespace {
 
 std::string mismatch(const ScheduledProgram &p, int64_t M, int64_t N, int64_t K) {
   return exact_gemm_mismatch(lower(p.schedule, p.args).funcs[0], M, N, K);
-}
-
-int count_of(const std::string &hay, const std::string &needle) {
-  int n = 0;
-  for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1))
-    ++n;
-  return n;
 }
 
 } // namespace

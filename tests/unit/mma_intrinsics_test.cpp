@@ -22,6 +22,7 @@
 
 using namespace tessel;
 using tessel::test::exact_gemm_mismatch;
+using tessel::test::count_of;
 using tessel::test::expect_error;
 
 namespace {
@@ -104,13 +105,6 @@ struct OneWarpMmaGemm {
     return exact_gemm_mismatch(f, M, N, K, layouts.a_col, layouts.b_col);
   }
 };
-
-int count_of(const std::string &hay, const std::string &needle) {
-  int n = 0;
-  for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1))
-    ++n;
-  return n;
-}
 
 // Rewrites the calls named `intrinsic` with `f`.
 class CallRewriter : public IRMutator {
