@@ -2,9 +2,12 @@
 
 #include "compiler/support/Error.h"
 #include "schedules/Gemm.h"
+#include "schedules/MmaIntrinsics.h"
 #include "schedules/WmmaIntrinsics.h"
 
+#include <initializer_list>
 #include <tuple>
+#include <utility>
 
 namespace tessel {
 
@@ -31,18 +34,19 @@ bool tiles_fit(int64_t M, int64_t N, int64_t K, const GemmWmmaTiles &t) {
          loads_divide(int64_t(t.block_k()) * t.block_n(), t);
 }
 
-void check_multiple_of_fragment(const char *name, int64_t v) {
-  user_check(v > 0 && v % kFragment == 0, "gemm_wmma")
+void check_multiple_of_fragment(const std::string &context, const char *name, int64_t v) {
+  user_check(v > 0 && v % kFragment == 0, context)
       << name << "=" << v << " must be a multiple of " << kFragment
       << " (the 16x16x16 Tensor Core fragment) so that a block tile divides it; pad it to "
       << (v + kFragment - 1) / kFragment * kFragment << " or use gemm_shared";
 }
 
-void check_tiles(int64_t M, int64_t N, int64_t K, const GemmWmmaTiles &t) {
-  check_multiple_of_fragment("M", M);
-  check_multiple_of_fragment("N", N);
-  check_multiple_of_fragment("K", K);
-  check_wmma_gemm_tiles("gemm_wmma", {"M", M}, {"N", N}, {"K", K}, t);
+void check_tiles(const std::string &context, int64_t M, int64_t N, int64_t K,
+                 const GemmWmmaTiles &t) {
+  check_multiple_of_fragment(context, "M", M);
+  check_multiple_of_fragment(context, "N", N);
+  check_multiple_of_fragment(context, "K", K);
+  check_wmma_gemm_tiles(context, {"M", M}, {"N", N}, {"K", K}, t);
 }
 
 } // namespace
@@ -78,10 +82,10 @@ void check_wmma_gemm_tiles(const std::string &context, const WmmaGemmDim &M, con
       << " halves) so every thread loads whole vectors; use fewer warps or larger tiles";
 }
 
-GemmWmmaTiles gemm_wmma_tiles(int64_t M, int64_t N, int64_t K) {
-  check_multiple_of_fragment("M", M);
-  check_multiple_of_fragment("N", N);
-  check_multiple_of_fragment("K", K);
+GemmWmmaTiles gemm_wmma_tiles(int64_t M, int64_t N, int64_t K, const std::string &context) {
+  check_multiple_of_fragment(context, "M", M);
+  check_multiple_of_fragment(context, "N", N);
+  check_multiple_of_fragment(context, "K", K);
   GemmWmmaTiles best;
   if (tiles_fit(M, N, K, best))
     return best;
@@ -115,18 +119,25 @@ ScheduledProgram gemm_wmma(int64_t M, int64_t N, int64_t K) {
 }
 
 ScheduledProgram gemm_wmma(int64_t M, int64_t N, int64_t K, const GemmWmmaTiles &t) {
-  check_tiles(M, N, K, t);
+  return tensor_core_gemm("gemm_wmma", M, N, K, t, /*ptx_mma=*/false);
+}
+
+ScheduledProgram tensor_core_gemm(const std::string &context, int64_t M, int64_t N, int64_t K,
+                                  const GemmWmmaTiles &t, bool ptx_mma) {
+  check_tiles(context, M, N, K, t);
   GemmTensors g = gemm_definition(M, N, K, Float(16));
   Schedule s = create_schedule({g.C});
 
   // Memory hierarchy: global -> shared -> fragments -> accumulator -> global.
+  std::string frag = ptx_mma ? "mma." : "wmma.";
   WmmaGemmStages st;
   st.C = g.C;
   st.AS = s.cache_read(g.A, "shared", {g.C});
   st.BS = s.cache_read(g.B, "shared", {g.C});
-  st.AF = s.cache_read(st.AS, "wmma.matrix_a", {g.C});
-  st.BF = s.cache_read(st.BS, "wmma.matrix_b", {g.C});
-  st.CF = s.cache_write(g.C, "wmma.accumulator");
+  st.AF = s.cache_read(st.AS, frag + "matrix_a", {g.C});
+  st.BF = s.cache_read(st.BS, frag + "matrix_b", {g.C});
+  st.CF = s.cache_write(g.C, frag + "accumulator");
+  st.ptx_mma = ptx_mma;
   schedule_wmma_gemm(s, st, t);
 
   ScheduledProgram p;
@@ -216,7 +227,16 @@ void schedule_wmma_gemm(Schedule &s, const WmmaGemmStages &st, const GemmWmmaTil
       ss.pipeline(t.stages);
   }
 
-  if (t.tensorize) {
+  if (st.ptx_mma)
+    for (auto [stage, iv] : std::initializer_list<std::pair<Stage, IterVar>>{
+             {sc, fi}, {sc, fj}, {sf, ki}, {sf, cfi}, {sf, cfj}, {af, afi}, {bf, bfj}})
+      stage.unroll(iv);
+  if (t.tensorize && st.ptx_mma) {
+    af.tensorize(aii, mma_load_matrix("mma.matrix_a"));
+    bf.tensorize(bk, mma_load_matrix("mma.matrix_b", st.b_layout));
+    sf.tensorize(cii, mma_gemm());
+    sc.tensorize(ii, mma_store_matrix());
+  } else if (t.tensorize) {
     af.tensorize(aii, wmma_load_matrix("wmma.matrix_a"));
     bf.tensorize(bk, wmma_load_matrix("wmma.matrix_b", st.b_layout));
     sf.tensorize(cii, wmma_gemm());
@@ -225,20 +245,27 @@ void schedule_wmma_gemm(Schedule &s, const WmmaGemmStages &st, const GemmWmmaTil
 }
 
 ScheduleEntry gemm_wmma_entry() {
+  return tensor_core_gemm_entry(
+      "gemm_wmma",
+      "GEMM on Tensor Cores (WMMA), fp16 in, fp32 out; 128x128 blocks of 2x4 warps, 64x32 per "
+      "warp, K step 32 through padded shared tiles; blocks rasterized in groups of G rows",
+      /*ptx_mma=*/false);
+}
+
+ScheduleEntry tensor_core_gemm_entry(const std::string &name, const std::string &description,
+                                     bool ptx_mma) {
   ScheduleEntry e;
-  e.name = "gemm_wmma";
-  e.description = "GEMM on Tensor Cores (WMMA), fp16 in, fp32 out; 128x128 blocks of 2x4 warps, "
-                  "64x32 per warp, K step 32 through padded shared tiles; blocks rasterized in "
-                  "groups of G rows";
+  e.name = name;
+  e.description = description;
   // G: the blocks' rasterization group (GemmWmmaTiles::raster_group); 1 is the row-major order.
   e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"G", 1}};
   e.dtypes = {Float(16)};
-  e.build = [](const ShapeParams &p, DataType) {
-    GemmWmmaTiles t = gemm_wmma_tiles(p.at("M"), p.at("N"), p.at("K"));
+  e.build = [name, ptx_mma](const ShapeParams &p, DataType) {
+    GemmWmmaTiles t = gemm_wmma_tiles(p.at("M"), p.at("N"), p.at("K"), name);
     // Callers that build with M, N, K only (bench/bench.cpp) get the row-major order.
     auto g = p.find("G");
     t.raster_group = g == p.end() ? 0 : g->second;
-    return gemm_wmma(p.at("M"), p.at("N"), p.at("K"), t);
+    return tensor_core_gemm(name, p.at("M"), p.at("N"), p.at("K"), t, ptx_mma);
   };
   return e;
 }

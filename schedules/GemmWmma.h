@@ -43,9 +43,10 @@ struct GemmWmmaTiles {
 };
 
 /// Tiles for an M x N x K problem: the defaults (128 x 128 blocks of 2 x 4 warps, K step 32)
-/// when they divide the shape, otherwise the largest smaller tiles that do. tessel::Error if
-/// M, N or K is not a multiple of 16.
-GemmWmmaTiles gemm_wmma_tiles(int64_t M, int64_t N, int64_t K);
+/// when they divide the shape, otherwise the largest smaller tiles that do. tessel::Error (with
+/// `context`) if M, N or K is not a multiple of 16.
+GemmWmmaTiles gemm_wmma_tiles(int64_t M, int64_t N, int64_t K,
+                              const std::string &context = "gemm_wmma");
 
 /// The Tensor Core GEMM with tiles chosen by gemm_wmma_tiles.
 ScheduledProgram gemm_wmma(int64_t M, int64_t N, int64_t K);
@@ -54,6 +55,15 @@ ScheduledProgram gemm_wmma(int64_t M, int64_t N, int64_t K);
 ScheduledProgram gemm_wmma(int64_t M, int64_t N, int64_t K, const GemmWmmaTiles &tiles);
 
 ScheduleEntry gemm_wmma_entry();
+
+/// gemm_wmma's whole program (definition, memory hierarchy, schedule, shape checks naming
+/// `context`) on WMMA fragments, or with `ptx_mma` on the register fragments of PTX ldmatrix /
+/// mma.sync (gemm_mma).
+ScheduledProgram tensor_core_gemm(const std::string &context, int64_t M, int64_t N, int64_t K,
+                                  const GemmWmmaTiles &tiles, bool ptx_mma);
+/// The registry entry of tensor_core_gemm: shape M, N, K and the rasterization group G.
+ScheduleEntry tensor_core_gemm_entry(const std::string &name, const std::string &description,
+                                     bool ptx_mma);
 
 // ---- The same schedule for other GEMM-shaped computations (e.g. conv2d_tc) ----------------
 
@@ -70,6 +80,10 @@ struct WmmaGemmStages {
   /// so that floordiv / floormod of the reduction index by it (conv2d_tc's channels within one
   /// filter tap) stay affine in the shared loads and vectorize.
   int64_t k_period = 0;
+  /// AF, BF and CF are per-thread register fragments (mma.* scopes) loaded with ldmatrix and
+  /// multiplied with mma.sync.m16n8k16 (MmaIntrinsics.h) instead of WMMA fragments. The loops
+  /// over fragments are then unrolled: register arrays must be indexed by constants.
+  bool ptx_mma = false;
 };
 
 /// A dimension of the GEMM as the caller's user knows it, for errors: {"N*P*Q", 72}.

@@ -4,6 +4,7 @@
 #include "schedules/Conv2dTc.h"
 #include "schedules/Conv2dTensorCoreTutorial.h"
 #include "schedules/Gemm.h"
+#include "schedules/GemmMma.h"
 #include "schedules/GemmTc.h"
 #include "schedules/GemmWmma.h"
 
@@ -17,8 +18,9 @@ namespace tessel {
 const std::map<std::string, ScheduleEntry> &schedule_registry() {
   static const std::map<std::string, ScheduleEntry> registry = [] {
     std::map<std::string, ScheduleEntry> r;
-    for (ScheduleEntry e : {gemm_naive_entry(), gemm_shared_entry(), gemm_wmma_entry(), gemm_tc_entry(),
-                            conv2d_tensorcore_tutorial_entry(), conv2d_tc_entry()})
+    for (ScheduleEntry e : {gemm_naive_entry(), gemm_shared_entry(), gemm_wmma_entry(),
+                            gemm_tc_entry(), gemm_mma_entry(), conv2d_tensorcore_tutorial_entry(),
+                            conv2d_tc_entry()})
       r.emplace(e.name, std::move(e));
     return r;
   }();

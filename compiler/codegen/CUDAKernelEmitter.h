@@ -1,8 +1,9 @@
 // The emitter of one CUDA kernel (private to compiler/codegen).
 //
-// Split over four files by concern: CodeGenCUDA.cpp (kernel, statements, names),
+// Split over five files by concern: CodeGenCUDA.cpp (kernel, statements, names),
 // CodeGenCUDAExpr.cpp (expressions, types, literals), CodeGenCUDAVector.cpp (vector loads and
-// stores) and CodeGenCUDAWmma.cpp (fragment shapes, WMMA intrinsics, shared memory layout).
+// stores), CodeGenCUDAWmma.cpp (fragment shapes, WMMA intrinsics, shared memory layout) and
+// CodeGenCUDAMma.cpp (register fragments, ldmatrix / mma.sync as inline PTX).
 #pragma once
 
 #include "compiler/lower/LoweredFunc.h"
@@ -34,6 +35,9 @@ struct FragmentInfo {
   std::string layout; ///< row_major / col_major, for matrix_a and matrix_b
   std::string first_use; ///< the intrinsic that fixed the shape, for error messages
 };
+
+/// tessel::Error unless intrinsic call `op` has `n` arguments (`signature` names them).
+void check_intrinsic_args(const Call *op, size_t n, const char *signature);
 
 /// C operator precedence levels (smaller binds tighter), for printing few parentheses.
 enum Prec : int {
@@ -145,6 +149,16 @@ private:
                            const char *expected_scope = nullptr);
   std::string pointer_arg(const Expr &ptr, const char *intrin);
   const FragmentInfo *fragment_of(const Expr &frag) const;
+
+  // ---- PTX mma (CodeGenCUDAMma.cpp) -------------------------------------------------------
+  /// The declaration of an mma.* allocation as a register array; binds its name.
+  std::string mma_fragment_decl(const Allocate *op);
+  bool emit_mma(const Call *op);
+  /// The thread's lane in its warp.
+  CExpr mma_lane_id();
+  /// `name[tile][reg]` for 32-bit register `reg` counted from the first of tile `index`.
+  std::string mma_register(const Expr &frag, const Expr &index, int reg, const char *intrin,
+                           const char *expected_scope);
 
   const LoweredFunc &f_;
   ModuleNeeds &needs_;

@@ -2,6 +2,7 @@
 #include "compiler/codegen/CodeGenCUDA.h"
 
 #include "compiler/codegen/CUDAKernelEmitter.h"
+#include "compiler/ir/FragmentScope.h"
 #include "compiler/ir/IRPrinter.h"
 #include "compiler/ir/IRVisitor.h"
 #include "compiler/ir/IROperator.h"
@@ -84,6 +85,8 @@ llvm::DenseSet<const Variable *> written_buffers(const Stmt &body) {
     if (const auto *call = llvm::dyn_cast<Call>(n)) {
       if (call->is_intrinsic(intrinsic::wmma_store_matrix_sync) && call->args.size() > 5)
         mark_pointer(call->args[5]);
+      if (call->is_intrinsic(intrinsic::mma_store_fragment) && call->args.size() > 2)
+        mark_pointer(call->args[2]);
       // Pointers handed to anything but a load may be written through.
       if (call->is_intrinsic(intrinsic::access_ptr))
         mark_pointer(call);
@@ -341,7 +344,9 @@ void CUDAKernelEmitter::emit_allocate(const Allocate *op) {
   internal_check(op->dtype.is_scalar()) << "allocation '" << v->name << "' of vector type";
   const std::string &scope = op->scope;
   std::string t = type_name(op->dtype);
-  if (scope.rfind("wmma.", 0) == 0) {
+  if (is_mma_scope(scope)) {
+    line(mma_fragment_decl(op));
+  } else if (is_wmma_scope(scope)) {
     int64_t count = 0;
     std::string frag = fragment_type(op, &count);
     std::string name = bind_var(v);
@@ -367,8 +372,8 @@ void CUDAKernelEmitter::emit_allocate(const Allocate *op) {
   } else {
     user_error("codegen_cuda") << "allocation '" << v->name << "' in kernel '" << f_.name
                                << "' has storage scope '" << scope
-                               << "'; CUDA kernels can allocate in shared, local and wmma.* "
-                                  "scopes only";
+                               << "'; CUDA kernels can allocate in shared, local, wmma.* and "
+                                  "mma.* scopes only";
   }
   emit_stmt(op->body);
 }
@@ -414,7 +419,7 @@ void CUDAKernelEmitter::emit_evaluate(const Evaluate *op) {
       return line("__syncthreads();");
     if (emit_async_copy(call))
       return;
-    if (emit_wmma(call))
+    if (emit_wmma(call) || emit_mma(call))
       return;
   }
   line(print(v) + ";");

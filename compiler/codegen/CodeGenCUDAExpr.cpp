@@ -1,6 +1,7 @@
 // CUDA code generation: expressions, types and literals.
 #include "compiler/codegen/CUDAKernelEmitter.h"
 
+#include "compiler/ir/FragmentScope.h"
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
 #include "compiler/ir/Intrinsics.h"
@@ -294,24 +295,32 @@ CExpr CUDAKernelEmitter::emit_call(const Call *op) {
     const auto *v = op->args[1].as<Variable>();
     user_check(v, "codegen_cuda") << "access_ptr: the buffer argument must be a buffer variable";
     auto scope = scope_of_.find(v);
-    user_check(scope == scope_of_.end() || scope->second.rfind("wmma.", 0) != 0, "codegen_cuda")
-        << "access_ptr of WMMA fragment '" << v->name << "': fragments have no address";
+    user_check(scope == scope_of_.end() || !is_fragment_scope(scope->second), "codegen_cuda")
+        << "access_ptr of fragment '" << v->name << "' (" << scope->second
+        << "): fragments have no address";
     std::string base = var_text(v);
     if (is_zero(op->args[2]))
       return {base, PrecAtom};
     return {"(" + base + " + " + print(op->args[2], PrecAdd, false) + ")", PrecAtom};
   }
+  if (name == intrinsic::mma_lane_id) {
+    user_check(op->args.empty(), "codegen_cuda") << "mma_lane_id takes no arguments";
+    return mma_lane_id();
+  }
   if (name == intrinsic::syncthreads || name == intrinsic::wmma_fill_fragment ||
       name == intrinsic::wmma_load_matrix_sync || name == intrinsic::wmma_mma_sync ||
       name == intrinsic::wmma_store_matrix_sync || name == intrinsic::cp_async ||
-      name == intrinsic::cp_async_commit || name == intrinsic::cp_async_wait)
+      name == intrinsic::cp_async_commit || name == intrinsic::cp_async_wait ||
+      name == intrinsic::mma_fill_fragment || name == intrinsic::mma_ldmatrix ||
+      name == intrinsic::mma_sync || name == intrinsic::mma_store_fragment)
     user_error("codegen_cuda") << "intrinsic '" << name << "' in kernel '" << f_.name
                                << "' is used as a value; it has no result and may only be a "
                                   "statement (Evaluate)";
   user_error("codegen_cuda") << "unknown intrinsic '" << name << "' in kernel '" << f_.name
                              << "'; CUDA codegen knows if_then_else, address_of, access_ptr, "
-                                "syncthreads, cp_async{,_commit,_wait} and wmma_{fill_fragment, "
-                                "load_matrix_sync, mma_sync, store_matrix_sync}";
+                                "syncthreads, cp_async{,_commit,_wait}, wmma_{fill_fragment, "
+                                "load_matrix_sync, mma_sync, store_matrix_sync} and mma_{lane_id, "
+                                "fill_fragment, ldmatrix, sync, store_fragment}";
 }
 
 CExpr CUDAKernelEmitter::emit_expr(const Expr &e) {
@@ -434,6 +443,8 @@ bool CUDAKernelEmitter::is_non_negative(const Expr &e) const {
     return llvm::cast<IntImm>(e.get())->value >= 0;
   case IRNodeKind::Var:
     return non_negative_.count(llvm::cast<Variable>(e.get())) > 0;
+  case IRNodeKind::Call:
+    return llvm::cast<Call>(e.get())->is_intrinsic(intrinsic::mma_lane_id);
   case IRNodeKind::Add: {
     const auto *op = llvm::cast<Add>(e.get());
     return is_non_negative(op->a) && is_non_negative(op->b);

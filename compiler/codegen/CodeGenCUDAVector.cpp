@@ -11,6 +11,7 @@
 // back to scalar accesses, which are always correct.
 #include "compiler/codegen/CUDAKernelEmitter.h"
 
+#include "compiler/ir/FragmentScope.h"
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
 #include "compiler/ir/IRVisitor.h"
@@ -92,11 +93,11 @@ protected:
 void CUDAKernelEmitter::check_not_fragment(const Buffer &b, const char *what) const {
   auto it = scope_of_.find(data_var(b));
   const std::string &scope = it != scope_of_.end() ? it->second : b.scope();
-  user_check(scope.rfind("wmma.", 0) != 0, "codegen_cuda")
-      << "buffer '" << b.name() << "' in kernel '" << f_.name << "' is a WMMA fragment (scope "
-      << scope << ") but is " << what
-      << " element by element; fragments can only be used through the wmma_* intrinsics "
-         "(tensorize the stage that uses it)";
+  user_check(!is_fragment_scope(scope), "codegen_cuda")
+      << "buffer '" << b.name() << "' in kernel '" << f_.name << "' is a fragment (scope "
+      << scope << ") but is " << what << " element by element; fragments can only be used "
+      << "through the " << (is_mma_scope(scope) ? "mma_*" : "wmma_*")
+      << " intrinsics (tensorize the stage that uses it)";
 }
 
 std::string CUDAKernelEmitter::vector_type(DataType t) const {

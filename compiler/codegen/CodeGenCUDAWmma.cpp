@@ -6,6 +6,7 @@
 // load_matrix_sync reads. analyze_fragments() deduces them before any code is written.
 #include "compiler/codegen/CUDAKernelEmitter.h"
 
+#include "compiler/ir/FragmentScope.h"
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
 #include "compiler/ir/IRVisitor.h"
@@ -15,8 +16,6 @@
 namespace tessel::codegen {
 
 namespace {
-
-bool is_wmma_scope(const std::string &s) { return s.rfind("wmma.", 0) == 0; }
 
 /// Records `m, n, k` (the shape) for a fragment, or checks it against the one recorded.
 void set_shape(FragmentInfo &info, const std::string &name, int m, int n, int k,
@@ -51,6 +50,11 @@ protected:
 };
 
 } // namespace
+
+void check_intrinsic_args(const Call *op, size_t n, const char *signature) {
+  user_check(op->args.size() == n, "codegen_cuda")
+      << op->name << " takes " << n << " arguments " << signature << ", got " << op->args.size();
+}
 
 SharedLayout plan_shared_memory(const Stmt &body) {
   SharedPlanner planner;
@@ -204,10 +208,7 @@ bool CUDAKernelEmitter::emit_wmma(const Call *op) {
     return false;
   const std::vector<Expr> &a = op->args;
   const char *name = op->name.c_str();
-  auto expect_args = [&](size_t n, const char *signature) {
-    user_check(a.size() == n, "codegen_cuda")
-        << name << " takes " << n << " arguments " << signature << ", got " << a.size();
-  };
+  auto expect_args = [&](size_t n, const char *signature) { check_intrinsic_args(op, n, signature); };
   auto memory_layout = [&](const Expr &e) -> std::string {
     const auto *s = e.as<StringImm>();
     user_check(s && (s->value == "row_major" || s->value == "col_major"), "codegen_cuda")

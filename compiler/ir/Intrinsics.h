@@ -31,4 +31,24 @@ inline constexpr const char *wmma_mma_sync = "wmma_mma_sync";
 // wmma_store_matrix_sync(frag, m, n, k, index, ptr, stride, layout)
 inline constexpr const char *wmma_store_matrix_sync = "wmma_store_matrix_sync";
 
+// Warp-level PTX matrix operations on per-thread register fragments (scopes mma.matrix_a,
+// mma.matrix_b, mma.accumulator; docs/IR_FORMS.md gives which thread holds which element).
+// `index` counts a scope's tiles: m16k16 for matrix_a, k16n8 for matrix_b, m16n8 for the
+// accumulator. Pointers are per thread: address_of(buf[index]) evaluated by each lane.
+// mma_lane_id(): the thread's lane in its warp, 0..31 (Int(32), PureIntrinsic).
+inline constexpr const char *mma_lane_id = "mma_lane_id";
+// mma_fill_fragment(frag, index, value): every element of accumulator tile `index`.
+inline constexpr const char *mma_fill_fragment = "mma_fill_fragment";
+// mma_ldmatrix(frag, index, num, trans, ptr): ldmatrix.sync.aligned.m8n8.x{num}[.trans]
+// .shared.b16 into the `num` 32-bit registers from the first of tile `index`; lanes 8i..8i+7
+// pass the row addresses of matrix i.
+inline constexpr const char *mma_ldmatrix = "mma_ldmatrix";
+// mma_sync(d, d_index, a, a_index, b, b_index, c, c_index):
+// mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32.
+inline constexpr const char *mma_sync = "mma_sync";
+// mma_store_fragment(frag, index, ptr, stride, lanes): each thread stores its four elements of
+// accumulator tile `index`, (g, 2t..2t+1) at ptr[0..1] and (g + 8, 2t..2t+1) at
+// ptr[8 * stride..], as `lanes` (1, or 2: one aligned float2 per row) at a time.
+inline constexpr const char *mma_store_fragment = "mma_store_fragment";
+
 } // namespace tessel::intrinsic

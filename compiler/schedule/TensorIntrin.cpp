@@ -39,6 +39,16 @@ Expr BoundBuffer::access_ptr() const {
                     Call::PureIntrinsic);
 }
 
+Expr BoundBuffer::access_ptr(const Expr &row, const Expr &col) const {
+  size_t n = region_min_.size();
+  internal_check(n >= 2) << "access_ptr(row, col) of " << buffer_.name() << " needs 2 dimensions";
+  std::vector<Expr> at = region_min_;
+  at[n - 2] = at[n - 2] + row;
+  at[n - 1] = at[n - 1] + col;
+  return Call::make(Handle(), intrinsic::address_of, {BufferLoad::make(buffer_, at)},
+                    Call::PureIntrinsic);
+}
+
 int64_t BoundBuffer::stride(size_t i) const {
   internal_check(i < strides_.size()) << "stride " << i << " of " << decl_.name();
   return strides_[i];

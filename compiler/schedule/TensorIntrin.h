@@ -53,6 +53,9 @@ public:
   Expr tile_index(int64_t rows, int64_t cols, const std::string &context) const;
   /// A pointer to the first element of the region (TVM's access_ptr).
   Expr access_ptr() const;
+  /// A pointer to element (row, col) of the region, counted in its last two dimensions from
+  /// its first element; per-thread offsets (mma_lane_id) make per-lane pointers.
+  Expr access_ptr(const Expr &row, const Expr &col) const;
   /// The stride in elements of dimension `i` of the declaration (the real buffer's stride of
   /// the dimension it is bound to); stride(ndim - 2) is the leading dimension of a matrix.
   int64_t stride(size_t i) const;

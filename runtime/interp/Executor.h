@@ -3,7 +3,8 @@
 // CI has no GPU, so every schedule is checked numerically by running its lowered kernel here:
 // every block of the grid, every thread of a block with its own threadIdx and local storage,
 // block-shared memory, syncthreads as a real barrier, fp16/bf16 rounded after each operation as
-// the GPU does, vector accesses, and the warp-level WMMA intrinsics on per-warp fragments.
+// the GPU does, vector accesses, the warp-level WMMA intrinsics on per-warp fragments, and
+// ldmatrix / mma.sync on per-lane register fragments in the PTX ISA's layouts.
 //
 // Mistakes that would be undefined behaviour or silent corruption on the GPU are reported as
 // tessel::Error naming the buffer, index, thread(s) and block: out-of-bounds accesses, reads of

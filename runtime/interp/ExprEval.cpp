@@ -326,6 +326,16 @@ private:
   ExprPtr v_;
 };
 
+/// mma_lane_id(): the thread's lane in its warp.
+class LaneIdCode : public ExprCode {
+public:
+  LaneIdCode(DataType t, uint32_t n) : ExprCode(t, n) {}
+  const Val *eval(Machine &, const Mask &m) override {
+    m.each([&](uint32_t t) { out[t].i = t % 32; });
+    return out.data();
+  }
+};
+
 template <MemScope S> class LoadCode : public ExprCode {
 public:
   LoadCode(DataType t, uint32_t n, Memory *mem, ExprPtr index)
@@ -488,8 +498,8 @@ ExprPtr Compiler::expr(const Expr &e) {
       return std::make_unique<LoadCode<MemScope::Local>>(t, n, mem, std::move(index));
     case MemScope::Fragment:
       user_error("interp") << "'" << mem->name
-                           << "' is a WMMA fragment: its elements can only be accessed through "
-                              "wmma_* intrinsics, not loaded";
+                           << "' is a fragment: its elements can only be accessed through the "
+                              "wmma_* / mma_* intrinsics of its scope, not loaded";
     }
     break;
   }
@@ -502,6 +512,8 @@ ExprPtr Compiler::expr(const Expr &e) {
     }
     if (op->name == "likely" && op->args.size() == 1)
       return expr(op->args[0]);
+    if (op->is_intrinsic(intrinsic::mma_lane_id))
+      return std::make_unique<LaneIdCode>(t, n);
     if (op->args.size() == 1 && t.is_float()) {
       auto it = unary_math().find(op->name);
       if (it != unary_math().end()) {
@@ -518,7 +530,7 @@ ExprPtr Compiler::expr(const Expr &e) {
     }
     user_error("interp") << "cannot execute call '" << op->name << "' in expression " << e
                          << (op->name == intrinsic::address_of
-                                 ? ": address_of is only supported as an argument of wmma_*"
+                                 ? ": address_of is only supported as an argument of wmma_* / mma_*"
                                  : "");
   }
   case IRNodeKind::StringImm:

@@ -108,7 +108,8 @@ inline bool same_agent(int32_t a, int32_t b) {
 }
 
 enum class MemScope : uint8_t { Global, Shared, Local, Fragment };
-enum class FragKind : uint8_t { None, MatrixA, MatrixB, Accumulator };
+/// wmma.* fragments (MatrixA, MatrixB, Accumulator) or mma.* register fragments (Mma*).
+enum class FragKind : uint8_t { None, MatrixA, MatrixB, Accumulator, MmaA, MmaB, MmaAccumulator };
 
 /// One buffer's storage. Local memory holds `size` elements per thread, fragments per warp.
 struct Memory {
@@ -120,7 +121,8 @@ struct Memory {
   int64_t size = 0;
   std::vector<Val> data;
   std::vector<ShadowCell> shadow; ///< shared only
-  /// Fragments: the WMMA shape last loaded / filled into each tile (0: none), per warp.
+  /// Fragments, per warp and tile: wmma.*: the WMMA shape last loaded or filled (0: none);
+  /// mma.*: 1 once written. mma.* data is per lane: [warp][lane][size / 32 register elements].
   std::vector<uint8_t> tile_shape;
   int64_t tiles_per_warp = 0;
   HostBuffer *host = nullptr; ///< globals: where the values come from and go back to
@@ -210,6 +212,8 @@ StmtPtr compile_evaluate(Compiler &C, const Call *call);
 StmtPtr compile_wmma(Compiler &C, const Call *call);
 /// cp_async, cp_async_commit and cp_async_wait (AsyncCopy.cpp).
 StmtPtr compile_async_copy(Compiler &C, const Call *call);
+/// The PTX warp-level matrix intrinsics; `call` is one of mma_* but mma_lane_id (Mma.cpp).
+StmtPtr compile_mma(Compiler &C, const Call *call);
 
 // Errors that name the thread and block (they throw tessel::Error).
 [[noreturn]] void report_out_of_bounds(const Machine &M, const Memory &mem, bool write,

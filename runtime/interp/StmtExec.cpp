@@ -274,6 +274,12 @@ MemScope parse_scope(const std::string &scope, FragKind &frag) {
     frag = FragKind::MatrixB;
   else if (scope == "wmma.accumulator")
     frag = FragKind::Accumulator;
+  else if (scope == "mma.matrix_a")
+    frag = FragKind::MmaA;
+  else if (scope == "mma.matrix_b")
+    frag = FragKind::MmaB;
+  else if (scope == "mma.accumulator")
+    frag = FragKind::MmaAccumulator;
   user_check(frag != FragKind::None, "interp")
       << "cannot allocate storage in scope '" << scope << "' inside a kernel";
   return MemScope::Fragment;
@@ -318,7 +324,8 @@ StmtPtr compile_store(Compiler &C, const BufferStore *op) {
     break;
   }
   user_error("interp") << "'" << mem->name
-                       << "' is a WMMA fragment: it can only be written by wmma_* intrinsics";
+                       << "' is a fragment: it can only be written by the wmma_* / mma_* "
+                          "intrinsics of its scope";
 }
 
 } // namespace
@@ -418,6 +425,8 @@ StmtPtr compile_evaluate(Compiler &C, const Call *call) {
     return compile_wmma(C, call);
   if (call->name.rfind("cp_async", 0) == 0 && call->call_kind == Call::Intrinsic)
     return compile_async_copy(C, call);
+  if (call->name.rfind("mma_", 0) == 0 && call->call_kind == Call::Intrinsic)
+    return compile_mma(C, call);
   return std::make_unique<EvalCode>(C.expr(Expr(call)));
 }
 

@@ -6,8 +6,8 @@
 // Which shape a tile holds is recorded when it is loaded or filled, because wmma_mma_sync does
 // not name one. Every call is checked to be made by all 32 threads of a warp with the same
 // arguments, as nvcuda::wmma requires.
-#include "runtime/interp/Machine.h"
 #include "runtime/interp/SharedMemoryChecker.h"
+#include "runtime/interp/WarpIntrinsic.h"
 
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
@@ -28,92 +28,17 @@ constexpr Shape kShapes[] = {{0, 0, 0}, {16, 16, 16}, {32, 8, 16}, {8, 32, 16}};
 int rows_of(FragKind f, Shape s) { return f == FragKind::MatrixB ? s.k : s.m; }
 int cols_of(FragKind f, Shape s) { return f == FragKind::MatrixA ? s.k : s.n; }
 
-const char *frag_kind_name(FragKind f) {
-  switch (f) {
-  case FragKind::MatrixA:
-    return "wmma.matrix_a";
-  case FragKind::MatrixB:
-    return "wmma.matrix_b";
-  case FragKind::Accumulator:
-    return "wmma.accumulator";
-  case FragKind::None:
-    break;
-  }
-  return "not a fragment";
-}
-
-/// A fragment operand: the fragment and the expression of its tile index.
-struct FragArg {
-  Memory *mem = nullptr;
-  ExprPtr index;
-};
-
-/// A pointer into a buffer: address_of(buf[index]) or access_ptr(type, buf, offset, ...).
-struct PtrArg {
-  Memory *mem = nullptr;
-  ExprPtr index;
-};
-
-class WmmaCode : public StmtCode {
+class WmmaCode : public WarpIntrinsicCode {
 public:
   enum Op { Fill, Load, Store, Mma };
 
-  void exec(Machine &M, const Mask &m) override {
-    std::vector<const Val *> vals;
-    for (auto &e : scalars_)
-      vals.push_back(e->eval(M, m));
-    std::vector<uint32_t> count(M.n_warps, 0), first(M.n_warps, 0);
-    m.each([&](uint32_t t) {
-      if (count[t / 32]++ == 0)
-        first[t / 32] = t;
-    });
-    for (uint32_t w = 0; w < M.n_warps; ++w) {
-      if (count[w] == 0)
-        continue;
-      check_whole_warp(M, m, w, count[w]);
-      std::vector<int64_t> args(vals.size());
-      for (size_t a = 0; a < vals.size(); ++a) {
-        args[a] = vals[a][first[w]].i;
-        for (uint32_t t = 32 * w; t < 32 * w + 32; ++t)
-          user_check(vals[a][t].i == args[a], "interp")
-              << name_ << ": argument '" << arg_names_[a] << "' differs within warp " << w
-              << " of block " << M.block_name() << " (" << M.thread_name(first[w])
-              << " and " << M.thread_name(t) << " pass different values); all threads of a "
-              << "warp must pass the same arguments";
-      }
-      run(M, w, args);
-    }
-  }
-
-  Expr src;
-  std::string name_;
   Op op = Fill;
-  std::vector<ExprPtr> scalars_; ///< warp-uniform arguments, evaluated per thread
-  std::vector<std::string> arg_names_;
   std::vector<Memory *> frags_; ///< fill/load/store: 1; mma: d, a, b, c
   Memory *ptr_mem = nullptr;
   int shape_code = 0;
   bool col_major = false;
 
 private:
-  void check_whole_warp(const Machine &M, const Mask &m, uint32_t w, uint32_t count) const {
-    uint32_t lanes = std::min<uint32_t>(32, M.n_threads - 32 * w);
-    user_check(lanes == 32, "interp")
-        << name_ << " in block " << M.block_name() << ": warp " << w << " has only " << lanes
-        << " threads (the block has " << M.n_threads
-        << "); WMMA intrinsics need whole warps, so use a multiple of 32 threads per block";
-    if (count == 32)
-      return;
-    uint32_t missing = 32 * w;
-    while (m.contains(missing))
-      ++missing;
-    user_error("interp") << name_ << " is called by only " << count
-                         << " of the 32 threads of warp " << w << " in block "
-                         << M.block_name() << ": " << M.thread_name(missing)
-                         << " does not call it; all threads of a warp must call a wmma_* "
-                            "intrinsic together (not under a threadIdx-dependent condition)";
-  }
-
   /// The offset of tile `tile` of `frag` in warp w's storage, checked against the allocation.
   int64_t tile_base(const Machine &M, const Memory &frag, uint32_t w, int64_t tile,
                     Shape s) const {
@@ -139,7 +64,8 @@ private:
     return code;
   }
 
-  void run(Machine &M, uint32_t w, const std::vector<int64_t> &a) {
+  void run(Machine &M, uint32_t w, const std::vector<int64_t> &a,
+           const std::vector<LaneValues> &) override {
     if (op == Mma)
       return run_mma(M, w, a);
     Memory &frag = *frags_[0];
@@ -150,7 +76,7 @@ private:
     if (op == Fill) {
       Val v;
       v.i = a[1];
-      Val conv = convert(v, scalars_[1]->type, frag);
+      Val conv = convert(v, uniform_[1]->type, frag);
       std::fill(frag.data.begin() + base, frag.data.begin() + base + rows * cols, conv);
       shape_record(frag, w, tile) = uint8_t(shape_code);
       return;
@@ -232,38 +158,6 @@ private:
   }
 };
 
-Memory *fragment(Compiler &C, const Call *call, const Expr &arg, FragKind want) {
-  Memory *m = C.memory_of(arg, call->name.c_str());
-  user_check(m->scope == MemScope::Fragment, "interp")
-      << call->name << ": '" << m->name << "' is not a WMMA fragment (scope "
-      << scope_name(m->scope) << ")";
-  user_check(want == FragKind::None || m->frag == want, "interp")
-      << call->name << ": '" << m->name << "' is a " << frag_kind_name(m->frag)
-      << " fragment but a " << frag_kind_name(want) << " one is needed here";
-  return m;
-}
-
-PtrArg pointer(Compiler &C, const Call *call, const Expr &arg) {
-  const auto *p = arg.as<Call>();
-  if (p && p->name == intrinsic::address_of && p->args.size() == 1) {
-    const auto *load = p->args[0].as<BufferLoad>();
-    user_check(load && load->indices.size() == 1, "interp")
-        << call->name << ": address_of needs a flat BufferLoad, got " << p->args[0];
-    return {C.memory_of(load->buffer->data, call->name.c_str()), C.expr(load->indices[0])};
-  }
-  if (p && p->name == intrinsic::access_ptr && p->args.size() == 5)
-    return {C.memory_of(p->args[1], call->name.c_str()), C.expr(p->args[2])};
-  user_error("interp") << call->name << ": expected address_of(buf[index]) or access_ptr(...) "
-                       << "as the pointer argument, got " << arg;
-}
-
-int64_t const_arg(const Call *call, size_t i, const char *what) {
-  auto v = as_const_int(call->args[i]);
-  user_check(v.has_value(), "interp")
-      << call->name << ": " << what << " must be a constant, got " << call->args[i];
-  return *v;
-}
-
 } // namespace
 
 StmtPtr compile_wmma(Compiler &C, const Call *call) {
@@ -273,8 +167,7 @@ StmtPtr compile_wmma(Compiler &C, const Call *call) {
   const std::string &n = call->name;
   auto scalar = [&](const Expr &e, const char *what) {
     user_check(e.type().is_scalar(), "interp") << n << ": " << what << " must be a scalar";
-    code->scalars_.push_back(C.expr(e));
-    code->arg_names_.push_back(what);
+    code->add_uniform(C.expr(e), what);
   };
   const size_t want = n == intrinsic::wmma_mma_sync ? 8 : n == intrinsic::wmma_fill_fragment ? 6 : 8;
   user_check(call->args.size() == want, "interp")
@@ -286,7 +179,7 @@ StmtPtr compile_wmma(Compiler &C, const Call *call) {
                               FragKind::Accumulator};
     const char *names[] = {"d_index", "a_index", "b_index", "c_index"};
     for (int i = 0; i < 4; ++i) {
-      code->frags_.push_back(fragment(C, call, call->args[2 * i], kinds[i]));
+      code->frags_.push_back(compile_fragment(C, call, call->args[2 * i], kinds[i]));
       scalar(call->args[2 * i + 1], names[i]);
     }
     auto &f = code->frags_;
@@ -308,7 +201,7 @@ StmtPtr compile_wmma(Compiler &C, const Call *call) {
 
   if (n == intrinsic::wmma_fill_fragment) {
     code->op = WmmaCode::Fill;
-    code->frags_.push_back(fragment(C, call, call->args[0], FragKind::None));
+    code->frags_.push_back(compile_fragment(C, call, call->args[0], FragKind::None));
     scalar(call->args[4], "index");
     scalar(call->args[5], "value");
     return code;
@@ -318,13 +211,12 @@ StmtPtr compile_wmma(Compiler &C, const Call *call) {
   user_check(load || n == intrinsic::wmma_store_matrix_sync, "interp")
       << "unknown WMMA intrinsic '" << n << "'";
   code->op = load ? WmmaCode::Load : WmmaCode::Store;
-  Memory *frag = fragment(C, call, call->args[0], load ? FragKind::None : FragKind::Accumulator);
+  Memory *frag = compile_fragment(C, call, call->args[0], load ? FragKind::None : FragKind::Accumulator);
   code->frags_.push_back(frag);
   scalar(call->args[4], "index");
-  PtrArg ptr = pointer(C, call, call->args[5]);
+  PtrArg ptr = compile_pointer(C, call, call->args[5]);
   code->ptr_mem = ptr.mem;
-  code->scalars_.push_back(std::move(ptr.index));
-  code->arg_names_.push_back("pointer");
+  code->add_uniform(std::move(ptr.index), "pointer");
   scalar(call->args[6], "stride");
   const auto *layout = call->args[7].as<StringImm>();
   user_check(layout && (layout->value == "row_major" || layout->value == "col_major"), "interp")

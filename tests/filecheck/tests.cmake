@@ -26,6 +26,14 @@ tessel_filecheck_test(NAME lower.gemm_wmma_raster CHECKS gemm_wmma_raster.txt
 tessel_filecheck_test(NAME lower.gemm_wmma_raster_divisible CHECKS gemm_wmma_raster.txt
   COMMAND lower gemm_wmma --shape M=2048,N=1024,K=64,G=8 FILECHECK_ARGS --check-prefix=DIV)
 tessel_filecheck_test(NAME cuda.gemm_shared CHECKS cuda_gemm_shared.txt COMMAND cuda gemm_shared)
+# gemm_mma: register fragments only through the mma_* intrinsics, indexed by constants.
+tessel_filecheck_test(NAME lower.gemm_mma CHECKS gemm_mma.txt COMMAND lower gemm_mma
+  FILECHECK_ARGS --implicit-check-not=.mma.accumulator[ --implicit-check-not=.mma.matrix_a[
+                 --implicit-check-not=.mma.matrix_b[)
+tessel_filecheck_test(NAME cuda.gemm_mma CHECKS cuda_gemm_mma.txt COMMAND cuda gemm_mma
+  FILECHECK_ARGS --implicit-check-not=nvcuda)
+tessel_filecheck_test(NAME cuda.gemm_mma_constant_indices CHECKS cuda_gemm_mma.txt
+  COMMAND cuda gemm_mma FILECHECK_ARGS --check-prefix=CONSTANT)
 tessel_filecheck_test(NAME compile.gemm_shared CHECKS compile_gemm_shared.txt
   COMMAND compile gemm_shared --arch sm_80)
 
@@ -55,6 +63,8 @@ tessel_filecheck_test(NAME interpret.gemm_wmma CHECKS interpret.txt
 tessel_filecheck_test(NAME interpret.gemm_wmma_raster CHECKS interpret.txt
   COMMAND interpret gemm_wmma --shape M=192,N=256,K=32,G=2
   FILECHECK_ARGS --check-prefix=GEMM_WMMA_RASTER)
+tessel_filecheck_test(NAME interpret.gemm_mma CHECKS interpret.txt
+  COMMAND interpret gemm_mma --shape M=96,N=128,K=48 FILECHECK_ARGS --check-prefix=GEMM_MMA)
 tessel_filecheck_test(NAME interpret.conv2d_tensorcore_tutorial CHECKS interpret.txt
   COMMAND interpret conv2d_tensorcore_tutorial
           --shape batch=128,height=3,width=3,in_channels=32,out_channels=128

@@ -10,6 +10,8 @@
 #include "schedules/Conv2dTensorCoreTutorial.h"
 #include "schedules/Gemm.h"
 
+#include "ExactGemm.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,22 +22,13 @@ using namespace tessel;
 namespace {
 
 // Values exactly representable in float16, so fp16 and fp32 inputs hold the same numbers.
-std::vector<double> random_values(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int> d(-64, 64);
-  std::vector<double> v(n);
-  for (double &x : v) {
-    int k = d(rng);
-    x = (k == 0 ? 1 : k) / 32.0;
-  }
-  return v;
-}
+using tessel::test::exact_gemm_values;
 
 void check_gemm(ScheduledProgram (*schedule)(int64_t, int64_t, int64_t, DataType), int64_t M,
                 int64_t N, int64_t K, DataType dtype) {
   ScheduledProgram p = schedule(M, N, K, dtype);
   LoweredModule m = lower(p.schedule, p.args);
-  std::vector<double> a = random_values(M * K, 1), b = random_values(K * N, 2);
+  std::vector<double> a = exact_gemm_values(M * K, 1), b = exact_gemm_values(K * N, 2);
   interp::HostBuffer A = interp::HostBuffer::from_doubles(dtype, a);
   interp::HostBuffer B = interp::HostBuffer::from_doubles(dtype, b);
   // Poisoned output: every element must be written.
@@ -94,6 +87,7 @@ TEST(EndToEnd, RegisteredSchedulesMatchReferenceOnCpu) {
       {"gemm_naive", {{{"M", 48}, {"N", 40}, {"K", 24}}, {{"M", 37}, {"N", 21}, {"K", 19}}}},
       {"gemm_shared", {{{"M", 128}, {"N", 64}, {"K", 32}}, {{"M", 70}, {"N", 66}, {"K", 33}}}},
       {"gemm_wmma", {{{"M", 64}, {"N", 64}, {"K", 32}}, {{"M", 48}, {"N", 32}, {"K", 80}}}},
+      {"gemm_mma", {{{"M", 64}, {"N", 64}, {"K", 32}}, {{"M", 96}, {"N", 128}, {"K", 48}}}},
       {"conv2d_tensorcore_tutorial",
        {{{"batch", 128}, {"height", 2}, {"width", 2}, {"in_channels", 32}, {"out_channels", 128}}}},
       {"conv2d_tc",
@@ -151,8 +145,8 @@ protected:
 
 std::string error_of(const LoweredFunc &f, DataType dtype) {
   int64_t n = 64 * 64;
-  interp::HostBuffer A = interp::HostBuffer::from_doubles(dtype, random_values(n, 1));
-  interp::HostBuffer B = interp::HostBuffer::from_doubles(dtype, random_values(n, 2));
+  interp::HostBuffer A = interp::HostBuffer::from_doubles(dtype, exact_gemm_values(n, 1));
+  interp::HostBuffer B = interp::HostBuffer::from_doubles(dtype, exact_gemm_values(n, 2));
   interp::HostBuffer C(Float(32), n);
   try {
     interp::execute(f, {&A, &B, &C});

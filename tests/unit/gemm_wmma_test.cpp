@@ -11,6 +11,7 @@
 #include "schedules/GemmWmma.h"
 #include "schedules/WmmaIntrinsics.h"
 
+#include "ExactGemm.h"
 #include "SassUtil.h"
 
 #include <gtest/gtest.h>
@@ -27,35 +28,8 @@ using tessel::test::expect_error;
 
 namespace {
 
-// Values k / 32 with k in [-64, 64]: exact in float16, their products exact in float32, and
-// sums of a few hundred of them exact too, so the executor's WMMA must match float64 exactly.
-std::vector<double> random_values(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int> d(-64, 64);
-  std::vector<double> v(n);
-  for (double &x : v) {
-    int k = d(rng);
-    x = (k == 0 ? 1 : k) / 32.0;
-  }
-  return v;
-}
-
 void check_on_executor(const ScheduledProgram &p, int64_t M, int64_t N, int64_t K) {
-  LoweredModule m = lower(p.schedule, p.args);
-  std::vector<double> a = random_values(M * K, 1), b = random_values(K * N, 2);
-  interp::HostBuffer A = interp::HostBuffer::from_doubles(Float(16), a);
-  interp::HostBuffer B = interp::HostBuffer::from_doubles(Float(16), b);
-  interp::HostBuffer C = interp::HostBuffer::from_doubles(Float(32), std::vector<double>(M * N, NAN));
-  interp::execute(m.funcs[0], {&A, &B, &C});
-  std::vector<double> c = C.to_doubles();
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < N; ++j) {
-      double ref = 0;
-      for (int64_t k = 0; k < K; ++k)
-        ref += a[i * K + k] * b[k * N + j];
-      ASSERT_EQ(c[i * N + j], ref) << "C[" << i << ", " << j << "] with M=" << M << " N=" << N
-                                   << " K=" << K;
-    }
+  EXPECT_EQ(tessel::test::exact_gemm_mismatch(lower(p.schedule, p.args).funcs[0], M, N, K), "");
 }
 
 int count_of(const std::string &hay, const std::string &needle) {

@@ -1,4 +1,4 @@
-// Registered CUDA-core schedules on a real GPU: results checked against a float64 reference
+// Registered schedules on a real GPU: results checked against a float64 reference
 // on random data, at divisible and non-divisible shapes, fp32 and fp16. Skipped without a GPU.
 #include "compiler/tessel.h"
 #include "runtime/Build.h"
@@ -6,6 +6,7 @@
 #include "runtime/Half.h"
 #include "runtime/KernelCache.h"
 #include "schedules/Gemm.h"
+#include "schedules/GemmMma.h"
 
 #include <gtest/gtest.h>
 
@@ -90,6 +91,19 @@ TEST(GpuSchedules, GemmShared) {
     run_gemm(gemm_shared, 1000, 1000, 1000, t);
     run_gemm(gemm_shared, 333, 77, 129, t);
   }
+}
+
+// ldmatrix / mma.sync with register fragments; fp16 inputs only.
+TEST(GpuSchedules, GemmMma) {
+  SKIP_WITHOUT_GPU();
+  auto mma = [](int64_t M, int64_t N, int64_t K, DataType) { return gemm_mma(M, N, K); };
+  run_gemm(mma, 256, 256, 128, Float(16));
+  run_gemm(mma, 512, 384, 256, Float(16));
+  // Small tiles, a 3-stage pipeline, at a shape the defaults do not divide.
+  run_gemm([](int64_t M, int64_t N, int64_t K, DataType) {
+    return gemm_mma(M, N, K, {.block_row_warps = 1, .block_col_warps = 2, .warp_row_tiles = 2,
+                              .warp_col_tiles = 2, .chunk = 1, .stages = 3});
+  }, 96, 192, 80, Float(16));
 }
 
 TEST(GpuSchedules, SecondBuildHitsTheKernelCache) {

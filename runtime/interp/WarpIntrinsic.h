@@ -1,0 +1,60 @@
+// Internal to the executor: intrinsics that a whole warp executes together (wmma_*, mma_*).
+//
+// A call is checked to be made by all 32 threads of a warp, with the same values of its
+// warp-uniform arguments (fragment indices, strides); per-lane arguments (the row addresses of
+// ldmatrix, each thread's pointer in an mma store) may differ and reach run() lane by lane.
+#pragma once
+
+#include "runtime/interp/Machine.h"
+
+#include <array>
+#include <string>
+#include <vector>
+
+namespace tessel::interp {
+
+class WarpIntrinsicCode : public StmtCode {
+public:
+  void exec(Machine &M, const Mask &m) final;
+
+  /// Adds a warp-uniform scalar argument, named in errors.
+  void add_uniform(ExprPtr e, std::string name);
+  /// Adds an argument that each lane evaluates for itself.
+  void add_per_lane(ExprPtr e);
+
+  Expr src;
+  std::string name_;
+
+protected:
+  using LaneValues = std::array<int64_t, 32>;
+  /// Runs the call for warp `w`: `args` are the uniform arguments in the order they were added,
+  /// `lanes[j][l]` the value of per-lane argument j in lane l.
+  virtual void run(Machine &M, uint32_t w, const std::vector<int64_t> &args,
+                   const std::vector<LaneValues> &lanes) = 0;
+
+  std::vector<ExprPtr> uniform_;
+  std::vector<std::string> uniform_names_;
+  std::vector<ExprPtr> per_lane_;
+
+private:
+  void check_whole_warp(const Machine &M, const Mask &m, uint32_t w, uint32_t count) const;
+};
+
+/// A pointer into a buffer: address_of(buf[index]) or access_ptr(type, buf, offset, ...).
+struct PtrArg {
+  Memory *mem = nullptr;
+  ExprPtr index;
+};
+PtrArg compile_pointer(Compiler &C, const Call *call, const Expr &arg);
+
+/// The fragment storage `arg` names; an error unless it is a fragment of kind `want` (None:
+/// any kind).
+Memory *compile_fragment(Compiler &C, const Call *call, const Expr &arg, FragKind want);
+
+/// The scope a fragment kind stands for ("wmma.matrix_a", "mma.accumulator", ...).
+const char *fragment_scope_name(FragKind f);
+
+/// Argument `i` of `call`, which must be an integer constant.
+int64_t const_arg(const Call *call, size_t i, const char *what);
+
+} // namespace tessel::interp

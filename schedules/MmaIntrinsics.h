@@ -1,0 +1,42 @@
+// Tensor intrinsics for the PTX warp-level matrix instructions, on per-thread register
+// fragments (scopes mma.matrix_a, mma.matrix_b, mma.accumulator): ldmatrix loads of fp16 tiles
+// from shared memory, mma.sync.m16n8k16 (fp16 in, fp32 accumulate) with a zero fill of the
+// accumulators, and a store of the accumulators from registers straight to memory, each thread
+// writing its own elements (the register-blocked epilogue).
+//
+// Every intrinsic covers a 16x16 tile (16x16x16 for the MMA), as the WMMA set does, so the two
+// are scheduled alike. One ldmatrix.x4 loads a whole 16x16 tile: all of A's m16k16 operand, or
+// the k16n8 operands of two MMAs for B; a 16x16 accumulator tile is therefore two m16n8k16
+// instructions that share the A registers. Exposing 16x8 instead would halve the B loads to
+// ldmatrix.x2 and load nothing less.
+//
+//   s[AF].tensorize(aii, mma_load_matrix("mma.matrix_a"));
+//   s[BF].tensorize(bk, mma_load_matrix("mma.matrix_b"));   // B stored K x N: ldmatrix.trans
+//   s[CF].tensorize(cii, mma_gemm());
+//   s[C].tensorize(ii, mma_store_matrix());
+#pragma once
+
+#include "compiler/schedule/TensorIntrin.h"
+
+#include <memory>
+#include <string>
+
+namespace tessel {
+
+/// Loads a 16x16 fp16 tile from shared memory into registers of `scope` (mma.matrix_a: an
+/// m x k tile, mma.matrix_b: k x n) with one ldmatrix.x4. `layout` is how the tile is stored:
+/// "row_major" (A as M x K; B as K x N, which loads with .trans) or "col_major" (the stored
+/// tile is the transpose: A as K x M, loaded with .trans; B as N x K, loaded without).
+std::shared_ptr<const TensorIntrin> mma_load_matrix(const std::string &scope,
+                                                    const std::string &layout = "row_major");
+
+/// C[i, j] += sum_k float32(A[i, k]) * float32(B[k, j]) on a 16x16x16 block of register
+/// fragments: two mma.sync.m16n8k16; the reset fills the accumulators with zeros.
+std::shared_ptr<const TensorIntrin> mma_gemm();
+
+/// Stores a 16x16 float32 accumulator tile from registers to memory of `scope` ("global" or
+/// "shared"), row major, each thread its own elements: one float2 per row and 8-column half
+/// when the row stride is even, single floats otherwise.
+std::shared_ptr<const TensorIntrin> mma_store_matrix(const std::string &scope = "global");
+
+} // namespace tessel

@@ -1,0 +1,58 @@
+// Running a GEMM kernel (A: M x K, B: K x N, fp16; C: M x N, fp32) on the CPU executor with
+// inputs whose products and sums are exact, so the result must equal float64 exactly.
+#pragma once
+
+#include "compiler/lower/LoweredFunc.h"
+#include "runtime/interp/Executor.h"
+
+#include <cmath>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace tessel::test {
+
+/// Values k / 32 with k in [-64, 64] \ {0}: exact in float16, their products exact in float32,
+/// and sums of a few hundred of them exact too.
+inline std::vector<double> exact_gemm_values(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> d(-64, 64);
+  std::vector<double> v(n);
+  for (double &x : v) {
+    int k = d(rng);
+    x = (k == 0 ? 1 : k) / 32.0;
+  }
+  return v;
+}
+
+/// Runs `f` on the executor; "" when every element of C equals the float64 product, else the
+/// first that does not. A is stored K x M when `a_transposed`, B N x K when `b_transposed`.
+inline std::string exact_gemm_mismatch(const LoweredFunc &f, int64_t M, int64_t N, int64_t K,
+                                       bool a_transposed = false, bool b_transposed = false) {
+  std::vector<double> a = exact_gemm_values(M * K, 1), b = exact_gemm_values(K * N, 2);
+  auto at = [&](int64_t i, int64_t k) { return a_transposed ? a[k * M + i] : a[i * K + k]; };
+  auto bt = [&](int64_t k, int64_t j) { return b_transposed ? b[j * K + k] : b[k * N + j]; };
+  interp::HostBuffer A = interp::HostBuffer::from_doubles(Float(16), a);
+  interp::HostBuffer B = interp::HostBuffer::from_doubles(Float(16), b);
+  // Poisoned output: every element must be written.
+  interp::HostBuffer C =
+      interp::HostBuffer::from_doubles(Float(32), std::vector<double>(M * N, NAN));
+  interp::execute(f, {&A, &B, &C});
+  std::vector<double> c = C.to_doubles();
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double ref = 0;
+      for (int64_t k = 0; k < K; ++k)
+        ref += at(i, k) * bt(k, j);
+      if (c[i * N + j] != ref) {
+        std::ostringstream os;
+        os << "C[" << i << ", " << j << "] = " << c[i * N + j] << ", expected " << ref
+           << " (M=" << M << " N=" << N << " K=" << K << ")";
+        return os.str();
+      }
+    }
+  return "";
+}
+
+} // namespace tessel::test

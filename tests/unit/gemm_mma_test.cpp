@@ -1,0 +1,156 @@
+// gemm_mma: the ldmatrix / mma.sync GEMM lowered and run on the CPU executor against float64
+// (exact inputs, so results must match exactly), its lowered IR checked for the mma calls with
+// constant fragment indices and no scalar fragment access, its CUDA compiled by NVRTC for sm_80
+// and sm_90 with HMMA.16816.F32 and LDSM in the SASS (where cuobjdump exists), and the errors
+// of its shape checks.
+#include "TestUtil.h"
+
+#include "compiler/codegen/CodeGenCUDA.h"
+#include "compiler/tessel.h"
+#include "runtime/Nvrtc.h"
+#include "schedules/GemmMma.h"
+
+#include "ExactGemm.h"
+#include "SassUtil.h"
+
+#include <gtest/gtest.h>
+
+#include <regex>
+
+using namespace tessel;
+using tessel::test::exact_gemm_mismatch;
+using tessel::test::count_of;
+using tessel::test::expect_error;
+
+namespace {
+
+std::string mismatch(const ScheduledProgram &p, int64_t M, int64_t N, int64_t K) {
+  return exact_gemm_mismatch(lower(p.schedule, p.args).funcs[0], M, N, K);
+}
+
+} // namespace
+
+TEST(GemmMma, CpuExecutorMatchesReference) {
+  EXPECT_EQ(mismatch(gemm_mma(64, 64, 32), 64, 64, 32), "");
+  EXPECT_EQ(mismatch(gemm_mma(96, 128, 48), 96, 128, 48), ""); // 3 fragments per warp, K step 16
+  EXPECT_EQ(mismatch(gemm_mma(128, 64, 96), 128, 64, 96), "");
+  EXPECT_EQ(mismatch(gemm_mma(16, 16, 16), 16, 16, 16), ""); // one warp, one fragment
+}
+
+TEST(GemmMma, ExplicitTilesAndPipelines) {
+  GemmMmaTiles t{.block_row_warps = 1, .block_col_warps = 2, .warp_row_tiles = 2,
+                 .warp_col_tiles = 2, .chunk = 1};
+  EXPECT_EQ(mismatch(gemm_mma(64, 128, 32, t), 64, 128, 32), "");
+  // Pipelined shared tiles: cp.async copies of the next steps while ldmatrix reads this one.
+  for (int stages : {2, 3}) {
+    GemmMmaTiles p;
+    p.stages = stages;
+    EXPECT_EQ(mismatch(gemm_mma(128, 128, 96, p), 128, 128, 96), "") << stages << " stages";
+  }
+}
+
+// The lowered IR holds the mma calls, every fragment index a constant, and no element-wise
+// access of a fragment scope.
+TEST(GemmMma, LoweredIrUsesMmaCallsWithConstantIndices) {
+  ScheduledProgram p = gemm_mma(128, 128, 64);
+  std::string ir = to_string(lower(p.schedule, p.args));
+  // A warp of 4x2 fragments: per 16-wide K slice 4 A loads, 2 B loads (.trans), 16 MMAs.
+  EXPECT_EQ(count_of(ir, "@mma_ldmatrix(A.shared.mma.matrix_a, "), 4 * 2) << ir;
+  EXPECT_EQ(count_of(ir, "@mma_ldmatrix(B.shared.mma.matrix_b, "), 2 * 2) << ir;
+  EXPECT_EQ(count_of(ir, "@mma_sync("), 4 * 2 * 2 * 2) << ir;
+  EXPECT_EQ(count_of(ir, "@mma_fill_fragment("), 16) << ir;
+  EXPECT_EQ(count_of(ir, "@mma_store_fragment("), 16) << ir;
+  std::smatch m;
+  std::string rest = ir;
+  std::regex call(R"(@mma_(ldmatrix|sync|fill_fragment|store_fragment)\(([^)]*))");
+  int calls = 0;
+  while (std::regex_search(rest, m, call)) {
+    ++calls;
+    std::regex constant_index(R"(^[A-Za-z_.]+, \d+(, |$))");
+    EXPECT_TRUE(std::regex_search(m[2].str(), constant_index)) << m[0];
+    rest = m.suffix();
+  }
+  EXPECT_EQ(calls, 8 + 4 + 32 + 16 + 16);
+  for (const char *scalar : {".mma.matrix_a[", ".mma.matrix_b[", ".mma.accumulator["})
+    EXPECT_EQ(ir.find(scalar), std::string::npos) << scalar << "\n" << ir;
+  // ldmatrix of B stored K x N transposes; float2 stores (the last argument) of row stride 128.
+  EXPECT_NE(ir.find("@mma_ldmatrix(B.shared.mma.matrix_b, 0, 4, 1, address_of(B.shared["),
+            std::string::npos)
+      << ir;
+  EXPECT_NE(ir.find("]), 128, 2)"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("allocate(A.shared, float16, [5120])"), std::string::npos) << ir; // 128 x 40
+  EXPECT_EQ(count_of(ir, "@syncthreads()"), 2) << ir;
+}
+
+TEST(GemmMma, CudaSourceAndSassForSm80AndSm90) {
+  ScheduledProgram p = gemm_mma(1024, 1024, 1024);
+  std::string src = codegen_cuda(lower(p.schedule, p.args));
+  for (const char *text :
+       {"float C_mma_accumulator[16][4];", "unsigned A_shared_mma_matrix_a[4][4];",
+        "unsigned B_shared_mma_matrix_b[4][2];", "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
+        "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16", "__cvta_generic_to_shared(",
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "*(float2*)",
+        "__launch_bounds__(256)"})
+    EXPECT_NE(src.find(text), std::string::npos) << text << "\n" << src;
+  EXPECT_EQ(src.find("nvcuda::wmma"), std::string::npos) << src;
+
+  bool disassembled = false;
+  for (const char *arch : {"sm_80", "sm_90"}) {
+    SCOPED_TRACE(arch);
+    CompileOptions o;
+    o.arch = arch;
+    CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "gemm_mma.cu");
+    ASSERT_FALSE(k.cubin.empty());
+    if (std::optional<std::string> sass = tessel::test::sass_of(k.cubin, std::string("gemm_mma_") + arch)) {
+      EXPECT_NE(sass->find("HMMA.16816.F32"), std::string::npos) << sass->substr(0, 4000);
+      EXPECT_NE(sass->find("LDSM.16.M88.4"), std::string::npos) << sass->substr(0, 4000);
+      EXPECT_NE(sass->find("LDSM.16.MT88.4"), std::string::npos) << sass->substr(0, 4000);
+      EXPECT_NE(sass->find("STG.E.64"), std::string::npos) << sass->substr(0, 4000);
+      // Register fragments stay in registers: no local memory.
+      EXPECT_EQ(sass->find("LDL"), std::string::npos) << sass->substr(0, 4000);
+      EXPECT_EQ(sass->find("STL"), std::string::npos) << sass->substr(0, 4000);
+      disassembled = true;
+    }
+  }
+  if (!disassembled)
+    GTEST_SKIP() << "NVRTC compiled for sm_80 and sm_90, but no cuobjdump (PATH, "
+                    "/usr/local/cuda/bin, $CUOBJDUMP) to check the SASS for HMMA and LDSM";
+}
+
+// cp.async pipelines (Stage::pipeline) feeding ldmatrix: LDGSTS and LDSM in one kernel.
+TEST(GemmMma, PipelinedCompilesForSm80AndSm90) {
+  GemmMmaTiles t;
+  t.stages = 2; // two stages of the 128 x 128 block's tiles fit the 48 KiB of static shared
+  ScheduledProgram p = gemm_mma(1024, 1024, 1024, t);
+  std::string src = codegen_cuda(lower(p.schedule, p.args));
+  EXPECT_NE(src.find("cp.async"), std::string::npos) << src;
+  EXPECT_NE(src.find("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"), std::string::npos) << src;
+  bool disassembled = false;
+  for (const char *arch : {"sm_80", "sm_90"}) {
+    SCOPED_TRACE(arch);
+    CompileOptions o;
+    o.arch = arch;
+    CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "gemm_mma_pipelined.cu");
+    ASSERT_FALSE(k.cubin.empty());
+    if (auto sass = tessel::test::sass_of(k.cubin, std::string("gemm_mma_pipelined_") + arch)) {
+      for (const char *insn : {"LDGSTS", "LDSM.16.MT88.4", "HMMA.16816.F32"})
+        EXPECT_NE(sass->find(insn), std::string::npos) << insn;
+      disassembled = true;
+    }
+  }
+  if (!disassembled)
+    GTEST_SKIP() << "NVRTC compiled for sm_80 and sm_90, but no cuobjdump to check the SASS";
+}
+
+TEST(GemmMmaErrors, ShapesThatNoTileDivides) {
+  expect_error([] { gemm_mma(1000, 1024, 1024); },
+               {"gemm_mma", "M=1000 must be a multiple of 16", "pad it to 1008"});
+  expect_error([] { gemm_mma(1024, 24, 1024); }, {"gemm_mma", "N=24 must be a multiple of 16"});
+  expect_error([] { gemm_mma(1024, 1024, 1000); }, {"K=1000 must be a multiple of 16"});
+  expect_error([] { gemm_mma(1008, 1024, 1024, GemmMmaTiles{}); },
+               {"gemm_mma", "M=1008 must be a multiple of 128 (the block tile: 2 warps x 4 fragments x 16)"});
+  expect_error([] { gemm_mma(1024, 1024, 1040, GemmMmaTiles{}); },
+               {"K=1040 must be a multiple of 32 (the K step"});
+  expect_error([] { find_schedule("gemm_mma").build({{"M", 64}, {"N", 64}, {"K", 40}}, Float(16)); },
+               {"gemm_mma", "K=40 must be a multiple of 16"});
+}
