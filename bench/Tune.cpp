@@ -1,5 +1,6 @@
 #include "bench/Tune.h"
 
+#include "compiler/codegen/CodeGenCUDA.h"
 #include "compiler/lower/Lower.h"
 #include "runtime/Build.h"
 #include "runtime/Device.h"

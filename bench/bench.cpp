@@ -7,6 +7,8 @@
 // tutorial's schedule (on relaid-out copies) and conv2d_tc (on cuDNN's arrays themselves).
 //
 //   ./build/bench/tessel_bench [--csv results.csv] [--only gemm|conv] [--schedule gemm_wmma]
+//   ./build/bench/tessel_bench --tune [--only gemm|conv] [--tune-csv tune.csv]
+#include "bench/Tune.h"
 #include "bench/VendorLibraries.h"
 #include "compiler/tessel.h"
 #include "runtime/Build.h"
@@ -30,7 +32,12 @@ static llvm::cl::opt<std::string> csv_path("csv", llvm::cl::desc("write the tabl
                                            llvm::cl::init("bench_results.csv"));
 static llvm::cl::opt<std::string> only("only", llvm::cl::desc("gemm or conv"), llvm::cl::init(""));
 static llvm::cl::list<std::string> gemm_schedules(
-    "schedule", llvm::cl::desc("GEMM schedules to run (default: gemm_wmma and gemm_shared)"));
+    "schedule", llvm::cl::desc("GEMM schedules to run (default: gemm_tc, gemm_mma, gemm_wmma)"));
+static llvm::cl::opt<bool> tune(
+    "tune", llvm::cl::desc("search the tiles of gemm_tc (4096^3, 8192^3) and conv2d_tc (the "
+                           "seed conv) instead of the table; log every candidate"));
+static llvm::cl::opt<std::string> tune_csv("tune-csv", llvm::cl::desc("the search's log as CSV"),
+                                           llvm::cl::init("tune.csv"));
 
 namespace {
 
@@ -64,7 +71,7 @@ Row bench_gemm(const std::string &schedule, int64_t M, int64_t N, int64_t K, ben
   r.vendor_ms = time_launches([&] { cublas.run(A, B, Cv, M, N, K); }, timing()).median_ms;
   try {
     const ScheduleEntry &e = find_schedule(schedule);
-    ScheduledProgram p = e.build({{"M", M}, {"N", N}, {"K", K}}, Float(16));
+    ScheduledProgram p = e.build(resolve_shape(e, {{"M", M}, {"N", N}, {"K", K}}), Float(16));
     Module m = build(p.schedule, p.args);
     C.poison();
     m.run({&A, &B, &C});
@@ -190,12 +197,25 @@ int main(int argc, char **argv) {
     std::printf("device: %s (%s)\n", gpu.name().c_str(), gpu.arch().c_str());
     std::printf("%-6s %-28s %-20s %10s %10s %9s %9s %7s  %-9s %s\n", "kind", "shape", "ours",
                 "ours ms", "vendor ms", "ours TF/s", "vend TF/s", "ratio", "max err", "check");
+    if (tune) {
+      std::ofstream csv(tune_csv);
+      csv << "kind,shape,params,ms,tflops,vendor_ms,max_err,check\n";
+      if (only.empty() || only == "gemm") {
+        bench::CublasGemm cublas;
+        for (int64_t n : {4096, 8192})
+          bench::tune_gemm(n, n, n, cublas, csv);
+      }
+      if (only.empty() || only == "conv")
+        bench::tune_conv({256, 14, 14, 256, 512, 3, 3, 1}, csv);
+      std::printf("tuning log written to %s\n", tune_csv.c_str());
+      return 0;
+    }
     std::vector<Row> rows;
     if (only.empty() || only == "gemm") {
       bench::CublasGemm cublas;
       std::vector<std::string> names(gemm_schedules.begin(), gemm_schedules.end());
       if (names.empty())
-        for (const char *n : {"gemm_wmma", "gemm_shared"})
+        for (const char *n : {"gemm_tc", "gemm_mma", "gemm_wmma"})
           if (schedule_registry().count(n))
             names.push_back(n);
       const int64_t shapes[][3] = {{1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096},

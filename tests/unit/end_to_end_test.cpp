@@ -88,6 +88,7 @@ TEST(EndToEnd, RegisteredSchedulesMatchReferenceOnCpu) {
       {"gemm_shared", {{{"M", 128}, {"N", 64}, {"K", 32}}, {{"M", 70}, {"N", 66}, {"K", 33}}}},
       {"gemm_wmma", {{{"M", 64}, {"N", 64}, {"K", 32}}, {{"M", 48}, {"N", 32}, {"K", 80}}}},
       {"gemm_mma", {{{"M", 64}, {"N", 64}, {"K", 32}}, {{"M", 96}, {"N", 128}, {"K", 48}}}},
+      {"gemm_tc", {{{"M", 128}, {"N", 128}, {"K", 128}}, {{"M", 64}, {"N", 96}, {"K", 48}}}},
       {"conv2d_tensorcore_tutorial",
        {{{"batch", 128}, {"height", 2}, {"width", 2}, {"in_channels", 32}, {"out_channels", 128}}}},
       {"conv2d_tc",
