@@ -31,7 +31,8 @@ bool fits(const GemmWmmaTiles &t, int64_t M, int64_t N, int64_t K) {
 
 int64_t gemm_tc_shared_bytes(const GemmWmmaTiles &t) {
   // Rows padded by 8 halves (GemmWmma.cpp's storage_align), 2 bytes per half.
-  int64_t a = int64_t(t.block_m()) * (t.block_k() + 8), b = int64_t(t.block_k()) * (t.block_n() + 8);
+  int64_t a = int64_t(t.block_m()) * (t.block_k() + 8);
+  int64_t b = int64_t(t.block_k()) * (t.block_n() + 8);
   return std::max(1, t.stages) * (a + b) * 2;
 }
 

@@ -1,6 +1,9 @@
 // Disassembling a cubin with cuobjdump, for tests that check which instructions were emitted.
 #pragma once
 
+#include "runtime/Nvrtc.h"
+
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -9,6 +12,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace tessel::test {
 
@@ -41,5 +45,37 @@ inline std::optional<std::string> sass_of(const std::string &cubin, const std::s
   std::filesystem::remove(path);
   return out;
 }
+
+/// Compiles `source` with NVRTC for sm_80 and for sm_90 (each must give a cubin) and, when
+/// cuobjdump is there, checks that each one's SASS has every string of `has` and none of
+/// `lacks`. Returns false when no SASS could be read, so that the caller skips, saying what went
+/// unchecked.
+inline bool compiles_for_sm80_and_sm90(const std::string &source, const std::string &tag,
+                                       const std::vector<std::string> &has,
+                                       const std::vector<std::string> &lacks = {}) {
+  bool disassembled = false;
+  for (const char *arch : {"sm_80", "sm_90"}) {
+    SCOPED_TRACE(arch);
+    CompileOptions o;
+    o.arch = arch;
+    CompiledKernel k = nvrtc_compile(source, nvrtc_options(o), tag + ".cu");
+    EXPECT_FALSE(k.cubin.empty());
+    std::optional<std::string> sass = sass_of(k.cubin, tag + "_" + arch);
+    if (!sass)
+      continue;
+    disassembled = true;
+    for (const std::string &insn : has)
+      EXPECT_NE(sass->find(insn), std::string::npos)
+          << insn << " missing:\n" << sass->substr(0, 4000);
+    for (const std::string &insn : lacks)
+      EXPECT_EQ(sass->find(insn), std::string::npos)
+          << insn << " present:\n" << sass->substr(0, 4000);
+  }
+  return disassembled;
+}
+
+inline constexpr const char *kNoCuobjdump =
+    "NVRTC compiled for sm_80 and sm_90, but there is no cuobjdump (PATH, /usr/local/cuda/bin, "
+    "$CUOBJDUMP) to check the SASS";
 
 } // namespace tessel::test

@@ -184,24 +184,9 @@ TEST(Conv2dTc, CudaSourceAndNvrtcForSm80AndSm90) {
         "tessel_cp_async<16>(&Wv_shared[", "], &w[", "tessel_cp_async_wait<0>();",
         "__launch_bounds__(256)"})
     EXPECT_NE(src.find(text), std::string::npos) << text << "\n" << src;
-  bool disassembled = false;
-  for (const char *arch : {"sm_80", "sm_90"}) {
-    SCOPED_TRACE(arch);
-    CompileOptions o;
-    o.arch = arch;
-    CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "conv2d_tc.cu");
-    ASSERT_FALSE(k.cubin.empty());
-    if (std::optional<std::string> sass =
-            tessel::test::sass_of(k.cubin, std::string("conv2d_tc_") + arch)) {
-      EXPECT_NE(sass->find("HMMA"), std::string::npos) << sass->substr(0, 4000);
-      // The 16-byte copies of x and w are cp.async (LDGSTS), bypassing L1 and registers.
-      EXPECT_NE(sass->find("LDGSTS.E.BYPASS.128"), std::string::npos) << sass->substr(0, 4000);
-      disassembled = true;
-    }
-  }
-  if (!disassembled)
-    GTEST_SKIP() << "NVRTC compiled for sm_80 and sm_90, but no cuobjdump (PATH, "
-                    "/usr/local/cuda/bin, $CUOBJDUMP) to check the SASS for HMMA";
+  if (!tessel::test::compiles_for_sm80_and_sm90(src, "conv2d_tc",
+                                                {"HMMA", "LDGSTS.E.BYPASS.128"}))
+    GTEST_SKIP() << tessel::test::kNoCuobjdump;
 }
 
 TEST(Conv2dTcErrors, ShapesTheTilesDoNotFit) {

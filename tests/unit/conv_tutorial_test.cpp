@@ -107,18 +107,6 @@ TEST(ConvTutorial, CompilesToHmmaForSm80AndSm90) {
   ScheduledProgram p = conv2d_tensorcore_tutorial({}, {.tensorize = true});
   std::string src = codegen_cuda(lower(p.schedule, p.args));
   EXPECT_NE(src.find("nvcuda::wmma::mma_sync("), std::string::npos) << src;
-  bool disassembled = false;
-  for (const char *arch : {"sm_80", "sm_90"}) {
-    SCOPED_TRACE(arch);
-    CompileOptions o;
-    o.arch = arch;
-    CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "conv2d_tensorcore.cu");
-    ASSERT_FALSE(k.cubin.empty());
-    if (std::optional<std::string> sass = tessel::test::sass_of(k.cubin, std::string("conv_") + arch)) {
-      EXPECT_NE(sass->find("HMMA"), std::string::npos) << sass->substr(0, 4000);
-      disassembled = true;
-    }
-  }
-  if (!disassembled)
-    GTEST_SKIP() << "compiled for sm_80 and sm_90; no cuobjdump to check the SASS for HMMA";
+  if (!tessel::test::compiles_for_sm80_and_sm90(src, "conv2d_tensorcore", {"HMMA"}))
+    GTEST_SKIP() << tessel::test::kNoCuobjdump;
 }

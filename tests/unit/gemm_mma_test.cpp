@@ -94,27 +94,12 @@ TEST(GemmMma, CudaSourceAndSassForSm80AndSm90) {
     EXPECT_NE(src.find(text), std::string::npos) << text << "\n" << src;
   EXPECT_EQ(src.find("nvcuda::wmma"), std::string::npos) << src;
 
-  bool disassembled = false;
-  for (const char *arch : {"sm_80", "sm_90"}) {
-    SCOPED_TRACE(arch);
-    CompileOptions o;
-    o.arch = arch;
-    CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "gemm_mma.cu");
-    ASSERT_FALSE(k.cubin.empty());
-    if (std::optional<std::string> sass = tessel::test::sass_of(k.cubin, std::string("gemm_mma_") + arch)) {
-      EXPECT_NE(sass->find("HMMA.16816.F32"), std::string::npos) << sass->substr(0, 4000);
-      EXPECT_NE(sass->find("LDSM.16.M88.4"), std::string::npos) << sass->substr(0, 4000);
-      EXPECT_NE(sass->find("LDSM.16.MT88.4"), std::string::npos) << sass->substr(0, 4000);
-      EXPECT_NE(sass->find("STG.E.64"), std::string::npos) << sass->substr(0, 4000);
-      // Register fragments stay in registers: no local memory.
-      EXPECT_EQ(sass->find("LDL"), std::string::npos) << sass->substr(0, 4000);
-      EXPECT_EQ(sass->find("STL"), std::string::npos) << sass->substr(0, 4000);
-      disassembled = true;
-    }
-  }
-  if (!disassembled)
-    GTEST_SKIP() << "NVRTC compiled for sm_80 and sm_90, but no cuobjdump (PATH, "
-                    "/usr/local/cuda/bin, $CUOBJDUMP) to check the SASS for HMMA and LDSM";
+  // Register fragments stay in registers: no local memory (LDL / STL).
+  if (!tessel::test::compiles_for_sm80_and_sm90(
+          src, "gemm_mma",
+          {"HMMA.16816.F32", "LDSM.16.M88.4", "LDSM.16.MT88.4", "STG.E.64"},
+          {"LDL", "STL"}))
+    GTEST_SKIP() << tessel::test::kNoCuobjdump;
 }
 
 // cp.async pipelines (Stage::pipeline) feeding ldmatrix: LDGSTS and LDSM in one kernel.
@@ -125,21 +110,9 @@ TEST(GemmMma, PipelinedCompilesForSm80AndSm90) {
   std::string src = codegen_cuda(lower(p.schedule, p.args));
   EXPECT_NE(src.find("cp.async"), std::string::npos) << src;
   EXPECT_NE(src.find("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"), std::string::npos) << src;
-  bool disassembled = false;
-  for (const char *arch : {"sm_80", "sm_90"}) {
-    SCOPED_TRACE(arch);
-    CompileOptions o;
-    o.arch = arch;
-    CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "gemm_mma_pipelined.cu");
-    ASSERT_FALSE(k.cubin.empty());
-    if (auto sass = tessel::test::sass_of(k.cubin, std::string("gemm_mma_pipelined_") + arch)) {
-      for (const char *insn : {"LDGSTS", "LDSM.16.MT88.4", "HMMA.16816.F32"})
-        EXPECT_NE(sass->find(insn), std::string::npos) << insn;
-      disassembled = true;
-    }
-  }
-  if (!disassembled)
-    GTEST_SKIP() << "NVRTC compiled for sm_80 and sm_90, but no cuobjdump to check the SASS";
+  if (!tessel::test::compiles_for_sm80_and_sm90(
+          src, "gemm_mma_pipelined", {"LDGSTS", "LDSM.16.MT88.4", "HMMA.16816.F32"}))
+    GTEST_SKIP() << tessel::test::kNoCuobjdump;
 }
 
 TEST(GemmMmaErrors, ShapesThatNoTileDivides) {

@@ -155,21 +155,8 @@ TEST(GemmWmma, CudaSourceAndNvrtcForSm80AndSm90) {
         "nvcuda::wmma::mem_row_major", "*(uint4*)(A_shared", "__launch_bounds__(256)"})
     EXPECT_NE(src.find(text), std::string::npos) << text << "\n" << src;
 
-  bool disassembled = false;
-  for (const char *arch : {"sm_80", "sm_90"}) {
-    SCOPED_TRACE(arch);
-    CompileOptions o;
-    o.arch = arch;
-    CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "gemm_wmma.cu");
-    ASSERT_FALSE(k.cubin.empty());
-    if (std::optional<std::string> sass = tessel::test::sass_of(k.cubin, std::string("gemm_wmma_") + arch)) {
-      EXPECT_NE(sass->find("HMMA"), std::string::npos) << sass->substr(0, 4000);
-      disassembled = true;
-    }
-  }
-  if (!disassembled)
-    GTEST_SKIP() << "NVRTC compiled for sm_80 and sm_90, but no cuobjdump (PATH, "
-                    "/usr/local/cuda/bin, $CUOBJDUMP) to check the SASS for HMMA";
+  if (!tessel::test::compiles_for_sm80_and_sm90(src, "gemm_wmma", {"HMMA"}))
+    GTEST_SKIP() << tessel::test::kNoCuobjdump;
 }
 
 TEST(GemmWmmaErrors, ShapesThatNoTileDivides) {

@@ -269,20 +269,8 @@ TEST(Rasterize, GemmWmmaCompilesForSm80AndSm90) {
   std::string src = codegen_cuda(m);
   EXPECT_NE(src.find("i_outer_raster"), std::string::npos) << src;
   EXPECT_NE(src.find("nvcuda::wmma::mma_sync("), std::string::npos) << src;
-  bool disassembled = false;
-  for (const char *arch : {"sm_80", "sm_90"}) {
-    SCOPED_TRACE(arch);
-    CompileOptions o;
-    o.arch = arch;
-    CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "gemm_wmma_raster.cu");
-    ASSERT_FALSE(k.cubin.empty());
-    if (auto sass = tessel::test::sass_of(k.cubin, std::string("gemm_wmma_raster_") + arch)) {
-      EXPECT_NE(sass->find("HMMA"), std::string::npos);
-      disassembled = true;
-    }
-  }
-  if (!disassembled)
-    GTEST_SKIP() << "NVRTC compiled for sm_80 and sm_90, but no cuobjdump to check the SASS";
+  if (!tessel::test::compiles_for_sm80_and_sm90(src, "gemm_wmma_raster", {"HMMA"}))
+    GTEST_SKIP() << tessel::test::kNoCuobjdump;
 }
 
 // ---- Misuse ---------------------------------------------------------------------------------
