@@ -3,9 +3,10 @@
 //
 // The executor keeps every float value as a double that is exactly representable in its IR type
 // and rounds after each operation. Rounding directly from double (not through float) matters:
-// double -> float -> half rounds twice and can differ from the GPU's single rounding. The raw-bit
-// helpers overlap runtime/Half.h (branch runtime, float-based); dedupe once both are on main.
+// double -> float -> half rounds twice and can differ from the GPU's single rounding.
 #pragma once
+
+#include "runtime/Half.h"
 
 #include <bit>
 #include <cmath>
@@ -43,47 +44,20 @@ inline double round_to_bfloat16(double x) {
 }
 inline double round_to_float(double x) { return static_cast<double>(static_cast<float>(x)); }
 
+// The encodings: the value rounded from double once, then encoded exactly (runtime/Half.h).
+
 /// The IEEE half encoding of x (rounded to nearest even first).
-inline uint16_t half_bits(double x) {
-  double r = round_to_half(x);
-  uint16_t sign = std::signbit(r) ? 0x8000u : 0u;
-  if (std::isnan(r))
-    return 0x7e00u;
-  double a = std::fabs(r);
-  if (std::isinf(a))
-    return sign | 0x7c00u;
-  if (a < 0x1p-14) // subnormal (or zero): a multiple of 2^-24
-    return sign | static_cast<uint16_t>(a * 0x1p24);
-  int e;
-  double m = std::frexp(a, &e); // a = m * 2^e, m in [0.5, 1)
-  auto exp_field = static_cast<uint16_t>(e - 1 + 15);
-  auto mant = static_cast<uint16_t>((m * 2.0 - 1.0) * 1024.0);
-  return sign | static_cast<uint16_t>(exp_field << 10) | mant;
-}
+inline uint16_t half_bits(double x) { return float_to_half(static_cast<float>(round_to_half(x))); }
 
 /// The value of an IEEE half encoding (exact).
-inline double half_value(uint16_t h) {
-  int exp = (h >> 10) & 0x1f;
-  int mant = h & 0x3ff;
-  double sign = (h & 0x8000u) ? -1.0 : 1.0;
-  if (exp == 0x1f)
-    return mant ? NAN : sign * INFINITY;
-  if (exp == 0)
-    return sign * std::ldexp(mant, -24);
-  return sign * std::ldexp(1024 + mant, exp - 25);
-}
+inline double half_value(uint16_t h) { return half_to_float(h); }
 
 /// The bfloat16 encoding of x (rounded to nearest even first).
 inline uint16_t bfloat16_bits(double x) {
-  double r = round_to_bfloat16(x);
-  if (std::isnan(r))
-    return 0x7fc0u;
-  // r is exact in float, so the float's top half is the encoding.
-  return static_cast<uint16_t>(std::bit_cast<uint32_t>(static_cast<float>(r)) >> 16);
+  return float_to_bfloat16(static_cast<float>(round_to_bfloat16(x)));
 }
 
-inline double bfloat16_value(uint16_t b) {
-  return static_cast<double>(std::bit_cast<float>(uint32_t(b) << 16));
-}
+/// The value of a bfloat16 encoding (exact).
+inline double bfloat16_value(uint16_t b) { return bfloat16_to_float(b); }
 
 } // namespace tessel::interp
