@@ -120,6 +120,16 @@ protected:
   }
 };
 
+// Removes every cp_async_wait: the tiles are read before their copies are known to be done.
+class DropAsyncWaits : public IRMutator {
+protected:
+  Stmt visit(const Evaluate *op) override {
+    if (const auto *c = op->value.as<Call>(); c && c->is_intrinsic(intrinsic::cp_async_wait))
+      return Evaluate::make(0);
+    return IRMutator::visit(op);
+  }
+};
+
 // Shifts every store (or asynchronous copy) into shared memory by one tile row: an
 // out-of-bounds tile.
 class ShiftSharedStores : public IRMutator {
@@ -169,6 +179,14 @@ TEST(EndToEnd, BrokenLoweringsAreCaughtByTheExecutor) {
   std::string race = error_of(no_sync, Float(32));
   EXPECT_NE(race.find("race"), std::string::npos) << race;
   EXPECT_NE(race.find("shared"), std::string::npos) << race;
+
+  // gemm_shared's tiles are double-buffered with cp.async; without the waits the executor, which
+  // lands a copy only when a wait completes it, sees tiles read that were never written.
+  LoweredFunc no_wait = f;
+  no_wait.body = DropAsyncWaits().mutate(f.body);
+  std::string early = error_of(no_wait, Float(32));
+  EXPECT_NE(early.find("A.shared"), std::string::npos) << early;
+  EXPECT_NE(early.find("uninitialized shared memory"), std::string::npos) << early;
 
   LoweredFunc oob = f;
   oob.body = ShiftSharedStores().mutate(f.body);

@@ -153,3 +153,40 @@ TEST(PassInjectPipeline, UnsafeCasesAreLeftSingle) {
     EXPECT_EQ(text.find("floormod"), std::string::npos) << what << "\n" << text;
   }
 }
+
+// A barrier inside control flow that depends on threadIdx would hang: a loop there stays single.
+TEST(PassInjectPipeline, LoopUnderThreadDependentBranchIsLeftSingle) {
+  KLoop k;
+  IterVar tx = thread_axis("threadIdx.x");
+  Stmt loop = For::make(k.ko, 0, 4, ForKind::Serial, Seq::make({k.marked(k.fill(k.ko)), k.compute()}));
+  Stmt s = AttrStmt::make(tx, attr::thread_extent, 32,
+                          Allocate::make(Var(k.AS->data.as<Variable>()), Float(32), {16}, "shared",
+                                         IfThenElse::make(Expr(tx) < 8, loop)));
+  std::string text = to_string(inject_pipeline(s));
+  EXPECT_NE(text.find("[16]"), std::string::npos) << text;
+  EXPECT_EQ(text.find("syncthreads"), std::string::npos) << text;
+  EXPECT_EQ(text.find("cp_async"), std::string::npos) << text;
+  // The same loop outside the branch is pipelined.
+  Stmt uniform = AttrStmt::make(tx, attr::thread_extent, 32,
+                                Allocate::make(Var(k.AS->data.as<Variable>()), Float(32), {16},
+                                               "shared", loop));
+  EXPECT_NE(to_string(inject_pipeline(uniform)).find("@syncthreads()"), std::string::npos);
+}
+
+// Three stages: two fills ahead, cp_async_wait(1), the stage (ko % 3); same results.
+TEST(PassInjectPipeline, ThreeStagesOnAConstantLoop) {
+  KLoop k;
+  Stmt body = Seq::make({AttrStmt::make(k.AS->data, attr::pipeline_scope, 3, k.fill(k.ko)),
+                         k.compute()});
+  Stmt s = Allocate::make(Var(k.AS->data.as<Variable>()), Float(32), {16}, "shared",
+                          For::make(k.ko, 0, 4, ForKind::Serial, body));
+  Stmt out = inject_pipeline(s);
+  std::string text = to_string(out);
+  EXPECT_NE(text.find("allocate(A.shared, float32, [48])"), std::string::npos) << text;
+  EXPECT_EQ(count_of(text, "@cp_async_commit()"), 3) << text;
+  EXPECT_NE(text.find("@cp_async_wait(1)"), std::string::npos) << text;
+  EXPECT_NE(text.find("if (ko + 2 < 4)"), std::string::npos) << text;
+  EXPECT_NE(text.find("floormod(ko + 2, 3) * 16"), std::string::npos) << text;
+  EXPECT_NE(text.find("floormod(ko, 3) * 16"), std::string::npos) << text;
+  EXPECT_EQ(k.run(out), k.run(s));
+}

@@ -152,6 +152,11 @@ TEST(ScheduleErrors, BadArguments) {
   expect_error([&] { t.s[t.g.C].storage_align(t.s[t.g.C].op_axis(0), 4, 4); },
                {"0 <= offset < factor"});
   expect_error([&] { t.s[t.g.C].axes<3>(); }, {"stage 'C' has 2 axes, not 3"});
+  expect_error([&] { t.s[t.g.C].pipeline(3); },
+               {"stage 'C'", "only intermediate computed stages can be pipelined"});
+  Tensor AS = t.s.cache_read(t.g.A, "shared", {t.g.C});
+  expect_error([&] { t.s[AS].pipeline(1); }, {"'A.shared'", "2 to 8 stages, got 1"});
+  expect_error([&] { t.s[AS].pipeline(9); }, {"2 to 8 stages, got 9"});
 }
 
 TEST(ScheduleErrors, LowerArguments) {
