@@ -158,7 +158,8 @@ TEST(PassInjectPipeline, UnsafeCasesAreLeftSingle) {
 TEST(PassInjectPipeline, LoopUnderThreadDependentBranchIsLeftSingle) {
   KLoop k;
   IterVar tx = thread_axis("threadIdx.x");
-  Stmt loop = For::make(k.ko, 0, 4, ForKind::Serial, Seq::make({k.marked(k.fill(k.ko)), k.compute()}));
+  Stmt loop = For::make(k.ko, 0, 4, ForKind::Serial,
+                        Seq::make({k.marked(k.fill(k.ko)), k.compute()}));
   Stmt s = AttrStmt::make(tx, attr::thread_extent, 32,
                           Allocate::make(Var(k.AS->data.as<Variable>()), Float(32), {16}, "shared",
                                          IfThenElse::make(Expr(tx) < 8, loop)));
