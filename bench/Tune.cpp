@@ -128,10 +128,10 @@ void tune_gemm(int64_t M, int64_t N, int64_t K, CublasGemm &cublas, std::ostream
   double vendor_ms = time_launches([&] { cublas.run(A, B, Cv, M, N, K); }, tune_timing()).median_ms;
 
   std::vector<Candidate> cands;
-  for (const GemmWmmaTiles &t : gemm_tc_candidates(M, N, K)) {
-    Candidate c{to_string(t), {}, {}};
+  for (const GemmTcConfig &config : gemm_tc_candidates(M, N, K)) {
+    Candidate c{to_string(config), {}, {}};
     try {
-      ScheduledProgram p = gemm_wmma(M, N, K, t);
+      ScheduledProgram p = gemm_tc(M, N, K, config);
       c.lowered = lower(p.schedule, p.args);
     } catch (const Error &e) {
       c.error = e.what();

@@ -1,5 +1,7 @@
 #include "schedules/GemmTc.h"
 
+#include "schedules/GemmMma.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -11,7 +13,7 @@ namespace {
 
 struct Tuned {
   int64_t M, N, K;
-  GemmWmmaTiles tiles;
+  GemmTcConfig config;
 };
 
 // Winners of `tessel_bench --tune` (bench/RESULTS.md has the run and its full log). Empty until
@@ -43,28 +45,33 @@ std::string to_string(const GemmWmmaTiles &t) {
          " raster=" + std::to_string(t.raster_group);
 }
 
-std::vector<GemmWmmaTiles> gemm_tc_candidates(int64_t M, int64_t N, int64_t K) {
-  std::vector<GemmWmmaTiles> out;
-  for (auto [brw, bcw] : {std::pair{2, 4}, {4, 2}, {2, 2}})
-    for (auto [wrt, wct] : {std::pair{4, 2}, {2, 4}, {4, 4}})
-      for (int chunk : {2, 4})
-        for (int stages : {2, 3, 4})
-          for (int raster : {0, 8}) {
-            GemmWmmaTiles t{.block_row_warps = brw, .block_col_warps = bcw,
-                            .warp_row_tiles = wrt, .warp_col_tiles = wct, .chunk = chunk,
-                            .stages = stages};
-            t.raster_group = raster;
-            if (fits(t, M, N, K))
-              out.push_back(t);
-          }
+std::string to_string(const GemmTcConfig &c) {
+  return std::string(c.ptx_mma ? "mma " : "wmma ") + to_string(c.tiles);
+}
+
+std::vector<GemmTcConfig> gemm_tc_candidates(int64_t M, int64_t N, int64_t K) {
+  std::vector<GemmTcConfig> out;
+  for (bool ptx_mma : {false, true})
+    for (auto [brw, bcw] : {std::pair{2, 4}, {4, 2}, {2, 2}})
+      for (auto [wrt, wct] : {std::pair{4, 2}, {2, 4}, {4, 4}})
+        for (int chunk : {2, 4})
+          for (int stages : {2, 3, 4})
+            for (int raster : {0, 8}) {
+              GemmWmmaTiles t{.block_row_warps = brw, .block_col_warps = bcw,
+                              .warp_row_tiles = wrt, .warp_col_tiles = wct, .chunk = chunk,
+                              .stages = stages};
+              t.raster_group = raster;
+              if (fits(t, M, N, K))
+                out.push_back({t, ptx_mma});
+            }
   return out;
 }
 
-GemmWmmaTiles gemm_tc_tiles(int64_t M, int64_t N, int64_t K) {
+GemmTcConfig gemm_tc_config(int64_t M, int64_t N, int64_t K) {
   const Tuned *best = nullptr;
   double best_distance = std::numeric_limits<double>::infinity();
   for (const Tuned &t : tuned()) {
-    if (!fits(t.tiles, M, N, K))
+    if (!fits(t.config.tiles, M, N, K))
       continue;
     double d = std::abs(std::log2(double(M) / t.M)) + std::abs(std::log2(double(N) / t.N)) +
                std::abs(std::log2(double(K) / t.K));
@@ -74,15 +81,19 @@ GemmWmmaTiles gemm_tc_tiles(int64_t M, int64_t N, int64_t K) {
     }
   }
   if (best)
-    return best->tiles;
-  GemmWmmaTiles t = gemm_wmma_tiles(M, N, K);
-  if (K / t.block_k() > 1)
-    t.stages = 3;
-  return t;
+    return best->config;
+  GemmTcConfig c{gemm_wmma_tiles(M, N, K)};
+  if (K / c.tiles.block_k() > 1)
+    c.tiles.stages = 3;
+  return c;
+}
+
+ScheduledProgram gemm_tc(int64_t M, int64_t N, int64_t K, const GemmTcConfig &config) {
+  return config.ptx_mma ? gemm_mma(M, N, K, config.tiles) : gemm_wmma(M, N, K, config.tiles);
 }
 
 ScheduledProgram gemm_tc(int64_t M, int64_t N, int64_t K) {
-  return gemm_wmma(M, N, K, gemm_tc_tiles(M, N, K));
+  return gemm_tc(M, N, K, gemm_tc_config(M, N, K));
 }
 
 ScheduleEntry gemm_tc_entry() {

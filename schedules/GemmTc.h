@@ -1,37 +1,50 @@
 // gemm_tc: the tuned Tensor Core GEMM (fp16 in, fp32 out).
 //
-// gemm_wmma's schedule (padded shared tiles, WMMA fragments, warps on threadIdx.y / z) with the
-// shared tiles pipelined through cp.async (Stage::pipeline), blocks rasterized for L2 reuse
-// (Stage::rasterize), and tile sizes picked per shape by measurement: `tessel_bench --tune`
-// times every candidate of gemm_tc_candidates() on the GPU, checks it against cuBLAS, logs all
-// of them, and the winners are kept in GemmTc.cpp's table (the run is in bench/RESULTS.md).
+// gemm_wmma's schedule (padded shared tiles, warps on threadIdx.y / z) with the shared tiles
+// pipelined through cp.async (Stage::pipeline), blocks rasterized for L2 reuse
+// (Stage::rasterize), and the tile sizes and the Tensor Core path (WMMA, or ldmatrix + mma.sync as
+// in gemm_mma) picked per shape by measurement: `tessel_bench --tune` times every candidate of
+// gemm_tc_candidates() on the GPU, checks it against cuBLAS, logs all of them, and the winners
+// are kept in GemmTc.cpp's table (the run is in bench/RESULTS.md).
 //
 //   ScheduledProgram p = gemm_tc(4096, 4096, 4096);
 #pragma once
 
 #include "schedules/GemmWmma.h"
 
+#include <string>
+
 #include <vector>
 
 namespace tessel {
 
-/// The tiles measured fastest for M x N x K, or, for a shape not measured, those of the nearest
-/// measured shape that fit it (falling back to gemm_wmma_tiles with 3 stages).
-GemmWmmaTiles gemm_tc_tiles(int64_t M, int64_t N, int64_t K);
+/// One point of gemm_tc's search: the tiles, and which Tensor Core path runs them.
+struct GemmTcConfig {
+  GemmWmmaTiles tiles;
+  /// ldmatrix + mma.sync on register fragments (gemm_mma) instead of the WMMA API (gemm_wmma).
+  bool ptx_mma = false;
+};
 
-/// gemm_wmma with gemm_tc_tiles(M, N, K).
+/// The configuration measured fastest for M x N x K, or, for a shape not measured, that of the
+/// nearest measured shape that fits it (falling back to gemm_wmma_tiles with 3 stages).
+GemmTcConfig gemm_tc_config(int64_t M, int64_t N, int64_t K);
+
+/// gemm_wmma or gemm_mma with gemm_tc_config(M, N, K).
 ScheduledProgram gemm_tc(int64_t M, int64_t N, int64_t K);
+ScheduledProgram gemm_tc(int64_t M, int64_t N, int64_t K, const GemmTcConfig &config);
 
-/// The tiles the tuner tries for M x N x K: 4 or 8 warps, 32 to 64 rows and columns of
-/// fragments per warp, K steps of 32 or 64, 2 to 4 stages, rasterization off or in groups of 8;
-/// only those that divide the shape and fit in 227 KiB of shared memory.
-std::vector<GemmWmmaTiles> gemm_tc_candidates(int64_t M, int64_t N, int64_t K);
+/// The configurations the tuner tries for M x N x K: both paths, 4 or 8 warps, 32 to 64 rows and
+/// columns of fragments per warp, K steps of 32 or 64, 2 to 4 stages, rasterization off or in
+/// groups of 8; only those that divide the shape and fit in 227 KiB of shared memory.
+std::vector<GemmTcConfig> gemm_tc_candidates(int64_t M, int64_t N, int64_t K);
 
 /// Bytes of shared memory the pipelined, padded tiles of `t` take.
 int64_t gemm_tc_shared_bytes(const GemmWmmaTiles &t);
 
 /// "brw=2 bcw=4 wrt=4 wct=2 chunk=2 stages=3 raster=8": the tiles as the tuner logs them.
 std::string to_string(const GemmWmmaTiles &t);
+/// "mma brw=2 ...": the path, then the tiles.
+std::string to_string(const GemmTcConfig &c);
 
 ScheduleEntry gemm_tc_entry();
 

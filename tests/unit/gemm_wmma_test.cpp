@@ -24,19 +24,13 @@
 #include <random>
 
 using namespace tessel;
+using tessel::test::count_of;
 using tessel::test::expect_error;
 
 namespace {
 
 void check_on_executor(const ScheduledProgram &p, int64_t M, int64_t N, int64_t K) {
   EXPECT_EQ(tessel::test::exact_gemm_mismatch(lower(p.schedule, p.args).funcs[0], M, N, K), "");
-}
-
-int count_of(const std::string &hay, const std::string &needle) {
-  int n = 0;
-  for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1))
-    ++n;
-  return n;
 }
 
 } // namespace
@@ -96,8 +90,8 @@ TEST(GemmWmma, PipelinedIrWaitsThenSyncsOncePerStep) {
   EXPECT_NE(ir.find("allocate(B.shared, float16, [13056])"), std::string::npos) << ir;
   EXPECT_NE(ir.find("@cp_async_wait(1)\n    @syncthreads()\n    if (k.outer < 6)"),
             std::string::npos) << ir;
-  EXPECT_EQ(tessel::test::count_of(ir, "@syncthreads()"), 1) << ir;
-  EXPECT_EQ(tessel::test::count_of(ir, "@cp_async_commit()"), 3) << ir;
+  EXPECT_EQ(count_of(ir, "@syncthreads()"), 1) << ir;
+  EXPECT_EQ(count_of(ir, "@cp_async_commit()"), 3) << ir;
   EXPECT_NE(ir.find(", 16, true)"), std::string::npos) << ir; // 16-byte copies
 }
 
