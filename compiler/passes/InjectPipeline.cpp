@@ -279,7 +279,7 @@ protected:
     int copies = 0;
     auto async = [&](const Stmt &s) { return to_async_copies(s, &copies); };
 
-    std::vector<Stmt> prologue;
+    std::vector<Stmt> out; // the prologue, then the loop
     auto extent = as_const_int(op->extent);
     for (int s = 0; s + 1 < stages; ++s) {
       Stmt f = async(fills(op->min + make_const(t, s)));
@@ -288,9 +288,9 @@ protected:
       else if (s >= *extent)
         f = Stmt();
       if (f.defined())
-        prologue.push_back(f);
-      if (copies)
-        prologue.push_back(intrinsic_stmt(intrinsic::cp_async_commit));
+        out.push_back(f);
+      if (copies) // one group per stage, empty or not, so that the waits count right
+        out.push_back(intrinsic_stmt(intrinsic::cp_async_commit));
     }
 
     std::vector<Stmt> next;
@@ -306,14 +306,14 @@ protected:
     if (copies)
       body.push_back(intrinsic_stmt(intrinsic::cp_async_commit));
     body.push_back(compute);
-    prologue.push_back(For::make(i, op->min, op->extent, op->for_kind,
-                                 Seq::make(std::move(body)), op->thread_tag));
-    Stmt s = Seq::make(std::move(prologue));
+    out.push_back(For::make(i, op->min, op->extent, op->for_kind, Seq::make(std::move(body)),
+                            op->thread_tag));
+    Stmt result = Seq::make(std::move(out));
     for (Plan *p : here)
       if (p->alloc_inside_loop)
-        s = Allocate::make(p->alloc->buffer_var, p->alloc->dtype, {grown_size(*p)},
-                           p->alloc->scope, s);
-    return s;
+        result = Allocate::make(p->alloc->buffer_var, p->alloc->dtype, {grown_size(*p)},
+                                p->alloc->scope, result);
+    return result;
   }
 
   Stmt visit(const AttrStmt *op) override {
