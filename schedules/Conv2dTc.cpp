@@ -5,6 +5,7 @@
 
 #include <array>
 #include <numeric>
+#include <vector>
 
 namespace tessel {
 
@@ -109,8 +110,33 @@ Conv2dTcTensors conv2d_tc_definition(const Conv2dTcShape &sh) {
   return t;
 }
 
+namespace {
+
+// Winners of `tessel_bench --tune` for whole shapes (bench/RESULTS.md has the run and its log).
+// Empty until a tuning run on the target GPU fills it.
+struct TunedConv {
+  Conv2dTcShape shape;
+  Conv2dTcTiles tiles;
+};
+const std::vector<TunedConv> &tuned_convs() {
+  static const std::vector<TunedConv> table = {
+  };
+  return table;
+}
+
+bool same_shape(const Conv2dTcShape &a, const Conv2dTcShape &b) {
+  return a.batch == b.batch && a.height == b.height && a.width == b.width &&
+         a.in_channels == b.in_channels && a.out_channels == b.out_channels &&
+         a.kernel == b.kernel && a.pad == b.pad;
+}
+
+} // namespace
+
 Conv2dTcTiles conv2d_tc_tiles(const Conv2dTcShape &sh) {
   check_shape(sh);
+  for (const TunedConv &t : tuned_convs())
+    if (same_shape(t.shape, sh))
+      return t.tiles;
   Conv2dTcTiles best;
   // The channels play the GEMM's K: the step must divide C.
   GemmWmmaTiles g = gemm_wmma_tiles(sh.gemm_m(), sh.out_channels, sh.in_channels);

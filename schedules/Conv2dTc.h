@@ -58,8 +58,9 @@ struct Conv2dTcTensors {
 };
 Conv2dTcTensors conv2d_tc_definition(const Conv2dTcShape &shape);
 
-/// Tiles for `shape`: the defaults (128 x 128 blocks of 2 x 4 warps, 32 channels per step,
-/// double-buffered) when they divide it, otherwise the largest that do (as gemm_wmma_tiles).
+/// Tiles for `shape`: those measured fastest for it by `tessel_bench --tune` when it is in
+/// Conv2dTc.cpp's table; otherwise the defaults (128 x 128 blocks of 2 x 4 warps, 32 channels
+/// per step, double-buffered) when they divide it, or the largest that do (as gemm_wmma_tiles).
 /// tessel::Error naming the dimension when N*P*Q, K or C is not a multiple of 16.
 Conv2dTcTiles conv2d_tc_tiles(const Conv2dTcShape &shape);
 
