@@ -61,15 +61,6 @@ void compile_all(std::vector<Candidate> &cands, const std::string &arch) {
       cands[i].error = errors[i];
 }
 
-double max_rel_error(const DeviceArray &ours, const std::vector<float> &vendor) {
-  std::vector<float> got(ours.numel());
-  ours.copy_to_host(got.data(), ours.bytes());
-  double worst = 0;
-  for (size_t i = 0; i < got.size(); ++i)
-    worst = std::max(worst, double(std::fabs(got[i] - vendor[i])) / (1.0 + std::fabs(vendor[i])));
-  return worst;
-}
-
 // Runs, checks and times each candidate; logs each; prints the best.
 void measure(const std::string &kind, const std::string &shape, double flops, double vendor_ms,
              std::vector<Candidate> &cands, double tolerance,
@@ -169,26 +160,25 @@ void tune_conv(const ConvShape &s, std::ostream &csv) {
   double vendor_ms = time_launches([&] { cudnn.run(dx, dw, dy); }, tune_timing()).median_ms;
   DeviceArray y(Float(32), {sh.gemm_m(), sh.gemm_n()});
 
+  // gemm_tc's tilings of the implicit GEMM (its K step must divide C, one filter tap), on the
+  // WMMA path conv2d_tc takes, without rasterization.
   std::vector<Candidate> cands;
-  for (auto [brw, bcw] : {std::pair{2, 4}, {4, 2}, {2, 2}})
-    for (auto [wrt, wct] : {std::pair{4, 2}, {2, 4}, {4, 4}})
-      for (int chunk : {2, 4})
-        for (int stages : {2, 3, 4}) {
-          Conv2dTcTiles t{.block_row_warps = brw, .block_col_warps = bcw, .warp_row_tiles = wrt,
-                          .warp_col_tiles = wct, .chunk = chunk, .stages = stages};
-          GemmWmmaTiles g{.block_row_warps = brw, .block_col_warps = bcw, .warp_row_tiles = wrt,
-                          .warp_col_tiles = wct, .chunk = chunk, .stages = stages};
-          if (gemm_tc_shared_bytes(g) > 227 * 1024)
-            continue;
-          Candidate c{to_string(g), {}, {}};
-          try {
-            ScheduledProgram p = conv2d_tc(sh, t);
-            c.lowered = lower(p.schedule, p.args);
-          } catch (const Error &e) {
-            continue; // tiles that do not fit the shape
-          }
-          cands.push_back(std::move(c));
-        }
+  for (const GemmTcConfig &config : gemm_tc_candidates(sh.gemm_m(), sh.gemm_n(), s.c)) {
+    const GemmWmmaTiles &g = config.tiles;
+    if (config.ptx_mma || g.raster_group)
+      continue;
+    Conv2dTcTiles t{.block_row_warps = g.block_row_warps, .block_col_warps = g.block_col_warps,
+                    .warp_row_tiles = g.warp_row_tiles, .warp_col_tiles = g.warp_col_tiles,
+                    .chunk = g.chunk, .stages = g.stages};
+    Candidate c{to_string(g), {}, {}};
+    try {
+      ScheduledProgram p = conv2d_tc(sh, t);
+      c.lowered = lower(p.schedule, p.args);
+    } catch (const Error &e) {
+      c.error = e.what();
+    }
+    cands.push_back(std::move(c));
+  }
   compile_all(cands, Device::get(0).arch());
   // cuDNN rounds its output to fp16 (relative 2^-11); ours stays fp32.
   measure("conv", shape, sh.flops(), vendor_ms, cands, 2e-3,

@@ -2,10 +2,22 @@
 
 #include "compiler/support/Error.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include <cublas_v2.h>
 #include <cudnn.h>
 
 namespace tessel::bench {
+
+double max_rel_error(const DeviceArray &ours, const std::vector<float> &vendor) {
+  std::vector<float> got(ours.numel());
+  ours.copy_to_host(got.data(), ours.bytes());
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    worst = std::max(worst, double(std::fabs(got[i] - vendor[i])) / (1.0 + std::fabs(vendor[i])));
+  return worst;
+}
 
 #define CHECK_CUBLAS(call)                                                                         \
   do {                                                                                             \

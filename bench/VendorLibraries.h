@@ -5,8 +5,12 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace tessel::bench {
+
+/// max |ours - vendor| / (1 + |vendor|) over all elements of a float32 result.
+double max_rel_error(const DeviceArray &ours, const std::vector<float> &vendor);
 
 /// C (M x N, float32) = A (M x K, float16) * B (K x N, float16), all row major, with
 /// cublasGemmEx and float32 compute.

@@ -76,12 +76,9 @@ Row bench_gemm(const std::string &schedule, int64_t M, int64_t N, int64_t K, ben
     C.poison();
     m.run({&A, &B, &C});
     r.ours_ms = m.time({&A, &B, &C}, timing()).median_ms;
-    std::vector<float> ours(M * N), vendor(M * N);
-    C.copy_to_host(ours.data(), C.bytes());
+    std::vector<float> vendor(M * N);
     Cv.copy_to_host(vendor.data(), Cv.bytes());
-    double worst = 0;
-    for (size_t i = 0; i < ours.size(); ++i)
-      worst = std::max(worst, double(std::fabs(ours[i] - vendor[i])) / (1.0 + std::fabs(vendor[i])));
+    double worst = bench::max_rel_error(C, vendor);
     r.max_err = worst;
     // Both accumulate K fp16 products in fp32, in different orders.
     r.note = worst <= 1e-3 ? "ok" : "MISMATCH";
