@@ -1,5 +1,6 @@
 // CUDA codegen: hand-built Form 2 kernels, their text (FileCheck and substrings) and NVRTC
 // compilation for sm_80 and sm_90.
+#include "TestUtil.h"
 #include "codegen_cuda_util.h"
 
 #include <cmath>
@@ -236,4 +237,48 @@ CHECK-NEXT:     A[((int)threadIdx.x)] = (((int)threadIdx.x) > 220 ? 2.0f : 3.0f)
 CHECK-NEXT:   }
 )");
   expect_compiles(src);
+}
+
+// cp_async / commit / wait: helpers emitted once, the zero-fill form for a predicate, and clear
+// errors for a size cp.async cannot copy or a wait count that is not a constant.
+TEST(CodeGenCUDA, AsyncCopies) {
+  Buffer A = flat_buffer("A", Float(16), 1024), B = flat_buffer("B", Float(16), 1024);
+  Buffer As = flat_buffer("A.shared", Float(16), 128, "shared");
+  IterVar tx = thread_axis("threadIdx.x");
+  auto call = [](const char *name, std::vector<Expr> args) {
+    return Evaluate::make(Call::make(Void(), name, std::move(args), Call::Intrinsic));
+  };
+  Expr t = tx.var();
+  auto kernel_with = [&](Expr bytes, Expr pred, Expr wait) {
+    Stmt body = Seq::make({call(intrinsic::cp_async, {address_of(As, t * 8), address_of(A, t * 8),
+                                                      bytes, pred}),
+                           call(intrinsic::cp_async_commit, {}),
+                           call(intrinsic::cp_async_wait, {wait}), sync_threads(),
+                           store(B, t, load(As, 127 - t))});
+    return kernel("copy_async", {A, B}, launch_thread(tx, 16, allocate(As, body)), {1, 1, 1},
+                  {16, 1, 1});
+  };
+  std::string src = codegen(kernel_with(16, const_true(), 0));
+  expect_filecheck(src, R"(
+CHECK: __device__ __forceinline__ void tessel_cp_async_zfill(void *dst, const void *src, bool pred) {
+CHECK: cp.async.cg.shared.global
+CHECK: copy_async(
+CHECK: tessel_cp_async<16>(&A_shared[((int)threadIdx.x) * 8], &A[((int)threadIdx.x) * 8]);
+CHECK-NEXT: tessel_cp_async_commit();
+CHECK-NEXT: tessel_cp_async_wait<0>();
+CHECK-NEXT: __syncthreads();
+)");
+  expect_compiles(src);
+  std::string zfill = codegen(kernel_with(8, t < 8, 1));
+  EXPECT_NE(zfill.find("tessel_cp_async_zfill<8>(&A_shared[((int)threadIdx.x) * 8], "
+                       "&A[((int)threadIdx.x) * 8], ((int)threadIdx.x) < 8);"),
+            std::string::npos)
+      << zfill;
+  EXPECT_NE(zfill.find("tessel_cp_async_wait<1>();"), std::string::npos) << zfill;
+  expect_compiles(zfill);
+
+  tessel::test::expect_error([&] { codegen(kernel_with(12, const_true(), 0)); },
+                             {"cp_async", "copies 4, 8 or 16 bytes"});
+  tessel::test::expect_error([&] { codegen(kernel_with(16, const_true(), t)); },
+                             {"cp_async_wait takes one non-negative constant"});
 }
