@@ -26,17 +26,10 @@ const std::vector<Tuned> &tuned() {
 
 bool fits(const GemmWmmaTiles &t, int64_t M, int64_t N, int64_t K) {
   return M % t.block_m() == 0 && N % t.block_n() == 0 && K % t.block_k() == 0 &&
-         gemm_tc_shared_bytes(t) <= 227 * 1024;
+         gemm_wmma_shared_bytes(t) <= 227 * 1024;
 }
 
 } // namespace
-
-int64_t gemm_tc_shared_bytes(const GemmWmmaTiles &t) {
-  // Rows padded by 8 halves (GemmWmma.cpp's storage_align), 2 bytes per half.
-  int64_t a = int64_t(t.block_m()) * (t.block_k() + 8);
-  int64_t b = int64_t(t.block_k()) * (t.block_n() + 8);
-  return std::max(1, t.stages) * (a + b) * 2;
-}
 
 std::string to_string(const GemmWmmaTiles &t) {
   return "brw=" + std::to_string(t.block_row_warps) + " bcw=" + std::to_string(t.block_col_warps) +

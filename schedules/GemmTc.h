@@ -38,9 +38,6 @@ ScheduledProgram gemm_tc(int64_t M, int64_t N, int64_t K, const GemmTcConfig &co
 /// groups of 8; only those that divide the shape and fit in 227 KiB of shared memory.
 std::vector<GemmTcConfig> gemm_tc_candidates(int64_t M, int64_t N, int64_t K);
 
-/// Bytes of shared memory the pipelined, padded tiles of `t` take.
-int64_t gemm_tc_shared_bytes(const GemmWmmaTiles &t);
-
 /// "brw=2 bcw=4 wrt=4 wct=2 chunk=2 stages=3 raster=8": the tiles as the tuner logs them.
 std::string to_string(const GemmWmmaTiles &t);
 /// "mma brw=2 ...": the path, then the tiles.

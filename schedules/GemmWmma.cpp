@@ -82,6 +82,17 @@ void check_wmma_gemm_tiles(const std::string &context, const WmmaGemmDim &M, con
       << " halves) so every thread loads whole vectors; use fewer warps or larger tiles";
 }
 
+int64_t gemm_wmma_shared_bytes(const GemmWmmaTiles &t) {
+  // Rows padded as storage_align does: the smallest stride >= the row with stride % kAlignFactor
+  // == kAlignOffset. A is block_m x block_k, B block_k x block_n (row major); 2 bytes a half.
+  auto padded = [](int64_t row) {
+    return row + (kAlignOffset - row % kAlignFactor + kAlignFactor) % kAlignFactor;
+  };
+  int64_t a = int64_t(t.block_m()) * padded(t.block_k());
+  int64_t b = int64_t(t.block_k()) * padded(t.block_n());
+  return std::max(1, t.stages) * (a + b) * 2;
+}
+
 GemmWmmaTiles gemm_wmma_tiles(int64_t M, int64_t N, int64_t K, const std::string &context) {
   check_multiple_of_fragment(context, "M", M);
   check_multiple_of_fragment(context, "N", N);

@@ -50,6 +50,10 @@ GemmWmmaTiles gemm_wmma_tiles(int64_t M, int64_t N, int64_t K,
 
 /// The Tensor Core GEMM with tiles chosen by gemm_wmma_tiles.
 ScheduledProgram gemm_wmma(int64_t M, int64_t N, int64_t K);
+
+/// Bytes of shared memory the (pipelined, padded) A and B tiles of `tiles` take: what lowering
+/// allocates for gemm_wmma and gemm_mma.
+int64_t gemm_wmma_shared_bytes(const GemmWmmaTiles &tiles);
 /// The Tensor Core GEMM with the given tiles; tessel::Error up front if they do not divide the
 /// shape.
 ScheduledProgram gemm_wmma(int64_t M, int64_t N, int64_t K, const GemmWmmaTiles &tiles);

@@ -29,7 +29,7 @@ TEST(GemmTc, CandidatesDivideTheShapeAndFitInSharedMemory) {
       EXPECT_EQ(M % c.tiles.block_m(), 0);
       EXPECT_EQ(N % c.tiles.block_n(), 0);
       EXPECT_EQ(K % c.tiles.block_k(), 0);
-      EXPECT_LE(gemm_tc_shared_bytes(c.tiles), 227 * 1024);
+      EXPECT_LE(gemm_wmma_shared_bytes(c.tiles), 227 * 1024);
       EXPECT_GE(c.tiles.stages, 2);
       mma += c.ptx_mma;
     }
@@ -38,15 +38,15 @@ TEST(GemmTc, CandidatesDivideTheShapeAndFitInSharedMemory) {
   EXPECT_EQ(gemm_tc_candidates(4096, 4096, 4096).size(), 216u);
 }
 
-// The shared memory gemm_tc_shared_bytes predicts is what lowering allocates.
+// The shared memory gemm_wmma_shared_bytes predicts is what lowering allocates.
 TEST(GemmTc, SharedBytesMatchTheLoweredKernel) {
   for (const GemmTcConfig &c : gemm_tc_candidates(512, 512, 512)) {
-    if (c.ptx_mma || c.tiles.raster_group)
+    if (c.tiles.raster_group)
       continue;
     SCOPED_TRACE(to_string(c));
     ScheduledProgram p = gemm_tc(512, 512, 512, c);
     EXPECT_EQ(cuda_shared_memory_bytes(lower(p.schedule, p.args).funcs[0]),
-              gemm_tc_shared_bytes(c.tiles));
+              gemm_wmma_shared_bytes(c.tiles));
   }
 }
 
