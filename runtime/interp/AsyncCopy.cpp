@@ -31,7 +31,7 @@ std::pair<Memory *, ExprPtr> address(Compiler &C, const Call *call, const Expr &
 
 class CpAsyncCode : public StmtCode {
 public:
-  CpAsyncCode(Compiler &C, const Call *call) : call_(call) {
+  CpAsyncCode(Compiler &C, const Call *call) {
     user_check(call->args.size() == 4, "interp")
         << "cp_async takes (dst, src, bytes, predicate), got " << Expr(call);
     std::tie(dst_, dst_index_) = address(C, call, call->args[0]);
@@ -77,7 +77,6 @@ public:
   }
 
 private:
-  const Call *call_;
   Memory *dst_ = nullptr, *src_ = nullptr;
   ExprPtr dst_index_, src_index_, predicate_;
   int64_t elements_ = 0;

@@ -187,3 +187,48 @@ TEST(InterpErrors, MismatchedArgumentsAndLaunch) {
                 HasSubstr("threadIdx.x is bound with extent 16 but the launch configuration has 32"));
   }
 }
+
+// cp_async used outside what it can do: a copy from shared memory, a size it cannot copy, or a
+// destination past the end of the tile.
+TEST(InterpErrors, AsyncCopyMisuse) {
+  Buffer A = flat("A", Float(32), 64), B = flat("B", Float(32), 64);
+  Buffer S = flat("S", Float(32), 32, "shared"), T = flat("T", Float(32), 32, "shared");
+  Axes ax;
+  Expr tx = ax.tx.var();
+  auto address = [](const Buffer &b, Expr i) {
+    return Call::make(Handle(), intrinsic::address_of, {ld(b, std::move(i))}, Call::Intrinsic);
+  };
+  auto call = [](const char *name, std::vector<Expr> args) {
+    return Evaluate::make(Call::make(Void(), name, std::move(args), Call::Intrinsic));
+  };
+  auto run = [&](Stmt copy) -> std::string {
+    Stmt body = Seq::make({copy, call(intrinsic::cp_async_commit, {}),
+                           call(intrinsic::cp_async_wait, {Expr(0)}), sync_threads(),
+                           st(B, tx, ld(S, tx))});
+    LoweredFunc f;
+    f.name = "async";
+    f.args = {A, B};
+    f.arg_shapes = {{64}, {64}};
+    f.launch = launch(1, 1, 32, 1);
+    f.body = ax.bind_all(f.launch, allocate(S, allocate(T, body)));
+    HostBuffer a = HostBuffer::from_doubles(Float(32), random_values(64, 3));
+    HostBuffer b = HostBuffer::zeros(Float(32), 64);
+    try {
+      execute(f, {&a, &b});
+    } catch (const Error &e) {
+      return e.what();
+    }
+    return "";
+  };
+  Stmt good = call(intrinsic::cp_async, {address(S, tx), address(A, tx), Expr(4), const_true()});
+  EXPECT_EQ(run(good), "");
+  EXPECT_THAT(run(call(intrinsic::cp_async,
+                       {address(S, tx), address(T, tx), Expr(4), const_true()})),
+              AllOf(HasSubstr("cp_async copies global to shared memory"), HasSubstr("'T'")));
+  EXPECT_THAT(run(call(intrinsic::cp_async,
+                       {address(S, tx), address(A, tx), Expr(2), const_true()})),
+              HasSubstr("cp_async copies 4, 8 or 16 bytes"));
+  EXPECT_THAT(run(call(intrinsic::cp_async,
+                       {address(S, tx + 16), address(A, tx), Expr(4), const_true()})),
+              AllOf(HasSubstr("out-of-bounds"), HasSubstr("'S'")));
+}
