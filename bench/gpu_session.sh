@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# One GPU session's work in two steps, so that the lent GPU machine (which has no LLVM
+# development files and limited time) only runs binaries built here.
+#
+#   bench/gpu_session.sh pack          # here: Release build of the tests, CLI, tutorial and
+#                                      # bench; stripped copies into .gpu/ (git-ignored)
+#   bench/gpu_session.sh run [STEP..]  # there, from the repository root with .gpu/ carried:
+#                                      # the steps below, logs and CSVs under $OUT (or ./gpu-out)
+#
+# Steps of `run` (all by default, in this order; each one's log is $OUT/<step>.txt):
+#   tests     the GPU tests (*Gpu*): real launches checked against float64 references
+#   tutorial  the seed's conv tutorial, tensorized, checked and timed
+#   tune      tessel_bench --tune: every gemm_tc / conv2d_tc candidate checked against
+#             cuBLAS / cuDNN and timed; its `best ...` lines are what schedules/GemmTc.cpp and
+#             schedules/Conv2dTc.cpp tabulate
+#   bench     tessel_bench --csv: the table bench/RESULTS.md records
+#   sanitize  compute-sanitizer memcheck and racecheck on a pipelined (cp.async) GEMM
+#   profile   ncu on gemm_tc at 4096^3 (if ncu is there): the evidence of where the time goes
+# A step that fails is reported and the next one still runs; the exit status is the number of
+# failed steps.
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+gpu="$here/.gpu"
+
+pack() {
+  local build="$here/build-gpu"
+  cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSEL_BUILD_BENCH=ON \
+    -DTESSEL_BUILD_TESTS=ON >/dev/null &&
+    cmake --build "$build" --target tessel_tests tessel conv2d_tensorcore tessel_bench || return 1
+  mkdir -p "$gpu"
+  local f
+  for f in tests/tessel_tests tools/tessel tutorials/conv2d_tensorcore bench/tessel_bench; do
+    cp "$build/$f" "$gpu/" && strip "$gpu/$(basename "$f")" || return 1
+  done
+  du -sh "$gpu"
+  echo "carry [\".gpu\"] and run: bench/gpu_session.sh run"
+}
+
+run_step() {
+  local step=$1 out=$2
+  local log="$out/$step.txt"
+  local start=$SECONDS status
+  echo "== $step" | tee -a "$out/summary.txt"
+  case $step in
+    tests) ./tessel_tests --gtest_filter='*Gpu*' ;;
+    tutorial) ./conv2d_tensorcore ;;
+    tune) ./tessel_bench --tune --tune-csv "$out/tune.csv" ;;
+    bench) ./tessel_bench --csv "$out/bench.csv" ;;
+    sanitize)
+      compute-sanitizer --tool memcheck --error-exitcode 1 \
+        ./tessel run gemm_tc --shape M=512,N=512,K=512 &&
+        compute-sanitizer --tool racecheck --error-exitcode 1 \
+          ./tessel run gemm_tc --shape M=512,N=512,K=512 &&
+        compute-sanitizer --tool racecheck --error-exitcode 1 \
+          ./tessel run gemm_shared --shape M=256,N=256,K=256 ;;
+    profile)
+      if ! command -v ncu >/dev/null; then
+        echo "ncu not found"
+        return 0
+      fi
+      ncu --set full --launch-skip 3 --launch-count 1 -o "$out/gemm_tc_4096" \
+        ./tessel run gemm_tc --shape M=4096,N=4096,K=4096 &&
+        ncu --import "$out/gemm_tc_4096.ncu-rep" --page details ;;
+    *) echo "unknown step '$step'"; return 1 ;;
+  esac >"$log" 2>&1
+  status=$?
+  echo "   exit $status, $((SECONDS - start)) s; last lines of $log:" | tee -a "$out/summary.txt"
+  tail -n 15 "$log" | sed 's/^/   | /' | tee -a "$out/summary.txt"
+  return $status
+}
+
+run() {
+  local out=${OUT:-$here/gpu-out}
+  mkdir -p "$out"
+  cd "$gpu" || { echo "no $gpu: run 'bench/gpu_session.sh pack' here and carry .gpu"; return 1; }
+  export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >"$out/gpu.txt" 2>&1
+  local steps=("$@") failed=0 s
+  [ ${#steps[@]} -eq 0 ] && steps=(tests tutorial tune bench sanitize profile)
+  for s in "${steps[@]}"; do
+    run_step "$s" "$out" || failed=$((failed + 1))
+  done
+  echo "$failed step(s) failed" | tee -a "$out/summary.txt"
+  return $failed
+}
+
+case ${1:-} in
+  pack) pack ;;
+  run) shift; run "$@" ;;
+  *) sed -n '2,20p' "$0"; exit 2 ;;
+esac
