@@ -52,6 +52,21 @@ Buffer Buffer::with_scope(const std::string &scope) const {
               ptr_->data_alignment, ptr_->offset_factor);
 }
 
+Buffer Buffer::with_interleave(int chunk) const {
+  auto *n = new BufferNode;
+  n->name = ptr_->name;
+  n->data = ptr_->data;
+  n->dtype = ptr_->dtype;
+  n->shape = ptr_->shape;
+  n->strides = ptr_->strides;
+  n->elem_offset = ptr_->elem_offset;
+  n->scope = ptr_->scope;
+  n->data_alignment = ptr_->data_alignment;
+  n->offset_factor = ptr_->offset_factor;
+  n->interleave = chunk;
+  return Buffer(n);
+}
+
 Expr Buffer::load(const std::vector<Expr> &indices) const {
   return BufferLoad::make(*this, indices);
 }

@@ -31,6 +31,9 @@ public:
   int data_alignment = 0;
   /// elem_offset is a multiple of this (1 means any).
   int offset_factor = 1;
+  /// For a tensor intrinsic's declaration: the Stage::storage_interleave chunk the bound
+  /// storage must have (0: row major, possibly padded).
+  int interleave = 0;
 };
 
 class Buffer {
@@ -59,6 +62,8 @@ public:
 
   /// A copy of this buffer with another name, scope or shape (used by cache stages).
   Buffer with_scope(const std::string &scope) const;
+  /// A copy of this declaration that binds only to storage interleaved in chunks of `chunk`.
+  Buffer with_interleave(int chunk) const;
 
   /// Loads `indices` (one per dimension). Throws tessel::Error when the arity is wrong.
   Expr load(const std::vector<Expr> &indices) const;

@@ -324,7 +324,13 @@ Stmt schedule_ops(const ScheduleNode *sch, const StageBodies &bodies, const Doma
       for (const StorageAlign &a : st->storage_aligns)
         aligns.push_back({a.dim, a.factor, a.offset});
     }
-    layout.strides = aligned_strides(extents, aligns);
+    if (st->storage_interleave > 0 && !args.count(st.get())) {
+      layout.strides = interleaved_strides(st->op.name(), extents, st->storage_interleave,
+                                           &layout.chunk_stride);
+      layout.interleave = st->storage_interleave;
+    } else {
+      layout.strides = aligned_strides(extents, aligns);
+    }
     layouts[st.get()] = std::move(layout);
   }
 
@@ -346,6 +352,9 @@ Stmt schedule_ops(const ScheduleNode *sch, const StageBodies &bodies, const Doma
       for (const IterVar &iv : s->op.as<ComputeOpNode>()->axis)
         bounds.push_back(dom.lookup(iv.get()));
       Stmt realize = BufferRealize::make(buf, bounds, seq);
+      if (s->storage_interleave > 0)
+        realize = AttrStmt::make(buf, attr::storage_interleave, Expr(s->storage_interleave),
+                                 realize);
       for (const StorageAlign &a : s->storage_aligns)
         realize = AttrStmt::make(buf, attr::storage_align,
                                  Call::make(Handle(), "tuple", {a.dim, a.factor, a.offset},

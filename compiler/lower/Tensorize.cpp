@@ -26,6 +26,25 @@ std::vector<int64_t> aligned_strides(const std::vector<int64_t> &extents,
   return strides;
 }
 
+std::vector<int64_t> interleaved_strides(const std::string &stage,
+                                         const std::vector<int64_t> &extents, int64_t chunk,
+                                         int64_t *chunk_stride) {
+  user_check(!extents.empty() && extents.back() % chunk == 0, "storage_interleave")
+      << "stage '" << stage << "' is stored in chunks of " << chunk
+      << " elements of its last dimension, but that dimension's realized extent is "
+      << (extents.empty() ? 0 : extents.back())
+      << "; make the tile's last extent a multiple of " << chunk;
+  std::vector<int64_t> strides(extents.size());
+  int64_t stride = chunk;
+  strides.back() = 1;
+  for (size_t d = extents.size() - 1; d-- > 0;) {
+    strides[d] = stride;
+    stride *= extents[d];
+  }
+  *chunk_stride = stride;
+  return strides;
+}
+
 namespace {
 
 struct RegionDim {
@@ -121,6 +140,15 @@ BoundBuffer bind_buffer(const Buffer &decl, const Buffer &buffer, const BufferLa
   user_check(decl.dtype() == buffer.dtype(), context)
       << "the intrinsic's buffer '" << decl.name() << "' is " << decl.dtype() << " but '"
       << buffer.name() << "' is " << buffer.dtype();
+  user_check(decl->interleave == layout.interleave, context)
+      << "the intrinsic's buffer '" << decl.name() << "' expects "
+      << (decl->interleave ? "storage interleaved in chunks of " + std::to_string(decl->interleave)
+                           : std::string("row-major storage"))
+      << " but '" << buffer.name() << "' is "
+      << (layout.interleave ? "interleaved in chunks of " + std::to_string(layout.interleave)
+                            : std::string("row major"))
+      << "; set the stage's layout with storage_interleave(" << decl->interleave << ")"
+      << (decl->interleave ? "" : " removed");
   arith::LinearForm off(Int(32));
   std::vector<Expr> mins, offsets;
   for (size_t d = 0; d < region.size(); ++d) {
@@ -128,7 +156,17 @@ BoundBuffer bind_buffer(const Buffer &decl, const Buffer &buffer, const BufferLa
     arith::LinearForm rel = arith::linear_form(region[d].min);
     rel.add(arith::linear_form(layout.mins[d]), -1);
     offsets.push_back(arith::to_expr(rel));
-    off.add(rel, layout.strides[d]);
+    if (layout.interleave && d + 1 == region.size()) {
+      // The region starts on a chunk boundary of the last dimension: whole chunks before it.
+      auto chunks = divide_exact(arith::to_expr(rel), layout.interleave);
+      user_check(chunks.has_value(), context)
+          << "the region of '" << buffer.name() << "' starts at column " << offsets.back()
+          << " of storage interleaved in chunks of " << layout.interleave
+          << ", not on a chunk boundary; split the loops so each call starts on one";
+      off.add(arith::linear_form(chunks->defined() ? *chunks : Expr(0)), layout.chunk_stride);
+    } else {
+      off.add(rel, layout.strides[d]);
+    }
   }
   Expr elem_offset = arith::to_expr(off);
   int64_t factor = decl->offset_factor;
@@ -143,7 +181,7 @@ BoundBuffer bind_buffer(const Buffer &decl, const Buffer &buffer, const BufferLa
       << decl.name() << "' requires";
   size_t k = decl.ndim();
   std::vector<int64_t> strides(layout.strides.end() - k, layout.strides.end());
-  return BoundBuffer(decl, buffer, mins, offsets, elem_offset, strides);
+  return BoundBuffer(decl, buffer, mins, offsets, elem_offset, strides, layout.chunk_stride);
 }
 
 } // namespace

@@ -20,7 +20,10 @@ namespace tessel {
 /// (padded by storage_align), as storage_flatten will lay it out.
 struct BufferLayout {
   std::vector<Expr> mins;
+  /// Of each dimension; with interleave, the last one's is 1 within a chunk.
   std::vector<int64_t> strides;
+  /// Stage::storage_interleave's chunk (0: none) and the distance between chunks, in elements.
+  int64_t interleave = 0, chunk_stride = 0;
 };
 using BufferLayouts = llvm::DenseMap<const StageNode *, BufferLayout>;
 
@@ -36,5 +39,12 @@ TensorIntrinBodies tensorize_stage(const StageNode *s, size_t t, const Expr &bod
 /// each (dim, factor, offset) in `aligns` (TVM's storage_align).
 std::vector<int64_t> aligned_strides(const std::vector<int64_t> &extents,
                                      const std::vector<std::array<int64_t, 3>> &aligns);
+
+/// Strides of a buffer of `extents` stored interleaved (Stage::storage_interleave) in chunks of
+/// `chunk` elements of its last dimension, and (in *chunk_stride) the distance between chunks.
+/// tessel::Error naming `stage` when the last extent is not a multiple of the chunk.
+std::vector<int64_t> interleaved_strides(const std::string &stage,
+                                         const std::vector<int64_t> &extents, int64_t chunk,
+                                         int64_t *chunk_stride);
 
 } // namespace tessel

@@ -1,5 +1,6 @@
 #include "compiler/passes/StorageFlatten.h"
 
+#include "compiler/arith/IndexInterval.h"
 #include "compiler/ir/IRMutator.h"
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
@@ -24,6 +25,10 @@ struct FlatLayout {
   std::vector<Expr> mins;    ///< the realized region's origin (zeros for arguments)
   std::vector<Expr> strides; ///< in elements
   Expr elem_offset;          ///< added to every flat index
+  /// Stage::storage_interleave: the last dimension in chunks of `chunk` elements, chunk_stride
+  /// apart (strides.back() is then 1, within a chunk). chunk 0: plain strides.
+  int64_t chunk = 0;
+  Expr chunk_stride;
 };
 
 // `a + b`, `a - b`, `a * b` that skip the identity cases, so flat indices stay readable
@@ -100,6 +105,16 @@ protected:
       aligns_.erase(buf->get());
       return body;
     }
+    if (op->key == attr::storage_interleave) {
+      internal_check(buf) << "storage_interleave attr without a buffer node";
+      auto chunk = as_const_int(op->value);
+      internal_check(chunk && *chunk > 1) << "storage_interleave of " << buf->name()
+                                          << " must be a constant chunk, got " << op->value;
+      interleave_[buf->get()] = *chunk;
+      Stmt body = mutate(op->body);
+      interleave_.erase(buf->get());
+      return body;
+    }
     if (buf) {
       auto it = layouts_.find(buf->get());
       if (it != layouts_.end()) {
@@ -126,17 +141,38 @@ protected:
     DataType t = n ? op->bounds.back().extent.type() : Int(32);
     std::vector<Expr> strides(n);
     Expr stride = make_one(t);
-    auto align_it = aligns_.find(buf.get());
-    for (size_t d = n; d-- > 0;) {
-      if (align_it != aligns_.end())
-        for (const StorageAlign &a : align_it->second)
-          if (a.dim == int64_t(d))
-            stride = pad_stride(stride, a);
-      strides[d] = stride;
-      stride = mul(stride, op->bounds[d].extent.astype(t));
+    FlatLayout layout;
+    auto interleave_it = interleave_.find(buf.get());
+    if (interleave_it != interleave_.end()) {
+      // [rows...][last] stored as [last / chunk][rows...][chunk].
+      int64_t chunk = interleave_it->second;
+      auto last = n ? as_const_int(op->bounds.back().extent) : std::nullopt;
+      user_check(last && *last % chunk == 0, "storage_interleave")
+          << "buffer '" << buf.name() << "' is stored in chunks of " << chunk
+          << " elements of its last dimension, whose extent "
+          << (n ? op->bounds.back().extent : Expr(0)) << " is not a constant multiple of "
+          << chunk << "; make the tile's last extent a multiple of " << chunk;
+      strides[n - 1] = make_one(t);
+      stride = make_const(t, chunk);
+      for (size_t d = n - 1; d-- > 0;) {
+        strides[d] = stride;
+        stride = mul(stride, op->bounds[d].extent.astype(t));
+      }
+      layout.chunk = chunk;
+      layout.chunk_stride = stride;
+      stride = mul(stride, make_const(t, *last / chunk));
+    } else {
+      auto align_it = aligns_.find(buf.get());
+      for (size_t d = n; d-- > 0;) {
+        if (align_it != aligns_.end())
+          for (const StorageAlign &a : align_it->second)
+            if (a.dim == int64_t(d))
+              stride = pad_stride(stride, a);
+        strides[d] = stride;
+        stride = mul(stride, op->bounds[d].extent.astype(t));
+      }
     }
 
-    FlatLayout layout;
     layout.flat = passes_detail::make_flat_buffer(buf.name(), buf->data, buf.dtype(), stride,
                                                   buf.scope());
     for (const Range &r : op->bounds)
@@ -197,7 +233,22 @@ private:
         user_check(i.type().is_scalar(), "storage_flatten")
             << "index " << i << " of buffer '" << b.name() << "' is a vector but not a ramp";
       }
-      flat = add(flat, mul(sub(i.astype(t), min), stride));
+      Expr rel = sub(i.astype(t), min);
+      if (l.chunk && d + 1 == idx.size()) {
+        // Interleaved: whole chunks, then the place in the chunk. A vector must stay in one
+        // chunk: unit stride, starting at a multiple of its width, which divides the chunk.
+        Expr c = make_const(t, l.chunk);
+        user_check(lanes == 1 || (is_one(ramp_stride) && l.chunk % lanes == 0 &&
+                                  divide_exact(rel, lanes).has_value()),
+                   "storage_flatten")
+            << "buffer '" << b.name() << "' is stored in chunks of " << l.chunk
+            << " elements and accessed with a " << lanes
+            << "-lane vector that may cross a chunk; vectorize by a divisor of the chunk, "
+               "starting at a multiple of the vector width";
+        flat = add(flat, add(mul(floordiv(rel, c), l.chunk_stride.astype(t)), floormod(rel, c)));
+        continue;
+      }
+      flat = add(flat, mul(rel, stride));
     }
     flat = add(flat, l.elem_offset.astype(t));
     if (!flat.defined())
@@ -207,6 +258,7 @@ private:
 
   llvm::DenseMap<const BufferNode *, FlatLayout> layouts_;
   llvm::DenseMap<const BufferNode *, llvm::SmallVector<StorageAlign, 2>> aligns_;
+  llvm::DenseMap<const BufferNode *, int64_t> interleave_;
   llvm::DenseSet<const BufferNode *> args_;
 };
 

@@ -431,7 +431,23 @@ Stage &Stage::storage_align(const IterVar &axis, int factor, int offset) {
   user_check(factor > 0 && offset >= 0 && offset < factor, "storage_align")
       << "stage '" << name() << "': need factor > 0 and 0 <= offset < factor, got factor "
       << factor << ", offset " << offset;
+  user_check(n_->storage_interleave == 0, "storage_align")
+      << "stage '" << name() << "' is stored interleaved (storage_interleave); an interleaved "
+         "buffer has no padded rows to align: use one of the two";
   n_->storage_aligns.push_back({static_cast<int>(it - ax.begin()), factor, offset});
+  return *this;
+}
+
+Stage &Stage::storage_interleave(int chunk) {
+  user_check(n_->op.as<ComputeOpNode>() && !n_->is_output, "storage_interleave")
+      << "stage '" << name() << "': only intermediate computed stages choose their storage "
+         "layout; an output or input keeps the row-major layout its caller passes";
+  user_check(chunk > 1, "storage_interleave")
+      << "stage '" << name() << "': the chunk must be at least 2 elements, got " << chunk;
+  user_check(n_->storage_aligns.empty(), "storage_interleave")
+      << "stage '" << name() << "' already has storage_align; an interleaved buffer has no "
+         "padded rows to align: use one of the two";
+  n_->storage_interleave = chunk;
   return *this;
 }
 

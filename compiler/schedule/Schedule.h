@@ -2,7 +2,7 @@
 //
 // A Schedule has one Stage per operation. Scheduling primitives record loop transformations
 // (split, fuse, reorder), placement (compute_at / compute_inline / compute_root), storage
-// (cache_read / cache_write, set_scope, storage_align, double_buffer), annotations (bind,
+// (cache_read / cache_write, set_scope, storage_align, storage_interleave, pipeline), annotations (bind,
 // unroll, vectorize, pragma) and the order of blocks (rasterize) on stages. Nothing is applied until lower(): relations between
 // iteration variables are recorded as in TVM and resolved by bound inference.
 //
@@ -126,6 +126,12 @@ public:
   Stage &set_scope(const std::string &scope);
   /// Pads the stride of the dimension of `axis` so that stride % factor == offset.
   Stage &storage_align(const IterVar &axis, int factor, int offset);
+  /// Stores this stage's buffer in columns of `chunk` contiguous elements of its last
+  /// dimension: element (i, .., j) at ((j / chunk) * rows + row(i, ..)) * chunk + j % chunk,
+  /// where row() is the row-major number of the outer indices and rows their count. With chunk
+  /// 8 on fp16 each 8 rows x 16 bytes are one contiguous 128-byte block: the "core matrices"
+  /// that wgmma reads from shared memory without swizzling.
+  Stage &storage_interleave(int chunk);
   /// Double-buffers this stage's storage so loading the next tile overlaps computing on this
   /// one: pipeline(2).
   Stage &double_buffer();
@@ -179,6 +185,7 @@ public:
   bool is_output = false;
   int pipeline_stages = 1; ///< 1: not pipelined
   std::vector<StorageAlign> storage_aligns;
+  int storage_interleave = 0; ///< chunk of Stage::storage_interleave; 0: row major
   std::optional<Rasterization> rasterization;
   ScheduleNode *schedule = nullptr;
 

@@ -30,10 +30,11 @@ namespace tessel {
 class BoundBuffer {
 public:
   BoundBuffer(Buffer decl, Buffer buffer, std::vector<Expr> region_min,
-              std::vector<Expr> region_offset, Expr elem_offset, std::vector<int64_t> strides)
+              std::vector<Expr> region_offset, Expr elem_offset, std::vector<int64_t> strides,
+              int64_t chunk_stride = 0)
       : decl_(std::move(decl)), buffer_(std::move(buffer)), region_min_(std::move(region_min)),
         region_offset_(std::move(region_offset)), elem_offset_(std::move(elem_offset)),
-        strides_(std::move(strides)) {}
+        strides_(std::move(strides)), chunk_stride_(chunk_stride) {}
 
   /// The declaration from the intrinsic.
   const Buffer &decl() const { return decl_; }
@@ -59,6 +60,9 @@ public:
   /// The stride in elements of dimension `i` of the declaration (the real buffer's stride of
   /// the dimension it is bound to); stride(ndim - 2) is the leading dimension of a matrix.
   int64_t stride(size_t i) const;
+  /// For storage interleaved in chunks (the declaration's interleave, which binding checked):
+  /// the distance in elements between consecutive chunks of the last dimension.
+  int64_t chunk_stride() const { return chunk_stride_; }
 
 private:
   Buffer decl_, buffer_;
@@ -66,6 +70,7 @@ private:
   std::vector<Expr> region_offset_; ///< region_min_ minus the origin of the buffer, per dimension
   Expr elem_offset_;
   std::vector<int64_t> strides_; ///< of the declaration's dimensions
+  int64_t chunk_stride_ = 0;
 };
 
 /// What an intrinsic emits. For a reduction split around the tensorized loops, `reset`

@@ -2,6 +2,7 @@
 #include "compiler/ir/IRPrinter.h"
 #include "compiler/passes/StorageFlatten.h"
 #include "compiler/support/Error.h"
+#include "TestUtil.h"
 #include "passes_test_util.h"
 
 #include <gtest/gtest.h>
@@ -181,4 +182,49 @@ TEST(PassFlatten, BadStorageAlignIsAUserError) {
   s = AttrStmt::make(T, "storage_align",
                      Call::make(Handle(), "tuple", {2, 32, 8}, Call::PureIntrinsic), s);
   EXPECT_THROW(storage_flatten(s, {}), Error);
+}
+
+TEST(PassFlatten, InterleavedTileComputesTheSameAndLaysOutChunks) {
+  // A's 16 x 32 tile in chunks of 8 columns: [4][16][8], element (r, c) at
+  // (c / 8) * 128 + r * 8 + c % 8.
+  TiledGemm g;
+  Stmt f1 = g.form1(/*align=*/false);
+  const auto *outer = f1.as<For>();
+  ASSERT_NE(outer, nullptr);
+  Stmt interleaved = loop(g.io, 4, AttrStmt::make(g.AS, attr::storage_interleave, 8, outer->body));
+  Stmt out = storage_flatten(interleaved, {g.A, g.B, g.C});
+  std::string text = to_string(out);
+  EXPECT_NE(text.find("allocate(A.shared, float32, [512]), storage_scope = shared"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("A.shared[(io * 16 + ii - io * 16) * 8 + (floordiv(kk, 8) * 128 + floormod(kk, 8))]"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(run_gemm(g, out), reference_gemm());
+}
+
+TEST(PassFlatten, InterleavedVectorStaysInItsChunk) {
+  Buffer T = Buffer::make("T", Float(16), {16, 32}, "shared");
+  Var i("i"), c("c");
+  auto store = [&](Expr col) {
+    Stmt s = BufferStore::make(T, Broadcast::make(make_zero(Float(16)), 8),
+                               {i, Ramp::make(std::move(col), Expr(1), 8)});
+    s = BufferRealize::make(T, {Range(0, 16), Range(0, 32)}, s);
+    return AttrStmt::make(T, attr::storage_interleave, 8, s);
+  };
+  std::string text = to_string(storage_flatten(store(c * 8), {}));
+  EXPECT_NE(text.find("T[ramp(i * 8 + (floordiv(c * 8, 8) * 128 + floormod(c * 8, 8)), 1, 8)]"), std::string::npos)
+      << text;
+  // A vector starting at column 4 would straddle two chunks.
+  tessel::test::expect_error([&] { storage_flatten(store(c * 8 + 4), {}); },
+                                {"'T'", "chunks of 8", "8-lane vector"});
+}
+
+TEST(PassFlatten, InterleaveNeedsWholeChunks) {
+  Buffer T = Buffer::make("T", Float(16), {16, 20}, "shared");
+  Stmt s = BufferRealize::make(T, {Range(0, 16), Range(0, 20)},
+                               BufferStore::make(T, make_zero(Float(16)), {0, 0}));
+  s = AttrStmt::make(T, attr::storage_interleave, 8, s);
+  tessel::test::expect_error([&] { storage_flatten(s, {}); },
+                                {"'T'", "chunks of 8", "multiple of 8"});
 }
