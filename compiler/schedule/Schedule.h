@@ -2,9 +2,10 @@
 //
 // A Schedule has one Stage per operation. Scheduling primitives record loop transformations
 // (split, fuse, reorder), placement (compute_at / compute_inline / compute_root), storage
-// (cache_read / cache_write, set_scope, storage_align, storage_interleave, pipeline), annotations (bind,
-// unroll, vectorize, pragma) and the order of blocks (rasterize) on stages. Nothing is applied until lower(): relations between
-// iteration variables are recorded as in TVM and resolved by bound inference.
+// (cache_read / cache_write, set_scope, storage_align, storage_interleave, pipeline),
+// annotations (bind, unroll, vectorize, pragma) and the order of blocks (rasterize) on stages.
+// Nothing is applied until lower(): relations between iteration variables are recorded as in TVM
+// and resolved by bound inference.
 //
 //   Schedule s = create_schedule({C});
 //   auto [io, ii] = s[C].split(s[C].op_axis(0), 16);
