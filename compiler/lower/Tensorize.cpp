@@ -147,8 +147,9 @@ BoundBuffer bind_buffer(const Buffer &decl, const Buffer &buffer, const BufferLa
       << " but '" << buffer.name() << "' is "
       << (layout.interleave ? "interleaved in chunks of " + std::to_string(layout.interleave)
                             : std::string("row major"))
-      << "; set the stage's layout with storage_interleave(" << decl->interleave << ")"
-      << (decl->interleave ? "" : " removed");
+      << (decl->interleave
+              ? "; call storage_interleave(" + std::to_string(decl->interleave) + ") on its stage"
+              : std::string("; remove storage_interleave from its stage"));
   arith::LinearForm off(Int(32));
   std::vector<Expr> mins, offsets;
   for (size_t d = 0; d < region.size(); ++d) {

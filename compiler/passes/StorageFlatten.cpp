@@ -221,12 +221,14 @@ private:
         t = i.type().element_of();
     Expr flat, ramp_stride;
     int lanes = 1;
+    size_t ramp_dim = 0;
     for (size_t d = 0; d < idx.size(); ++d) {
       Expr i = idx[d], stride = l.strides[d].astype(t), min = l.mins[d].astype(t);
       if (const auto *r = i.as<Ramp>()) {
         user_check(lanes == 1, "storage_flatten")
             << "buffer '" << b.name() << "' is accessed with vectors in two dimensions";
         lanes = r->lanes;
+        ramp_dim = d;
         ramp_stride = mul(r->stride.astype(t), stride);
         i = r->base;
       } else {
@@ -238,8 +240,9 @@ private:
         // Interleaved: whole chunks, then the place in the chunk. A vector must stay in one
         // chunk: unit stride, starting at a multiple of its width, which divides the chunk.
         Expr c = make_const(t, l.chunk);
-        user_check(lanes == 1 || (is_one(ramp_stride) && l.chunk % lanes == 0 &&
-                                  divide_exact(rel, lanes).has_value()),
+        bool vector = lanes > 1 && ramp_dim == d;
+        user_check(!vector || (is_one(ramp_stride) && l.chunk % lanes == 0 &&
+                               divide_exact(rel, lanes).has_value()),
                    "storage_flatten")
             << "buffer '" << b.name() << "' is stored in chunks of " << l.chunk
             << " elements and accessed with a " << lanes

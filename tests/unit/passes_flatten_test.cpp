@@ -215,6 +215,15 @@ TEST(PassFlatten, InterleavedVectorStaysInItsChunk) {
   std::string text = to_string(storage_flatten(store(c * 8), {}));
   EXPECT_NE(text.find("T[ramp(i * 8 + (floordiv(c * 8, 8) * 128 + floormod(c * 8, 8)), 1, 8)]"), std::string::npos)
       << text;
+  // A vector across rows (an outer dimension) steps by the chunk.
+  Stmt rows = BufferStore::make(T, Broadcast::make(make_zero(Float(16)), 4),
+                                {Ramp::make(i * 4, Expr(1), 4), c});
+  rows = AttrStmt::make(T, attr::storage_interleave, 8,
+                        BufferRealize::make(T, {Range(0, 16), Range(0, 32)}, rows));
+  text = to_string(storage_flatten(rows, {}));
+  EXPECT_NE(text.find("T[ramp(i * 4 * 8 + (floordiv(c, 8) * 128 + floormod(c, 8)), 8, 4)]"),
+            std::string::npos)
+      << text;
   // A vector starting at column 4 would straddle two chunks.
   tessel::test::expect_error([&] { storage_flatten(store(c * 8 + 4), {}); },
                                 {"'T'", "chunks of 8", "8-lane vector"});

@@ -134,7 +134,8 @@ TEST(StorageInterleaveErrors, TensorizeChecksTheLayout) {
   s[AS].storage_interleave(8);
   s[AF].tensorize(s[AF].op_axis(0), mma_load_matrix("mma.matrix_a"));
   expect_error([&] { lower(s, {g.A, g.B, g.C}); },
-               {"row-major storage", "'A.shared'", "interleaved in chunks of 8"});
+               {"row-major storage", "'A.shared'", "interleaved in chunks of 8",
+                "remove storage_interleave"});
 }
 
 // An intrinsic declared for interleaved storage binds to such a tile and sees its chunk stride
