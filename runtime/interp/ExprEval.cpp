@@ -230,28 +230,16 @@ private:
   bool lazy_;
 };
 
-class CastCode : public ExprCode {
+// A cast's conversion of one lane, as the GPU does it (applied by a Unary).
+class Conversion {
 public:
-  CastCode(DataType t, uint32_t n, ExprPtr v)
-      : ExprCode(t, n), v_(std::move(v)), from_(Numeric::of(v_->type)), to_(Numeric::of(t)) {
+  Conversion(DataType from, DataType to) : from_(Numeric::of(from)), to_(Numeric::of(to)) {
     if (!to_.is_float() && to_.kind != Numeric::Bool) {
-      lo_ = static_cast<double>(t.element_of().min_int());
-      hi_ = static_cast<double>(t.element_of().max_int());
+      lo_ = static_cast<double>(to.element_of().min_int());
+      hi_ = static_cast<double>(to.element_of().max_int());
     }
   }
-  const Val *eval(Machine &M, const Mask &m) override {
-    const Val *v = v_->eval(M, m);
-    const size_t L = lanes;
-    Val *o = out.data();
-    m.each([&](uint32_t t) {
-      for (size_t i = t * L; i < t * L + L; ++i)
-        o[i] = convert(v[i]);
-    });
-    return o;
-  }
-
-private:
-  Val convert(Val v) const {
+  Val operator()(Val v) const {
     Val r;
     if (to_.is_float()) {
       double x = from_.is_float() ? v.f : static_cast<double>(v.i);
@@ -268,7 +256,7 @@ private:
     return r;
   }
 
-  ExprPtr v_;
+private:
   Numeric from_, to_;
   double lo_ = 0, hi_ = 0;
 };
@@ -466,8 +454,11 @@ ExprPtr Compiler::expr(const Expr &e) {
     return std::make_unique<SelectCode>(t, n, expr(op->condition), expr(op->true_value),
                                         expr(op->false_value), false);
   }
-  case IRNodeKind::Cast:
-    return std::make_unique<CastCode>(t, n, expr(e.as<Cast>()->value));
+  case IRNodeKind::Cast: {
+    ExprPtr v = expr(e.as<Cast>()->value);
+    Conversion convert(v->type, t);
+    return unary(t, n, std::move(v), convert);
+  }
   case IRNodeKind::Let: {
     const auto *op = e.as<Let>();
     ExprPtr value = expr(op->value);
