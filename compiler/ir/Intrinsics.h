@@ -51,4 +51,46 @@ inline constexpr const char *mma_sync = "mma_sync";
 // ptr[8 * stride..], as `lanes` (1, or 2: one aligned float2 per row) at a time.
 inline constexpr const char *mma_store_fragment = "mma_store_fragment";
 
+// Hopper warpgroup-level matrix operations (PTX wgmma.mma_async, sm_90a only). A warpgroup is 4
+// consecutive warps whose first warp index is a multiple of 4 (threads 128g .. 128g + 127 of the
+// block); every wgmma_* call is made by all 128 threads of a warpgroup together.
+// The accumulator is per-thread registers (scope wgmma.accumulator): an allocation of S float32
+// elements is the warpgroup's, S / 128 of them in each thread. Tile `index` of an m64nN
+// accumulator is the thread's registers index * N / 2 .. index * N / 2 + N / 2 - 1; register i of
+// the thread with warp w = (t % 128) / 32 and lane l = t % 32 in its warpgroup holds row
+// 16 w + l / 4 + 8 ((i / 2) % 2), column 8 (i / 4) + 2 (l % 4) + i % 2 of the 64 x N tile.
+// wgmma_thread_id(): the thread's index in its warpgroup, 0..127 (Int(32), PureIntrinsic).
+inline constexpr const char *wgmma_thread_id = "wgmma_thread_id";
+// wgmma_fill(acc, index, n, value): every register of accumulator tile `index` (64 x n).
+inline constexpr const char *wgmma_fill = "wgmma_fill";
+// wgmma_mma(acc, index, n, a_ptr, a_lbo, a_sbo, b_ptr, b_lbo, b_sbo, trans_b):
+// wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16: accumulator tile `index` (64 x n) +=
+// A (64 x 16) x B (16 x n), both fp16 in shared memory, read through the no-swizzle canonical
+// layouts of 8 x 8 core matrices (128 contiguous bytes each). a_ptr / b_ptr are
+// address_of(buf[i]) of the operands' first element; the offsets are in elements, multiples of 8:
+//   A (K-major):                element (m, k) at a_ptr + (m % 8) * 8 + (m / 8) * a_sbo + (k % 8) + (k / 8) * a_lbo
+//   B, trans_b = 1 (MN-major):  element (k, n) at b_ptr + (n % 8) + (n / 8) * b_sbo + (k % 8) * 8 + (k / 8) * b_lbo
+//   B, trans_b = 0 (K-major):   element (k, n) at b_ptr + (n % 8) * 8 + (n / 8) * b_sbo + (k % 8) + (k / 8) * b_lbo
+// n is a multiple of 8 from 8 to 256. The operation is asynchronous: it belongs to the thread's
+// next wgmma_commit group, and neither the accumulator tile may be read nor the operands
+// overwritten before a wgmma_wait completes that group.
+inline constexpr const char *wgmma_mma = "wgmma_mma";
+// wgmma_fence(): wgmma.fence.sync.aligned; required before the first wgmma_mma and after any
+// other instruction wrote the accumulator registers (wgmma_fill).
+inline constexpr const char *wgmma_fence = "wgmma_fence";
+// wgmma_commit(): wgmma.commit_group.sync.aligned: closes the group of wgmma_mma calls issued
+// since the last commit.
+inline constexpr const char *wgmma_commit = "wgmma_commit";
+// wgmma_wait(n): wgmma.wait_group.sync.aligned n: waits until at most n committed groups are
+// incomplete.
+inline constexpr const char *wgmma_wait = "wgmma_wait";
+// wgmma_store(acc, index, n, ptr, stride, lanes): each thread stores its n / 2 registers of
+// accumulator tile `index`: register i at ptr + 8 ((i / 2) % 2) stride + 8 (i / 4) + i % 2, where
+// ptr is the thread's own pointer (to its row 16 w + l / 4 and column 2 (l % 4) of the tile), as
+// `lanes` (1, or 2: one aligned float2 per register pair) at a time.
+inline constexpr const char *wgmma_store = "wgmma_store";
+// fence_proxy_async(): fence.proxy.async.shared::cta: orders this thread's earlier writes of
+// shared memory (stores, cp.async) before later reads of it by the async proxy (wgmma).
+inline constexpr const char *fence_proxy_async = "fence_proxy_async";
+
 } // namespace tessel::intrinsic
