@@ -47,7 +47,7 @@ void compile_all(std::vector<Candidate> &cands, const std::string &arch) {
           continue;
         try {
           CompileOptions o;
-          o.arch = arch;
+          o.arch = target_arch(cands[i].lowered, arch);
           KernelCache::global().compile(sources[i], o, cands[i].lowered.funcs[0].name + ".cu");
         } catch (const Error &e) {
           errors[i] = e.what();

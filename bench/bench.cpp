@@ -32,7 +32,7 @@ static llvm::cl::opt<std::string> csv_path("csv", llvm::cl::desc("write the tabl
                                            llvm::cl::init("bench_results.csv"));
 static llvm::cl::opt<std::string> only("only", llvm::cl::desc("gemm or conv"), llvm::cl::init(""));
 static llvm::cl::list<std::string> gemm_schedules(
-    "schedule", llvm::cl::desc("GEMM schedules to run (default: gemm_tc, gemm_mma, gemm_wmma)"));
+    "schedule", llvm::cl::desc("GEMM schedules to run (default: gemm_wgmma, gemm_tc, gemm_mma, gemm_wmma)"));
 static llvm::cl::opt<bool> tune(
     "tune", llvm::cl::desc("search the tiles of gemm_tc (4096^3, 8192^3) and conv2d_tc (the "
                            "seed conv) instead of the table; log every candidate"));
@@ -212,7 +212,7 @@ int main(int argc, char **argv) {
       bench::CublasGemm cublas;
       std::vector<std::string> names(gemm_schedules.begin(), gemm_schedules.end());
       if (names.empty())
-        for (const char *n : {"gemm_tc", "gemm_mma", "gemm_wmma"})
+        for (const char *n : {"gemm_wgmma", "gemm_tc", "gemm_mma", "gemm_wmma"})
           if (schedule_registry().count(n))
             names.push_back(n);
       const int64_t shapes[][3] = {{1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096},

@@ -1,13 +1,38 @@
 #include "runtime/Build.h"
 
 #include "compiler/codegen/CodeGenCUDA.h"
+#include "compiler/ir/IRVisitor.h"
 #include "compiler/support/Error.h"
 #include "runtime/CudaModule.h"
+#include "runtime/Device.h"
 #include "runtime/KernelCache.h"
 
 #include <optional>
 
 namespace tessel {
+
+std::string target_arch(const LoweredModule &m, const std::string &arch) {
+  std::string wgmma_kernel;
+  for (const LoweredFunc &f : m.funcs)
+    post_order_visit(f.body, [&](const IRNode *n) {
+      if (const auto *c = llvm::dyn_cast<Call>(n); c && c->name.rfind("wgmma_", 0) == 0)
+        wgmma_kernel = f.name;
+    });
+  std::string a = arch;
+  if (a.empty()) {
+    user_check(Device::available(), "build")
+        << "no target architecture given and no GPU to take it from ("
+        << Device::unavailable_reason() << "); give one, e.g. \"sm_90\"";
+    a = Device::get().arch();
+  }
+  if (wgmma_kernel.empty())
+    return a;
+  user_check(a == "sm_90" || a == "sm_90a", "build")
+      << "kernel '" << wgmma_kernel << "' uses wgmma, which only Hopper GPUs have (sm_90a), but "
+      << "the target is " << a << "; build it for sm_90, or use a schedule without wgmma "
+      << "(gemm_tc, gemm_mma)";
+  return "sm_90a";
+}
 
 struct Module::State {
   LoweredModule lowered;
@@ -66,7 +91,7 @@ Module build(const LoweredModule &lowered, const Target &target) {
   state->lowered = lowered;
   state->source = codegen_cuda(lowered);
   CompileOptions options;
-  options.arch = target.arch;
+  options.arch = target_arch(lowered, target.arch);
   state->compiled = KernelCache::global().compile(state->source, options, lowered.funcs[0].name + ".cu");
   Module m;
   m.state_ = std::move(state);

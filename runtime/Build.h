@@ -23,6 +23,11 @@ struct Target {
   static Target cuda(std::string arch = "") { return Target{std::move(arch)}; }
 };
 
+/// The architecture to compile `m` for: `arch` ("sm_80", "sm_90", ...; empty: the GPU's), made
+/// "sm_90a" when a kernel uses wgmma, whose instructions exist only on that arch-specific target.
+/// tessel::Error when a kernel uses wgmma and `arch` is not a Hopper architecture.
+std::string target_arch(const LoweredModule &m, const std::string &arch);
+
 class Module {
 public:
   const LoweredModule &lowered() const;

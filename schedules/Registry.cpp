@@ -6,6 +6,7 @@
 #include "schedules/Gemm.h"
 #include "schedules/GemmMma.h"
 #include "schedules/GemmTc.h"
+#include "schedules/GemmWgmma.h"
 #include "schedules/GemmWmma.h"
 
 #include <llvm/ADT/StringExtras.h>
@@ -19,7 +20,8 @@ const std::map<std::string, ScheduleEntry> &schedule_registry() {
   static const std::map<std::string, ScheduleEntry> registry = [] {
     std::map<std::string, ScheduleEntry> r;
     for (ScheduleEntry e : {gemm_naive_entry(), gemm_shared_entry(), gemm_wmma_entry(),
-                            gemm_tc_entry(), gemm_mma_entry(), conv2d_tensorcore_tutorial_entry(),
+                            gemm_tc_entry(), gemm_mma_entry(), gemm_wgmma_entry(),
+                            conv2d_tensorcore_tutorial_entry(),
                             conv2d_tc_entry()})
       r.emplace(e.name, std::move(e));
     return r;

@@ -12,6 +12,7 @@
 #include "compiler/codegen/CodeGenCUDA.h"
 #include "compiler/lower/Lower.h"
 #include "compiler/support/Error.h"
+#include "runtime/Build.h"
 #include "runtime/Check.h"
 #include "runtime/Device.h"
 #include "runtime/DeviceArray.h"
@@ -157,10 +158,10 @@ int cmd_compile() {
   LoweredModule lowered = lower_selected(sel);
   std::string source = codegen_cuda(lowered);
   CompileOptions options;
-  options.arch = arch_opt;
-  user_check(!options.arch.empty() || Device::available(), "compile")
+  user_check(!arch_opt.empty() || Device::available(), "compile")
       << "no GPU to take the target architecture from (" << Device::unavailable_reason()
       << "); pass --arch, e.g. --arch sm_90";
+  options.arch = target_arch(lowered, arch_opt);
   CompiledKernel k = KernelCache::global().compile(source, options, sel.entry->name + ".cu");
 
   llvm::raw_ostream &os = llvm::outs();

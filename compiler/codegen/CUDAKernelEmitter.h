@@ -1,9 +1,10 @@
 // The emitter of one CUDA kernel (private to compiler/codegen).
 //
-// Split over five files by concern: CodeGenCUDA.cpp (kernel, statements, names),
+// Split over six files by concern: CodeGenCUDA.cpp (kernel, statements, names),
 // CodeGenCUDAExpr.cpp (expressions, types, literals), CodeGenCUDAVector.cpp (vector loads and
-// stores), CodeGenCUDAWmma.cpp (fragment shapes, WMMA intrinsics, shared memory layout) and
-// CodeGenCUDAMma.cpp (register fragments, ldmatrix / mma.sync as inline PTX).
+// stores), CodeGenCUDAWmma.cpp (fragment shapes, WMMA intrinsics, shared memory layout),
+// CodeGenCUDAMma.cpp (register fragments, ldmatrix / mma.sync as inline PTX) and
+// CodeGenCUDAWgmma.cpp (warpgroup accumulators, wgmma.mma_async as inline PTX).
 #pragma once
 
 #include "compiler/lower/LoweredFunc.h"
@@ -25,6 +26,7 @@ struct ModuleNeeds {
   bool wmma = false;
   bool floor_helpers = false;
   bool async_copy = false; ///< tessel_cp_async* helpers (cp.async)
+  bool wgmma = false;      ///< tessel_wgmma_desc; the module needs sm_90a
 };
 
 /// The nvcuda::wmma::fragment type of a `wmma.*` allocation, deduced from the intrinsics that
@@ -160,6 +162,17 @@ private:
   std::string mma_register(const Expr &frag, const Expr &index, int reg, const char *intrin,
                            const char *expected_scope);
 
+  // ---- Hopper wgmma (CodeGenCUDAWgmma.cpp) -----------------------------------------------
+  /// The declaration of a wgmma.accumulator allocation as a per-thread register array; binds
+  /// its name and makes it known to wgmma_fence_registers.
+  std::string wgmma_accumulator_decl(const Allocate *op);
+  /// wgmma_*, fence_proxy_async; false for other calls.
+  bool emit_wgmma(const Call *op);
+  /// The thread's index in its warpgroup.
+  CExpr wgmma_thread_id();
+  /// Empty asm statements that claim to modify every accumulator register in scope.
+  void wgmma_fence_registers();
+
   const LoweredFunc &f_;
   ModuleNeeds &needs_;
   llvm::raw_ostream &os_;
@@ -175,6 +188,8 @@ private:
   /// Loop, thread and let variables known to be >= 0.
   llvm::DenseSet<const Variable *> non_negative_;
   SharedLayout shared_;
+  /// The wgmma accumulator arrays in scope: C name and registers per thread.
+  std::vector<std::pair<std::string, int64_t>> wgmma_registers_;
   bool dynamic_shared_ = false;
 
   /// Definitions (lets, vector temporaries) that must precede the line being built.

@@ -87,6 +87,8 @@ llvm::DenseSet<const Variable *> written_buffers(const Stmt &body) {
         mark_pointer(call->args[5]);
       if (call->is_intrinsic(intrinsic::mma_store_fragment) && call->args.size() > 2)
         mark_pointer(call->args[2]);
+      if (call->is_intrinsic(intrinsic::wgmma_store) && call->args.size() > 3)
+        mark_pointer(call->args[3]);
       // Pointers handed to anything but a load may be written through.
       if (call->is_intrinsic(intrinsic::access_ptr))
         mark_pointer(call);
@@ -346,6 +348,11 @@ void CUDAKernelEmitter::emit_allocate(const Allocate *op) {
   std::string t = type_name(op->dtype);
   if (is_mma_scope(scope)) {
     line(mma_fragment_decl(op));
+  } else if (is_wgmma_scope(scope)) {
+    line(wgmma_accumulator_decl(op));
+    emit_stmt(op->body);
+    wgmma_registers_.pop_back();
+    return;
   } else if (is_wmma_scope(scope)) {
     int64_t count = 0;
     std::string frag = fragment_type(op, &count);
@@ -419,7 +426,7 @@ void CUDAKernelEmitter::emit_evaluate(const Evaluate *op) {
       return line("__syncthreads();");
     if (emit_async_copy(call))
       return;
-    if (emit_wmma(call) || emit_mma(call))
+    if (emit_wmma(call) || emit_mma(call) || emit_wgmma(call))
       return;
   }
   line(print(v) + ";");
@@ -536,6 +543,18 @@ __device__ __forceinline__ void tessel_cp_async_wait() {
 #if __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_group %0;\n" :: "n"(N));
 #endif
+}
+)";
+  }
+  if (needs.wgmma) {
+    // A wgmma shared-memory matrix descriptor without swizzling: the start address, the
+    // leading and stride byte offsets, each >> 4 (PTX ISA, "Matrix Descriptor Format").
+    os << R"(
+__device__ __forceinline__ unsigned long long tessel_wgmma_desc(const void *p, unsigned lbo,
+                                                               unsigned sbo) {
+  unsigned long long a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  return ((a & 0x3FFFF) >> 4) | (static_cast<unsigned long long>((lbo >> 4) & 0x3FFF) << 16) |
+         (static_cast<unsigned long long>((sbo >> 4) & 0x3FFF) << 32);
 }
 )";
   }

@@ -307,20 +307,29 @@ CExpr CUDAKernelEmitter::emit_call(const Call *op) {
     user_check(op->args.empty(), "codegen_cuda") << "mma_lane_id takes no arguments";
     return mma_lane_id();
   }
+  if (name == intrinsic::wgmma_thread_id) {
+    user_check(op->args.empty(), "codegen_cuda") << "wgmma_thread_id takes no arguments";
+    return wgmma_thread_id();
+  }
   if (name == intrinsic::syncthreads || name == intrinsic::wmma_fill_fragment ||
       name == intrinsic::wmma_load_matrix_sync || name == intrinsic::wmma_mma_sync ||
       name == intrinsic::wmma_store_matrix_sync || name == intrinsic::cp_async ||
       name == intrinsic::cp_async_commit || name == intrinsic::cp_async_wait ||
       name == intrinsic::mma_fill_fragment || name == intrinsic::mma_ldmatrix ||
-      name == intrinsic::mma_sync || name == intrinsic::mma_store_fragment)
+      name == intrinsic::mma_sync || name == intrinsic::mma_store_fragment ||
+      name == intrinsic::wgmma_fill || name == intrinsic::wgmma_mma ||
+      name == intrinsic::wgmma_fence || name == intrinsic::wgmma_commit ||
+      name == intrinsic::wgmma_wait || name == intrinsic::wgmma_store ||
+      name == intrinsic::fence_proxy_async)
     user_error("codegen_cuda") << "intrinsic '" << name << "' in kernel '" << f_.name
                                << "' is used as a value; it has no result and may only be a "
                                   "statement (Evaluate)";
   user_error("codegen_cuda") << "unknown intrinsic '" << name << "' in kernel '" << f_.name
                              << "'; CUDA codegen knows if_then_else, address_of, access_ptr, "
                                 "syncthreads, cp_async{,_commit,_wait}, wmma_{fill_fragment, "
-                                "load_matrix_sync, mma_sync, store_matrix_sync} and mma_{lane_id, "
-                                "fill_fragment, ldmatrix, sync, store_fragment}";
+                                "load_matrix_sync, mma_sync, store_matrix_sync}, mma_{lane_id, "
+                                "fill_fragment, ldmatrix, sync, store_fragment}, wgmma_{thread_id, "
+                                "fill, mma, fence, commit, wait, store} and fence_proxy_async";
 }
 
 CExpr CUDAKernelEmitter::emit_expr(const Expr &e) {
@@ -444,7 +453,8 @@ bool CUDAKernelEmitter::is_non_negative(const Expr &e) const {
   case IRNodeKind::Var:
     return non_negative_.count(llvm::cast<Variable>(e.get())) > 0;
   case IRNodeKind::Call:
-    return llvm::cast<Call>(e.get())->is_intrinsic(intrinsic::mma_lane_id);
+    return llvm::cast<Call>(e.get())->is_intrinsic(intrinsic::mma_lane_id) ||
+           llvm::cast<Call>(e.get())->is_intrinsic(intrinsic::wgmma_thread_id);
   case IRNodeKind::Add: {
     const auto *op = llvm::cast<Add>(e.get());
     return is_non_negative(op->a) && is_non_negative(op->b);

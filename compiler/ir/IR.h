@@ -307,6 +307,11 @@ inline constexpr const char *pipeline_scope = "pipeline_scope";
 /// fill writes a stage that no other statement of the iteration touches; insert_thread_syncs
 /// relies on that (and consumes the attr).
 inline constexpr const char *pipeline_fill = "pipeline_fill";
+/// node: none; around a pipelined loop whose compute reads its stages asynchronously (wgmma)
+/// (inject_pipeline). Value L: each iteration may leave its last L groups of asynchronous reads
+/// in flight, because the fills stay L + 1 stages behind the reads; insert_wgmma_syncs waits
+/// for at most L groups in the loop and for all of them after it (and consumes the attr).
+inline constexpr const char *pipeline_async_reads = "pipeline_async_reads";
 inline constexpr const char *pragma_prefix = "pragma_";
 } // namespace attr
 

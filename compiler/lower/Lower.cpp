@@ -16,6 +16,7 @@
 #include "compiler/passes/StorageRewrite.h"
 #include "compiler/passes/UnrollLoops.h"
 #include "compiler/passes/VectorizeLoops.h"
+#include "compiler/passes/WgmmaSync.h"
 #include "compiler/support/Error.h"
 
 #include <llvm/ADT/StringExtras.h>
@@ -66,7 +67,7 @@ const std::vector<std::string> &lowering_steps() {
   static const std::vector<std::string> steps = {
       "schedule_ops",   "simplify",        "storage_flatten",    "vectorize_loops",
       "pipeline",       "unroll_loops",    "storage_rewrite",    "insert_thread_syncs",
-      "remove_no_op",   "final_simplify"};
+      "insert_wgmma_syncs", "remove_no_op", "final_simplify"};
   return steps;
 }
 
@@ -134,6 +135,8 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
   printer.after("storage_rewrite", body);
   body = insert_thread_syncs(body);
   printer.after("insert_thread_syncs", body);
+  body = insert_wgmma_syncs(body);
+  printer.after("insert_wgmma_syncs", body);
   body = remove_no_op(body);
   printer.after("remove_no_op", body);
   body = arith::simplify(body);

@@ -235,6 +235,16 @@ Stmt intrinsic_stmt(const char *name, std::vector<Expr> args = {}) {
   return Evaluate::make(Call::make(Void(), name, std::move(args), Call::Intrinsic));
 }
 
+// Whether `s` issues wgmma, whose reads of shared memory complete asynchronously.
+bool reads_asynchronously(const Stmt &s) {
+  bool found = false;
+  post_order_visit(s, [&](const IRNode *n) {
+    if (const auto *c = llvm::dyn_cast<Call>(n))
+      found |= c->is_intrinsic(intrinsic::wgmma_mma);
+  });
+  return found;
+}
+
 class Rewriter : public IRMutator {
 public:
   Rewriter(llvm::DenseMap<const Variable *, Plan> &plans, std::vector<const Variable *> order)
@@ -278,10 +288,15 @@ protected:
     };
     int copies = 0;
     auto async = [&](const Stmt &s) { return to_async_copies(s, &copies); };
+    // A compute that reads its stages asynchronously (wgmma) may leave one iteration's reads in
+    // flight when there are 3 or more stages: the fills then run `lag` more iterations behind,
+    // so that the stage they overwrite was read lag + 1 iterations ago.
+    int lag = stages >= 3 && reads_asynchronously(compute) ? 1 : 0;
+    int ahead = stages - 1 - lag; // iterations filled ahead of the one computed
 
     std::vector<Stmt> out; // the prologue, then the loop
     auto extent = as_const_int(op->extent);
-    for (int s = 0; s + 1 < stages; ++s) {
+    for (int s = 0; s < ahead; ++s) {
       Stmt f = async(fills(op->min + make_const(t, s)));
       if (!extent)
         f = IfThenElse::make(make_const(t, s) < op->extent, f);
@@ -296,18 +311,21 @@ protected:
     std::vector<Stmt> next;
     for (Plan *p : here)
       next.push_back(AttrStmt::make(Expr(p->alloc->buffer_var), attr::pipeline_fill, Expr(0),
-                                    substitute(fill_of(*p, *op), i, i + (stages - 1))));
+                                    substitute(fill_of(*p, *op), i, i + ahead)));
     Stmt steady_fill = async(Seq::make(std::move(next)));
     std::vector<Stmt> body;
     if (copies)
-      body.push_back(intrinsic_stmt(intrinsic::cp_async_wait, {Expr(stages - 2)}));
+      body.push_back(intrinsic_stmt(intrinsic::cp_async_wait, {Expr(ahead - 1)}));
     body.push_back(intrinsic_stmt(intrinsic::syncthreads));
-    body.push_back(IfThenElse::make(i + (stages - 1) < end, steady_fill));
+    body.push_back(IfThenElse::make(i + ahead < end, steady_fill));
     if (copies)
       body.push_back(intrinsic_stmt(intrinsic::cp_async_commit));
     body.push_back(compute);
-    out.push_back(For::make(i, op->min, op->extent, op->for_kind, Seq::make(std::move(body)),
-                            op->thread_tag));
+    Stmt loop = For::make(i, op->min, op->extent, op->for_kind, Seq::make(std::move(body)),
+                          op->thread_tag);
+    if (lag)
+      loop = AttrStmt::make(AttrNode(), attr::pipeline_async_reads, Expr(lag), loop);
+    out.push_back(loop);
     Stmt result = Seq::make(std::move(out));
     for (Plan *p : here)
       if (p->alloc_inside_loop)

@@ -95,9 +95,11 @@ protected:
   void visit(const Call *op) override {
     bool pointer = op->is_intrinsic(intrinsic::address_of) ||
                    op->is_intrinsic(intrinsic::access_ptr);
-    // A fragment load only reads the memory it points to.
+    // A fragment load and wgmma (whose shared operands are its only pointers) only read the
+    // memory they point to.
     bool read_only = op->is_intrinsic(intrinsic::wmma_load_matrix_sync) ||
-                     op->is_intrinsic(intrinsic::mma_ldmatrix);
+                     op->is_intrinsic(intrinsic::mma_ldmatrix) ||
+                     op->is_intrinsic(intrinsic::wgmma_mma);
     if (op->is_intrinsic(intrinsic::cp_async) && op->args.size() == 4) {
       // Only writes its destination (like a store) and only reads its source.
       const auto *dst = op->args[0].as<Call>();

@@ -7,6 +7,7 @@
 #include "runtime/KernelCache.h"
 #include "schedules/Gemm.h"
 #include "schedules/GemmMma.h"
+#include "schedules/GemmWgmma.h"
 
 #include <gtest/gtest.h>
 
@@ -104,6 +105,25 @@ TEST(GpuSchedules, GemmMma) {
     return gemm_mma(M, N, K, {.block_row_warps = 1, .block_col_warps = 2, .warp_row_tiles = 2,
                               .warp_col_tiles = 2, .chunk = 1, .stages = 3});
   }, 96, 192, 80, Float(16));
+}
+
+// Hopper wgmma on interleaved shared tiles (sm_90a); skipped on other GPUs.
+TEST(GpuSchedules, GemmWgmma) {
+  SKIP_WITHOUT_GPU();
+  if (Device::get().arch() != "sm_90")
+    GTEST_SKIP() << "wgmma needs a Hopper GPU (sm_90); this one is " << Device::get().arch();
+  auto wgmma = [](int64_t M, int64_t N, int64_t K, DataType) { return gemm_wgmma(M, N, K); };
+  run_gemm(wgmma, 256, 256, 128, Float(16));
+  run_gemm(wgmma, 512, 768, 512, Float(16));
+  // Smaller tiles: one warpgroup of 64 x 64, 2 stages; 4 warpgroups of 64 x 128.
+  run_gemm([](int64_t M, int64_t N, int64_t K, DataType) {
+    return gemm_wgmma(M, N, K, {.block_m = 64, .block_n = 64, .block_k = 32, .warpgroups_m = 1,
+                                .stages = 2});
+  }, 192, 128, 96, Float(16));
+  run_gemm([](int64_t M, int64_t N, int64_t K, DataType) {
+    return gemm_wgmma(M, N, K, {.block_m = 128, .block_n = 256, .block_k = 64, .warpgroups_m = 2,
+                                .warpgroups_n = 2, .stages = 3});
+  }, 256, 512, 256, Float(16));
 }
 
 TEST(GpuSchedules, SecondBuildHitsTheKernelCache) {

@@ -1,0 +1,220 @@
+// CUDA code generation: Hopper warpgroup matrix multiply (wgmma.mma_async, sm_90a) as inline PTX.
+//
+// A wgmma.accumulator allocation of S floats is the warpgroup's: each thread declares
+// `float acc[S / 128]`, tile `index` of an m64nN accumulator being acc[index * N / 2 ..]. The
+// shared operands are passed as 64-bit matrix descriptors built by tessel_wgmma_desc from a
+// generic pointer and the byte offsets between core matrices. Every register index is a
+// constant (the loops around the intrinsics are unrolled), so the arrays stay in registers.
+//
+// wgmma runs asynchronously to the thread, but the compiler only sees an asm statement that
+// reads and writes the accumulator registers when it is issued. After wgmma_wait, and before
+// wgmma_fence, every accumulator register is passed through an empty asm statement that claims
+// to modify it: the compiler may then neither move its uses before the wait nor sink the
+// writes of the fill past the fence.
+#include "compiler/codegen/CUDAKernelEmitter.h"
+
+#include "compiler/ir/FragmentScope.h"
+#include "compiler/ir/IROperator.h"
+#include "compiler/ir/IRPrinter.h"
+#include "compiler/ir/Intrinsics.h"
+#include "compiler/support/Error.h"
+
+namespace tessel::codegen {
+
+std::string CUDAKernelEmitter::wgmma_accumulator_decl(const Allocate *op) {
+  const std::string &name = op->buffer_var.name();
+  user_check(op->scope == "wgmma.accumulator", "codegen_cuda")
+      << "allocation '" << name << "' has unknown wgmma scope '" << op->scope
+      << "'; expected wgmma.accumulator";
+  user_check(op->dtype == Float(32), "codegen_cuda")
+      << "wgmma accumulator '" << name << "' has element type " << op->dtype
+      << " but wgmma.mma_async.f32.f16.f16 accumulates in float32";
+  int64_t size = op->constant_size();
+  user_check(size % 128 == 0, "codegen_cuda")
+      << "wgmma accumulator '" << name << "' holds " << size
+      << " elements, which the 128 threads of a warpgroup cannot share evenly";
+  std::string text = bind_var(op->buffer_var.get());
+  scope_of_[op->buffer_var.get()] = op->scope;
+  wgmma_registers_.push_back({text, size / 128});
+  return "float " + text + "[" + std::to_string(size / 128) + "];";
+}
+
+CExpr CUDAKernelEmitter::wgmma_thread_id() {
+  const LaunchConfig &l = f_.launch;
+  user_check((l.block[0] * l.block[1] * l.block[2]) % 128 == 0, "codegen_cuda")
+      << "kernel '" << f_.name << "' uses wgmma with " << l.block[0] * l.block[1] * l.block[2]
+      << " threads a block; wgmma needs whole warpgroups (a multiple of 128 threads)";
+  if (l.block[0] == 128)
+    return {"((int)threadIdx.x)", PrecAtom};
+  if (l.block[0] % 128 == 0)
+    return {"((int)threadIdx.x & 127)", PrecAtom};
+  return {"((int)(threadIdx.x + " + std::to_string(l.block[0]) + " * (threadIdx.y + " +
+              std::to_string(l.block[1]) + " * threadIdx.z)) & 127)",
+          PrecAtom};
+}
+
+// Keeps the compiler from moving accumulator reads or writes across an asynchronous boundary.
+void CUDAKernelEmitter::wgmma_fence_registers() {
+  for (const auto &[name, count] : wgmma_registers_) {
+    line("#pragma unroll");
+    line("for (int r = 0; r < " + std::to_string(count) + "; ++r) asm volatile(\"\" : \"+f\"(" +
+         name + "[r]) :: \"memory\");");
+  }
+}
+
+bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
+  const std::string &n = op->name;
+  if (op->call_kind == Call::PureExtern ||
+      (n.rfind("wgmma_", 0) != 0 && n != intrinsic::fence_proxy_async) ||
+      n == intrinsic::wgmma_thread_id)
+    return false;
+  const std::vector<Expr> &a = op->args;
+  const char *name = n.c_str();
+  auto constant = [&](const Expr &e, const char *what) {
+    auto v = as_const_int(e);
+    user_check(v.has_value(), "codegen_cuda")
+        << name << " in kernel '" << f_.name << "': " << what << " must be a constant, got " << e;
+    return *v;
+  };
+  // The first register of tile `index` of accumulator `frag` (N = n columns), checked.
+  auto tile_base = [&](const Expr &frag, const Expr &index, int64_t cols) {
+    const auto *v = frag.as<Variable>();
+    auto scope = v ? scope_of_.find(v) : scope_of_.end();
+    user_check(scope != scope_of_.end() && is_wgmma_scope(scope->second), "codegen_cuda")
+        << name << " in kernel '" << f_.name << "': " << frag
+        << " is not a wgmma accumulator (an allocation in scope wgmma.accumulator)";
+    auto i = as_const_int(index);
+    user_check(i.has_value(), "codegen_cuda")
+        << name << " in kernel '" << f_.name << "': the tile index " << index << " of '"
+        << v->name << "' is not a constant. Register arrays indexed at run time live in local "
+        << "memory; unroll the loops around the intrinsic (Stage::unroll)";
+    user_check(cols >= 8 && cols <= 256 && cols % 8 == 0, "codegen_cuda")
+        << name << ": n=" << cols << " is not a wgmma shape (a multiple of 8 from 8 to 256)";
+    return std::make_pair(var_text(v), *i * cols / 2);
+  };
+  auto no_args = [&] { check_intrinsic_args(op, 0, "()"); };
+  needs_.wgmma = true;
+
+  if (n == intrinsic::fence_proxy_async) {
+    no_args();
+    line("asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");");
+    return true;
+  }
+  if (n == intrinsic::wgmma_fence) {
+    no_args();
+    wgmma_fence_registers();
+    line("asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");");
+    return true;
+  }
+  if (n == intrinsic::wgmma_commit) {
+    no_args();
+    line("asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");");
+    return true;
+  }
+  if (n == intrinsic::wgmma_wait) {
+    check_intrinsic_args(op, 1, "(n)");
+    int64_t pending = constant(a[0], "n");
+    user_check(pending >= 0 && pending <= 7, "codegen_cuda")
+        << name << ": wgmma.wait_group takes 0..7 pending groups, got " << pending;
+    line("asm volatile(\"wgmma.wait_group.sync.aligned " + std::to_string(pending) +
+         ";\\n\" ::: \"memory\");");
+    wgmma_fence_registers();
+    return true;
+  }
+  if (n == intrinsic::wgmma_fill) {
+    check_intrinsic_args(op, 4, "(acc, index, n, value)");
+    int64_t cols = constant(a[2], "n");
+    auto [acc, base] = tile_base(a[0], a[1], cols);
+    line("#pragma unroll");
+    line("for (int r = 0; r < " + std::to_string(cols / 2) + "; ++r) " + acc + "[" +
+         std::to_string(base) + " + r] = " + print(a[3]) + ";");
+    return true;
+  }
+  if (n == intrinsic::wgmma_mma) {
+    check_intrinsic_args(op, 10, "(acc, index, n, a_ptr, a_lbo, a_sbo, b_ptr, b_lbo, b_sbo, trans_b)");
+    int64_t cols = constant(a[2], "n");
+    auto [acc, base] = tile_base(a[0], a[1], cols);
+    int64_t offsets[4];
+    const char *what[4] = {"a_lbo", "a_sbo", "b_lbo", "b_sbo"};
+    const int at[4] = {4, 5, 7, 8};
+    for (int i = 0; i < 4; ++i) {
+      offsets[i] = constant(a[at[i]], what[i]);
+      // The descriptor holds 14 bits of (bytes >> 4).
+      user_check(offsets[i] % 8 == 0 && offsets[i] >= 0 && offsets[i] * 2 < (int64_t(1) << 18),
+                 "codegen_cuda")
+          << name << ": " << what[i] << "=" << offsets[i]
+          << " elements; a descriptor offset is a non-negative multiple of 16 bytes below 256 KiB";
+    }
+    int64_t trans_b = constant(a[9], "trans_b");
+    auto shared_ptr = [&](const Expr &p) {
+      const auto *c = p.as<Call>();
+      const auto *load = c && c->is_intrinsic(intrinsic::address_of) ? c->args[0].as<BufferLoad>() : nullptr;
+      auto mem = load ? scope_of_.find(data_var(load->buffer)) : scope_of_.end();
+      user_check(mem != scope_of_.end() && mem->second == "shared" &&
+                     load->buffer.dtype() == Float(16),
+                 "codegen_cuda")
+          << name << " in kernel '" << f_.name
+          << "': an operand must be address_of(buffer[index]) of a float16 shared buffer, got " << p;
+      return print(p);
+    };
+    std::string da = "tessel_wgmma_desc(" + shared_ptr(a[3]) + ", " +
+                     std::to_string(offsets[0] * 2) + ", " + std::to_string(offsets[1] * 2) + ")";
+    std::string db = "tessel_wgmma_desc(" + shared_ptr(a[6]) + ", " +
+                     std::to_string(offsets[2] * 2) + ", " + std::to_string(offsets[3] * 2) + ")";
+    int regs = int(cols / 2);
+    std::string dlist;
+    for (int r = 0; r < regs; ++r)
+      dlist += (r ? ", %" : "%") + std::to_string(r);
+    // scale-d is a predicate: always accumulate (the reset fills the tile with zeros).
+    line("asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + std::to_string(regs + 2) +
+         ", 0;\\nwgmma.mma_async.sync.aligned.m64n" + std::to_string(cols) +
+         "k16.f32.f16.f16 {" + dlist + "}, %" + std::to_string(regs) + ", %" +
+         std::to_string(regs + 1) + ", p, 1, 1, 0, " + std::to_string(trans_b ? 1 : 0) +
+         ";\\n}\\n\"");
+    std::string outs;
+    for (int r = 0; r < regs; ++r)
+      outs += std::string(r ? ", " : "") + "\"+f\"(" + acc + "[" + std::to_string(base + r) + "])";
+    line("    : " + outs);
+    line("    : \"l\"(" + da + "), \"l\"(" + db + "), \"n\"(1));");
+    return true;
+  }
+  if (n == intrinsic::wgmma_store) {
+    check_intrinsic_args(op, 6, "(acc, index, n, ptr, stride, lanes)");
+    int64_t cols = constant(a[2], "n");
+    auto [acc, base] = tile_base(a[0], a[1], cols);
+    int64_t stride = constant(a[4], "stride"), lanes = constant(a[5], "lanes");
+    user_check(lanes == 1 || lanes == 2, "codegen_cuda")
+        << name << ": lanes must be 1 or 2, got " << lanes;
+    const auto *ptr = a[3].as<Call>();
+    const auto *load = ptr && ptr->is_intrinsic(intrinsic::address_of) ? ptr->args[0].as<BufferLoad>() : nullptr;
+    user_check(load && load->buffer.dtype() == Float(32), "codegen_cuda")
+        << name << " in kernel '" << f_.name
+        << "': the pointer must be address_of(buffer[index]) of a float32 buffer, got " << a[3];
+    // Register pair (i, i + 1), i = 4 q + 2 h: row + 8 h, columns 8 q + (0, 1).
+    std::string p = fresh_name("wgmma_out");
+    line("{");
+    ++indent_;
+    line("float* " + p + " = " + print(a[3]) + ";");
+    line("#pragma unroll");
+    open_block("for (int q = 0; q < " + std::to_string(cols / 8) + "; ++q)");
+    line("#pragma unroll");
+    open_block("for (int h = 0; h < 2; ++h)");
+    std::string at = p + " + h * " + std::to_string(8 * stride) + " + q * 8";
+    std::string r0 = acc + "[" + std::to_string(base) + " + q * 4 + h * 2]";
+    std::string r1 = acc + "[" + std::to_string(base) + " + q * 4 + h * 2 + 1]";
+    if (lanes == 2) {
+      line("*(float2*)(" + at + ") = make_float2(" + r0 + ", " + r1 + ");");
+    } else {
+      line("(" + at + ")[0] = " + r0 + ";");
+      line("(" + at + ")[1] = " + r1 + ";");
+    }
+    close_block();
+    close_block();
+    close_block();
+    return true;
+  }
+  user_error("codegen_cuda") << "unknown wgmma intrinsic '" << n << "' in kernel '" << f_.name
+                             << "'";
+}
+
+} // namespace tessel::codegen

@@ -1,0 +1,57 @@
+// GEMM on Hopper's warpgroup Tensor Core instructions (wgmma.mma_async, sm_90a): fp16 A (M x K)
+// and B (K x N, row major), fp32 C.
+//
+// A block of warpgroups_m x warpgroups_n warpgroups (128 threads each, on threadIdx.x; the
+// groups on threadIdx.y / z) computes a block_m x block_n tile of C. K advances in steps of
+// block_k through `stages` shared tiles of A and B, stored interleaved in chunks of 8 halves
+// (wgmma's no-swizzle layout) and filled by every thread with 16-byte cp.async copies. Each
+// warpgroup multiplies straight from those tiles into its register accumulators, 64 x wgmma_n
+// per instruction, and stores them from registers to C.
+//
+//   ScheduledProgram p = gemm_wgmma(4096, 4096, 4096);                    // default tiles
+//   ScheduledProgram q = gemm_wgmma(128, 128, 64, {.block_n = 128, .stages = 2});
+#pragma once
+
+#include "schedules/Registry.h"
+
+namespace tessel {
+
+struct GemmWgmmaTiles {
+  int block_m = 128;
+  int block_n = 256;
+  int block_k = 64;
+  int warpgroups_m = 2; ///< warpgroups along M, on threadIdx.y
+  int warpgroups_n = 1; ///< warpgroups along N, on threadIdx.z
+  /// N of one wgmma instruction (8..256, a multiple of 8); 0: a warpgroup's whole width, up to
+  /// 256.
+  int wgmma_n = 0;
+  int stages = 4; ///< shared-memory stages of the K loop (Stage::pipeline); 1: no pipeline
+  /// Thread-block rasterization (Stage::rasterize on the block axes); 0: off.
+  int64_t raster_group = 0;
+
+  int threads() const { return 128 * warpgroups_m * warpgroups_n; }
+  int group_m() const { return block_m / warpgroups_m; } ///< rows of C per warpgroup
+  int group_n() const { return block_n / warpgroups_n; } ///< columns of C per warpgroup
+  int instruction_n() const { return wgmma_n ? wgmma_n : std::min(group_n(), 256); }
+  /// Bytes of shared memory the A and B tiles take over all stages.
+  int64_t shared_bytes() const {
+    return int64_t(std::max(1, stages)) * (int64_t(block_m) + block_n) * block_k * 2;
+  }
+};
+
+/// tessel::Error (naming `context`) unless `tiles` can compute an M x N x K GEMM; the message
+/// says which dimension or knob to change.
+void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, int64_t K,
+                            const GemmWgmmaTiles &tiles);
+
+/// The default tiles when they divide the shape, otherwise the largest block tile that does.
+/// tessel::Error if none does (M not a multiple of 64, N or K not of 32).
+GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K,
+                                const std::string &context = "gemm_wgmma");
+
+ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K);
+ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &tiles);
+
+ScheduleEntry gemm_wgmma_entry();
+
+} // namespace tessel

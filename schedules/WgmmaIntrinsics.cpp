@@ -1,0 +1,118 @@
+#include "schedules/WgmmaIntrinsics.h"
+
+#include "compiler/arith/IndexInterval.h"
+#include "compiler/ir/IROperator.h"
+#include "compiler/ir/Intrinsics.h"
+#include "compiler/support/Error.h"
+#include "compiler/te/Compute.h"
+
+namespace tessel {
+
+namespace {
+
+constexpr int kRows = 64;    // a warpgroup's accumulator tile has 64 rows
+constexpr int kK = 16;       // K of one fp16 wgmma
+constexpr int kChunk = 8;    // halves per core-matrix row: the interleave chunk
+
+Expr thread_in_group() {
+  return Call::make(Int(32), intrinsic::wgmma_thread_id, {}, Call::PureIntrinsic);
+}
+
+Expr intrinsic_call(const char *name, std::vector<Expr> args) {
+  return Call::make(Void(), name, std::move(args), Call::Intrinsic);
+}
+
+Buffer accumulator_decl(int64_t n) {
+  return Buffer::make("BC", Float(32), {kRows, int(n)}, "wgmma.accumulator", {}, Expr(), 4,
+                      kChunk);
+}
+
+Buffer operand_decl(const char *name, std::vector<Expr> shape) {
+  return Buffer::make(name, Float(16), std::move(shape), "shared", {}, Expr(), 16, kChunk)
+      .with_interleave(kChunk);
+}
+
+void check_n(int64_t n, const char *intrin) {
+  user_check(is_wgmma_n(n), intrin) << "n=" << n
+                                    << " is not a wgmma shape: n must be a multiple of 8 from 8 "
+                                       "to 256 (m64nNk16)";
+}
+
+} // namespace
+
+bool is_wgmma_n(int64_t n) { return n >= 8 && n <= 256 && n % 8 == 0; }
+
+std::shared_ptr<const TensorIntrin> wgmma_gemm(int64_t n, const std::string &b_layout) {
+  check_n(n, "wgmma_gemm");
+  user_check(b_layout == "row_major" || b_layout == "col_major", "wgmma_gemm")
+      << "b_layout must be row_major or col_major, got '" << b_layout << "'";
+  bool b_col = b_layout == "col_major";
+  Tensor A = placeholder({kRows, kK}, Float(16), "A");
+  Tensor B = b_col ? placeholder({int(n), kK}, Float(16), "B")
+                   : placeholder({kK, int(n)}, Float(16), "B");
+  IterVar k = reduce_axis({0, kK}, "k");
+  Tensor C = compute(
+      {kRows, int(n)},
+      [&](Var i, Var j) {
+        Expr b = b_col ? B(j, k) : B(k, j);
+        return sum(A(i, k).astype(Float(32)) * b.astype(Float(32)), {k});
+      },
+      "C", {"i", "j"});
+  std::string name = "wgmma_gemm(" + std::to_string(n) + (b_col ? ", col_major)" : ")");
+  return decl_tensor_intrin(
+      C,
+      {{A, operand_decl("BA", A.shape())},
+       {B, operand_decl("BB", B.shape())},
+       {C, accumulator_decl(n)}},
+      [=](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
+        // Interleaved tiles: stride(0) is the row stride inside a chunk (8), chunk_stride() the
+        // distance between chunks of 8 columns. A core matrix is 8 rows of one chunk.
+        const BoundBuffer &a = in[0], &b = in[1];
+        int64_t core = 8 * a.stride(0);
+        // A (m x k, chunks along K): next 8 rows = next core matrix (SBO), next 8 k = next chunk
+        // (LBO). B row major (k x n, chunks along N): next 8 k = next core matrix (LBO), next 8 n
+        // = next chunk (SBO). B col major (n x k, chunks along K): as A, with n for m.
+        int64_t a_lbo = a.chunk_stride(), a_sbo = core;
+        int64_t b_lbo = b_col ? b.chunk_stride() : 8 * b.stride(0);
+        int64_t b_sbo = b_col ? 8 * b.stride(0) : b.chunk_stride();
+        Expr tile = out.tile_index(kRows, n, name);
+        TensorIntrinBodies bodies;
+        bodies.reset = Evaluate::make(intrinsic_call(
+            intrinsic::wgmma_fill, {out.data(), tile, Expr(int(n)), make_zero(Float(32))}));
+        bodies.update = Evaluate::make(intrinsic_call(
+            intrinsic::wgmma_mma,
+            {out.data(), tile, Expr(int(n)), a.access_ptr(), Expr(int(a_lbo)), Expr(int(a_sbo)),
+             b.access_ptr(), Expr(int(b_lbo)), Expr(int(b_sbo)), Expr(b_col ? 0 : 1)}));
+        return bodies;
+      },
+      name);
+}
+
+std::shared_ptr<const TensorIntrin> wgmma_store_matrix(int64_t n, const std::string &scope) {
+  check_n(n, "wgmma_store_matrix");
+  user_check(scope == "global" || scope == "shared", "wgmma_store_matrix")
+      << "scope must be global or shared, got '" << scope << "'";
+  Tensor A = placeholder({kRows, int(n)}, Float(32), "A");
+  Tensor C = compute({kRows, int(n)}, [&](Var i, Var j) { return A(i, j); }, "C", {"i", "j"});
+  Buffer BC = Buffer::make("BC", Float(32), C.shape(), scope);
+  std::string name = "wgmma_store_matrix(" + std::to_string(n) + ")";
+  return decl_tensor_intrin(
+      C, {{A, accumulator_decl(n)}, {C, BC}},
+      [=](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
+        int64_t ld = out.stride(0);
+        bool pairs = ld % 2 == 0 && divide_exact(out.elem_offset(), 2).has_value();
+        // Thread t of the warpgroup: warp t / 32 owns rows 16 (t / 32) .. + 15; lane l holds
+        // columns 2 (l % 4), + 1 of rows l / 4 and l / 4 + 8 in every 8-column group.
+        Expr t = thread_in_group();
+        Expr row = floordiv(t, 32) * 16 + floordiv(floormod(t, 32), 4);
+        Expr col = floormod(t, 4) * 2;
+        TensorIntrinBodies bodies;
+        bodies.body = Evaluate::make(intrinsic_call(
+            intrinsic::wgmma_store, {in[0].data(), in[0].tile_index(kRows, n, name), Expr(int(n)),
+                                     out.access_ptr(row, col), Expr(int(ld)), Expr(pairs ? 2 : 1)}));
+        return bodies;
+      },
+      name);
+}
+
+} // namespace tessel

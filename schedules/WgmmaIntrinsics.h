@@ -1,0 +1,42 @@
+// Tensor intrinsics for Hopper's warpgroup-level matrix multiply (PTX wgmma.mma_async, sm_90a):
+// a warpgroup (4 warps, 128 threads) multiplies a 64 x 16 fp16 tile of A by a 16 x n tile of B,
+// both read by the Tensor Cores straight from shared memory, into a 64 x n fp32 accumulator held
+// in the warpgroup's registers (scope wgmma.accumulator, n / 2 floats per thread a tile).
+//
+// The shared operands must be stored interleaved in chunks of 8 halves
+// (Stage::storage_interleave(8)): that is the no-swizzle canonical layout of wgmma, 8 x 8 "core
+// matrices" of 128 contiguous bytes; the intrinsic derives the descriptors' byte offsets from
+// the bound tiles' strides. A is read K-major (rows of A contiguous in K); B "row_major" (K x N,
+// N contiguous) is read MN-major (imm-trans-b), B "col_major" (N x K, K contiguous, as a
+// K x R x S x C filter) K-major.
+//
+//   s[CF].tensorize(cii, wgmma_gemm(256));          // C tile 64 x 256 += A 64 x 16 x B 16 x 256
+//   s[C].tensorize(ii, wgmma_store_matrix(256));     // the accumulators to C, float2 per thread
+//
+// The asynchronous ordering (wgmma_fence before a run of wgmma_mma, commit and wait after it,
+// fence.proxy.async before the barriers that publish shared tiles) is not part of these bodies:
+// the pass insert_wgmma_syncs adds it around whatever runs of wgmma_mma the loops produce.
+#pragma once
+
+#include "compiler/schedule/TensorIntrin.h"
+
+#include <memory>
+#include <string>
+
+namespace tessel {
+
+/// The instruction shapes wgmma has for fp16 inputs: n a multiple of 8 from 8 to 256.
+bool is_wgmma_n(int64_t n);
+
+/// C[i, j] += sum_k float32(A[i, k]) * float32(B[k, j]) for a 64 x n x 16 block: one
+/// wgmma.mma_async.m64n{n}k16.f32.f16.f16 on interleaved shared tiles; the reset fills the
+/// accumulator tile with zeros. `b_layout`: how B's shared tile holds it ("row_major": k x n,
+/// "col_major": n x k).
+std::shared_ptr<const TensorIntrin> wgmma_gemm(int64_t n, const std::string &b_layout = "row_major");
+
+/// Stores a 64 x n float32 accumulator tile from the warpgroup's registers to memory of `scope`
+/// ("global" or "shared"), row major, each thread its own elements: one float2 per register
+/// pair when the row stride is even, single floats otherwise.
+std::shared_ptr<const TensorIntrin> wgmma_store_matrix(int64_t n, const std::string &scope = "global");
+
+} // namespace tessel
