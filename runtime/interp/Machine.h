@@ -130,6 +130,23 @@ struct Memory {
 
 const char *scope_name(MemScope s);
 
+/// Completes the asynchronous operations of `pending` whose group is below `done`: `land(op)`
+/// for each, in issue order; the others stay, in order.
+template <typename Op, typename F>
+void land_groups(std::vector<Op> &pending, uint32_t done, F &&land) {
+  size_t kept = 0;
+  for (size_t j = 0; j < pending.size(); ++j) {
+    if (pending[j].group < done) {
+      land(pending[j]);
+      continue;
+    }
+    if (kept != j) // a vector moved onto itself is left empty
+      pending[kept] = std::move(pending[j]);
+    ++kept;
+  }
+  pending.resize(kept);
+}
+
 /// A cp_async of one thread not yet complete: the values it read, where they go, its group.
 struct PendingCopy {
   Memory *dst = nullptr;
