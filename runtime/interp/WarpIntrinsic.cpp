@@ -104,6 +104,8 @@ const char *fragment_scope_name(FragKind f) {
     return "mma.matrix_b";
   case FragKind::MmaAccumulator:
     return "mma.accumulator";
+  case FragKind::WgmmaAccumulator:
+    return "wgmma.accumulator";
   case FragKind::None:
     break;
   }
