@@ -97,19 +97,12 @@ public:
       // Groups [0, committed - n) complete; later ones (and uncommitted copies) stay pending.
       uint32_t committed = M.committed_groups[t];
       uint32_t done = committed > n_ ? committed - n_ : 0;
-      auto &pending = M.pending_copies[t];
-      size_t kept = 0;
-      for (PendingCopy &c : pending) {
-        if (c.group >= done) {
-          pending[kept++] = std::move(c);
-          continue;
-        }
+      land_groups(M.pending_copies[t], done, [&](const PendingCopy &c) {
         for (size_t e = 0; e < c.values.size(); ++e) {
           shared_write(M, *c.dst, c.dst_index + int64_t(e), int32_t(t));
           c.dst->data[size_t(c.dst_index) + e] = c.values[e];
         }
-      }
-      pending.resize(kept);
+      });
     });
   }
 

@@ -177,7 +177,7 @@ std::string Machine::agent_name(int32_t agent) const {
   uint32_t w = uint32_t(-2 - agent);
   uint32_t last = std::min(n_threads, 32 * w + 32) - 1;
   return "warp " + std::to_string(w) + " (" + thread_name(32 * w) + ".." + thread_name(last) +
-         ", in a wmma intrinsic)";
+         ", in a warp-level matrix intrinsic)";
 }
 
 std::string Machine::block_name() const {
@@ -228,6 +228,7 @@ void execute(const LoweredFunc &f, const std::vector<HostBuffer *> &args,
   Machine M;
   M.opts = options;
   M.launch = f.launch;
+  M.kernel = f.name;
   M.n_threads = static_cast<uint32_t>(f.launch.threads_per_block());
   M.n_warps = (M.n_threads + 31) / 32;
   for (uint32_t t = 0; t < M.n_threads; ++t) {
@@ -286,7 +287,10 @@ void execute(const LoweredFunc &f, const std::vector<HostBuffer *> &args,
         M.epoch = 1;
         M.pending_copies.assign(M.n_threads, {});
         M.committed_groups.assign(M.n_threads, 0);
+        M.pending_wgmma.assign(M.n_warps, {});
+        M.wgmma_groups.assign(M.n_warps, 0);
         body->exec(M, all);
+        check_wgmma_landed(M);
       }
 
   for (auto &[host, mem] : globals)

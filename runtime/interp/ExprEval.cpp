@@ -314,14 +314,18 @@ private:
   ExprPtr v_;
 };
 
-/// mma_lane_id(): the thread's lane in its warp.
+/// mma_lane_id(): the thread's lane in its warp (group 32); wgmma_thread_id(): its index in its
+/// warpgroup (group 128). Linear thread ids are x + bx (y + by z), as on the GPU.
 class LaneIdCode : public ExprCode {
 public:
-  LaneIdCode(DataType t, uint32_t n) : ExprCode(t, n) {}
+  LaneIdCode(DataType t, uint32_t n, uint32_t group) : ExprCode(t, n), group_(group) {}
   const Val *eval(Machine &, const Mask &m) override {
-    m.each([&](uint32_t t) { out[t].i = t % 32; });
+    m.each([&](uint32_t t) { out[t].i = t % group_; });
     return out.data();
   }
+
+private:
+  uint32_t group_;
 };
 
 template <MemScope S> class LoadCode : public ExprCode {
@@ -490,7 +494,7 @@ ExprPtr Compiler::expr(const Expr &e) {
     case MemScope::Fragment:
       user_error("interp") << "'" << mem->name
                            << "' is a fragment: its elements can only be accessed through the "
-                              "wmma_* / mma_* intrinsics of its scope, not loaded";
+                              "wmma_* / mma_* / wgmma_* intrinsics of its scope, not loaded";
     }
     break;
   }
@@ -504,7 +508,9 @@ ExprPtr Compiler::expr(const Expr &e) {
     if (op->name == "likely" && op->args.size() == 1)
       return expr(op->args[0]);
     if (op->is_intrinsic(intrinsic::mma_lane_id))
-      return std::make_unique<LaneIdCode>(t, n);
+      return std::make_unique<LaneIdCode>(t, n, 32);
+    if (op->is_intrinsic(intrinsic::wgmma_thread_id))
+      return std::make_unique<LaneIdCode>(t, n, 128);
     if (op->args.size() == 1 && t.is_float()) {
       auto it = unary_math().find(op->name);
       if (it != unary_math().end()) {
@@ -521,7 +527,8 @@ ExprPtr Compiler::expr(const Expr &e) {
     }
     user_error("interp") << "cannot execute call '" << op->name << "' in expression " << e
                          << (op->name == intrinsic::address_of
-                                 ? ": address_of is only supported as an argument of wmma_* / mma_*"
+                                 ? ": address_of is only supported as an argument of wmma_* / "
+                                   "mma_* / wgmma_* / cp_async"
                                  : "");
   }
   case IRNodeKind::StringImm:

@@ -95,7 +95,8 @@ struct ShadowCell {
   static constexpr int32_t kNoAgent = -1;
 };
 
-/// Who accesses memory: a thread (>= 0), or a whole warp in a WMMA intrinsic (<= -2).
+/// Who accesses memory: a thread (>= 0), or a whole warp in a warp-level matrix intrinsic
+/// (wmma_*, mma_*, wgmma_*; <= -2).
 inline int32_t warp_agent(uint32_t warp) { return -2 - static_cast<int32_t>(warp); }
 inline bool same_agent(int32_t a, int32_t b) {
   if (a == b)
@@ -108,8 +109,11 @@ inline bool same_agent(int32_t a, int32_t b) {
 }
 
 enum class MemScope : uint8_t { Global, Shared, Local, Fragment };
-/// wmma.* fragments (MatrixA, MatrixB, Accumulator) or mma.* register fragments (Mma*).
-enum class FragKind : uint8_t { None, MatrixA, MatrixB, Accumulator, MmaA, MmaB, MmaAccumulator };
+/// wmma.* fragments (MatrixA, MatrixB, Accumulator), mma.* register fragments (Mma*) or a
+/// warpgroup's wgmma.accumulator registers (WgmmaAccumulator).
+enum class FragKind : uint8_t {
+  None, MatrixA, MatrixB, Accumulator, MmaA, MmaB, MmaAccumulator, WgmmaAccumulator
+};
 
 /// One buffer's storage. Local memory holds `size` elements per thread, fragments per warp.
 struct Memory {
@@ -122,7 +126,8 @@ struct Memory {
   std::vector<Val> data;
   std::vector<ShadowCell> shadow; ///< shared only
   /// Fragments, per warp and tile: wmma.*: the WMMA shape last loaded or filled (0: none);
-  /// mma.*: 1 once written. mma.* data is per lane: [warp][lane][size / 32 register elements].
+  /// mma.*: 1 once written; wgmma.*: see Wgmma.cpp. mma.* data is per lane: [warp][lane][size /
+  /// 32 register elements]; wgmma.* (size per warpgroup) [warp][lane][size / 128].
   std::vector<uint8_t> tile_shape;
   int64_t tiles_per_warp = 0;
   HostBuffer *host = nullptr; ///< globals: where the values come from and go back to
@@ -130,12 +135,41 @@ struct Memory {
 
 const char *scope_name(MemScope s);
 
+/// Completes the asynchronous operations of `pending` whose group is below `done`: `land(op)`
+/// for each, in issue order; the others stay, in order.
+template <typename Op, typename F>
+void land_groups(std::vector<Op> &pending, uint32_t done, F &&land) {
+  size_t kept = 0;
+  for (size_t j = 0; j < pending.size(); ++j) {
+    if (pending[j].group < done) {
+      land(pending[j]);
+      continue;
+    }
+    if (kept != j) // a vector moved onto itself is left empty
+      pending[kept] = std::move(pending[j]);
+    ++kept;
+  }
+  pending.resize(kept);
+}
+
 /// A cp_async of one thread not yet complete: the values it read, where they go, its group.
 struct PendingCopy {
   Memory *dst = nullptr;
   int64_t dst_index = 0;
   std::vector<Val> values;
   uint32_t group = 0;
+};
+
+/// A wgmma_mma of one warp not yet landed in its accumulator: the shared cells it read at issue
+/// (A's 16 rows x 16 of this warp, then B's 16 x n, both row-major) and their values then.
+struct PendingWgmma {
+  Memory *acc = nullptr;
+  int64_t tile = 0;
+  int n = 0;
+  uint32_t group = 0;
+  Memory *a = nullptr, *b = nullptr;
+  std::vector<int64_t> cells;
+  std::vector<Val> values;
 };
 
 struct Machine {
@@ -154,6 +188,10 @@ struct Machine {
   /// tile before waiting for it reads what was there before (or uninitialized memory).
   std::vector<std::vector<PendingCopy>> pending_copies;
   std::vector<uint32_t> committed_groups;
+  /// Per warp: its wgmma_mma calls not yet landed (issue order) and its committed wgmma groups.
+  std::vector<std::vector<PendingWgmma>> pending_wgmma;
+  std::vector<uint32_t> wgmma_groups;
+  std::string kernel; ///< the kernel's name, for errors
 
   std::string thread_name(uint32_t t) const;
   std::string agent_name(int32_t agent) const;
@@ -214,6 +252,11 @@ StmtPtr compile_wmma(Compiler &C, const Call *call);
 StmtPtr compile_async_copy(Compiler &C, const Call *call);
 /// The PTX warp-level matrix intrinsics; `call` is one of mma_* but mma_lane_id (Mma.cpp).
 StmtPtr compile_mma(Compiler &C, const Call *call);
+/// The warpgroup-level wgmma intrinsics and fence_proxy_async; `call` is one of wgmma_* but
+/// wgmma_thread_id (Wgmma.cpp).
+StmtPtr compile_wgmma(Compiler &C, const Call *call);
+/// At the end of a block: an error if a warp has a wgmma_mma that no wgmma_wait landed.
+void check_wgmma_landed(const Machine &M);
 
 // Errors that name the thread and block (they throw tessel::Error).
 [[noreturn]] void report_out_of_bounds(const Machine &M, const Memory &mem, bool write,

@@ -167,7 +167,9 @@ public:
     size_t owners = mem.scope == MemScope::Local      ? M.n_threads
                     : mem.scope == MemScope::Fragment ? M.n_warps
                                                       : 1;
-    mem.data.assign(owners * mem.size, Val{0});
+    // A wgmma.accumulator's size is per warpgroup: a warp holds a quarter of it.
+    size_t per_owner = mem.frag == FragKind::WgmmaAccumulator ? mem.size / 4 : mem.size;
+    mem.data.assign(owners * per_owner, Val{0});
     if (mem.scope == MemScope::Shared)
       mem.shadow.assign(mem.size, ShadowCell{});
     if (mem.scope == MemScope::Fragment)
@@ -280,6 +282,8 @@ MemScope parse_scope(const std::string &scope, FragKind &frag) {
     frag = FragKind::MmaB;
   else if (scope == "mma.accumulator")
     frag = FragKind::MmaAccumulator;
+  else if (scope == "wgmma.accumulator")
+    frag = FragKind::WgmmaAccumulator;
   user_check(frag != FragKind::None, "interp")
       << "cannot allocate storage in scope '" << scope << "' inside a kernel";
   return MemScope::Fragment;
@@ -324,8 +328,8 @@ StmtPtr compile_store(Compiler &C, const BufferStore *op) {
     break;
   }
   user_error("interp") << "'" << mem->name
-                       << "' is a fragment: it can only be written by the wmma_* / mma_* "
-                          "intrinsics of its scope";
+                       << "' is a fragment: it can only be written by the wmma_* / mma_* / "
+                          "wgmma_* intrinsics of its scope";
 }
 
 } // namespace
@@ -427,6 +431,9 @@ StmtPtr compile_evaluate(Compiler &C, const Call *call) {
     return compile_async_copy(C, call);
   if (call->name.rfind("mma_", 0) == 0 && call->call_kind == Call::Intrinsic)
     return compile_mma(C, call);
+  if ((call->name.rfind("wgmma_", 0) == 0 || call->name == intrinsic::fence_proxy_async) &&
+      call->call_kind == Call::Intrinsic)
+    return compile_wgmma(C, call);
   return std::make_unique<EvalCode>(C.expr(Expr(call)));
 }
 

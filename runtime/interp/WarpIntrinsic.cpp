@@ -25,26 +25,50 @@ void WarpIntrinsicCode::exec(Machine &M, const Mask &m) {
     if (count[t / 32]++ == 0)
       first[t / 32] = t;
   });
-  std::vector<LaneValues> lanes(per_lane_.size());
+  // Every check before any warp runs, so a failing call leaves no warp half done.
+  std::vector<std::vector<int64_t>> args(M.n_warps);
   for (uint32_t w = 0; w < M.n_warps; ++w) {
     if (count[w] == 0)
       continue;
     check_whole_warp(M, m, w, count[w]);
-    std::vector<int64_t> args(vals.size());
+    if (group_warps_ > 1)
+      check_whole_group(M, count, w);
+    // Uniform over the group: compared with the first thread of the group's first warp.
+    const uint32_t ref = first[w - w % group_warps_];
+    args[w].resize(vals.size());
     for (size_t a = 0; a < vals.size(); ++a) {
-      args[a] = vals[a][first[w]].i;
+      args[w][a] = vals[a][ref].i;
       for (uint32_t t = 32 * w; t < 32 * w + 32; ++t)
-        user_check(vals[a][t].i == args[a], "interp")
-            << name_ << ": argument '" << uniform_names_[a] << "' differs within warp " << w
-            << " of block " << M.block_name() << " (" << M.thread_name(first[w]) << " and "
-            << M.thread_name(t) << " pass different values); all threads of a warp must pass "
-            << "the same arguments";
+        user_check(vals[a][t].i == args[w][a], "interp")
+            << name_ << ": argument '" << uniform_names_[a] << "' differs within "
+            << (group_warps_ > 1 ? "warpgroup " + std::to_string(w / group_warps_)
+                                 : "warp " + std::to_string(w))
+            << " of block " << M.block_name() << " (" << M.thread_name(ref) << " and "
+            << M.thread_name(t) << " pass different values); all threads of a "
+            << (group_warps_ > 1 ? "warpgroup" : "warp") << " must pass the same arguments";
     }
+  }
+  std::vector<LaneValues> lanes(per_lane_.size());
+  for (uint32_t w = 0; w < M.n_warps; ++w) {
+    if (count[w] == 0)
+      continue;
     for (size_t a = 0; a < lane_vals.size(); ++a)
       for (uint32_t l = 0; l < 32; ++l)
         lanes[a][l] = lane_vals[a][32 * w + l].i;
-    run(M, w, args, lanes);
+    run(M, w, args[w], lanes);
   }
+}
+
+void WarpIntrinsicCode::check_whole_group(const Machine &M, const std::vector<uint32_t> &count,
+                                          uint32_t w) const {
+  const uint32_t g = w / group_warps_, w0 = g * group_warps_;
+  for (uint32_t x = w0; x < w0 + group_warps_; ++x)
+    user_check(x < M.n_warps && count[x] != 0, "interp")
+        << name_ << " in block " << M.block_name() << " is called by warp " << w
+        << " but not by warp " << x << " of warpgroup " << g << " (warps " << w0 << ".."
+        << w0 + group_warps_ - 1 << "); all " << group_warps_ * 32
+        << " threads of a warpgroup must call a wgmma_* intrinsic together (not under a "
+           "condition that depends on the warp)";
 }
 
 void WarpIntrinsicCode::check_whole_warp(const Machine &M, const Mask &m, uint32_t w,
@@ -62,8 +86,8 @@ void WarpIntrinsicCode::check_whole_warp(const Machine &M, const Mask &m, uint32
   user_error("interp") << name_ << " is called by only " << count << " of the 32 threads of warp "
                        << w << " in block " << M.block_name() << ": " << M.thread_name(missing)
                        << " does not call it; all threads of a warp must call a warp-level "
-                          "intrinsic (wmma_*, mma_*) together (not under a threadIdx-dependent "
-                          "condition)";
+                          "intrinsic (wmma_*, mma_*, wgmma_*) together (not under a "
+                          "threadIdx-dependent condition)";
 }
 
 const char *fragment_scope_name(FragKind f) {
@@ -80,6 +104,8 @@ const char *fragment_scope_name(FragKind f) {
     return "mma.matrix_b";
   case FragKind::MmaAccumulator:
     return "mma.accumulator";
+  case FragKind::WgmmaAccumulator:
+    return "wgmma.accumulator";
   case FragKind::None:
     break;
   }

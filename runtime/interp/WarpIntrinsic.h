@@ -1,8 +1,10 @@
-// Internal to the executor: intrinsics that a whole warp executes together (wmma_*, mma_*).
+// Internal to the executor: intrinsics that a whole warp executes together (wmma_*, mma_*), or a
+// whole warpgroup of 4 warps (wgmma_*).
 //
-// A call is checked to be made by all 32 threads of a warp, with the same values of its
-// warp-uniform arguments (fragment indices, strides); per-lane arguments (the row addresses of
-// ldmatrix, each thread's pointer in an mma store) may differ and reach run() lane by lane.
+// A call is checked to be made by all 32 threads of a warp (and all warps of its group), with
+// the same values of its uniform arguments (fragment indices, strides) over the warp (and
+// group); per-lane arguments (the row addresses of ldmatrix, each thread's pointer in an mma
+// store) may differ and reach run() lane by lane. run() is called warp by warp.
 #pragma once
 
 #include "runtime/interp/Machine.h"
@@ -24,6 +26,8 @@ public:
 
   Expr src;
   std::string name_;
+  /// Warps that make the call together: 1, or 4 for a warpgroup (warps 4g .. 4g + 3).
+  uint32_t group_warps_ = 1;
 
 protected:
   using LaneValues = std::array<int64_t, 32>;
@@ -38,6 +42,8 @@ protected:
 
 private:
   void check_whole_warp(const Machine &M, const Mask &m, uint32_t w, uint32_t count) const;
+  /// All warps of warp w's group call (count[x]: the calling threads of warp x).
+  void check_whole_group(const Machine &M, const std::vector<uint32_t> &count, uint32_t w) const;
 };
 
 /// A pointer into a buffer: address_of(buf[index]) or access_ptr(type, buf, offset, ...).

@@ -222,6 +222,10 @@ TEST(InterpErrors, AsyncCopyMisuse) {
   };
   Stmt good = call(intrinsic::cp_async, {address(S, tx), address(A, tx), Expr(4), const_true()});
   EXPECT_EQ(run(good), "");
+  // A wait that leaves the copy pending (1 group allowed) keeps it for the wait(0) after it.
+  EXPECT_EQ(run(Seq::make({good, call(intrinsic::cp_async_commit, {}),
+                           call(intrinsic::cp_async_wait, {Expr(1)})})),
+            "");
   EXPECT_THAT(run(call(intrinsic::cp_async,
                        {address(S, tx), address(T, tx), Expr(4), const_true()})),
               AllOf(HasSubstr("cp_async copies global to shared memory"), HasSubstr("'T'")));

@@ -312,7 +312,7 @@ TEST(MmaIntrinsicsErrors, FragmentsUsedElementWise) {
                {"is a fragment (scope mma.", "through the mma_* intrinsics",
                 "tensorize the stage that uses it"});
   expect_error([&] { g.mismatch(m.funcs[0]); },
-               {"is a fragment", "wmma_* / mma_* intrinsics of its scope"});
+               {"is a fragment", "wmma_* / mma_* / wgmma_* intrinsics of its scope"});
 }
 
 // The executor reports what would be undefined behaviour or garbage on the GPU.

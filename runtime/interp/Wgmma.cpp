@@ -1,0 +1,369 @@
+// The Hopper warpgroup-level intrinsics (wgmma_*) on a warpgroup's accumulator registers.
+//
+// A wgmma.accumulator allocation of S floats is a warpgroup's: each of its 128 threads holds
+// S / 128 registers, kept per warp as mma.* fragments are ([warp][lane][S / 128]), and register
+// i of tile `index` (64 x n) is the element of the tile that Intrinsics.h gives, so a wrong lane
+// mapping in a schedule gives wrong numbers here as on the GPU. wgmma_mma reads A and B from
+// shared memory through the no-swizzle canonical layouts; warp w of a group computes only rows
+// 16 (w % 4) .. 16 (w % 4) + 15 of the tile, so it runs warp by warp like mma_sync, after the
+// call is checked to be made by all 4 warps of the group with the same operands.
+//
+// Asynchrony is modelled as cp.async's is: a wgmma_mma reads its operands when issued, keeps
+// them, and lands in the accumulator when a wgmma_wait of the warp completes its commit group,
+// in issue order, so several wgmma_mma on one tile chain as they do on the GPU. What the PTX ISA
+// leaves undefined is an error: a wgmma_mma on a tile that wgmma_fill or wgmma_store accessed
+// with no wgmma_fence between, filling or storing a tile whose results are still pending,
+// shared operands changed before the wait that lands their wgmma_mma (compared with the values
+// read at issue), and a block that ends with results not landed.
+#include "runtime/interp/SharedMemoryChecker.h"
+#include "runtime/interp/WarpIntrinsic.h"
+
+#include "compiler/ir/IROperator.h"
+#include "compiler/ir/IRPrinter.h"
+#include "compiler/ir/Intrinsics.h"
+#include "compiler/support/Error.h"
+
+namespace tessel::interp {
+
+namespace {
+
+// Per warp and tile, Memory::tile_shape holds n / 8 (1..32; 0: never filled) and kTouched while
+// ordinary instructions (wgmma_fill, wgmma_store) accessed the tile since the warp's last
+// wgmma_fence: a wgmma_mma must not follow such an access unfenced.
+constexpr uint8_t kTouched = 0x40;
+constexpr uint8_t kNMask = 0x3f;
+
+// Row (of the warp's 16: 16 (w % 4) + row of the tile) and column of register i of lane l.
+struct RowCol {
+  int row, col;
+};
+RowCol acc_element(int l, int i) {
+  return {l / 4 + 8 * ((i / 2) % 2), 8 * (i / 4) + 2 * (l % 4) + i % 2};
+}
+
+class WgmmaCode : public WarpIntrinsicCode {
+public:
+  enum Op { Fill, Mma, Fence, Commit, Wait, Store };
+
+  Op op = Fence;
+  Memory *acc = nullptr;
+  int n = 0;
+  Memory *a_mem = nullptr, *b_mem = nullptr; ///< mma
+  bool trans_b = false;                      ///< mma
+  Memory *ptr_mem = nullptr;                 ///< store
+  int lanes = 1;                             ///< store: floats per access
+  uint32_t wait_n = 0;                       ///< wait
+
+private:
+  std::string by(const Machine &M, uint32_t w) const {
+    return name_ + " by warp " + std::to_string(w) + " (warp " + std::to_string(w % 4) +
+           " of warpgroup " + std::to_string(w / 4) + ") of block " + M.block_name();
+  }
+
+  static Val &reg(Memory &frag, uint32_t w, int lane, int64_t p) {
+    return frag.data[size_t(w) * (frag.size / 4) + size_t(lane) * (frag.size / 128) + p];
+  }
+
+  uint8_t &state(Memory &frag, uint32_t w, int64_t tile) const {
+    return frag.tile_shape[size_t(w) * frag.tiles_per_warp + size_t(tile)];
+  }
+
+  /// The first of tile `tile`'s registers in each thread, checked against the allocation.
+  int64_t tile_first(const Machine &M, uint32_t w, int64_t tile) const {
+    const int64_t regs = acc->size / 128;
+    user_check(tile >= 0 && (tile + 1) * (n / 2) <= regs, "interp")
+        << by(M, w) << ": tile index " << tile << " is out of bounds of accumulator '"
+        << acc->name << "' (" << regs << " registers per thread, tiles 64 x " << n << " of "
+        << n / 2 << ")";
+    return tile * (n / 2);
+  }
+
+  /// The tile was filled as a 64 x n tile (an error otherwise).
+  void check_filled(const Machine &M, uint32_t w, int64_t tile) const {
+    int held = state(*acc, w, tile) & kNMask;
+    user_check(held != 0, "interp")
+        << by(M, w) << " reads tile " << tile << " of accumulator '" << acc->name
+        << "', which was not filled since its allocation (wgmma_mma accumulates: wgmma_fill "
+           "the tile first)";
+    user_check(held * 8 == n, "interp")
+        << by(M, w) << ": tile " << tile << " of accumulator '" << acc->name << "' holds 64 x "
+        << held * 8 << " but is used as 64 x " << n;
+  }
+
+  /// An error if a wgmma_mma of warp w on the tile has not landed: ordinary instructions
+  /// (`what`) must not access it before the wgmma_wait that completes its group.
+  void check_landed(const Machine &M, uint32_t w, int64_t tile, const char *what) const {
+    for (const PendingWgmma &p : M.pending_wgmma[w])
+      if (p.acc == acc && p.tile == tile)
+        user_error("interp")
+            << by(M, w) << " " << what << " tile " << tile << " of accumulator '" << acc->name
+            << "' while a wgmma_mma on it "
+            << (p.group < M.wgmma_groups[w] ? "of a committed group has not completed"
+                                            : "is not even committed")
+            << "; wgmma_commit and wgmma_wait for its group first";
+  }
+
+  void run(Machine &M, uint32_t w, const std::vector<int64_t> &a,
+           const std::vector<LaneValues> &lane_args) override {
+    switch (op) {
+    case Fill:
+      return run_fill(M, w, a[0], a[1]);
+    case Mma:
+      return run_mma(M, w, a);
+    case Fence:
+      return run_fence(M, w);
+    case Commit:
+      ++M.wgmma_groups[w];
+      return;
+    case Wait:
+      return run_wait(M, w);
+    case Store:
+      return run_store(M, w, a[0], a[1], lane_args[0]);
+    }
+  }
+
+  void run_fill(Machine &M, uint32_t w, int64_t tile, int64_t bits) {
+    int64_t first = tile_first(M, w, tile);
+    check_landed(M, w, tile, "writes");
+    Val v;
+    v.i = bits;
+    DataType from = uniform_[1]->type;
+    Val value;
+    value.f = round_float(acc->num.kind, from.is_float() ? v.f : double(v.i));
+    for (int l = 0; l < 32; ++l)
+      for (int i = 0; i < n / 2; ++i)
+        reg(*acc, w, l, first + i) = value;
+    state(*acc, w, tile) = uint8_t(n / 8) | kTouched;
+  }
+
+  // Issue: reads this warp's 16 rows of A and all of B now (checked, recorded for the race
+  // check and kept with their values), the product lands at wgmma_wait.
+  void run_mma(Machine &M, uint32_t w, const std::vector<int64_t> &a) {
+    const int64_t tile = a[0];
+    tile_first(M, w, tile);
+    check_filled(M, w, tile);
+    user_check(!(state(*acc, w, tile) & kTouched), "interp")
+        << by(M, w) << ": tile " << tile << " of accumulator '" << acc->name
+        << "' was accessed by wgmma_fill / wgmma_store since the warp's last wgmma_fence; "
+           "call wgmma_fence between them and the wgmma_mma";
+    const char *names[] = {"a_ptr", "a_lbo", "a_sbo", "b_ptr", "b_lbo", "b_sbo"};
+    for (int j = 0; j < 6; ++j)
+      user_check(a[1 + j] % 8 == 0, "interp")
+          << by(M, w) << ": " << names[j] << " = " << a[1 + j]
+          << " elements, not a multiple of 8 (16 bytes, as the matrix descriptor encodes it)";
+    PendingWgmma p{acc, tile, n, M.wgmma_groups[w], a_mem, b_mem, {}, {}};
+    p.cells.reserve(256 + 16 * size_t(n));
+    p.values.reserve(p.cells.capacity());
+    const int32_t agent = warp_agent(w);
+    auto read = [&](Memory &mem, int64_t i) {
+      if (i < 0 || i >= mem.size)
+        report_out_of_bounds(M, mem, false, i, mem.size, agent);
+      shared_read(M, mem, i, agent);
+      p.cells.push_back(i);
+      p.values.push_back(mem.data[size_t(i)]);
+    };
+    const int64_t gw = w % 4, ap = a[1], a_lbo = a[2], a_sbo = a[3];
+    for (int64_t m = 16 * gw; m < 16 * gw + 16; ++m)
+      for (int64_t k = 0; k < 16; ++k)
+        read(*a_mem, ap + (m % 8) * 8 + (m / 8) * a_sbo + (k % 8) + (k / 8) * a_lbo);
+    const int64_t bp = a[4], b_lbo = a[5], b_sbo = a[6];
+    for (int64_t k = 0; k < 16; ++k)
+      for (int64_t c = 0; c < n; ++c)
+        read(*b_mem, bp + (c / 8) * b_sbo + (k / 8) * b_lbo +
+                         (trans_b ? (c % 8) + (k % 8) * 8 : (c % 8) * 8 + (k % 8)));
+    M.pending_wgmma[w].push_back(std::move(p));
+  }
+
+  void run_fence(Machine &M, uint32_t w) {
+    for (auto &mem : M.memories)
+      if (mem->frag == FragKind::WgmmaAccumulator && !mem->tile_shape.empty())
+        for (int64_t t = 0; t < mem->tiles_per_warp; ++t)
+          state(*mem, w, t) &= uint8_t(~kTouched);
+  }
+
+  // Groups [0, committed - wait_n) complete: their wgmma_mma land in issue order, each adding
+  // its product to the accumulator as the previous one left it. Each product is exact in
+  // double and the sum is rounded once to float32 (as mma_sync; the GPU's order and rounding
+  // inside one wgmma are unspecified, so tests use exact inputs or a tolerance).
+  void run_wait(Machine &M, uint32_t w) {
+    const uint32_t committed = M.wgmma_groups[w];
+    const uint32_t done = committed > wait_n ? committed - wait_n : 0;
+    land_groups(M.pending_wgmma[w], done, [&](const PendingWgmma &p) {
+      for (size_t j = 0; j < p.cells.size(); ++j) {
+        const Memory &mem = j < 256 ? *p.a : *p.b;
+        const Val now = mem.data[size_t(p.cells[j])];
+        user_check(now.i == p.values[j].i, "interp")
+            << by(M, w) << ": shared operand '" << mem.name << "'[" << p.cells[j]
+            << "] of a wgmma_mma on tile " << p.tile << " of accumulator '" << p.acc->name
+            << "' (group " << p.group << ") was overwritten before wgmma_wait (" << p.values[j].f
+            << " when issued, now " << now.f
+            << "); wait for the group before writing the operands again";
+      }
+      const Val *A = p.values.data(), *B = A + 256;
+      const int64_t first = p.tile * (p.n / 2);
+      for (int l = 0; l < 32; ++l)
+        for (int i = 0; i < p.n / 2; ++i) {
+          RowCol x = acc_element(l, i);
+          Val &d = reg(*p.acc, w, l, first + i);
+          double sum = d.f;
+          for (int k = 0; k < 16; ++k)
+            sum += A[x.row * 16 + k].f * B[k * p.n + x.col].f;
+          d.f = round_float(p.acc->num.kind, sum);
+        }
+    });
+  }
+
+  // Each thread writes register i at ptr + 8 ((i / 2) % 2) stride + 8 (i / 4) + i % 2.
+  void run_store(Machine &M, uint32_t w, int64_t tile, int64_t stride, const LaneValues &ptr) {
+    Memory &mem = *ptr_mem;
+    const int64_t first = tile_first(M, w, tile);
+    check_filled(M, w, tile);
+    check_landed(M, w, tile, "reads");
+    for (int l = 0; l < 32; ++l) {
+      const int32_t thread = int32_t(32 * w + l);
+      user_check(ptr[l] % lanes == 0, "interp")
+          << by(M, w) << ": " << M.thread_name(uint32_t(thread)) << " stores " << lanes
+          << " floats at '" << mem.name << "' + " << ptr[l] << ", which is not aligned to "
+          << lanes * 4 << " bytes";
+      for (int i = 0; i < n / 2; ++i) {
+        int64_t e = ptr[l] + 8 * ((i / 2) % 2) * stride + 8 * (i / 4) + i % 2;
+        if (e < 0 || e >= mem.size)
+          report_out_of_bounds(M, mem, true, e, mem.size, thread);
+        if (mem.scope == MemScope::Shared)
+          shared_write(M, mem, e, thread);
+        mem.data[size_t(e)] = reg(*acc, w, l, first + i);
+      }
+    }
+    state(*acc, w, tile) |= kTouched;
+  }
+};
+
+/// fence_proxy_async(), per thread: orders the thread's generic-proxy writes of shared memory
+/// before wgmma's (async proxy) reads of them. The executor has one proxy: a wgmma_mma reads
+/// shared memory when issued, after every earlier write, so the fence does nothing here (a
+/// missing one goes unnoticed).
+class ProxyFenceCode : public StmtCode {
+public:
+  void exec(Machine &, const Mask &) override {}
+};
+
+} // namespace
+
+StmtPtr compile_wgmma(Compiler &C, const Call *call) {
+  if (call->name == intrinsic::fence_proxy_async) {
+    user_check(call->args.empty(), "interp")
+        << "fence_proxy_async takes no arguments, got " << Expr(call);
+    return std::make_unique<ProxyFenceCode>();
+  }
+  auto code = std::make_unique<WgmmaCode>();
+  code->src = Expr(call);
+  code->name_ = call->name;
+  code->group_warps_ = 4;
+  const std::string &n = call->name;
+  const std::vector<Expr> &a = call->args;
+  user_check(C.M.n_threads % 128 == 0, "interp")
+      << "kernel '" << C.M.kernel << "' calls " << n << " with " << C.M.n_threads
+      << " threads per block; wgmma needs whole warpgroups, so use a multiple of 128";
+  auto expect_args = [&](size_t k, const char *signature) {
+    user_check(a.size() == k, "interp")
+        << n << " takes " << k << " arguments " << signature << ", got " << a.size() << ": "
+        << Expr(call);
+  };
+  auto uniform = [&](const Expr &e, const char *what) {
+    user_check(e.type().is_scalar(), "interp") << n << ": " << what << " must be a scalar";
+    code->add_uniform(C.expr(e), what);
+  };
+  auto accumulator = [&]() {
+    Memory *m = compile_fragment(C, call, a[0], FragKind::WgmmaAccumulator);
+    user_check(m->dtype == Float(32) && m->size % 128 == 0, "interp")
+        << n << ": accumulator '" << m->name << "' holds " << m->size << " x " << m->dtype
+        << "; a wgmma.accumulator holds float32, a multiple of 128 (one register per thread)";
+    code->acc = m;
+    uniform(a[1], "index");
+    code->n = int(const_arg(call, 2, "n"));
+    user_check(code->n % 8 == 0 && code->n >= 8 && code->n <= 256, "interp")
+        << n << ": n = " << code->n << "; wgmma's n is a multiple of 8 from 8 to 256";
+  };
+  // A shared pointer, uniform over the warpgroup (it becomes a matrix descriptor).
+  auto operand = [&](const Expr &e, const char *what) {
+    PtrArg p = compile_pointer(C, call, e);
+    user_check(p.mem->scope == MemScope::Shared && p.mem->dtype == Float(16), "interp")
+        << n << ": operand '" << p.mem->name << "' is " << p.mem->dtype << " in "
+        << scope_name(p.mem->scope) << " memory; wgmma reads float16 from shared memory";
+    code->add_uniform(std::move(p.index), what);
+    return p.mem;
+  };
+
+  if (n == intrinsic::wgmma_fill) {
+    expect_args(4, "(acc, index, n, value)");
+    code->op = WgmmaCode::Fill;
+    accumulator();
+    uniform(a[3], "value");
+    return code;
+  }
+  if (n == intrinsic::wgmma_mma) {
+    expect_args(10, "(acc, index, n, a_ptr, a_lbo, a_sbo, b_ptr, b_lbo, b_sbo, trans_b)");
+    code->op = WgmmaCode::Mma;
+    accumulator();
+    code->a_mem = operand(a[3], "a_ptr");
+    uniform(a[4], "a_lbo");
+    uniform(a[5], "a_sbo");
+    code->b_mem = operand(a[6], "b_ptr");
+    uniform(a[7], "b_lbo");
+    uniform(a[8], "b_sbo");
+    int64_t t = const_arg(call, 9, "trans_b");
+    user_check(t == 0 || t == 1, "interp") << n << ": trans_b must be 0 or 1, got " << t;
+    code->trans_b = t == 1;
+    return code;
+  }
+  if (n == intrinsic::wgmma_store) {
+    expect_args(6, "(acc, index, n, ptr, stride, lanes)");
+    code->op = WgmmaCode::Store;
+    accumulator();
+    uniform(a[4], "stride");
+    code->lanes = int(const_arg(call, 5, "lanes"));
+    user_check(code->lanes == 1 || code->lanes == 2, "interp")
+        << n << ": lanes must be 1 or 2, got " << code->lanes;
+    PtrArg p = compile_pointer(C, call, a[3]);
+    user_check((p.mem->scope == MemScope::Global || p.mem->scope == MemScope::Shared) &&
+                   p.mem->dtype == Float(32),
+               "interp")
+        << n << ": '" << p.mem->name << "' is " << p.mem->dtype << " in "
+        << scope_name(p.mem->scope) << " memory; the store writes float32 to global or shared "
+        << "memory";
+    code->ptr_mem = p.mem;
+    code->add_per_lane(std::move(p.index));
+    return code;
+  }
+  if (n == intrinsic::wgmma_wait) {
+    expect_args(1, "(n)");
+    int64_t k = const_arg(call, 0, "n");
+    user_check(k >= 0, "interp") << n << " takes a non-negative group count, got " << k;
+    code->op = WgmmaCode::Wait;
+    code->wait_n = uint32_t(k);
+    return code;
+  }
+  const std::pair<const char *, WgmmaCode::Op> no_args[] = {
+      {intrinsic::wgmma_fence, WgmmaCode::Fence},
+      {intrinsic::wgmma_commit, WgmmaCode::Commit}};
+  for (auto [name, op] : no_args)
+    if (n == name) {
+      expect_args(0, "()");
+      code->op = op;
+      return code;
+    }
+  user_error("interp") << "unknown wgmma intrinsic '" << n << "'";
+}
+
+void check_wgmma_landed(const Machine &M) {
+  for (uint32_t w = 0; w < M.pending_wgmma.size(); ++w)
+    for (const PendingWgmma &p : M.pending_wgmma[w])
+      user_error("interp") << "kernel '" << M.kernel << "': block " << M.block_name()
+                           << " ends while warp " << w << " has a wgmma_mma on tile " << p.tile
+                           << " of accumulator '" << p.acc->name << "' that no wgmma_wait "
+                           << "completed (group " << p.group
+                           << (p.group < M.wgmma_groups[w] ? "" : ", not committed")
+                           << "); wgmma_commit and wgmma_wait(0) before the results are used";
+}
+
+} // namespace tessel::interp
