@@ -2,8 +2,10 @@
 # One GPU session's work in two steps, so that the lent GPU machine (which has no LLVM
 # development files and limited time) only runs binaries built here.
 #
-#   bench/gpu_session.sh pack          # here: Release build of the tests, CLI, tutorial and
-#                                      # bench; stripped copies into .gpu/ (git-ignored)
+#   bench/gpu_session.sh pack          # here: Release build (build-gpu/) of the programs the
+#                                      # steps run: tessel_tests, the CLI `tessel` (target
+#                                      # tessel_tool), conv2d_tensorcore and tessel_bench;
+#                                      # stripped copies into a fresh .gpu/ (git-ignored)
 #   bench/gpu_session.sh run [STEP..]  # there, from the repository root with .gpu/ carried:
 #                                      # the steps below, logs and CSVs under $OUT (or ./gpu-out)
 #
@@ -21,15 +23,21 @@
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 gpu="$here/.gpu"
+# The programs the steps of `run` launch, as CMake targets and their outputs under the build:
+# tests (tessel_tests), tutorial (conv2d_tensorcore), tune and bench (tessel_bench), sanitize
+# and profile (the CLI `tessel`, whose target is tessel_tool: `tessel` is the library's).
+targets=(tessel_tests conv2d_tensorcore tessel_bench tessel_tool)
+programs=(tests/tessel_tests tutorials/conv2d_tensorcore bench/tessel_bench tools/tessel)
 
 pack() {
   local build="$here/build-gpu"
   cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSEL_BUILD_BENCH=ON \
     -DTESSEL_BUILD_TESTS=ON >/dev/null &&
-    cmake --build "$build" --target tessel_tests tessel conv2d_tensorcore tessel_bench || return 1
-  mkdir -p "$gpu"
+    cmake --build "$build" --target "${targets[@]}" || return 1
+  # Start empty, so that no stale program from an earlier pack travels.
+  rm -rf "$gpu" && mkdir -p "$gpu" || return 1
   local f
-  for f in tests/tessel_tests tools/tessel tutorials/conv2d_tensorcore bench/tessel_bench; do
+  for f in "${programs[@]}"; do
     cp "$build/$f" "$gpu/" && strip "$gpu/$(basename "$f")" || return 1
   done
   du -sh "$gpu"
@@ -73,6 +81,11 @@ run() {
   local out=${OUT:-$here/gpu-out}
   mkdir -p "$out"
   cd "$gpu" || { echo "no $gpu: run 'bench/gpu_session.sh pack' here and carry .gpu"; return 1; }
+  local f
+  for f in "${programs[@]}"; do
+    [ -x "$(basename "$f")" ] ||
+      echo "warning: $gpu lacks $(basename "$f"); the steps that run it will fail (pack again)"
+  done
   export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >"$out/gpu.txt" 2>&1
   local steps=("$@") failed=0 s
@@ -87,5 +100,5 @@ run() {
 case ${1:-} in
   pack) pack ;;
   run) shift; run "$@" ;;
-  *) sed -n '2,20p' "$0"; exit 2 ;;
+  *) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 2 ;;
 esac
