@@ -16,8 +16,12 @@
 #             cuBLAS / cuDNN and timed; its `best ...` lines are what schedules/GemmTc.cpp and
 #             schedules/Conv2dTc.cpp tabulate
 #   bench     tessel_bench --csv: the table bench/RESULTS.md records
-#   sanitize  compute-sanitizer memcheck and racecheck on a pipelined (cp.async) GEMM
-#   profile   ncu on gemm_tc at 4096^3 (if ncu is there): the evidence of where the time goes
+#   sanitize  compute-sanitizer memcheck, racecheck and synccheck on gemm_tc at 512^3 (pipelined
+#             with cp.async), racecheck on gemm_shared at 256^3; one timed launch each
+#             (tessel run --number 1 --repeat 1) after the check's run and the warm-up
+#   profile   ncu --set full on one launch of gemm_tc at 4096^3 (if ncu is there), unchecked
+#             (tessel run --no-check: the float64 reference takes too long on the CPU): the
+#             evidence of where the time goes
 # A step that fails is reported and the next one still runs; the exit status is the number of
 # failed steps.
 set -u
@@ -55,16 +59,23 @@ run_step() {
     tune) ./tessel_bench --tune --tune-csv "$out/tune.csv" ;;
     bench) ./tessel_bench --csv "$out/bench.csv" ;;
     sanitize)
+      # One timed launch each (--number 1 --repeat 1): under the sanitizer every launch is
+      # slow, and racecheck took minutes over the default 30 x 10.
+      local once=(--number 1 --repeat 1)
       compute-sanitizer --tool memcheck --error-exitcode 1 \
-        ./tessel run gemm_tc --shape M=512,N=512,K=512 &&
+        ./tessel run gemm_tc --shape M=512,N=512,K=512 "${once[@]}" &&
         compute-sanitizer --tool racecheck --error-exitcode 1 \
-          ./tessel run gemm_tc --shape M=512,N=512,K=512 &&
+          ./tessel run gemm_tc --shape M=512,N=512,K=512 "${once[@]}" &&
+        compute-sanitizer --tool synccheck --error-exitcode 1 \
+          ./tessel run gemm_tc --shape M=512,N=512,K=512 "${once[@]}" &&
         compute-sanitizer --tool racecheck --error-exitcode 1 \
-          ./tessel run gemm_shared --shape M=256,N=256,K=256 ;;
+          ./tessel run gemm_shared --shape M=256,N=256,K=256 "${once[@]}" ;;
     profile)
+      # --no-check: the float64 reference of 4096^3 on the CPU did not finish in 8 minutes.
+      # Launches: 3 warm-up (skipped), then the one timed launch, profiled.
       if command -v ncu >/dev/null; then
         ncu --set full --launch-skip 3 --launch-count 1 -o "$out/gemm_tc_4096" \
-          ./tessel run gemm_tc --shape M=4096,N=4096,K=4096 &&
+          ./tessel run gemm_tc --shape M=4096,N=4096,K=4096 --no-check --number 1 --repeat 1 &&
           ncu --import "$out/gemm_tc_4096.ncu-rep" --page details
       else
         echo "ncu not found"
