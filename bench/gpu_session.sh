@@ -2,8 +2,10 @@
 # One GPU session's work in two steps, so that the lent GPU machine (which has no LLVM
 # development files and limited time) only runs binaries built here.
 #
-#   bench/gpu_session.sh pack          # here: Release build of the tests, CLI, tutorial and
-#                                      # bench; stripped copies into .gpu/ (git-ignored)
+#   bench/gpu_session.sh pack          # here: Release build (build-gpu/) of the programs the
+#                                      # steps run: tessel_tests, the CLI `tessel` (target
+#                                      # tessel_tool), conv2d_tensorcore and tessel_bench;
+#                                      # stripped copies into a fresh .gpu/ (git-ignored)
 #   bench/gpu_session.sh run [STEP..]  # there, from the repository root with .gpu/ carried:
 #                                      # the steps below, logs and CSVs under $OUT (or ./gpu-out)
 #
@@ -14,22 +16,32 @@
 #             cuBLAS / cuDNN and timed; its `best ...` lines are what schedules/GemmTc.cpp and
 #             schedules/Conv2dTc.cpp tabulate
 #   bench     tessel_bench --csv: the table bench/RESULTS.md records
-#   sanitize  compute-sanitizer memcheck and racecheck on a pipelined (cp.async) GEMM
-#   profile   ncu on gemm_tc at 4096^3 (if ncu is there): the evidence of where the time goes
+#   sanitize  compute-sanitizer memcheck, racecheck and synccheck on gemm_tc at 512^3 (pipelined
+#             with cp.async), racecheck on gemm_shared at 256^3; one timed launch each
+#             (tessel run --number 1 --repeat 1) after the check's run and the warm-up
+#   profile   ncu --set full on one launch of gemm_tc at 4096^3 (if ncu is there), unchecked
+#             (tessel run --no-check: the float64 reference takes too long on the CPU): the
+#             evidence of where the time goes
 # A step that fails is reported and the next one still runs; the exit status is the number of
 # failed steps.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 gpu="$here/.gpu"
+# The programs the steps of `run` launch, as CMake targets and their outputs under the build:
+# tests (tessel_tests), tutorial (conv2d_tensorcore), tune and bench (tessel_bench), sanitize
+# and profile (the CLI `tessel`, whose target is tessel_tool: `tessel` is the library's).
+targets=(tessel_tests conv2d_tensorcore tessel_bench tessel_tool)
+programs=(tests/tessel_tests tutorials/conv2d_tensorcore bench/tessel_bench tools/tessel)
 
 pack() {
   local build="$here/build-gpu"
   cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSEL_BUILD_BENCH=ON \
     -DTESSEL_BUILD_TESTS=ON >/dev/null &&
-    cmake --build "$build" --target tessel_tests tessel conv2d_tensorcore tessel_bench || return 1
-  mkdir -p "$gpu"
+    cmake --build "$build" --target "${targets[@]}" || return 1
+  # Start empty, so that no stale program from an earlier pack travels.
+  rm -rf "$gpu" && mkdir -p "$gpu" || return 1
   local f
-  for f in tests/tessel_tests tools/tessel tutorials/conv2d_tensorcore bench/tessel_bench; do
+  for f in "${programs[@]}"; do
     cp "$build/$f" "$gpu/" && strip "$gpu/$(basename "$f")" || return 1
   done
   du -sh "$gpu"
@@ -47,16 +59,23 @@ run_step() {
     tune) ./tessel_bench --tune --tune-csv "$out/tune.csv" ;;
     bench) ./tessel_bench --csv "$out/bench.csv" ;;
     sanitize)
+      # One timed launch each (--number 1 --repeat 1): under the sanitizer every launch is
+      # slow, and racecheck took minutes over the default 30 x 10.
+      local once=(--number 1 --repeat 1)
       compute-sanitizer --tool memcheck --error-exitcode 1 \
-        ./tessel run gemm_tc --shape M=512,N=512,K=512 &&
+        ./tessel run gemm_tc --shape M=512,N=512,K=512 "${once[@]}" &&
         compute-sanitizer --tool racecheck --error-exitcode 1 \
-          ./tessel run gemm_tc --shape M=512,N=512,K=512 &&
+          ./tessel run gemm_tc --shape M=512,N=512,K=512 "${once[@]}" &&
+        compute-sanitizer --tool synccheck --error-exitcode 1 \
+          ./tessel run gemm_tc --shape M=512,N=512,K=512 "${once[@]}" &&
         compute-sanitizer --tool racecheck --error-exitcode 1 \
-          ./tessel run gemm_shared --shape M=256,N=256,K=256 ;;
+          ./tessel run gemm_shared --shape M=256,N=256,K=256 "${once[@]}" ;;
     profile)
+      # --no-check: the float64 reference of 4096^3 on the CPU did not finish in 8 minutes.
+      # Launches: 3 warm-up (skipped), then the one timed launch, profiled.
       if command -v ncu >/dev/null; then
         ncu --set full --launch-skip 3 --launch-count 1 -o "$out/gemm_tc_4096" \
-          ./tessel run gemm_tc --shape M=4096,N=4096,K=4096 &&
+          ./tessel run gemm_tc --shape M=4096,N=4096,K=4096 --no-check --number 1 --repeat 1 &&
           ncu --import "$out/gemm_tc_4096.ncu-rep" --page details
       else
         echo "ncu not found"
@@ -73,6 +92,11 @@ run() {
   local out=${OUT:-$here/gpu-out}
   mkdir -p "$out"
   cd "$gpu" || { echo "no $gpu: run 'bench/gpu_session.sh pack' here and carry .gpu"; return 1; }
+  local f
+  for f in "${programs[@]}"; do
+    [ -x "$(basename "$f")" ] ||
+      echo "warning: $gpu lacks $(basename "$f"); the steps that run it will fail (pack again)"
+  done
   export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >"$out/gpu.txt" 2>&1
   local steps=("$@") failed=0 s
@@ -87,5 +111,5 @@ run() {
 case ${1:-} in
   pack) pack ;;
   run) shift; run "$@" ;;
-  *) sed -n '2,20p' "$0"; exit 2 ;;
+  *) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 2 ;;
 esac

@@ -11,13 +11,15 @@
 // block tiles of output pixels x output channels, warps on threadIdx.y / z, padded shared
 // tiles, WMMA fragments (B "col_major": its shared tile is k x rk, rk contiguous).
 //
-//   ScheduledProgram p = conv2d_tc({});                        // the seed shape, default tiles
+//   ScheduledProgram p = conv2d_tc({});                        // the seed shape, measured tiles
 //   ScheduledProgram q = conv2d_tc({.batch = 2, .height = 8, .width = 8, .in_channels = 32,
 //                                   .out_channels = 32});     // tiles chosen for the shape
 //   ScheduledProgram r = conv2d_tc(shape, {.chunk = 1, .stages = 1});
 #pragma once
 
 #include "schedules/GemmWmma.h"
+
+#include <vector>
 
 namespace tessel {
 
@@ -57,6 +59,14 @@ struct Conv2dTcTensors {
   Tensor x, w, A, Wv, B, y;
 };
 Conv2dTcTensors conv2d_tc_definition(const Conv2dTcShape &shape);
+
+/// A shape tuned on the GPU and the tiles measured fastest for it.
+struct Conv2dTcMeasured {
+  Conv2dTcShape shape;
+  Conv2dTcTiles tiles;
+};
+/// Conv2dTc.cpp's table of measured winners (its comment says on which GPU and when).
+const std::vector<Conv2dTcMeasured> &conv2d_tc_measured();
 
 /// Tiles for `shape`: those measured fastest for it by `tessel_bench --tune` when it is in
 /// Conv2dTc.cpp's table; otherwise the defaults (128 x 128 blocks of 2 x 4 warps, 32 channels

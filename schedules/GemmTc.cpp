@@ -11,15 +11,22 @@ namespace tessel {
 
 namespace {
 
-struct Tuned {
-  int64_t M, N, K;
-  GemmTcConfig config;
-};
-
-// Winners of `tessel_bench --tune` (bench/RESULTS.md has the run and its full log). Empty until
-// a tuning run on the target GPU fills it.
-const std::vector<Tuned> &tuned() {
-  static const std::vector<Tuned> table = {
+// Winners of `tessel_bench --tune`: for each shape tuned, the fastest candidate whose output
+// matched cuBLAS's. The table does not know the GPU (gemm_tc has no target to key on): these were
+// measured on an NVIDIA H100 80GB HBM3 (sm_90; driver 580.159.04, CUDA 13.0) on 2026-11-23 by
+// `tessel_bench --tune` built from commit e47e2e3 (the tune step of bench/gpu_session.sh). Best
+// of 216 candidates each: 4096^3 0.3933 ms (349.5 TFLOP/s, 0.485 x cuBLAS), 8192^3 3.2393 ms
+// (339.4 TFLOP/s, 0.490 x cuBLAS). Another GPU wants its own run.
+const std::vector<GemmTcMeasured> &tuned() {
+  // "mma brw=2 bcw=4 wrt=4 wct=4 chunk=4 stages=4 raster=8": 128 x 256 blocks of 2 x 4 warps,
+  // K step 64, 4 stages, ldmatrix + mma.sync, blocks rasterized in groups of 8 rows.
+  static const GemmTcConfig mma_128x256x64{
+      .tiles = {.block_row_warps = 2, .block_col_warps = 4, .warp_row_tiles = 4,
+                .warp_col_tiles = 4, .chunk = 4, .stages = 4, .raster_group = 8},
+      .ptx_mma = true};
+  static const std::vector<GemmTcMeasured> table = {
+      {4096, 4096, 4096, mma_128x256x64},
+      {8192, 8192, 8192, mma_128x256x64},
   };
   return table;
 }
@@ -30,6 +37,8 @@ bool fits(const GemmWmmaTiles &t, int64_t M, int64_t N, int64_t K) {
 }
 
 } // namespace
+
+const std::vector<GemmTcMeasured> &gemm_tc_measured() { return tuned(); }
 
 std::string to_string(const GemmWmmaTiles &t) {
   return "brw=" + std::to_string(t.block_row_warps) + " bcw=" + std::to_string(t.block_col_warps) +
@@ -61,9 +70,9 @@ std::vector<GemmTcConfig> gemm_tc_candidates(int64_t M, int64_t N, int64_t K) {
 }
 
 GemmTcConfig gemm_tc_config(int64_t M, int64_t N, int64_t K) {
-  const Tuned *best = nullptr;
+  const GemmTcMeasured *best = nullptr;
   double best_distance = std::numeric_limits<double>::infinity();
-  for (const Tuned &t : tuned()) {
+  for (const GemmTcMeasured &t : tuned()) {
     if (!fits(t.config.tiles, M, N, K))
       continue;
     double d = std::abs(std::log2(double(M) / t.M)) + std::abs(std::log2(double(N) / t.N)) +

@@ -5,7 +5,7 @@
 // (Stage::rasterize), and the tile sizes and the Tensor Core path (WMMA, or ldmatrix + mma.sync as
 // in gemm_mma) picked per shape by measurement: `tessel_bench --tune` times every candidate of
 // gemm_tc_candidates() on the GPU, checks it against cuBLAS, logs all of them, and the winners
-// are kept in GemmTc.cpp's table (the run is in bench/RESULTS.md).
+// are kept in GemmTc.cpp's table (gemm_tc_measured(); its comment names the GPU and the run).
 //
 //   ScheduledProgram p = gemm_tc(4096, 4096, 4096);
 #pragma once
@@ -24,6 +24,14 @@ struct GemmTcConfig {
   /// ldmatrix + mma.sync on register fragments (gemm_mma) instead of the WMMA API (gemm_wmma).
   bool ptx_mma = false;
 };
+
+/// A shape tuned on the GPU and the configuration measured fastest for it.
+struct GemmTcMeasured {
+  int64_t M, N, K;
+  GemmTcConfig config;
+};
+/// GemmTc.cpp's table of measured winners (its comment says on which GPU and when).
+const std::vector<GemmTcMeasured> &gemm_tc_measured();
 
 /// The configuration measured fastest for M x N x K, or, for a shape not measured, that of the
 /// nearest measured shape that fits it (falling back to gemm_wmma_tiles with 3 stages).

@@ -5,7 +5,9 @@
 //   tessel cuda NAME [--shape ...] [--dtype T]    the CUDA C++ source
 //   tessel compile NAME [--arch sm_90] [-o f.cubin]   NVRTC; registers, shared memory, spills
 //   tessel interpret NAME [--shape ...]           CPU executor vs float64 reference
-//   tessel run NAME [--shape ...] [--no-check]    GPU vs float64 reference, timed
+//   tessel run NAME [--shape ...] [--no-check] [--number N] [--repeat R]
+//                                                 GPU vs float64 reference, timed: R
+//                                                 measurements of N launches each
 //
 // Exit codes: 0 success, 1 a tessel::Error (the user's mistake; printed as "tessel: error: ...")
 // or a result outside the tolerance, 2 a command-line mistake, 3 an internal error.
@@ -17,6 +19,7 @@
 #include "runtime/Device.h"
 #include "runtime/DeviceArray.h"
 #include "runtime/KernelCache.h"
+#include "runtime/Timer.h"
 #include "runtime/interp/Executor.h"
 #include "schedules/Registry.h"
 
@@ -73,6 +76,18 @@ cl::opt<bool> no_check_opt("no-check",
                            cl::desc("Only time the kernel: skip the float64 reference, which is "
                                     "slow on the CPU for large shapes"),
                            cl::sub(run_cmd), cl::cat(tessel_category));
+
+// tessel run's timing, TimeOptions' defaults unless given: R measurements of N launches each,
+// after TimeOptions' warm-up launches. Under compute-sanitizer every launch is slow: give 1 and 1.
+// (cl::desc keeps a StringRef: the descriptions must outlive the options.)
+const std::string number_desc =
+    "Launches per timed measurement (default: " + std::to_string(TimeOptions{}.number) + ")";
+const std::string repeat_desc = "Timed measurements; the statistics are over them (default: " +
+                                std::to_string(TimeOptions{}.repeat) + ")";
+cl::opt<int> number_opt("number", cl::desc(number_desc), cl::value_desc("N"),
+                        cl::init(TimeOptions{}.number), cl::sub(run_cmd), cl::cat(tessel_category));
+cl::opt<int> repeat_opt("repeat", cl::desc(repeat_desc), cl::value_desc("R"),
+                        cl::init(TimeOptions{}.repeat), cl::sub(run_cmd), cl::cat(tessel_category));
 
 cl::opt<std::string> arch_opt("arch", cl::desc("Target architecture (default: the GPU's)"),
                               cl::value_desc("sm_XX"), cl::sub(compile_cmd),
@@ -226,7 +241,20 @@ std::vector<DeviceArray> random_device_args(const ScheduledProgram &p) {
   return arrays;
 }
 
+// --number and --repeat, checked before anything is built or launched.
+TimeOptions run_timing() {
+  user_check(number_opt >= 1, "run")
+      << "--number must be at least 1 (launches per measurement), got " << number_opt.getValue();
+  user_check(repeat_opt >= 1, "run")
+      << "--repeat must be at least 1 (measurements), got " << repeat_opt.getValue();
+  TimeOptions t;
+  t.number = number_opt;
+  t.repeat = repeat_opt;
+  return t;
+}
+
 int cmd_run() {
+  TimeOptions timing = run_timing();
   Selected sel = select_schedule();
   const ScheduledProgram &p = sel.program;
   user_check(Device::available(), "run")
@@ -244,7 +272,7 @@ int cmd_run() {
     std::vector<const DeviceArray *> ptrs;
     for (const DeviceArray &a : arrays)
       ptrs.push_back(&a);
-    print_time(m.time(ptrs));
+    print_time(m.time(ptrs, timing));
     llvm::outs() << "not checked (--no-check)\n";
     return 0;
   }
@@ -252,7 +280,7 @@ int cmd_run() {
   if (p.flops > 2e10)
     llvm::errs() << "tessel: note: the float64 reference of this shape (" << llvm::format("%.0f", p.flops / 1e9)
                  << " GFLOP) takes a long time on the CPU; --no-check only times the kernel\n";
-  CheckResult r = check_on_gpu(p.schedule, p.args, p.num_inputs, TimeOptions{});
+  CheckResult r = check_on_gpu(p.schedule, p.args, p.num_inputs, timing);
   if (r.time)
     print_time(*r.time);
   return report_check(sel, r, "on the GPU vs float64 reference");

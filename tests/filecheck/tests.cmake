@@ -36,6 +36,7 @@ tessel_filecheck_test(NAME cuda.gemm_mma_constant_indices CHECKS cuda_gemm_mma.t
   COMMAND cuda gemm_mma FILECHECK_ARGS --check-prefix=CONSTANT)
 tessel_filecheck_test(NAME compile.gemm_shared CHECKS compile_gemm_shared.txt
   COMMAND compile gemm_shared --arch sm_80)
+tessel_filecheck_test(NAME run.help CHECKS run_help.txt COMMAND run --help)
 
 # Errors: exit code 1 and the message, one check prefix per case.
 tessel_filecheck_test(NAME error.unknown_schedule CHECKS errors.txt EXIT_CODE 1
@@ -48,6 +49,10 @@ tessel_filecheck_test(NAME error.unknown_step CHECKS errors.txt EXIT_CODE 1
   COMMAND lower gemm_naive --print-after=bogus FILECHECK_ARGS --check-prefix=STEP)
 tessel_filecheck_test(NAME error.conv2d_tc_pixels CHECKS errors.txt EXIT_CODE 1
   COMMAND lower conv2d_tc --shape N=2,H=6,W=6 FILECHECK_ARGS --check-prefix=CONV_TC_PIXELS)
+tessel_filecheck_test(NAME error.run_number CHECKS errors.txt EXIT_CODE 1
+  COMMAND run gemm_naive --number=0 FILECHECK_ARGS --check-prefix=NUMBER)
+tessel_filecheck_test(NAME error.run_repeat CHECKS errors.txt EXIT_CODE 1
+  COMMAND run gemm_naive --repeat=-2 FILECHECK_ARGS --check-prefix=REPEAT)
 
 # Programs a reader runs first: they must keep building, running and printing what they say.
 tessel_filecheck_test(NAME readme_example PROGRAM readme_example CHECKS readme_example.txt)

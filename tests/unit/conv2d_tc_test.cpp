@@ -20,6 +20,8 @@
 
 #include <cmath>
 #include <random>
+#include <string>
+#include <tuple>
 
 using namespace tessel;
 using tessel::test::expect_error;
@@ -120,11 +122,18 @@ TEST(Conv2dTc, CpuExecutorMatchesReferenceOfDefinition) {
 }
 
 TEST(Conv2dTc, TilesFollowTheShape) {
+  // The seed conv is measured: 128 x 256 blocks, 64 channels per step, double-buffered.
   Conv2dTcTiles seed = conv2d_tc_tiles({});
   EXPECT_EQ(seed.block_m(), 128);
-  EXPECT_EQ(seed.block_n(), 128);
-  EXPECT_EQ(seed.block_k(), 32);
+  EXPECT_EQ(seed.block_n(), 256);
+  EXPECT_EQ(seed.block_k(), 64);
   EXPECT_EQ(seed.stages, 2);
+  // Half its batch is not: the default tiles, which divide it.
+  Conv2dTcTiles half = conv2d_tc_tiles({.batch = 128});
+  EXPECT_EQ(half.block_m(), 128);
+  EXPECT_EQ(half.block_n(), 128);
+  EXPECT_EQ(half.block_k(), 32);
+  EXPECT_EQ(half.stages, 2);
   // 144 output pixels: no 128 block; 48 channels: 16-wide steps.
   Conv2dTcTiles odd = conv2d_tc_tiles({.batch = 1, .height = 12, .width = 12, .in_channels = 48,
                                        .out_channels = 48, .kernel = 1, .pad = 0});
@@ -138,10 +147,48 @@ TEST(Conv2dTc, TilesFollowTheShape) {
             1);
 }
 
+// Every entry of the table of measured tiles passes conv2d_tc's own checks at its shape, is what
+// conv2d_tc_tiles returns there, and lowers to a kernel with the shared tiles it implies (taken
+// dynamically beyond 48 KiB) and to CUDA with WMMA calls.
+TEST(Conv2dTc, MeasuredTilesAreLegalAndLowerAtTheirShapes) {
+  ASSERT_FALSE(conv2d_tc_measured().empty());
+  for (const Conv2dTcMeasured &m : conv2d_tc_measured()) {
+    const Conv2dTcShape &sh = m.shape;
+    const Conv2dTcTiles &t = m.tiles;
+    SCOPED_TRACE("N=" + std::to_string(sh.batch) + " " + std::to_string(sh.height) + "x" +
+                 std::to_string(sh.width) + " " + std::to_string(sh.in_channels) + "->" +
+                 std::to_string(sh.out_channels) + " R=" + std::to_string(sh.kernel) +
+                 " pad=" + std::to_string(sh.pad));
+    EXPECT_TRUE(t.tensorize);
+    EXPECT_EQ(sh.gemm_m() % t.block_m(), 0);
+    EXPECT_EQ(sh.gemm_n() % t.block_n(), 0);
+    EXPECT_EQ(sh.in_channels % t.block_k(), 0) << "a K step stays within one filter tap";
+    Conv2dTcTiles chosen = conv2d_tc_tiles(sh);
+    EXPECT_EQ(std::tuple(chosen.block_row_warps, chosen.block_col_warps, chosen.warp_row_tiles,
+                         chosen.warp_col_tiles, chosen.chunk, chosen.stages),
+              std::tuple(t.block_row_warps, t.block_col_warps, t.warp_row_tiles,
+                         t.warp_col_tiles, t.chunk, t.stages));
+
+    ScheduledProgram p = conv2d_tc(sh, t); // conv2d_tc's tile checks, then the schedule
+    LoweredModule lowered = lower(p.schedule, p.args);
+    ASSERT_EQ(lowered.funcs.size(), 1u);
+    const LoweredFunc &f = lowered.funcs[0];
+    // The tiles of A (pixels x rk) and of w (channels x rk), `stages` of each, in rows of
+    // block_k halves (a multiple of 16) padded by storage_align to 8 mod 16.
+    int64_t row = t.block_k() + 8;
+    int64_t shared = int64_t(t.stages) * (t.block_m() + t.block_n()) * row * 2;
+    EXPECT_EQ(cuda_shared_memory_bytes(f), shared);
+    EXPECT_LE(shared, 227 * 1024);
+    EXPECT_EQ(f.launch.dynamic_shared_bytes, shared > 48 * 1024 ? shared : 0);
+    EXPECT_NE(codegen_cuda(lowered).find("nvcuda::wmma::mma_sync("), std::string::npos);
+  }
+}
+
 // Fragments only through WMMA calls; x and w read into shared memory with 8-lane (16-byte)
-// vectors; the padding is a branch around the vector copy, not a choice per lane.
+// vectors; the padding is a branch around the vector copy, not a choice per lane. The seed
+// shape with the default tiles (its measured ones are above).
 TEST(Conv2dTc, LoweredIrUsesWmmaAndVectorLoads) {
-  ScheduledProgram p = conv2d_tc({});
+  ScheduledProgram p = conv2d_tc({}, Conv2dTcTiles{});
   std::string ir = to_string(lower(p.schedule, p.args));
   for (const char *call :
        {"@wmma_fill_fragment(y.wmma.accumulator", "@wmma_load_matrix_sync(A.shared.wmma.matrix_a",

@@ -1,5 +1,5 @@
-// gemm_tc: its search space, its fallback without measurements, and both of its Tensor Core paths
-// on the CPU executor.
+// gemm_tc: its search space, its table of measured configurations and its fallback without one,
+// and both of its Tensor Core paths on the CPU executor.
 #include "ExactGemm.h"
 #include "TestUtil.h"
 
@@ -8,6 +8,10 @@
 #include "schedules/GemmTc.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
 
 using namespace tessel;
 
@@ -50,10 +54,56 @@ TEST(GemmTc, SharedBytesMatchTheLoweredKernel) {
   }
 }
 
+// A shape no measured configuration fits (N = 128: narrower than their blocks) falls back to
+// gemm_wmma_tiles, pipelined in 3 stages.
 TEST(GemmTc, UnmeasuredShapesPipelineThreeStages) {
-  GemmTcConfig c = gemm_tc_config(1024, 1024, 1024);
+  for (const GemmTcMeasured &m : gemm_tc_measured())
+    ASSERT_NE(128 % m.config.tiles.block_n(), 0) << "pick another unmeasured shape";
+  GemmTcConfig c = gemm_tc_config(1024, 128, 1024);
   EXPECT_EQ(c.tiles.stages, 3);
   EXPECT_EQ(to_string(c).rfind("wmma brw=", 0), 0u) << to_string(c);
+}
+
+// Every entry of the table of measured winners is a point of the tuner's search space at its
+// shape (so it passes gemm_tc's own checks: divides the shape, fits in shared memory), is what
+// gemm_tc_config returns there, and lowers at that shape to a kernel taking the shared memory
+// gemm_wmma_shared_bytes predicts (dynamically, beyond 48 KiB) and to CUDA.
+TEST(GemmTc, MeasuredConfigurationsAreLegalAndLowerAtTheirShapes) {
+  ASSERT_FALSE(gemm_tc_measured().empty());
+  for (const GemmTcMeasured &m : gemm_tc_measured()) {
+    std::string config = to_string(m.config);
+    SCOPED_TRACE(std::to_string(m.M) + "x" + std::to_string(m.N) + "x" + std::to_string(m.K) +
+                 ": " + config);
+    std::vector<std::string> candidates;
+    for (const GemmTcConfig &c : gemm_tc_candidates(m.M, m.N, m.K))
+      candidates.push_back(to_string(c));
+    EXPECT_NE(std::find(candidates.begin(), candidates.end(), config), candidates.end());
+    EXPECT_TRUE(m.config.tiles.tensorize);
+    EXPECT_EQ(to_string(gemm_tc_config(m.M, m.N, m.K)), config);
+
+    ScheduledProgram p = gemm_tc(m.M, m.N, m.K, m.config);
+    LoweredModule lowered = lower(p.schedule, p.args);
+    ASSERT_EQ(lowered.funcs.size(), 1u);
+    const LoweredFunc &f = lowered.funcs[0];
+    int64_t shared = gemm_wmma_shared_bytes(m.config.tiles);
+    EXPECT_EQ(cuda_shared_memory_bytes(f), shared);
+    EXPECT_LE(shared, 227 * 1024);
+    EXPECT_EQ(f.launch.dynamic_shared_bytes, shared > 48 * 1024 ? shared : 0);
+    std::string src = codegen_cuda(lowered);
+    EXPECT_NE(src.find(m.config.ptx_mma ? "mma.sync.aligned" : "nvcuda::wmma::mma_sync("),
+              std::string::npos);
+  }
+}
+
+// An unmeasured shape takes the configuration of the nearest measured shape it fits: 2048^3 that
+// of 4096^3.
+TEST(GemmTc, NearbyShapesTakeTheNearestMeasuredConfiguration) {
+  auto it = std::find_if(gemm_tc_measured().begin(), gemm_tc_measured().end(),
+                         [](const GemmTcMeasured &m) {
+                           return m.M == 4096 && m.N == 4096 && m.K == 4096;
+                         });
+  ASSERT_NE(it, gemm_tc_measured().end());
+  EXPECT_EQ(to_string(gemm_tc_config(2048, 2048, 2048)), to_string(it->config));
 }
 
 TEST(GemmTc, BothPathsMatchReferenceOnExecutor) {
