@@ -10,13 +10,15 @@ namespace tessel {
 
 namespace {
 
-constexpr int kRows = 64;  // rows of one wgmma accumulator tile
-constexpr int kK = 16;     // K of one fp16 wgmma
-constexpr int kChunk = 8;  // halves per 16-byte copy and per interleave chunk
-// A warp fills 8 rows x 4 chunks of a shared tile: each row's 4 chunks are 64 contiguous
-// bytes of global memory, each chunk column 128 contiguous bytes of shared memory (a core
-// matrix).
+constexpr int kRows = 64; // rows of one wgmma accumulator tile
+constexpr int kK = 16;    // K of one fp16 wgmma
+constexpr int kChunk = 8; // halves per 16-byte copy and per interleave chunk
+// A warp fills 8 rows x 4 chunks of a shared tile: each row's 4 chunks are 64
+// contiguous bytes of global memory, each chunk column 128 contiguous bytes of
+// shared memory (a core matrix).
 constexpr int kCopyRows = 8, kCopyChunks = 4;
+// The swizzled layout: rows of 128 bytes (64 halves).
+constexpr int kSwizzle = 128, kSwizzleRow = 64;
 
 bool fits(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t) {
   try {
@@ -29,28 +31,40 @@ bool fits(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t) {
 
 } // namespace
 
-void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, int64_t K,
-                            const GemmWgmmaTiles &t) {
-  user_check(t.block_m > 0 && t.block_n > 0 && t.block_k > 0 && t.warpgroups_m > 0 &&
-                 t.warpgroups_n > 0 && t.stages > 0 && t.wgmma_n >= 0,
+void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N,
+                            int64_t K, const GemmWgmmaTiles &t) {
+  user_check(t.block_m > 0 && t.block_n > 0 && t.block_k > 0 &&
+                 t.warpgroups_m > 0 && t.warpgroups_n > 0 && t.stages > 0 &&
+                 t.wgmma_n >= 0,
              context)
       << "tile parameters must be positive";
   user_check(t.threads() <= 1024, context)
-      << t.warpgroups_m << " x " << t.warpgroups_n << " warpgroups make " << t.threads()
-      << " threads; a block has at most 1024";
+      << t.warpgroups_m << " x " << t.warpgroups_n << " warpgroups make "
+      << t.threads() << " threads; a block has at most 1024";
   user_check(t.block_m % (kRows * t.warpgroups_m) == 0, context)
-      << "block_m=" << t.block_m << " must be a multiple of 64 x warpgroups_m = "
-      << kRows * t.warpgroups_m << ": each warpgroup's rows are whole 64-row wgmma tiles";
+      << "block_m=" << t.block_m
+      << " must be a multiple of 64 x warpgroups_m = " << kRows * t.warpgroups_m
+      << ": each warpgroup's rows are whole 64-row wgmma tiles";
   user_check(t.block_n % t.warpgroups_n == 0 && is_wgmma_n(t.instruction_n()) &&
                  t.group_n() % t.instruction_n() == 0,
              context)
-      << "block_n=" << t.block_n << " over " << t.warpgroups_n << " warpgroups gives "
-      << t.block_n / t.warpgroups_n << " columns each, which must be whole wgmma tiles of n="
+      << "block_n=" << t.block_n << " over " << t.warpgroups_n
+      << " warpgroups gives " << t.block_n / t.warpgroups_n
+      << " columns each, which must be whole wgmma tiles of n="
       << t.instruction_n() << " (n a multiple of 8 up to 256)";
-  user_check(t.block_k % (kChunk * kCopyChunks) == 0 && t.block_n % (kChunk * kCopyChunks) == 0,
+  user_check(t.swizzle == 0 || t.swizzle == kSwizzle, context)
+      << "swizzle must be 128 or 0, got " << t.swizzle;
+  const int multiple = t.swizzle ? kSwizzleRow : kChunk * kCopyChunks;
+  user_check(t.block_k % multiple == 0 && t.block_n % multiple == 0 &&
+                 (t.swizzle == 0 || t.instruction_n() % multiple == 0),
              context)
-      << "block_k=" << t.block_k << " and block_n=" << t.block_n
-      << " must be multiples of 32: a warp copies 4 chunks of 8 halves of each of 8 rows";
+      << "block_k=" << t.block_k << ", block_n=" << t.block_n
+      << " and wgmma_n=" << t.instruction_n() << " must be multiples of "
+      << multiple
+      << (t.swizzle ? ": the swizzled tiles are read in rows of 64 halves (128 "
+                      "bytes); use "
+                      "swizzle 0 for narrower tiles"
+                    : ": a warp copies 4 chunks of 8 halves of each of 8 rows");
   auto divides = [&](const char *name, int64_t v, int block, const char *knob) {
     user_check(v % block == 0, context)
         << name << "=" << v << " must be a multiple of " << knob << "=" << block
@@ -63,35 +77,46 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
   user_check((int64_t(t.block_m) * t.block_k) % per_step == 0 &&
                  (int64_t(t.block_k) * t.block_n) % per_step == 0,
              context)
-      << "the shared tiles (" << t.block_m << "x" << t.block_k << " of A, " << t.block_k << "x"
-      << t.block_n << " of B) must be multiples of " << per_step << " halves (" << t.threads()
-      << " threads x 8) so every thread copies whole 16-byte chunks; use fewer warpgroups or "
+      << "the shared tiles (" << t.block_m << "x" << t.block_k << " of A, "
+      << t.block_k << "x" << t.block_n << " of B) must be multiples of "
+      << per_step << " halves (" << t.threads()
+      << " threads x 8) so every thread copies whole 16-byte chunks; use fewer "
+         "warpgroups or "
          "larger tiles";
   user_check(t.shared_bytes() <= 227 * 1024, context)
-      << t.stages << " stages of " << t.block_m << "x" << t.block_k << " and " << t.block_k << "x"
-      << t.block_n << " fp16 tiles take " << t.shared_bytes()
-      << " bytes of shared memory; a block has at most 227 KiB: use fewer stages or smaller tiles";
+      << t.stages << " stages of " << t.block_m << "x" << t.block_k << " and "
+      << t.block_k << "x" << t.block_n << " fp16 tiles take "
+      << t.shared_bytes()
+      << " bytes of shared memory; a block has at most 227 KiB: use fewer "
+         "stages or smaller tiles";
 }
 
-GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::string &context) {
+GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K,
+                                const std::string &context) {
   GemmWgmmaTiles best;
   if (fits(M, N, K, best))
     return best;
-  std::tuple<int64_t, int> best_score{-1, 0};
+  std::tuple<int64_t, int, int> best_score{-1, 0, 0};
   for (int bm : {128, 64})
     for (int bn : {256, 128, 64, 32})
-      for (int bk : {64, 32}) {
-        GemmWgmmaTiles t{.block_m = bm, .block_n = bn, .block_k = bk, .warpgroups_m = bm / 64};
-        if (!fits(M, N, K, t))
-          continue;
-        std::tuple<int64_t, int> score{int64_t(bm) * bn, bk};
-        if (score > best_score) {
-          best_score = score;
-          best = t;
+      for (int bk : {64, 32})
+        for (int swizzle : {kSwizzle, 0}) {
+          GemmWgmmaTiles t{.block_m = bm,
+                           .block_n = bn,
+                           .block_k = bk,
+                           .warpgroups_m = bm / 64,
+                           .swizzle = swizzle};
+          if (!fits(M, N, K, t))
+            continue;
+          std::tuple<int64_t, int, int> score{int64_t(bm) * bn, bk, swizzle};
+          if (score > best_score) {
+            best_score = score;
+            best = t;
+          }
         }
-      }
   user_check(std::get<0>(best_score) > 0, context)
-      << M << "x" << N << "x" << K << " has no wgmma tiling: M must be a multiple of 64 and N and "
+      << M << "x" << N << "x" << K
+      << " has no wgmma tiling: M must be a multiple of 64 and N and "
       << "K of 32 (pad them, or use gemm_tc / gemm_mma)";
   return best;
 }
@@ -100,23 +125,28 @@ ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K) {
   return gemm_wgmma(M, N, K, gemm_wgmma_tiles(M, N, K));
 }
 
-ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t) {
+ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K,
+                            const GemmWgmmaTiles &t) {
   check_gemm_wgmma_tiles("gemm_wgmma", M, N, K, t);
   GemmTensors g = gemm_definition(M, N, K, Float(16));
   Schedule s = create_schedule({g.C});
-  // Memory hierarchy: global -> shared (interleaved) -> wgmma, accumulating in registers.
+  // Memory hierarchy: global -> shared (swizzled) -> wgmma, accumulating in
+  // registers.
   Tensor AS = s.cache_read(g.A, "shared", {g.C});
   Tensor BS = s.cache_read(g.B, "shared", {g.C});
   Tensor CF = s.cache_write(g.C, "wgmma.accumulator");
   const int n = t.instruction_n();
 
-  IterVar block_x = thread_axis("blockIdx.x"), block_y = thread_axis("blockIdx.y");
-  IterVar thread_x = thread_axis("threadIdx.x"), thread_y = thread_axis("threadIdx.y");
+  IterVar block_x = thread_axis("blockIdx.x"),
+          block_y = thread_axis("blockIdx.y");
+  IterVar thread_x = thread_axis("threadIdx.x"),
+          thread_y = thread_axis("threadIdx.y");
   IterVar thread_z = thread_axis("threadIdx.z");
 
-  // C: blocks, warpgroups on threadIdx.y / z, then each warpgroup's 64 x n tiles. threadIdx.x
-  // (the warpgroup's 128 threads) is bound only in the shared copies: the tiles' loops run on
-  // the whole warpgroup, as a wgmma does.
+  // C: blocks, warpgroups on threadIdx.y / z, then each warpgroup's 64 x n
+  // tiles. threadIdx.x (the warpgroup's 128 threads) is bound only in the
+  // shared copies: the tiles' loops run on the whole warpgroup, as a wgmma
+  // does.
   Stage sc = s[g.C];
   auto [i, j] = sc.axes<2>();
   auto [bi, i1] = sc.split(i, t.block_m);
@@ -133,7 +163,8 @@ ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTile
   if (t.raster_group != 0)
     sc.rasterize(bi, bj, t.raster_group);
 
-  // The accumulator: a warpgroup's tiles, K in shared-tile steps (ko), then 16-wide slices.
+  // The accumulator: a warpgroup's tiles, K in shared-tile steps (ko), then
+  // 16-wide slices.
   Stage sf = s[CF];
   sf.compute_at(sc, wj);
   auto [ci, cj] = sf.axes<2>();
@@ -143,18 +174,29 @@ ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTile
   auto [cfj, cjj] = sf.split(cj, n);
   sf.reorder({ko, ki, cfi, cfj, cii, cjj, kk});
 
-  // Shared tiles of one K step, interleaved, copied 16 bytes a thread: lanes take 8 rows of 4
-  // chunks (see kCopyRows), warps and warpgroups the rest.
+  // Shared tiles of one K step, copied 16 bytes a thread. Swizzled: consecutive
+  // lanes take the 8 units of a 128-byte row (128 contiguous bytes of global
+  // memory, all 32 banks of shared memory once permuted). Interleaved: lanes
+  // take 8 rows of 4 chunks (see kCopyRows). Warps and warpgroups take the
+  // rest.
   for (const Tensor &sh : {AS, BS}) {
     Stage ss = s[sh];
     ss.compute_at(sf, ko);
-    ss.storage_interleave(kChunk);
     auto [r, c] = ss.axes<2>();
     auto [c1, vec] = ss.split(c, kChunk);
-    auto [rh, rl] = ss.split(r, kCopyRows);
-    auto [ch, cl] = ss.split(c1, kCopyChunks);
-    ss.reorder({rh, ch, cl, rl, vec});
-    IterVar f = ss.fuse(ss.fuse(ss.fuse(rh, ch), cl), rl);
+    IterVar f;
+    if (t.swizzle) {
+      ss.swizzle(t.swizzle);
+      auto [block, unit] = ss.split(c1, kSwizzleRow / kChunk);
+      ss.reorder({block, r, unit, vec});
+      f = ss.fuse(ss.fuse(block, r), unit);
+    } else {
+      ss.storage_interleave(kChunk);
+      auto [rh, rl] = ss.split(r, kCopyRows);
+      auto [ch, cl] = ss.split(c1, kCopyChunks);
+      ss.reorder({rh, ch, cl, rl, vec});
+      f = ss.fuse(ss.fuse(ss.fuse(rh, ch), cl), rl);
+    }
     auto [f1, tx] = ss.split(f, 128);
     auto [f2, ty] = ss.split(f1, t.warpgroups_m);
     auto [f3, tz] = ss.split(f2, t.warpgroups_n);
@@ -172,7 +214,7 @@ ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTile
   sf.unroll(ki);
   sf.unroll(cfi);
   sf.unroll(cfj);
-  sf.tensorize(cii, wgmma_gemm(n));
+  sf.tensorize(cii, wgmma_gemm(n, "row_major", t.swizzle));
   sc.tensorize(ii, wgmma_store_matrix(n));
 
   ScheduledProgram p;
@@ -186,13 +228,16 @@ ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTile
 ScheduleEntry gemm_wgmma_entry() {
   ScheduleEntry e;
   e.name = "gemm_wgmma";
-  e.description =
-      "GEMM on Hopper Tensor Cores (wgmma.mma_async, sm_90a), fp16 in, fp32 out; 128x256 blocks "
-      "of 2 warpgroups, K step 64 through 4 cp.async stages of interleaved shared tiles; BM, BN, "
-      "BK, S (stages), G (rasterization group) override the tiles";
-  e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"G", 0},
-                     {"BM", 0},   {"BN", 0},    {"BK", 0},    {"S", 0}};
-  e.nonnegative = {"G", "BM", "BN", "BK", "S"};
+  e.description = "GEMM on Hopper Tensor Cores (wgmma.mma_async, sm_90a), fp16 "
+                  "in, fp32 out; 128x256 blocks "
+                  "of 2 warpgroups, K step 64 through 4 cp.async stages of "
+                  "128-byte swizzled shared tiles; "
+                  "BM, BN, BK, S (stages), G (rasterization group), SW "
+                  "(swizzle: 128 or 0) override the tiles";
+  e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024},
+                     {"G", 0},    {"BM", 0},   {"BN", 0},
+                     {"BK", 0},   {"S", 0},    {"SW", 128}};
+  e.nonnegative = {"G", "BM", "BN", "BK", "S", "SW"};
   e.dtypes = {Float(16)};
   e.build = [](const ShapeParams &p, DataType) {
     auto get = [&](const char *k) {
@@ -208,12 +253,14 @@ ScheduleEntry gemm_wgmma_entry() {
         t.block_n = int(get("BN"));
       if (get("BK"))
         t.block_k = int(get("BK"));
-      t.warpgroups_m = std::max(1, t.block_m / 64 >= 2 ? 2 : 1);
+      t.warpgroups_m = t.block_m >= 128 ? 2 : 1;
     } else {
       t = gemm_wgmma_tiles(M, N, K);
     }
     if (get("S"))
       t.stages = int(get("S"));
+    if (p.count("SW"))
+      t.swizzle = int(get("SW"));
     t.raster_group = get("G");
     return gemm_wgmma(M, N, K, t);
   };

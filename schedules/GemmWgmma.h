@@ -3,10 +3,11 @@
 //
 // A block of warpgroups_m x warpgroups_n warpgroups (128 threads each, on threadIdx.x; the
 // groups on threadIdx.y / z) computes a block_m x block_n tile of C. K advances in steps of
-// block_k through `stages` shared tiles of A and B, stored interleaved in chunks of 8 halves
-// (wgmma's no-swizzle layout) and filled by every thread with 16-byte cp.async copies. Each
-// warpgroup multiplies straight from those tiles into its register accumulators, 64 x wgmma_n
-// per instruction, and stores them from registers to C.
+// block_k through `stages` shared tiles of A and B, stored in wgmma's 128-byte swizzled layout
+// (or, with swizzle 0, interleaved in chunks of 8 halves: its no-swizzle layout) and filled by
+// every thread with 16-byte cp.async copies. Each warpgroup multiplies straight from those
+// tiles into its register accumulators, 64 x wgmma_n per instruction, and stores them from
+// registers to C.
 //
 //   ScheduledProgram p = gemm_wgmma(4096, 4096, 4096);                    // default tiles
 //   ScheduledProgram q = gemm_wgmma(128, 128, 64, {.block_n = 128, .stages = 2});
@@ -26,6 +27,9 @@ struct GemmWgmmaTiles {
   /// 256.
   int wgmma_n = 0;
   int stages = 4; ///< shared-memory stages of the K loop (Stage::pipeline); 1: no pipeline
+  /// The shared tiles' layout: 128 (Stage::swizzle(128); block_k, block_n and wgmma_n multiples
+  /// of 64) or 0 (storage_interleave(8), 4x slower on the H100 for its bank conflicts).
+  int swizzle = 128;
   /// Thread-block rasterization (Stage::rasterize on the block axes); 0: off.
   int64_t raster_group = 0;
 

@@ -27,9 +27,11 @@ Buffer accumulator_decl(int64_t n) {
                       kChunk);
 }
 
-Buffer operand_decl(const char *name, std::vector<Expr> shape) {
-  return Buffer::make(name, Float(16), std::move(shape), "shared", {}, Expr(), 16, kChunk)
-      .with_interleave(kChunk);
+Buffer operand_decl(const char *name, std::vector<Expr> shape, int swizzle) {
+  // Swizzled: chunks of 128 bytes; the region may start at any 16-byte unit of a row (which
+  // binding checks: its offset has a floormod of the column the alignment check cannot see).
+  return Buffer::make(name, Float(16), std::move(shape), "shared", {}, Expr(), swizzle ? 0 : 16, 1)
+      .with_interleave(swizzle ? swizzle / 2 : kChunk, swizzle);
 }
 
 void check_n(int64_t n, const char *intrin) {
@@ -42,8 +44,14 @@ void check_n(int64_t n, const char *intrin) {
 
 bool is_wgmma_n(int64_t n) { return n >= 8 && n <= 256 && n % 8 == 0; }
 
-std::shared_ptr<const TensorIntrin> wgmma_gemm(int64_t n, const std::string &b_layout) {
+std::shared_ptr<const TensorIntrin> wgmma_gemm(int64_t n, const std::string &b_layout,
+                                               int swizzle) {
   check_n(n, "wgmma_gemm");
+  user_check(swizzle == 0 || swizzle == 128, "wgmma_gemm")
+      << "swizzle must be 128 (Stage::swizzle(128)) or 0 (storage_interleave(8)), got " << swizzle;
+  user_check(swizzle == 0 || b_layout == "col_major" || n % 64 == 0, "wgmma_gemm")
+      << "n=" << n << ": a B tile stored N-contiguous in the 128-byte swizzled layout is read in "
+         "blocks of 64 columns, so n must be a multiple of 64";
   user_check(b_layout == "row_major" || b_layout == "col_major", "wgmma_gemm")
       << "b_layout must be row_major or col_major, got '" << b_layout << "'";
   bool b_col = b_layout == "col_major";
@@ -58,23 +66,35 @@ std::shared_ptr<const TensorIntrin> wgmma_gemm(int64_t n, const std::string &b_l
         return sum(A(i, k).astype(Float(32)) * b.astype(Float(32)), {k});
       },
       "C", {"i", "j"});
-  std::string name = "wgmma_gemm(" + std::to_string(n) + (b_col ? ", col_major)" : ")");
+  std::string name = "wgmma_gemm(" + std::to_string(n) + (b_col ? ", col_major" : "") +
+                     (swizzle ? ")" : ", no swizzle)");
   return decl_tensor_intrin(
       C,
-      {{A, operand_decl("BA", A.shape())},
-       {B, operand_decl("BB", B.shape())},
+      {{A, operand_decl("BA", A.shape(), swizzle)},
+       {B, operand_decl("BB", B.shape(), swizzle)},
        {C, accumulator_decl(n)}},
       [=](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
-        // Interleaved tiles: stride(0) is the row stride inside a chunk (8), chunk_stride() the
-        // distance between chunks of 8 columns. A core matrix is 8 rows of one chunk.
+        // stride(0) is the row stride inside a chunk (8, or 64 swizzled), chunk_stride() the
+        // distance between chunks of columns; 8 rows of a chunk are a core matrix (no swizzle)
+        // or a 1024-byte swizzle atom.
         const BoundBuffer &a = in[0], &b = in[1];
-        int64_t core = 8 * a.stride(0);
-        // A (m x k, chunks along K): next 8 rows = next core matrix (SBO), next 8 k = next chunk
-        // (LBO). B row major (k x n, chunks along N): next 8 k = next core matrix (LBO), next 8 n
-        // = next chunk (SBO). B col major (n x k, chunks along K): as A, with n for m.
-        int64_t a_lbo = a.chunk_stride(), a_sbo = core;
-        int64_t b_lbo = b_col ? b.chunk_stride() : 8 * b.stride(0);
-        int64_t b_sbo = b_col ? 8 * b.stride(0) : b.chunk_stride();
+        int64_t a_lbo, a_sbo, b_lbo, b_sbo;
+        if (swizzle) {
+          // K-major operands (A, B col major) keep a whole k16 slice inside a 128-byte row: the
+          // next 8 rows are the next atom (SBO) and LBO is unused (16 bytes, as CUTLASS sets
+          // it). B row major (k x n, chunks along N): the next 8 k are the next atom (SBO), the
+          // next 64 n the next chunk (LBO).
+          a_lbo = 8, a_sbo = 8 * a.stride(0);
+          b_lbo = b_col ? 8 : b.chunk_stride();
+          b_sbo = 8 * b.stride(0);
+        } else {
+          // A (m x k, chunks along K): next 8 rows = next core matrix (SBO), next 8 k = next
+          // chunk (LBO). B row major (k x n, chunks along N): next 8 k = next core matrix (LBO),
+          // next 8 n = next chunk (SBO). B col major (n x k, chunks along K): as A, n for m.
+          a_lbo = a.chunk_stride(), a_sbo = 8 * a.stride(0);
+          b_lbo = b_col ? b.chunk_stride() : 8 * b.stride(0);
+          b_sbo = b_col ? 8 * b.stride(0) : b.chunk_stride();
+        }
         Expr tile = out.tile_index(kRows, n, name);
         TensorIntrinBodies bodies;
         bodies.reset = Evaluate::make(intrinsic_call(
@@ -82,7 +102,8 @@ std::shared_ptr<const TensorIntrin> wgmma_gemm(int64_t n, const std::string &b_l
         bodies.update = Evaluate::make(intrinsic_call(
             intrinsic::wgmma_mma,
             {out.data(), tile, Expr(int(n)), a.access_ptr(), Expr(int(a_lbo)), Expr(int(a_sbo)),
-             b.access_ptr(), Expr(int(b_lbo)), Expr(int(b_sbo)), Expr(b_col ? 0 : 1)}));
+             b.access_ptr(), Expr(int(b_lbo)), Expr(int(b_sbo)), Expr(b_col ? 0 : 1),
+             Expr(swizzle)}));
         return bodies;
       },
       name);

@@ -3,10 +3,12 @@
 // both read by the Tensor Cores straight from shared memory, into a 64 x n fp32 accumulator held
 // in the warpgroup's registers (scope wgmma.accumulator, n / 2 floats per thread a tile).
 //
-// The shared operands must be stored interleaved in chunks of 8 halves
-// (Stage::storage_interleave(8)): that is the no-swizzle canonical layout of wgmma, 8 x 8 "core
-// matrices" of 128 contiguous bytes; the intrinsic derives the descriptors' byte offsets from
-// the bound tiles' strides. A is read K-major (rows of A contiguous in K); B "row_major" (K x N,
+// The shared operands must be stored in one of wgmma's canonical layouts: swizzled
+// (Stage::swizzle(128): rows of 128 bytes whose 16-byte units are permuted per 8 rows, read
+// without bank conflicts) or interleaved in chunks of 8 halves (Stage::storage_interleave(8):
+// the no-swizzle layout of 8 x 8 "core matrices" of 128 contiguous bytes, which measured 4x
+// slower on the H100). The intrinsic derives the descriptors' byte offsets from the bound
+// tiles' strides. A is read K-major (rows of A contiguous in K); B "row_major" (K x N,
 // N contiguous) is read MN-major (imm-trans-b), B "col_major" (N x K, K contiguous, as a
 // K x R x S x C filter) K-major.
 //
@@ -32,7 +34,9 @@ bool is_wgmma_n(int64_t n);
 /// wgmma.mma_async.m64n{n}k16.f32.f16.f16 on interleaved shared tiles; the reset fills the
 /// accumulator tile with zeros. `b_layout`: how B's shared tile holds it ("row_major": k x n,
 /// "col_major": n x k).
-std::shared_ptr<const TensorIntrin> wgmma_gemm(int64_t n, const std::string &b_layout = "row_major");
+/// `swizzle`: the operands' layout, 128 (Stage::swizzle(128)) or 0 (storage_interleave(8)).
+std::shared_ptr<const TensorIntrin> wgmma_gemm(int64_t n, const std::string &b_layout = "row_major",
+                                               int swizzle = 128);
 
 /// Stores a 64 x n float32 accumulator tile from the warpgroup's registers to memory of `scope`
 /// ("global" or "shared"), row major, each thread its own elements: one float2 per register

@@ -723,6 +723,20 @@ Expr Simplifier::visit(const Call *op) {
       return op;
     return Call::make(op->type, op->name, {c, t, f}, op->call_kind);
   }
+  if (op->is_intrinsic(intrinsic::bitwise_xor) && op->args.size() == 2) {
+    // Constants fold; x ^ 0 is x (the swizzle of a row that starts an atom).
+    Expr a = mutate(op->args[0]), b = mutate(op->args[1]);
+    auto ca = as_const_int(a), cb = as_const_int(b);
+    if (ca && cb)
+      return make_const(op->type, *ca ^ *cb);
+    if (cb && *cb == 0)
+      return a;
+    if (ca && *ca == 0)
+      return b;
+    if (a.same_as(op->args[0]) && b.same_as(op->args[1]))
+      return op;
+    return Call::make(op->type, op->name, {a, b}, op->call_kind);
+  }
   return IRMutator::visit(op);
 }
 

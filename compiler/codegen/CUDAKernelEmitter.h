@@ -63,10 +63,15 @@ struct CExpr {
 /// Alignment of every shared allocation (bytes): wmma::load_matrix_sync needs 256 bits.
 inline constexpr int64_t kSharedAlign = 32;
 
+/// Alignment of shared allocations in kernels that use wgmma: its 128-byte swizzled operands
+/// are read through the address bits of 1024-byte atoms.
+inline constexpr int64_t kWgmmaSharedAlign = 1024;
+
 /// One `shared` allocation's place in the dynamic shared memory array.
 struct SharedLayout {
   llvm::DenseMap<const StmtNode *, int64_t> offset; ///< by Allocate node
   int64_t total_bytes = 0;
+  int64_t align = kSharedAlign; ///< of every allocation, and of the array
 };
 
 SharedLayout plan_shared_memory(const Stmt &body);

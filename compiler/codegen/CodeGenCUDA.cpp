@@ -188,7 +188,7 @@ void CUDAKernelEmitter::emit_kernel() {
   os_ << "extern \"C\" __global__ void __launch_bounds__(" << f_.launch.threads_per_block()
       << ") " << f_.name << "(" << params << ") {\n";
   if (dynamic_shared_)
-    line("extern __shared__ __align__(" + std::to_string(kSharedAlign) +
+    line("extern __shared__ __align__(" + std::to_string(shared_.align) +
          ") unsigned char tessel_dynamic_smem[];");
   emit_stmt(f_.body);
   internal_check(hoisted_.empty()) << "hoisted definitions left over";
@@ -368,7 +368,7 @@ void CUDAKernelEmitter::emit_allocate(const Allocate *op) {
       line(t + "* " + name + " = (" + t + "*)(tessel_dynamic_smem + " +
            std::to_string(shared_.offset.lookup(op)) + ");");
     } else {
-      line("__shared__ __align__(" + std::to_string(kSharedAlign) + ") " + t + " " + name + "[" +
+      line("__shared__ __align__(" + std::to_string(shared_.align) + ") " + t + " " + name + "[" +
            std::to_string(size) + "];");
     }
   } else if (scope == "local") {
@@ -547,14 +547,17 @@ __device__ __forceinline__ void tessel_cp_async_wait() {
 )";
   }
   if (needs.wgmma) {
-    // A wgmma shared-memory matrix descriptor without swizzling: the start address, the
-    // leading and stride byte offsets, each >> 4 (PTX ISA, "Matrix Descriptor Format").
+    // A wgmma shared-memory matrix descriptor: the start address, the leading and stride
+    // byte offsets, each >> 4, and the layout type in bits 62-63 (1: 128-byte swizzle, 0:
+    // none); base offset 0, the swizzled tiles being 1024-byte aligned (PTX ISA, "Matrix
+    // Descriptor Format").
     os << R"(
 __device__ __forceinline__ unsigned long long tessel_wgmma_desc(const void *p, unsigned lbo,
-                                                               unsigned sbo) {
+                                                               unsigned sbo, unsigned layout) {
   unsigned long long a = static_cast<unsigned>(__cvta_generic_to_shared(p));
   return ((a & 0x3FFFF) >> 4) | (static_cast<unsigned long long>((lbo >> 4) & 0x3FFF) << 16) |
-         (static_cast<unsigned long long>((sbo >> 4) & 0x3FFF) << 32);
+         (static_cast<unsigned long long>((sbo >> 4) & 0x3FFF) << 32) |
+         (static_cast<unsigned long long>(layout) << 62);
 }
 )";
   }

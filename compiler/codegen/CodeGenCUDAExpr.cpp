@@ -284,6 +284,12 @@ CExpr CUDAKernelEmitter::emit_call(const Call *op) {
     --conditional_depth_;
     return {"(" + c + " ? " + t + " : " + f + ")", PrecAtom};
   }
+  if (name == intrinsic::bitwise_xor) {
+    user_check(op->args.size() == 2 && op->type.is_int() && op->type.is_scalar(), "codegen_cuda")
+        << "bitwise_xor takes two scalar integers, got " << Expr(op);
+    return {"(" + print(op->args[0], PrecAdd) + " ^ " + print(op->args[1], PrecAdd) + ")",
+            PrecAtom};
+  }
   if (name == intrinsic::address_of) {
     user_check(op->args.size() == 1, "codegen_cuda") << "address_of takes one buffer load";
     return {address_of(op->args[0]), PrecUnary};

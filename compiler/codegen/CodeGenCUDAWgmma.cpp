@@ -131,7 +131,8 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
     return true;
   }
   if (n == intrinsic::wgmma_mma) {
-    check_intrinsic_args(op, 10, "(acc, index, n, a_ptr, a_lbo, a_sbo, b_ptr, b_lbo, b_sbo, trans_b)");
+    check_intrinsic_args(op, 11,
+                         "(acc, index, n, a_ptr, a_lbo, a_sbo, b_ptr, b_lbo, b_sbo, trans_b, swizzle)");
     int64_t cols = constant(a[2], "n");
     auto [acc, base] = tile_base(a[0], a[1], cols);
     int64_t offsets[4];
@@ -145,7 +146,11 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
           << name << ": " << what[i] << "=" << offsets[i]
           << " elements; a descriptor offset is a non-negative multiple of 16 bytes below 256 KiB";
     }
-    int64_t trans_b = constant(a[9], "trans_b");
+    int64_t trans_b = constant(a[9], "trans_b"), swizzle = constant(a[10], "swizzle");
+    user_check(swizzle == 0 || swizzle == 128, "codegen_cuda")
+        << name << ": swizzle must be 0 or 128, got " << swizzle;
+    // The descriptor's layout type: 1 = 128-byte swizzle, 0 = none.
+    std::string layout = swizzle ? "1" : "0";
     auto shared_ptr = [&](const Expr &p) {
       const auto *c = p.as<Call>();
       const auto *load = c && c->is_intrinsic(intrinsic::address_of) ? c->args[0].as<BufferLoad>() : nullptr;
@@ -158,9 +163,11 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
       return print(p);
     };
     std::string da = "tessel_wgmma_desc(" + shared_ptr(a[3]) + ", " +
-                     std::to_string(offsets[0] * 2) + ", " + std::to_string(offsets[1] * 2) + ")";
+                     std::to_string(offsets[0] * 2) + ", " + std::to_string(offsets[1] * 2) +
+                     ", " + layout + ")";
     std::string db = "tessel_wgmma_desc(" + shared_ptr(a[6]) + ", " +
-                     std::to_string(offsets[2] * 2) + ", " + std::to_string(offsets[3] * 2) + ")";
+                     std::to_string(offsets[2] * 2) + ", " + std::to_string(offsets[3] * 2) +
+                     ", " + layout + ")";
     int regs = int(cols / 2);
     std::string dlist;
     for (int r = 0; r < regs; ++r)

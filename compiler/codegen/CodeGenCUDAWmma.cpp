@@ -41,7 +41,7 @@ protected:
     if (op->scope == "shared" && !layout.offset.count(op)) {
       int64_t size = op->constant_size();
       int64_t elem_bytes = std::max(1, op->dtype.bits() / 8) * op->dtype.lanes();
-      int64_t offset = (layout.total_bytes + kSharedAlign - 1) / kSharedAlign * kSharedAlign;
+      int64_t offset = (layout.total_bytes + layout.align - 1) / layout.align * layout.align;
       layout.offset[op] = offset;
       layout.total_bytes = offset + std::max<int64_t>(size, 0) * elem_bytes;
     }
@@ -58,6 +58,10 @@ void check_intrinsic_args(const Call *op, size_t n, const char *signature) {
 
 SharedLayout plan_shared_memory(const Stmt &body) {
   SharedPlanner planner;
+  post_order_visit(body, [&](const IRNode *n) {
+    if (const auto *c = llvm::dyn_cast<Call>(n); c && c->is_intrinsic(intrinsic::wgmma_mma))
+      planner.layout.align = kWgmmaSharedAlign;
+  });
   planner.visit_stmt(body);
   return std::move(planner.layout);
 }

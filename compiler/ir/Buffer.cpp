@@ -52,7 +52,7 @@ Buffer Buffer::with_scope(const std::string &scope) const {
               ptr_->data_alignment, ptr_->offset_factor);
 }
 
-Buffer Buffer::with_interleave(int chunk) const {
+Buffer Buffer::with_interleave(int chunk, int swizzle) const {
   auto *n = new BufferNode;
   n->name = ptr_->name;
   n->data = ptr_->data;
@@ -64,6 +64,7 @@ Buffer Buffer::with_interleave(int chunk) const {
   n->data_alignment = ptr_->data_alignment;
   n->offset_factor = ptr_->offset_factor;
   n->interleave = chunk;
+  n->swizzle = swizzle;
   return Buffer(n);
 }
 

@@ -34,6 +34,8 @@ public:
   /// For a tensor intrinsic's declaration: the Stage::storage_interleave chunk the bound
   /// storage must have (0: row major, possibly padded).
   int interleave = 0;
+  /// Likewise the Stage::swizzle bytes (0: not swizzled).
+  int swizzle = 0;
 };
 
 class Buffer {
@@ -63,7 +65,7 @@ public:
   /// A copy of this buffer with another name, scope or shape (used by cache stages).
   Buffer with_scope(const std::string &scope) const;
   /// A copy of this declaration that binds only to storage interleaved in chunks of `chunk`.
-  Buffer with_interleave(int chunk) const;
+  Buffer with_interleave(int chunk, int swizzle = 0) const;
 
   /// Loads `indices` (one per dimension). Throws tessel::Error when the arity is wrong.
   Expr load(const std::vector<Expr> &indices) const;

@@ -301,6 +301,7 @@ inline constexpr const char *virtual_thread = "virtual_thread";       ///< node:
 inline constexpr const char *storage_scope = "storage_scope";         ///< node: buffer var
 inline constexpr const char *storage_align = "storage_align";         ///< node: Buffer
 inline constexpr const char *storage_interleave = "storage_interleave"; ///< node: Buffer; value: chunk
+inline constexpr const char *storage_swizzle = "storage_swizzle"; ///< node: Buffer; value: bytes
 /// node: the buffer (Form 1) or its storage var (Form 2); value: the number of stages (>= 2).
 inline constexpr const char *pipeline_scope = "pipeline_scope";
 /// node: a buffer var; around the steady-state fill of a pipelined buffer (inject_pipeline). The

@@ -11,6 +11,8 @@ inline constexpr const char *syncthreads = "syncthreads";
 inline constexpr const char *address_of = "address_of";
 /// access_ptr(type_annotation, buffer_var, offset, extent, rw_mask): a pointer to a region.
 inline constexpr const char *access_ptr = "access_ptr";
+/// bitwise_xor(a, b): a ^ b of two integers (PureIntrinsic; the swizzled shared layouts).
+inline constexpr const char *bitwise_xor = "bitwise_xor";
 
 // Asynchronous global -> shared copies (PTX cp.async, sm_80 and later), issued per thread.
 // cp_async(dst, src, bytes, predicate): copies `bytes` (4, 8 or 16) from src (global) to dst
@@ -63,14 +65,21 @@ inline constexpr const char *mma_store_fragment = "mma_store_fragment";
 inline constexpr const char *wgmma_thread_id = "wgmma_thread_id";
 // wgmma_fill(acc, index, n, value): every register of accumulator tile `index` (64 x n).
 inline constexpr const char *wgmma_fill = "wgmma_fill";
-// wgmma_mma(acc, index, n, a_ptr, a_lbo, a_sbo, b_ptr, b_lbo, b_sbo, trans_b):
+// wgmma_mma(acc, index, n, a_ptr, a_lbo, a_sbo, b_ptr, b_lbo, b_sbo, trans_b, swizzle):
 // wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16: accumulator tile `index` (64 x n) +=
-// A (64 x 16) x B (16 x n), both fp16 in shared memory, read through the no-swizzle canonical
-// layouts of 8 x 8 core matrices (128 contiguous bytes each). a_ptr / b_ptr are
-// address_of(buf[i]) of the operands' first element; the offsets are in elements, multiples of 8:
+// A (64 x 16) x B (16 x n), both fp16 in shared memory. a_ptr / b_ptr are address_of(buf[i]) of
+// the operands' first element; the offsets are in elements, multiples of 8. With swizzle 0 the
+// operands are read through the no-swizzle canonical layouts of 8 x 8 core matrices (128
+// contiguous bytes each):
 //   A (K-major):                element (m, k) at a_ptr + (m % 8) * 8 + (m / 8) * a_sbo + (k % 8) + (k / 8) * a_lbo
 //   B, trans_b = 1 (MN-major):  element (k, n) at b_ptr + (n % 8) + (n / 8) * b_sbo + (k % 8) * 8 + (k / 8) * b_lbo
 //   B, trans_b = 0 (K-major):   element (k, n) at b_ptr + (n % 8) * 8 + (n / 8) * b_sbo + (k % 8) + (k / 8) * b_lbo
+// With swizzle 128, through the 128-byte swizzled layouts (rows of 64 halves; Stage::swizzle):
+//   A (K-major):                element (m, k) at S(a_ptr + (m % 8) * 64 + (m / 8) * a_sbo + k)
+//   B, trans_b = 1 (MN-major):  element (k, n) at S(b_ptr + (n % 64) + (n / 64) * b_lbo + (k % 8) * 64 + (k / 8) * b_sbo)
+//   B, trans_b = 0 (K-major):   element (k, n) at S(b_ptr + (n % 8) * 64 + (n / 8) * b_sbo + k)
+// where S(f) = f ^ (((f / 64) % 8) * 8) on offsets from the buffer's start (1024-byte aligned)
+// and the K-major a_lbo / b_lbo are unused.
 // n is a multiple of 8 from 8 to 256. The operation is asynchronous: it belongs to the thread's
 // next wgmma_commit group, and neither the accumulator tile may be read nor the operands
 // overwritten before a wgmma_wait completes that group.

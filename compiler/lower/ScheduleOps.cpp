@@ -328,6 +328,7 @@ Stmt schedule_ops(const ScheduleNode *sch, const StageBodies &bodies, const Doma
       layout.strides = interleaved_strides(st->op.name(), extents, st->storage_interleave,
                                            &layout.chunk_stride);
       layout.interleave = st->storage_interleave;
+      layout.swizzle = st->storage_swizzle;
     } else {
       layout.strides = aligned_strides(extents, aligns);
     }
@@ -352,6 +353,8 @@ Stmt schedule_ops(const ScheduleNode *sch, const StageBodies &bodies, const Doma
       for (const IterVar &iv : s->op.as<ComputeOpNode>()->axis)
         bounds.push_back(dom.lookup(iv.get()));
       Stmt realize = BufferRealize::make(buf, bounds, seq);
+      if (s->storage_swizzle > 0)
+        realize = AttrStmt::make(buf, attr::storage_swizzle, Expr(s->storage_swizzle), realize);
       if (s->storage_interleave > 0)
         realize = AttrStmt::make(buf, attr::storage_interleave, Expr(s->storage_interleave),
                                  realize);

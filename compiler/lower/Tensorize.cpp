@@ -150,6 +150,15 @@ BoundBuffer bind_buffer(const Buffer &decl, const Buffer &buffer, const BufferLa
       << (decl->interleave
               ? "; call storage_interleave(" + std::to_string(decl->interleave) + ") on its stage"
               : std::string("; remove storage_interleave from its stage"));
+  user_check(decl->swizzle == layout.swizzle, context)
+      << "the intrinsic's buffer '" << decl.name() << "' expects "
+      << (decl->swizzle ? "the " + std::to_string(decl->swizzle) + "-byte swizzled layout"
+                        : std::string("a layout without swizzling"))
+      << " but '" << buffer.name() << "' is "
+      << (layout.swizzle ? "swizzled (" + std::to_string(layout.swizzle) + " bytes)"
+                         : std::string("not swizzled"))
+      << (decl->swizzle ? "; call swizzle(" + std::to_string(decl->swizzle) + ") on its stage"
+                        : std::string("; remove swizzle from its stage"));
   arith::LinearForm off(Int(32));
   std::vector<Expr> mins, offsets;
   for (size_t d = 0; d < region.size(); ++d) {
@@ -159,12 +168,23 @@ BoundBuffer bind_buffer(const Buffer &decl, const Buffer &buffer, const BufferLa
     offsets.push_back(arith::to_expr(rel));
     if (layout.interleave && d + 1 == region.size()) {
       // The region starts on a chunk boundary of the last dimension: whole chunks before it.
-      auto chunks = divide_exact(arith::to_expr(rel), layout.interleave);
-      user_check(chunks.has_value(), context)
+      // Swizzled storage: or inside a chunk, on a 16-byte unit (a pointer into the unswizzled
+      // row, which is how wgmma's descriptors address the k slices of a 128-byte row).
+      Expr col = arith::to_expr(rel);
+      auto chunks = divide_exact(col, layout.interleave);
+      int64_t unit = layout.swizzle ? 16 / buffer.dtype().bytes() : layout.interleave;
+      user_check(chunks.has_value() || (layout.swizzle && divide_exact(col, unit)), context)
           << "the region of '" << buffer.name() << "' starts at column " << offsets.back()
-          << " of storage interleaved in chunks of " << layout.interleave
-          << ", not on a chunk boundary; split the loops so each call starts on one";
-      off.add(arith::linear_form(chunks->defined() ? *chunks : Expr(0)), layout.chunk_stride);
+          << " of storage interleaved in chunks of " << layout.interleave << ", not on "
+          << (layout.swizzle ? "a 16-byte unit" : "a chunk boundary")
+          << "; split the loops so each call starts on one";
+      if (chunks) {
+        off.add(arith::linear_form(chunks->defined() ? *chunks : Expr(0)), layout.chunk_stride);
+      } else {
+        Expr c = make_const(col.type(), layout.interleave);
+        off.add(arith::linear_form(floordiv(col, c)), layout.chunk_stride);
+        off.add(arith::linear_form(floormod(col, c)), 1);
+      }
     } else {
       off.add(rel, layout.strides[d]);
     }

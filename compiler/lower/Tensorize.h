@@ -24,6 +24,8 @@ struct BufferLayout {
   std::vector<int64_t> strides;
   /// Stage::storage_interleave's chunk (0: none) and the distance between chunks, in elements.
   int64_t interleave = 0, chunk_stride = 0;
+  /// Stage::swizzle's bytes (0: none).
+  int64_t swizzle = 0;
 };
 using BufferLayouts = llvm::DenseMap<const StageNode *, BufferLayout>;
 

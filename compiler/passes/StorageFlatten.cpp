@@ -4,6 +4,7 @@
 #include "compiler/ir/IRMutator.h"
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
+#include "compiler/ir/Intrinsics.h"
 #include "compiler/passes/FlatBuffer.h"
 #include "compiler/support/Error.h"
 
@@ -29,6 +30,9 @@ struct FlatLayout {
   /// apart (strides.back() is then 1, within a chunk). chunk 0: plain strides.
   int64_t chunk = 0;
   Expr chunk_stride;
+  /// Stage::swizzle: elements per 16-byte unit (0: not swizzled). In each row of a chunk the
+  /// units are permuted: unit u of row r is stored at u ^ (r % 8).
+  int64_t swizzle_unit = 0;
 };
 
 // `a + b`, `a - b`, `a * b` that skip the identity cases, so flat indices stay readable
@@ -115,6 +119,16 @@ protected:
       interleave_.erase(buf->get());
       return body;
     }
+    if (op->key == attr::storage_swizzle) {
+      internal_check(buf) << "storage_swizzle attr without a buffer node";
+      auto bytes = as_const_int(op->value);
+      internal_check(bytes && *bytes == 128) << "storage_swizzle of " << buf->name() << ": "
+                                             << op->value;
+      swizzled_.insert(buf->get());
+      Stmt body = mutate(op->body);
+      swizzled_.erase(buf->get());
+      return body;
+    }
     if (buf) {
       auto it = layouts_.find(buf->get());
       if (it != layouts_.end()) {
@@ -160,6 +174,11 @@ protected:
       }
       layout.chunk = chunk;
       layout.chunk_stride = stride;
+      if (swizzled_.count(buf.get())) {
+        layout.swizzle_unit = 16 / buf.dtype().bytes();
+        internal_check(chunk == 8 * layout.swizzle_unit)
+            << "a swizzled buffer has chunks of 128 bytes; " << buf.name() << " has " << chunk;
+      }
       stride = mul(stride, make_const(t, *last / chunk));
     } else {
       auto align_it = aligns_.find(buf.get());
@@ -248,7 +267,20 @@ private:
             << " elements and accessed with a " << lanes
             << "-lane vector that may cross a chunk; vectorize by a divisor of the chunk, "
                "starting at a multiple of the vector width";
-        flat = add(flat, add(mul(floordiv(rel, c), l.chunk_stride.astype(t)), floormod(rel, c)));
+        Expr within = floormod(rel, c);
+        if (l.swizzle_unit) {
+          // The row of the chunk: what the outer dimensions contributed, in chunk-wide rows.
+          Expr u = make_const(t, l.swizzle_unit);
+          user_check(!vector || l.swizzle_unit % lanes == 0, "storage_flatten")
+              << "buffer '" << b.name() << "' is swizzled in 16-byte units and accessed with a "
+              << lanes << "-lane vector that may cross one; vectorize by a divisor of "
+              << l.swizzle_unit;
+          Expr row = flat.defined() ? floormod(floordiv(flat, c), make_const(t, 8)) : make_zero(t);
+          Expr unit = Call::make(t, intrinsic::bitwise_xor, {floordiv(within, u), row},
+                                 Call::PureIntrinsic);
+          within = add(mul(unit, u), floormod(within, u));
+        }
+        flat = add(flat, add(mul(floordiv(rel, c), l.chunk_stride.astype(t)), within));
         continue;
       }
       flat = add(flat, mul(rel, stride));
@@ -262,6 +294,7 @@ private:
   llvm::DenseMap<const BufferNode *, FlatLayout> layouts_;
   llvm::DenseMap<const BufferNode *, llvm::SmallVector<StorageAlign, 2>> aligns_;
   llvm::DenseMap<const BufferNode *, int64_t> interleave_;
+  llvm::DenseSet<const BufferNode *> swizzled_;
   llvm::DenseSet<const BufferNode *> args_;
 };
 

@@ -452,6 +452,19 @@ Stage &Stage::storage_interleave(int chunk) {
   return *this;
 }
 
+Stage &Stage::swizzle(int bytes) {
+  user_check(bytes == 128, "swizzle")
+      << "stage '" << name() << "': the swizzled layout takes 128 bytes (the one wgmma and TMA "
+         "read fastest), got " << bytes;
+  int elem = n_->op->output_dtype(0).bytes();
+  user_check(elem > 0 && elem <= 16 && bytes % elem == 0, "swizzle")
+      << "stage '" << name() << "' holds " << n_->op->output_dtype(0)
+      << ", which a 16-byte unit does not hold a whole number of";
+  storage_interleave(bytes / elem);
+  n_->storage_swizzle = bytes;
+  return *this;
+}
+
 Stage &Stage::double_buffer() {
   user_check(n_->op.as<ComputeOpNode>() && !n_->is_output, "double_buffer")
       << "stage '" << name() << "': only intermediate computed stages can be double-buffered";

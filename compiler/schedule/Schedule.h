@@ -133,6 +133,14 @@ public:
   /// 8 on fp16 each 8 rows x 16 bytes are one contiguous 128-byte block: the "core matrices"
   /// that wgmma reads from shared memory without swizzling.
   Stage &storage_interleave(int chunk);
+  /// Stores this stage's buffer in the `bytes`-byte swizzled layout of Hopper's wgmma and TMA
+  /// (only 128 for now): columns of 128 bytes of the last dimension as storage_interleave does
+  /// (chunk = 128 / element size), and in each row the 16-byte units permuted, unit u of row r
+  /// stored at unit u ^ (r % 8). Eight rows of 128 bytes are then one 1024-byte atom whose
+  /// every column of units covers all 32 banks, so whole 16-byte accesses down a column are
+  /// free of bank conflicts. The element at flat offset f of the interleaved layout is at
+  /// f ^ (((f / (128 / size)) % 8) * (16 / size)).
+  Stage &swizzle(int bytes);
   /// Double-buffers this stage's storage so loading the next tile overlaps computing on this
   /// one: pipeline(2).
   Stage &double_buffer();
@@ -187,6 +195,7 @@ public:
   int pipeline_stages = 1; ///< 1: not pipelined
   std::vector<StorageAlign> storage_aligns;
   int storage_interleave = 0; ///< chunk of Stage::storage_interleave; 0: row major
+  int storage_swizzle = 0;    ///< bytes of Stage::swizzle (with storage_interleave); 0: none
   std::optional<Rasterization> rasterization;
   ScheduleNode *schedule = nullptr;
 

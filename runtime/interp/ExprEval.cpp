@@ -511,6 +511,13 @@ ExprPtr Compiler::expr(const Expr &e) {
       return std::make_unique<LaneIdCode>(t, n, 32);
     if (op->is_intrinsic(intrinsic::wgmma_thread_id))
       return std::make_unique<LaneIdCode>(t, n, 128);
+    if (op->is_intrinsic(intrinsic::bitwise_xor)) {
+      user_check(op->args.size() == 2 && !t.is_float(), "interp")
+          << "bitwise_xor takes two integers: " << e;
+      auto f = [](int64_t x, int64_t y) { return x ^ y; };
+      return std::make_unique<IntBinary<decltype(f), false>>(e, n, expr(op->args[0]),
+                                                             expr(op->args[1]), f);
+    }
     if (op->args.size() == 1 && t.is_float()) {
       auto it = unary_math().find(op->name);
       if (it != unary_math().end()) {

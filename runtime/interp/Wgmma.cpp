@@ -50,6 +50,7 @@ public:
   int n = 0;
   Memory *a_mem = nullptr, *b_mem = nullptr; ///< mma
   bool trans_b = false;                      ///< mma
+  bool swizzle = false;                      ///< mma: the 128-byte swizzled layouts
   Memory *ptr_mem = nullptr;                 ///< store
   int lanes = 1;                             ///< store: floats per access
   uint32_t wait_n = 0;                       ///< wait
@@ -163,14 +164,27 @@ private:
       p.values.push_back(mem.data[size_t(i)]);
     };
     const int64_t gw = w % 4, ap = a[1], a_lbo = a[2], a_sbo = a[3];
-    for (int64_t m = 16 * gw; m < 16 * gw + 16; ++m)
-      for (int64_t k = 0; k < 16; ++k)
-        read(*a_mem, ap + (m % 8) * 8 + (m / 8) * a_sbo + (k % 8) + (k / 8) * a_lbo);
     const int64_t bp = a[4], b_lbo = a[5], b_sbo = a[6];
-    for (int64_t k = 0; k < 16; ++k)
-      for (int64_t c = 0; c < n; ++c)
-        read(*b_mem, bp + (c / 8) * b_sbo + (k / 8) * b_lbo +
-                         (trans_b ? (c % 8) + (k % 8) * 8 : (c % 8) * 8 + (k % 8)));
+    if (swizzle) {
+      // Rows of 64 halves, 8 rows an atom; offsets from the buffer's start (1024-byte aligned
+      // on the GPU) are permuted in 16-byte units by their row in the atom.
+      auto S = [](int64_t f) { return f ^ (((f >> 6) & 7) << 3); };
+      for (int64_t m = 16 * gw; m < 16 * gw + 16; ++m)
+        for (int64_t k = 0; k < 16; ++k)
+          read(*a_mem, S(ap + (m % 8) * 64 + (m / 8) * a_sbo + k));
+      for (int64_t k = 0; k < 16; ++k)
+        for (int64_t c = 0; c < n; ++c)
+          read(*b_mem, S(trans_b ? bp + (c % 64) + (c / 64) * b_lbo + (k % 8) * 64 + (k / 8) * b_sbo
+                                 : bp + (c % 8) * 64 + (c / 8) * b_sbo + k));
+    } else {
+      for (int64_t m = 16 * gw; m < 16 * gw + 16; ++m)
+        for (int64_t k = 0; k < 16; ++k)
+          read(*a_mem, ap + (m % 8) * 8 + (m / 8) * a_sbo + (k % 8) + (k / 8) * a_lbo);
+      for (int64_t k = 0; k < 16; ++k)
+        for (int64_t c = 0; c < n; ++c)
+          read(*b_mem, bp + (c / 8) * b_sbo + (k / 8) * b_lbo +
+                           (trans_b ? (c % 8) + (k % 8) * 8 : (c % 8) * 8 + (k % 8)));
+    }
     M.pending_wgmma[w].push_back(std::move(p));
   }
 
@@ -302,7 +316,7 @@ StmtPtr compile_wgmma(Compiler &C, const Call *call) {
     return code;
   }
   if (n == intrinsic::wgmma_mma) {
-    expect_args(10, "(acc, index, n, a_ptr, a_lbo, a_sbo, b_ptr, b_lbo, b_sbo, trans_b)");
+    expect_args(11, "(acc, index, n, a_ptr, a_lbo, a_sbo, b_ptr, b_lbo, b_sbo, trans_b, swizzle)");
     code->op = WgmmaCode::Mma;
     accumulator();
     code->a_mem = operand(a[3], "a_ptr");
@@ -314,6 +328,9 @@ StmtPtr compile_wgmma(Compiler &C, const Call *call) {
     int64_t t = const_arg(call, 9, "trans_b");
     user_check(t == 0 || t == 1, "interp") << n << ": trans_b must be 0 or 1, got " << t;
     code->trans_b = t == 1;
+    int64_t sw = const_arg(call, 10, "swizzle");
+    user_check(sw == 0 || sw == 128, "interp") << n << ": swizzle must be 0 or 128, got " << sw;
+    code->swizzle = sw == 128;
     return code;
   }
   if (n == intrinsic::wgmma_store) {

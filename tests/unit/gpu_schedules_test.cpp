@@ -115,10 +115,15 @@ TEST(GpuSchedules, GemmWgmma) {
   auto wgmma = [](int64_t M, int64_t N, int64_t K, DataType) { return gemm_wgmma(M, N, K); };
   run_gemm(wgmma, 256, 256, 128, Float(16));
   run_gemm(wgmma, 512, 768, 512, Float(16));
-  // Smaller tiles: one warpgroup of 64 x 64, 2 stages; 4 warpgroups of 64 x 128.
+  // Smaller tiles: one warpgroup of 64 x 64, 2 stages, swizzled and not (K step 32); 4
+  // warpgroups of 64 x 128.
+  run_gemm([](int64_t M, int64_t N, int64_t K, DataType) {
+    return gemm_wgmma(M, N, K, {.block_m = 64, .block_n = 64, .block_k = 64, .warpgroups_m = 1,
+                                .stages = 2});
+  }, 192, 128, 192, Float(16));
   run_gemm([](int64_t M, int64_t N, int64_t K, DataType) {
     return gemm_wgmma(M, N, K, {.block_m = 64, .block_n = 64, .block_k = 32, .warpgroups_m = 1,
-                                .stages = 2});
+                                .stages = 2, .swizzle = 0});
   }, 192, 128, 96, Float(16));
   run_gemm([](int64_t M, int64_t N, int64_t K, DataType) {
     return gemm_wgmma(M, N, K, {.block_m = 128, .block_n = 256, .block_k = 64, .warpgroups_m = 2,

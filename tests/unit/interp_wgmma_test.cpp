@@ -94,7 +94,7 @@ struct WgmmaGemm {
     Expr b_ptr = 2 * ks * b_lbo(); // b_index(16 ks, 0)
     Stmt mma = call(intrinsic::wgmma_mma,
                     {data_var(acc), tile, n, address_of(As, a_ptr), a_lbo(), a_sbo(),
-                     address_of(Bs, b_ptr), b_lbo(), b_sbo(), int(trans_b != wrong_trans_b)});
+                     address_of(Bs, b_ptr), b_lbo(), b_sbo(), int(trans_b != wrong_trans_b), 0});
     if (mma_by_half_group)
       mma = IfThenElse::make(ax.tx < 64, mma);
     std::vector<Stmt> step = {mma};
