@@ -2,7 +2,8 @@
 # One GPU session's work in two steps, so that the lent GPU machine (which has no LLVM
 # development files and limited time) only runs binaries built here.
 #
-#   bench/gpu_session.sh pack          # here: Release build (build-gpu/) of the programs the
+#   bench/gpu_session.sh pack          # here: Release build (build-gpu/, or the build folder
+#                                      # $TESSEL_GPU_BUILD names, e.g. build) of the programs the
 #                                      # steps run: tessel_tests, the CLI `tessel` (target
 #                                      # tessel_tool), conv2d_tensorcore and tessel_bench;
 #                                      # stripped copies into a fresh .gpu/ (git-ignored)
@@ -17,7 +18,8 @@
 #             schedules/Conv2dTc.cpp tabulate
 #   bench     tessel_bench --csv: the table bench/RESULTS.md records
 #   sanitize  compute-sanitizer memcheck, racecheck and synccheck on gemm_tc at 512^3 (pipelined
-#             with cp.async), racecheck on gemm_shared at 256^3; one timed launch each
+#             with cp.async; wgmma on a Hopper GPU) and on conv2d_tc at a small shape, racecheck
+#             on gemm_shared at 256^3; one timed launch each
 #             (tessel run --number 1 --repeat 1) after the check's run and the warm-up
 #   profile   ncu --set full on one launch of gemm_tc at 4096^3 (if ncu is there), unchecked
 #             (tessel run --no-check: the float64 reference takes too long on the CPU): the
@@ -34,7 +36,7 @@ targets=(tessel_tests conv2d_tensorcore tessel_bench tessel_tool)
 programs=(tests/tessel_tests tutorials/conv2d_tensorcore bench/tessel_bench tools/tessel)
 
 pack() {
-  local build="$here/build-gpu"
+  local build="${TESSEL_GPU_BUILD:-$here/build-gpu}"
   cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSEL_BUILD_BENCH=ON \
     -DTESSEL_BUILD_TESTS=ON >/dev/null &&
     cmake --build "$build" --target "${targets[@]}" || return 1
@@ -46,6 +48,14 @@ pack() {
   done
   du -sh "$gpu"
   echo "carry [\".gpu\"] and run: bench/gpu_session.sh run"
+}
+
+# sanitize_all ARGS...: `tessel run ARGS` under memcheck, racecheck and synccheck.
+sanitize_all() {
+  local tool
+  for tool in memcheck racecheck synccheck; do
+    compute-sanitizer --tool "$tool" --error-exitcode 1 ./tessel run "$@" || return 1
+  done
 }
 
 run_step() {
@@ -68,6 +78,7 @@ run_step() {
           ./tessel run gemm_tc --shape M=512,N=512,K=512 "${once[@]}" &&
         compute-sanitizer --tool synccheck --error-exitcode 1 \
           ./tessel run gemm_tc --shape M=512,N=512,K=512 "${once[@]}" &&
+        sanitize_all conv2d_tc --shape N=8,H=8,W=8,C=64,K=128 "${once[@]}" &&
         compute-sanitizer --tool racecheck --error-exitcode 1 \
           ./tessel run gemm_shared --shape M=256,N=256,K=256 "${once[@]}" ;;
     profile)

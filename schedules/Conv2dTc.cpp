@@ -48,6 +48,12 @@ void check_shape(const Conv2dTcShape &sh) {
            pad_to(sh.in_channels) + " with zero channels in x and w");
 }
 
+Conv2dTcShape conv2d_shape_of(const ShapeParams &p) {
+  return {.batch = int(p.at("N")), .height = int(p.at("H")), .width = int(p.at("W")),
+          .in_channels = int(p.at("C")), .out_channels = int(p.at("K")), .kernel = int(p.at("R")),
+          .pad = int(p.at("pad"))};
+}
+
 GemmWmmaTiles gemm_tiles(const Conv2dTcTiles &t) {
   return {.block_row_warps = t.block_row_warps, .block_col_warps = t.block_col_warps,
           .warp_row_tiles = t.warp_row_tiles, .warp_col_tiles = t.warp_col_tiles,
@@ -158,7 +164,13 @@ Conv2dTcTiles conv2d_tc_tiles(const Conv2dTcShape &sh) {
   return best;
 }
 
-ScheduledProgram conv2d_tc(const Conv2dTcShape &sh) { return conv2d_tc(sh, conv2d_tc_tiles(sh)); }
+ScheduledProgram conv2d_tc(const Conv2dTcShape &sh) {
+  check_shape(sh);
+  if (hopper_gpu() && sh.gemm_m() % 64 == 0 && sh.out_channels % 32 == 0 &&
+      sh.in_channels % 32 == 0)
+    return conv2d_wgmma(sh);
+  return conv2d_tc(sh, conv2d_tc_tiles(sh));
+}
 
 ScheduledProgram conv2d_tc(const Conv2dTcShape &sh, const Conv2dTcTiles &t) {
   check_tiles(sh, t);
@@ -190,6 +202,55 @@ ScheduledProgram conv2d_tc(const Conv2dTcShape &sh, const Conv2dTcTiles &t) {
   return p;
 }
 
+GemmWgmmaTiles conv2d_wgmma_tiles(const Conv2dTcShape &sh) {
+  check_shape(sh);
+  return gemm_wgmma_tiles(sh.gemm_m(), sh.out_channels, sh.in_channels, "conv2d_wgmma");
+}
+
+ScheduledProgram conv2d_wgmma(const Conv2dTcShape &sh) {
+  return conv2d_wgmma(sh, conv2d_wgmma_tiles(sh));
+}
+
+ScheduledProgram conv2d_wgmma(const Conv2dTcShape &sh, const GemmWgmmaTiles &t) {
+  check_shape(sh);
+  // The reduction is walked tap by tap, C channels each: the K step must divide C.
+  check_gemm_wgmma_tiles("conv2d_wgmma", sh.gemm_m(), sh.out_channels, sh.in_channels, t);
+  Conv2dTcTensors d = conv2d_tc_definition(sh);
+  Schedule s = create_schedule({d.y});
+  s[d.A].compute_inline();
+  s[d.Wv].compute_inline();
+  WgmmaGemmStages st;
+  st.C = d.y;
+  st.AS = s.cache_read(d.A, "shared", {d.y});
+  // The filter's tile keeps w's order (output channel x rk, rk contiguous): wgmma reads it as a
+  // K-major B, so B (its transpose) is only a view.
+  st.BS = s.cache_read(d.Wv, "shared", {d.B});
+  s[d.B].compute_inline();
+  st.CF = s.cache_write(d.y, "wgmma.accumulator");
+  st.b_layout = "col_major";
+  st.k_period = sh.in_channels;
+  schedule_wgmma_gemm(s, st, t);
+
+  ScheduledProgram p;
+  p.schedule = s;
+  p.args = {d.x, d.w, d.y};
+  p.num_inputs = 2;
+  p.flops = sh.flops();
+  return p;
+}
+
+ScheduleEntry conv2d_wgmma_entry() {
+  ScheduleEntry e = conv2d_tc_entry();
+  e.name = "conv2d_wgmma";
+  e.description = "conv2d as an implicit GEMM on Hopper Tensor Cores (wgmma, sm_90a) on cuDNN's "
+                  "layouts: x NHWC, w KRSC fp16, y NPQK fp32; stride 1, zero padding; "
+                  "gemm_wgmma's schedule";
+  e.build = [](const ShapeParams &p, DataType) {
+    return conv2d_wgmma(conv2d_shape_of(p));
+  };
+  return e;
+}
+
 ScheduleEntry conv2d_tc_entry() {
   ScheduleEntry e;
   e.name = "conv2d_tc";
@@ -199,17 +260,7 @@ ScheduleEntry conv2d_tc_entry() {
                      {"K", 512}, {"R", 3},  {"pad", 1}};
   e.nonnegative = {"pad"};
   e.dtypes = {Float(16)};
-  e.build = [](const ShapeParams &p, DataType) {
-    Conv2dTcShape sh;
-    sh.batch = int(p.at("N"));
-    sh.height = int(p.at("H"));
-    sh.width = int(p.at("W"));
-    sh.in_channels = int(p.at("C"));
-    sh.out_channels = int(p.at("K"));
-    sh.kernel = int(p.at("R"));
-    sh.pad = int(p.at("pad"));
-    return conv2d_tc(sh);
-  };
+  e.build = [](const ShapeParams &p, DataType) { return conv2d_tc(conv2d_shape_of(p)); };
   return e;
 }
 

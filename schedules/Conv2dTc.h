@@ -17,6 +17,7 @@
 //   ScheduledProgram r = conv2d_tc(shape, {.chunk = 1, .stages = 1});
 #pragma once
 
+#include "schedules/GemmWgmma.h"
 #include "schedules/GemmWmma.h"
 
 #include <vector>
@@ -74,11 +75,25 @@ const std::vector<Conv2dTcMeasured> &conv2d_tc_measured();
 /// tessel::Error naming the dimension when N*P*Q, K or C is not a multiple of 16.
 Conv2dTcTiles conv2d_tc_tiles(const Conv2dTcShape &shape);
 
-/// The Tensor Core convolution with tiles chosen by conv2d_tc_tiles.
+/// On a Hopper GPU (hopper_gpu()) conv2d_wgmma where its tiles fit; otherwise the WMMA
+/// convolution with tiles chosen by conv2d_tc_tiles.
 ScheduledProgram conv2d_tc(const Conv2dTcShape &shape);
 /// With the given tiles; tessel::Error up front if they do not divide the shape.
 ScheduledProgram conv2d_tc(const Conv2dTcShape &shape, const Conv2dTcTiles &tiles);
 
 ScheduleEntry conv2d_tc_entry();
+
+// ---- The Hopper path: the same implicit GEMM on wgmma (sm_90a) --------------------------------
+
+/// Tiles for `shape` on wgmma: gemm_wgmma_tiles of N*P*Q x K x C (a K step stays within one
+/// filter tap). tessel::Error when none fits.
+GemmWgmmaTiles conv2d_wgmma_tiles(const Conv2dTcShape &shape);
+/// conv2d_tc's definition and arrays (x NHWC, w KRSC, y NPQK) with gemm_wgmma's schedule: the
+/// im2col tile of x and the filter tile, both K-major in 128-byte swizzled shared memory, read
+/// by wgmma (the filter as a "col_major" B).
+ScheduledProgram conv2d_wgmma(const Conv2dTcShape &shape);
+ScheduledProgram conv2d_wgmma(const Conv2dTcShape &shape, const GemmWgmmaTiles &tiles);
+
+ScheduleEntry conv2d_wgmma_entry();
 
 } // namespace tessel

@@ -10,6 +10,7 @@
 //   ScheduledProgram p = gemm_tc(4096, 4096, 4096);
 #pragma once
 
+#include "schedules/GemmWgmma.h"
 #include "schedules/GemmWmma.h"
 
 #include <string>
@@ -37,7 +38,8 @@ const std::vector<GemmTcMeasured> &gemm_tc_measured();
 /// nearest measured shape that fits it (falling back to gemm_wmma_tiles with 3 stages).
 GemmTcConfig gemm_tc_config(int64_t M, int64_t N, int64_t K);
 
-/// gemm_wmma or gemm_mma with gemm_tc_config(M, N, K).
+/// On a Hopper GPU (hopper_gpu()) gemm_wgmma where its tiles fit; otherwise gemm_wmma or
+/// gemm_mma with gemm_tc_config(M, N, K).
 ScheduledProgram gemm_tc(int64_t M, int64_t N, int64_t K);
 ScheduledProgram gemm_tc(int64_t M, int64_t N, int64_t K, const GemmTcConfig &config);
 

@@ -1,6 +1,7 @@
 #include "schedules/GemmWgmma.h"
 
 #include "compiler/support/Error.h"
+#include "runtime/Device.h"
 #include "schedules/Gemm.h"
 #include "schedules/WgmmaIntrinsics.h"
 
@@ -13,9 +14,8 @@ namespace {
 constexpr int kRows = 64; // rows of one wgmma accumulator tile
 constexpr int kK = 16;    // K of one fp16 wgmma
 constexpr int kChunk = 8; // halves per 16-byte copy and per interleave chunk
-// A warp fills 8 rows x 4 chunks of a shared tile: each row's 4 chunks are 64
-// contiguous bytes of global memory, each chunk column 128 contiguous bytes of
-// shared memory (a core matrix).
+// A warp fills 8 rows x 4 chunks of a shared tile: each row's 4 chunks are 64 contiguous bytes
+// of global memory, each chunk column 128 contiguous bytes of shared memory (a core matrix).
 constexpr int kCopyRows = 8, kCopyChunks = 4;
 // The swizzled layout: rows of 128 bytes (64 halves).
 constexpr int kSwizzle = 128, kSwizzleRow = 64;
@@ -31,16 +31,15 @@ bool fits(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t) {
 
 } // namespace
 
-void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N,
-                            int64_t K, const GemmWgmmaTiles &t) {
-  user_check(t.block_m > 0 && t.block_n > 0 && t.block_k > 0 &&
-                 t.warpgroups_m > 0 && t.warpgroups_n > 0 && t.stages > 0 &&
-                 t.wgmma_n >= 0,
+void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, int64_t K,
+                            const GemmWgmmaTiles &t) {
+  user_check(t.block_m > 0 && t.block_n > 0 && t.block_k > 0 && t.warpgroups_m > 0 &&
+                 t.warpgroups_n > 0 && t.stages > 0 && t.wgmma_n >= 0,
              context)
       << "tile parameters must be positive";
   user_check(t.threads() <= 1024, context)
-      << t.warpgroups_m << " x " << t.warpgroups_n << " warpgroups make "
-      << t.threads() << " threads; a block has at most 1024";
+      << t.warpgroups_m << " x " << t.warpgroups_n << " warpgroups make " << t.threads()
+      << " threads; a block has at most 1024";
   user_check(t.block_m % (kRows * t.warpgroups_m) == 0, context)
       << "block_m=" << t.block_m
       << " must be a multiple of 64 x warpgroups_m = " << kRows * t.warpgroups_m
@@ -48,10 +47,10 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N,
   user_check(t.block_n % t.warpgroups_n == 0 && is_wgmma_n(t.instruction_n()) &&
                  t.group_n() % t.instruction_n() == 0,
              context)
-      << "block_n=" << t.block_n << " over " << t.warpgroups_n
-      << " warpgroups gives " << t.block_n / t.warpgroups_n
-      << " columns each, which must be whole wgmma tiles of n="
-      << t.instruction_n() << " (n a multiple of 8 up to 256)";
+      << "block_n=" << t.block_n << " over " << t.warpgroups_n << " warpgroups gives "
+      << t.block_n / t.warpgroups_n
+      << " columns each, which must be whole wgmma tiles of n=" << t.instruction_n()
+      << " (n a multiple of 8 up to 256)";
   user_check(t.swizzle == 0 || t.swizzle == kSwizzle, context)
       << "swizzle must be 128 or 0, got " << t.swizzle;
   const int multiple = t.swizzle ? kSwizzleRow : kChunk * kCopyChunks;
@@ -59,10 +58,8 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N,
                  (t.swizzle == 0 || t.instruction_n() % multiple == 0),
              context)
       << "block_k=" << t.block_k << ", block_n=" << t.block_n
-      << " and wgmma_n=" << t.instruction_n() << " must be multiples of "
-      << multiple
-      << (t.swizzle ? ": the swizzled tiles are read in rows of 64 halves (128 "
-                      "bytes); use "
+      << " and wgmma_n=" << t.instruction_n() << " must be multiples of " << multiple
+      << (t.swizzle ? ": the swizzled tiles are read in rows of 64 halves (128 bytes); use "
                       "swizzle 0 for narrower tiles"
                     : ": a warp copies 4 chunks of 8 halves of each of 8 rows");
   auto divides = [&](const char *name, int64_t v, int block, const char *knob) {
@@ -77,22 +74,17 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N,
   user_check((int64_t(t.block_m) * t.block_k) % per_step == 0 &&
                  (int64_t(t.block_k) * t.block_n) % per_step == 0,
              context)
-      << "the shared tiles (" << t.block_m << "x" << t.block_k << " of A, "
-      << t.block_k << "x" << t.block_n << " of B) must be multiples of "
-      << per_step << " halves (" << t.threads()
-      << " threads x 8) so every thread copies whole 16-byte chunks; use fewer "
-         "warpgroups or "
+      << "the shared tiles (" << t.block_m << "x" << t.block_k << " of A, " << t.block_k << "x"
+      << t.block_n << " of B) must be multiples of " << per_step << " halves (" << t.threads()
+      << " threads x 8) so every thread copies whole 16-byte chunks; use fewer warpgroups or "
          "larger tiles";
   user_check(t.shared_bytes() <= 227 * 1024, context)
-      << t.stages << " stages of " << t.block_m << "x" << t.block_k << " and "
-      << t.block_k << "x" << t.block_n << " fp16 tiles take "
-      << t.shared_bytes()
-      << " bytes of shared memory; a block has at most 227 KiB: use fewer "
-         "stages or smaller tiles";
+      << t.stages << " stages of " << t.block_m << "x" << t.block_k << " and " << t.block_k << "x"
+      << t.block_n << " fp16 tiles take " << t.shared_bytes()
+      << " bytes of shared memory; a block has at most 227 KiB: use fewer stages or smaller tiles";
 }
 
-GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K,
-                                const std::string &context) {
+GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::string &context) {
   GemmWgmmaTiles best;
   if (fits(M, N, K, best))
     return best;
@@ -116,38 +108,47 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K,
         }
   user_check(std::get<0>(best_score) > 0, context)
       << M << "x" << N << "x" << K
-      << " has no wgmma tiling: M must be a multiple of 64 and N and "
-      << "K of 32 (pad them, or use gemm_tc / gemm_mma)";
+      << " has no wgmma tiling: M must be a multiple of 64 and N and K of 32 (pad them, or use "
+         "gemm_tc / gemm_mma)";
   return best;
 }
+
+bool hopper_gpu() { return Device::available() && Device::get().arch() == "sm_90"; }
 
 ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K) {
   return gemm_wgmma(M, N, K, gemm_wgmma_tiles(M, N, K));
 }
 
-ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K,
-                            const GemmWgmmaTiles &t) {
+ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t) {
   check_gemm_wgmma_tiles("gemm_wgmma", M, N, K, t);
   GemmTensors g = gemm_definition(M, N, K, Float(16));
   Schedule s = create_schedule({g.C});
-  // Memory hierarchy: global -> shared (swizzled) -> wgmma, accumulating in
-  // registers.
-  Tensor AS = s.cache_read(g.A, "shared", {g.C});
-  Tensor BS = s.cache_read(g.B, "shared", {g.C});
-  Tensor CF = s.cache_write(g.C, "wgmma.accumulator");
-  const int n = t.instruction_n();
+  // Memory hierarchy: global -> shared (swizzled) -> wgmma, accumulating in registers.
+  WgmmaGemmStages st;
+  st.C = g.C;
+  st.AS = s.cache_read(g.A, "shared", {g.C});
+  st.BS = s.cache_read(g.B, "shared", {g.C});
+  st.CF = s.cache_write(g.C, "wgmma.accumulator");
+  schedule_wgmma_gemm(s, st, t);
 
-  IterVar block_x = thread_axis("blockIdx.x"),
-          block_y = thread_axis("blockIdx.y");
-  IterVar thread_x = thread_axis("threadIdx.x"),
-          thread_y = thread_axis("threadIdx.y");
+  ScheduledProgram p;
+  p.schedule = s;
+  p.args = {g.A, g.B, g.C};
+  p.num_inputs = 2;
+  p.flops = 2.0 * double(M) * double(N) * double(K);
+  return p;
+}
+
+void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmmaTiles &t) {
+  const int n = t.instruction_n();
+  IterVar block_x = thread_axis("blockIdx.x"), block_y = thread_axis("blockIdx.y");
+  IterVar thread_x = thread_axis("threadIdx.x"), thread_y = thread_axis("threadIdx.y");
   IterVar thread_z = thread_axis("threadIdx.z");
 
-  // C: blocks, warpgroups on threadIdx.y / z, then each warpgroup's 64 x n
-  // tiles. threadIdx.x (the warpgroup's 128 threads) is bound only in the
-  // shared copies: the tiles' loops run on the whole warpgroup, as a wgmma
-  // does.
-  Stage sc = s[g.C];
+  // C: blocks, warpgroups on threadIdx.y / z, then each warpgroup's 64 x n tiles. threadIdx.x
+  // (the warpgroup's 128 threads) is bound only in the shared copies: the tiles' loops run on
+  // the whole warpgroup, as a wgmma does.
+  Stage sc = s[st.C];
   auto [i, j] = sc.axes<2>();
   auto [bi, i1] = sc.split(i, t.block_m);
   auto [bj, j1] = sc.split(j, t.block_n);
@@ -163,23 +164,33 @@ ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K,
   if (t.raster_group != 0)
     sc.rasterize(bi, bj, t.raster_group);
 
-  // The accumulator: a warpgroup's tiles, K in shared-tile steps (ko), then
-  // 16-wide slices.
-  Stage sf = s[CF];
+  // The accumulator: a warpgroup's tiles, K in shared-tile steps (ko), then 16-wide slices.
+  // With a period the K steps are counted within each run, (run, step) fused into one loop, as
+  // schedule_wmma_gemm does: the step's index stays affine in what the copies divide by it.
+  Stage sf = s[st.CF];
   sf.compute_at(sc, wj);
   auto [ci, cj] = sf.axes<2>();
-  auto [ko, k1] = sf.split(sf.reduce_axis()[0], t.block_k);
+  IterVar ko, k1;
+  if (st.k_period > 0) {
+    internal_check(st.k_period % t.block_k == 0)
+        << "K period " << st.k_period << " is not a multiple of the K step " << t.block_k;
+    auto [run, in_run] = sf.split(sf.reduce_axis()[0], st.k_period);
+    auto [step, k_in_step] = sf.split(in_run, t.block_k);
+    ko = sf.fuse(run, step);
+    k1 = k_in_step;
+  } else {
+    std::tie(ko, k1) = sf.split(sf.reduce_axis()[0], t.block_k);
+  }
   auto [ki, kk] = sf.split(k1, kK);
   auto [cfi, cii] = sf.split(ci, kRows);
   auto [cfj, cjj] = sf.split(cj, n);
   sf.reorder({ko, ki, cfi, cfj, cii, cjj, kk});
 
-  // Shared tiles of one K step, copied 16 bytes a thread. Swizzled: consecutive
-  // lanes take the 8 units of a 128-byte row (128 contiguous bytes of global
-  // memory, all 32 banks of shared memory once permuted). Interleaved: lanes
-  // take 8 rows of 4 chunks (see kCopyRows). Warps and warpgroups take the
-  // rest.
-  for (const Tensor &sh : {AS, BS}) {
+  // Shared tiles of one K step, copied 16 bytes a thread. Swizzled: consecutive lanes take the
+  // 8 units of a 128-byte row (128 contiguous bytes of global memory, all 32 banks of shared
+  // memory once permuted). Interleaved: lanes take 8 rows of 4 chunks (see kCopyRows). Warps
+  // and warpgroups take the rest.
+  for (const Tensor &sh : {st.AS, st.BS}) {
     Stage ss = s[sh];
     ss.compute_at(sf, ko);
     auto [r, c] = ss.axes<2>();
@@ -214,15 +225,8 @@ ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K,
   sf.unroll(ki);
   sf.unroll(cfi);
   sf.unroll(cfj);
-  sf.tensorize(cii, wgmma_gemm(n, "row_major", t.swizzle));
+  sf.tensorize(cii, wgmma_gemm(n, st.b_layout, t.swizzle));
   sc.tensorize(ii, wgmma_store_matrix(n));
-
-  ScheduledProgram p;
-  p.schedule = s;
-  p.args = {g.A, g.B, g.C};
-  p.num_inputs = 2;
-  p.flops = 2.0 * double(M) * double(N) * double(K);
-  return p;
 }
 
 ScheduleEntry gemm_wgmma_entry() {
@@ -234,9 +238,8 @@ ScheduleEntry gemm_wgmma_entry() {
                   "128-byte swizzled shared tiles; "
                   "BM, BN, BK, S (stages), G (rasterization group), SW "
                   "(swizzle: 128 or 0) override the tiles";
-  e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024},
-                     {"G", 0},    {"BM", 0},   {"BN", 0},
-                     {"BK", 0},   {"S", 0},    {"SW", 128}};
+  e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"G", 0},   {"BM", 0},
+                     {"BN", 0},   {"BK", 0},   {"S", 0},    {"SW", 128}};
   e.nonnegative = {"G", "BM", "BN", "BK", "S", "SW"};
   e.dtypes = {Float(16)};
   e.build = [](const ShapeParams &p, DataType) {
@@ -246,20 +249,23 @@ ScheduleEntry gemm_wgmma_entry() {
     };
     int64_t M = p.at("M"), N = p.at("N"), K = p.at("K");
     GemmWgmmaTiles t;
-    if (get("BM") || get("BN") || get("BK")) {
+    bool explicit_tiles = get("BM") || get("BN") || get("BK");
+    if (explicit_tiles) {
       if (get("BM"))
         t.block_m = int(get("BM"));
       if (get("BN"))
         t.block_n = int(get("BN"));
       if (get("BK"))
         t.block_k = int(get("BK"));
-      t.warpgroups_m = t.block_m >= 128 ? 2 : 1;
+      t.warpgroups_m = t.block_m <= 256 ? std::max(1, t.block_m / 64) : 2;
     } else {
       t = gemm_wgmma_tiles(M, N, K);
     }
     if (get("S"))
       t.stages = int(get("S"));
-    if (p.count("SW"))
+    // SW=0 turns the swizzle off; SW=128 asks for it on explicit tiles (the chosen ones have it
+    // wherever they can).
+    if (p.count("SW") && (explicit_tiles || get("SW") == 0))
       t.swizzle = int(get("SW"));
     t.raster_group = get("G");
     return gemm_wgmma(M, N, K, t);

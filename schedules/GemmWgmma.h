@@ -58,4 +58,25 @@ ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTile
 
 ScheduleEntry gemm_wgmma_entry();
 
+/// Whether the GPU in use is a Hopper (sm_90), whose wgmma the *_wgmma schedules need: there
+/// gemm_tc and conv2d_tc take their wgmma path. False without a GPU.
+bool hopper_gpu();
+
+// ---- The same schedule for other GEMM-shaped computations (conv2d_wgmma) -------------------
+
+/// The stages of C (M x N) = sum over its one reduction axis of A (M x K) x B, with AS (A's
+/// shared tile, M x K) and BS (B's: K x N "row_major", or N x K "col_major", the reduction
+/// innermost as in a K x R x S x C filter) read by C's accumulator CF (wgmma.accumulator).
+struct WgmmaGemmStages {
+  Tensor C, CF, AS, BS;
+  std::string b_layout = "row_major";
+  /// When nonzero, the reduction is walked in runs of this length (a multiple of the K step),
+  /// as in schedule_wmma_gemm (conv's channels within one filter tap).
+  int64_t k_period = 0;
+};
+
+/// gemm_wgmma's schedule on `stages`; the tiles must have passed check_gemm_wgmma_tiles for
+/// the computation's extents.
+void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &stages, const GemmWgmmaTiles &tiles);
+
 } // namespace tessel

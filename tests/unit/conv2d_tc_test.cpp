@@ -274,6 +274,24 @@ TEST(Conv2dTcErrors, ShapesTheTilesDoNotFit) {
   EXPECT_EQ(resolve_shape(e, {{"pad", 0}}).at("pad"), 0);
 }
 
+// The Hopper path: the same arrays through wgmma, swizzled (C, K multiples of 64) and not.
+TEST(Conv2dWgmma, CpuExecutorMatchesDirectConvolution) {
+  Conv2dTcShape sh{.batch = 2, .height = 8, .width = 8, .in_channels = 64, .out_channels = 64,
+                   .kernel = 3, .pad = 1};
+  EXPECT_EQ(conv2d_wgmma_tiles(sh).swizzle, 128);
+  expect_direct_conv(conv2d_wgmma(sh), sh);
+  Conv2dTcShape narrow = small_shape(); // C = K = 32: the no-swizzle layout, K step 32
+  EXPECT_EQ(conv2d_wgmma_tiles(narrow).swizzle, 0);
+  expect_direct_conv(conv2d_wgmma(narrow), narrow);
+  Conv2dTcShape one{.batch = 1, .height = 8, .width = 16, .in_channels = 128,
+                    .out_channels = 128, .kernel = 1, .pad = 0};
+  expect_direct_conv(conv2d_wgmma(one, {.block_m = 128, .block_n = 128, .block_k = 64,
+                                        .warpgroups_m = 2, .stages = 3}),
+                     one);
+  expect_error([] { conv2d_wgmma({.batch = 1, .height = 5, .width = 5}); },
+               {"N*P*Q=25", "multiple of 16"});
+}
+
 // On a GPU: a mid-size shape against the float64 reference, timed. Skipped without one.
 TEST(Conv2dTcGpu, MidShapeMatchesReference) {
   if (!Device::available())
@@ -283,14 +301,18 @@ TEST(Conv2dTcGpu, MidShapeMatchesReference) {
                            Conv2dTcShape{.batch = 16, .height = 7, .width = 7,
                                          .in_channels = 128, .out_channels = 64, .kernel = 1,
                                          .pad = 0}}) {
-    ScheduledProgram p = conv2d_tc(sh);
-    CheckResult r = check_on_gpu(p.schedule, p.args, p.num_inputs,
-                                 TimeOptions{.number = 10, .repeat = 30});
-    EXPECT_TRUE(r.compare.ok) << r.str();
-    if (r.time)
-      std::cout << "  conv2d_tc N=" << sh.batch << " " << sh.height << "x" << sh.width << " "
-                << sh.in_channels << "->" << sh.out_channels << " " << sh.kernel << "x"
-                << sh.kernel << ": " << r.time->median_ms << " ms, "
-                << sh.flops() / (r.time->median_ms * 1e9) << " TFLOP/s\n";
+    // conv2d_tc's own choice (wgmma on a Hopper GPU where it fits), then its WMMA path.
+    for (bool wmma : {false, true}) {
+      ScheduledProgram p = wmma ? conv2d_tc(sh, conv2d_tc_tiles(sh)) : conv2d_tc(sh);
+      CheckResult r = check_on_gpu(p.schedule, p.args, p.num_inputs,
+                                   TimeOptions{.number = 10, .repeat = 30});
+      EXPECT_TRUE(r.compare.ok) << r.str();
+      if (r.time)
+        std::cout << "  " << (wmma ? "conv2d_tc (WMMA)" : "conv2d_tc") << " N=" << sh.batch << " "
+                  << sh.height << "x" << sh.width << " " << sh.in_channels << "->"
+                  << sh.out_channels << " " << sh.kernel << "x" << sh.kernel << ": "
+                  << r.time->median_ms << " ms, " << sh.flops() / (r.time->median_ms * 1e9)
+                  << " TFLOP/s\n";
+    }
   }
 }

@@ -4,6 +4,7 @@
 #include "compiler/ir/IRMutator.h"
 #include "compiler/ir/Intrinsics.h"
 #include "compiler/tessel.h"
+#include "runtime/Build.h"
 #include "runtime/Check.h"
 #include "runtime/Nvrtc.h"
 #include "runtime/interp/Executor.h"
@@ -11,6 +12,7 @@
 #include "schedules/Gemm.h"
 
 #include "ExactGemm.h"
+#include "TestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -47,11 +49,17 @@ void check_gemm(ScheduledProgram (*schedule)(int64_t, int64_t, int64_t, DataType
     }
 }
 
-void check_compiles(const LoweredModule &m) {
+// For sm_80 and sm_90; a kernel that uses wgmma compiles for sm_90a only, and asking for
+// sm_80 is an error that says so.
+void check_compiles(const LoweredModule &m, bool hopper_only) {
   std::string src = codegen_cuda(m);
   for (const char *arch : {"sm_80", "sm_90"}) {
+    if (hopper_only && std::string(arch) == "sm_80") {
+      tessel::test::expect_error([&] { target_arch(m, arch); }, {"uses wgmma", "sm_90a"});
+      continue;
+    }
     CompileOptions o;
-    o.arch = arch;
+    o.arch = target_arch(m, arch);
     CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), m.funcs[0].name + ".cu");
     EXPECT_FALSE(k.cubin.empty()) << arch;
   }
@@ -76,7 +84,7 @@ TEST(EndToEnd, RegisteredSchedulesCompileWithNvrtc) {
   for (const auto &[name, entry] : schedule_registry()) {
     SCOPED_TRACE(name);
     ScheduledProgram p = entry.build(entry.default_shape, entry.dtypes[0]);
-    check_compiles(lower(p.schedule, p.args));
+    check_compiles(lower(p.schedule, p.args), name.find("wgmma") != std::string::npos);
   }
 }
 
@@ -91,6 +99,10 @@ TEST(EndToEnd, RegisteredSchedulesMatchReferenceOnCpu) {
       {"gemm_tc", {{{"M", 128}, {"N", 128}, {"K", 128}}, {{"M", 64}, {"N", 96}, {"K", 48}}}},
       {"conv2d_tensorcore_tutorial",
        {{{"batch", 128}, {"height", 2}, {"width", 2}, {"in_channels", 32}, {"out_channels", 128}}}},
+      {"gemm_wgmma", {{{"M", 128}, {"N", 256}, {"K", 128}}, {{"M", 192}, {"N", 96}, {"K", 64}}}},
+      {"conv2d_wgmma",
+       {{{"N", 2}, {"H", 8}, {"W", 8}, {"C", 64}, {"K", 64}},
+        {{"N", 1}, {"H", 8}, {"W", 8}, {"C", 32}, {"K", 32}, {"R", 1}, {"pad", 0}}}},
       {"conv2d_tc",
        {{{"N", 2}, {"H", 8}, {"W", 8}, {"C", 32}, {"K", 32}},
         {{"N", 1}, {"H", 12}, {"W", 12}, {"C", 16}, {"K", 48}, {"R", 1}, {"pad", 0}}}},
