@@ -7,8 +7,6 @@
 #include "compiler/ir/Intrinsics.h"
 #include "compiler/support/Error.h"
 
-#include <cstdlib>
-
 namespace tessel {
 
 namespace {
@@ -104,7 +102,7 @@ protected:
 
   Stmt visit(const Evaluate *op) override {
     Stmt self(op);
-    if (is_call(self, intrinsic::syncthreads) && !std::getenv("TESSEL_EXPERIMENT_NO_PROXY_FENCE"))
+    if (is_call(self, intrinsic::syncthreads))
       return Seq::make({call(intrinsic::fence_proxy_async), self});
     return self;
   }
