@@ -3,6 +3,7 @@
 #include "compiler/support/Error.h"
 #include "runtime/Device.h"
 #include "schedules/Gemm.h"
+#include "schedules/GemmTiling.h"
 #include "schedules/WgmmaIntrinsics.h"
 
 #include <tuple>
@@ -141,7 +142,6 @@ ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTile
 
 void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmmaTiles &t) {
   const int n = t.instruction_n();
-  IterVar block_x = thread_axis("blockIdx.x"), block_y = thread_axis("blockIdx.y");
   IterVar thread_x = thread_axis("threadIdx.x"), thread_y = thread_axis("threadIdx.y");
   IterVar thread_z = thread_axis("threadIdx.z");
 
@@ -149,38 +149,14 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
   // (the warpgroup's 128 threads) is bound only in the shared copies: the tiles' loops run on
   // the whole warpgroup, as a wgmma does.
   Stage sc = s[st.C];
-  auto [i, j] = sc.axes<2>();
-  auto [bi, i1] = sc.split(i, t.block_m);
-  auto [bj, j1] = sc.split(j, t.block_n);
-  auto [wi, i2] = sc.split_nparts(i1, t.warpgroups_m);
-  auto [wj, j2] = sc.split_nparts(j1, t.warpgroups_n);
-  auto [fi, ii] = sc.split(i2, kRows);
-  auto [fj, jj] = sc.split(j2, n);
-  sc.reorder({bi, bj, wi, wj, fi, fj, ii, jj});
-  sc.bind(bi, block_y);
-  sc.bind(bj, block_x);
-  sc.bind(wi, thread_y);
-  sc.bind(wj, thread_z);
-  if (t.raster_group != 0)
-    sc.rasterize(bi, bj, t.raster_group);
+  GemmOutputLoops c = tile_gemm_output(sc, t.block_m, t.block_n, t.warpgroups_m, t.warpgroups_n,
+                                       kRows, n, t.raster_group);
 
   // The accumulator: a warpgroup's tiles, K in shared-tile steps (ko), then 16-wide slices.
-  // With a period the K steps are counted within each run, (run, step) fused into one loop, as
-  // schedule_wmma_gemm does: the step's index stays affine in what the copies divide by it.
   Stage sf = s[st.CF];
-  sf.compute_at(sc, wj);
+  sf.compute_at(sc, c.group_j);
   auto [ci, cj] = sf.axes<2>();
-  IterVar ko, k1;
-  if (st.k_period > 0) {
-    internal_check(st.k_period % t.block_k == 0)
-        << "K period " << st.k_period << " is not a multiple of the K step " << t.block_k;
-    auto [run, in_run] = sf.split(sf.reduce_axis()[0], st.k_period);
-    auto [step, k_in_step] = sf.split(in_run, t.block_k);
-    ko = sf.fuse(run, step);
-    k1 = k_in_step;
-  } else {
-    std::tie(ko, k1) = sf.split(sf.reduce_axis()[0], t.block_k);
-  }
+  auto [ko, k1] = split_gemm_reduction(sf, t.block_k, st.k_period);
   auto [ki, kk] = sf.split(k1, kK);
   auto [cfi, cii] = sf.split(ci, kRows);
   auto [cfj, cjj] = sf.split(cj, n);
@@ -220,13 +196,13 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
   }
 
   // Register indices must be constants.
-  sc.unroll(fi);
-  sc.unroll(fj);
+  sc.unroll(c.tile_i);
+  sc.unroll(c.tile_j);
   sf.unroll(ki);
   sf.unroll(cfi);
   sf.unroll(cfj);
   sf.tensorize(cii, wgmma_gemm(n, st.b_layout, t.swizzle));
-  sc.tensorize(ii, wgmma_store_matrix(n));
+  sc.tensorize(c.inner_i, wgmma_store_matrix(n));
 }
 
 ScheduleEntry gemm_wgmma_entry() {

@@ -2,6 +2,7 @@
 
 #include "compiler/support/Error.h"
 #include "schedules/Gemm.h"
+#include "schedules/GemmTiling.h"
 #include "schedules/MmaIntrinsics.h"
 #include "schedules/WmmaIntrinsics.h"
 
@@ -160,46 +161,21 @@ ScheduledProgram tensor_core_gemm(const std::string &context, int64_t M, int64_t
 }
 
 void schedule_wmma_gemm(Schedule &s, const WmmaGemmStages &st, const GemmWmmaTiles &t) {
-  IterVar block_x = thread_axis("blockIdx.x"), block_y = thread_axis("blockIdx.y");
   IterVar thread_x = thread_axis("threadIdx.x"), thread_y = thread_axis("threadIdx.y");
   IterVar thread_z = thread_axis("threadIdx.z");
 
   // C: blocks, then warps on threadIdx.y/z, then each warp's fragments. threadIdx.x (the lanes)
   // is bound only in the shared loads: every loop around a WMMA call runs on all 32 lanes.
   Stage sc = s[st.C];
-  auto [i, j] = sc.axes<2>();
-  auto [bi, i1] = sc.split(i, t.block_m());
-  auto [bj, j1] = sc.split(j, t.block_n());
-  auto [wi, i2] = sc.split_nparts(i1, t.block_row_warps);
-  auto [wj, j2] = sc.split_nparts(j1, t.block_col_warps);
-  auto [fi, ii] = sc.split(i2, kFragment);
-  auto [fj, jj] = sc.split(j2, kFragment);
-  sc.reorder({bi, bj, wi, wj, fi, fj, ii, jj});
-  sc.bind(bi, block_y);
-  sc.bind(bj, block_x);
-  sc.bind(wi, thread_y);
-  sc.bind(wj, thread_z);
-  if (t.raster_group != 0)
-    sc.rasterize(bi, bj, t.raster_group);
+  GemmOutputLoops c = tile_gemm_output(sc, t.block_m(), t.block_n(), t.block_row_warps,
+                                       t.block_col_warps, kFragment, kFragment, t.raster_group);
 
   // The accumulator: one warp's warp_row_tiles x warp_col_tiles fragments, K in shared-tile
-  // steps (ko), then 16-wide slices (ki), then 16x16x16 MMAs. With a period the K steps are
-  // counted within each run, (run, step) fused into one loop: the index of a step is then
-  // run * period + step * block_k, whose floormod by the period the simplifier sees.
+  // steps (ko), then 16-wide slices (ki), then 16x16x16 MMAs.
   Stage sf = s[st.CF];
-  sf.compute_at(sc, wj);
+  sf.compute_at(sc, c.group_j);
   auto [ci, cj] = sf.axes<2>();
-  IterVar ko, k1;
-  if (st.k_period > 0) {
-    internal_check(st.k_period % t.block_k() == 0)
-        << "K period " << st.k_period << " is not a multiple of the K step " << t.block_k();
-    auto [run, in_run] = sf.split(sf.reduce_axis()[0], st.k_period);
-    auto [step, k_in_step] = sf.split(in_run, t.block_k());
-    ko = sf.fuse(run, step);
-    k1 = k_in_step;
-  } else {
-    std::tie(ko, k1) = sf.split(sf.reduce_axis()[0], t.block_k());
-  }
+  auto [ko, k1] = split_gemm_reduction(sf, t.block_k(), st.k_period);
   auto [ki, kk] = sf.split(k1, kFragment);
   auto [cfi, cii] = sf.split(ci, kFragment);
   auto [cfj, cjj] = sf.split(cj, kFragment);
@@ -240,18 +216,18 @@ void schedule_wmma_gemm(Schedule &s, const WmmaGemmStages &st, const GemmWmmaTil
 
   if (st.ptx_mma)
     for (auto [stage, iv] : std::initializer_list<std::pair<Stage, IterVar>>{
-             {sc, fi}, {sc, fj}, {sf, ki}, {sf, cfi}, {sf, cfj}, {af, afi}, {bf, bfj}})
+             {sc, c.tile_i}, {sc, c.tile_j}, {sf, ki}, {sf, cfi}, {sf, cfj}, {af, afi}, {bf, bfj}})
       stage.unroll(iv);
   if (t.tensorize && st.ptx_mma) {
     af.tensorize(aii, mma_load_matrix("mma.matrix_a"));
     bf.tensorize(bk, mma_load_matrix("mma.matrix_b", st.b_layout));
     sf.tensorize(cii, mma_gemm());
-    sc.tensorize(ii, mma_store_matrix());
+    sc.tensorize(c.inner_i, mma_store_matrix());
   } else if (t.tensorize) {
     af.tensorize(aii, wmma_load_matrix("wmma.matrix_a"));
     bf.tensorize(bk, wmma_load_matrix("wmma.matrix_b", st.b_layout));
     sf.tensorize(cii, wmma_gemm());
-    sc.tensorize(ii, wmma_store_matrix());
+    sc.tensorize(c.inner_i, wmma_store_matrix());
   }
 }
 

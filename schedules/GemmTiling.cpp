@@ -1,0 +1,36 @@
+#include "schedules/GemmTiling.h"
+
+#include "compiler/support/Error.h"
+
+namespace tessel {
+
+GemmOutputLoops tile_gemm_output(Stage sc, int block_m, int block_n, int groups_m, int groups_n,
+                                 int tile_m, int tile_n, int64_t raster_group) {
+  auto [i, j] = sc.axes<2>();
+  auto [bi, i1] = sc.split(i, block_m);
+  auto [bj, j1] = sc.split(j, block_n);
+  auto [wi, i2] = sc.split_nparts(i1, groups_m);
+  auto [wj, j2] = sc.split_nparts(j1, groups_n);
+  auto [fi, ii] = sc.split(i2, tile_m);
+  auto [fj, jj] = sc.split(j2, tile_n);
+  sc.reorder({bi, bj, wi, wj, fi, fj, ii, jj});
+  sc.bind(bi, thread_axis("blockIdx.y"));
+  sc.bind(bj, thread_axis("blockIdx.x"));
+  sc.bind(wi, thread_axis("threadIdx.y"));
+  sc.bind(wj, thread_axis("threadIdx.z"));
+  if (raster_group != 0)
+    sc.rasterize(bi, bj, raster_group);
+  return {wj, fi, fj, ii};
+}
+
+std::pair<IterVar, IterVar> split_gemm_reduction(Stage sf, int block_k, int64_t k_period) {
+  if (k_period == 0)
+    return sf.split(sf.reduce_axis()[0], block_k);
+  internal_check(k_period % block_k == 0)
+      << "K period " << k_period << " is not a multiple of the K step " << block_k;
+  auto [run, in_run] = sf.split(sf.reduce_axis()[0], k_period);
+  auto [step, k_in_step] = sf.split(in_run, block_k);
+  return {sf.fuse(run, step), k_in_step};
+}
+
+} // namespace tessel

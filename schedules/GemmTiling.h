@@ -1,0 +1,33 @@
+// The loop structure the Tensor Core GEMM schedules share (schedule_wmma_gemm on warps,
+// schedule_wgmma_gemm on warpgroups): the output stage cut into block tiles, thread groups and
+// per-group tiles, and the accumulator's reduction cut into shared-memory K steps.
+#pragma once
+
+#include "compiler/schedule/Schedule.h"
+
+#include <utility>
+
+namespace tessel {
+
+/// The loops of the output stage after tile_gemm_output.
+struct GemmOutputLoops {
+  IterVar group_j; ///< the group along N (threadIdx.z): where the accumulator is computed
+  IterVar tile_i, tile_j; ///< the group's tiles (to unroll where registers are indexed by them)
+  IterVar inner_i;        ///< the rows of one tile (where the store is tensorized)
+};
+
+/// Cuts C (M x N) into block_m x block_n blocks (blockIdx.y / x, rasterized in groups of
+/// `raster_group` rows when nonzero), each into groups_m x groups_n thread groups (threadIdx.y /
+/// z; a group is a warp or a warpgroup, its own threads on threadIdx.x), each group's part into
+/// tile_m x tile_n tiles.
+GemmOutputLoops tile_gemm_output(Stage sc, int block_m, int block_n, int groups_m, int groups_n,
+                                 int tile_m, int tile_n, int64_t raster_group);
+
+/// Splits the accumulator's one reduction axis into steps of block_k (the first loop) and the
+/// rest (the second). With a nonzero period (a multiple of block_k), the steps are counted
+/// within each run of `k_period`, (run, step) fused into one loop: the index of a step is then
+/// run * period + step * block_k, whose floormod by the period the simplifier sees (conv's
+/// channels within one filter tap).
+std::pair<IterVar, IterVar> split_gemm_reduction(Stage sf, int block_k, int64_t k_period);
+
+} // namespace tessel
