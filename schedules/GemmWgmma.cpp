@@ -116,13 +116,16 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::stri
 
 bool hopper_gpu() { return Device::available() && Device::get().arch() == "sm_90"; }
 
-ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K) {
-  return gemm_wgmma(M, N, K, gemm_wgmma_tiles(M, N, K));
+ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, DataType in) {
+  return gemm_wgmma(M, N, K, gemm_wgmma_tiles(M, N, K), in);
 }
 
-ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t) {
+ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t,
+                            DataType in) {
   check_gemm_wgmma_tiles("gemm_wgmma", M, N, K, t);
-  GemmTensors g = gemm_definition(M, N, K, Float(16));
+  user_check(in == Float(16) || in == BFloat(16), "gemm_wgmma")
+      << "A and B must be float16 or bfloat16, got " << in;
+  GemmTensors g = gemm_definition(M, N, K, in);
   Schedule s = create_schedule({g.C});
   // Memory hierarchy: global -> shared (swizzled) -> wgmma, accumulating in registers.
   WgmmaGemmStages st;
@@ -130,6 +133,7 @@ ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTile
   st.AS = s.cache_read(g.A, "shared", {g.C});
   st.BS = s.cache_read(g.B, "shared", {g.C});
   st.CF = s.cache_write(g.C, "wgmma.accumulator");
+  st.in = in;
   schedule_wgmma_gemm(s, st, t);
 
   ScheduledProgram p;
@@ -201,7 +205,7 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
   sf.unroll(ki);
   sf.unroll(cfi);
   sf.unroll(cfj);
-  sf.tensorize(cii, wgmma_gemm(n, st.b_layout, t.swizzle));
+  sf.tensorize(cii, wgmma_gemm(n, st.b_layout, t.swizzle, st.in));
   sc.tensorize(c.inner_i, wgmma_store_matrix(n));
 }
 
@@ -217,8 +221,8 @@ ScheduleEntry gemm_wgmma_entry() {
   e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"G", 0},   {"BM", 0},
                      {"BN", 0},   {"BK", 0},   {"S", 0},    {"SW", 128}};
   e.nonnegative = {"G", "BM", "BN", "BK", "S", "SW"};
-  e.dtypes = {Float(16)};
-  e.build = [](const ShapeParams &p, DataType) {
+  e.dtypes = {Float(16), BFloat(16)};
+  e.build = [](const ShapeParams &p, DataType in) {
     auto get = [&](const char *k) {
       auto it = p.find(k);
       return it == p.end() ? int64_t(0) : it->second;
@@ -244,7 +248,7 @@ ScheduleEntry gemm_wgmma_entry() {
     if (p.count("SW") && (explicit_tiles || get("SW") == 0))
       t.swizzle = int(get("SW"));
     t.raster_group = get("G");
-    return gemm_wgmma(M, N, K, t);
+    return gemm_wgmma(M, N, K, t, in);
   };
   return e;
 }

@@ -53,8 +53,10 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
 GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K,
                                 const std::string &context = "gemm_wgmma");
 
-ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K);
-ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &tiles);
+/// A and B of type `in`: float16 or bfloat16.
+ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, DataType in = Float(16));
+ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &tiles,
+                            DataType in = Float(16));
 
 ScheduleEntry gemm_wgmma_entry();
 
@@ -69,6 +71,7 @@ bool hopper_gpu();
 /// innermost as in a K x R x S x C filter) read by C's accumulator CF (wgmma.accumulator).
 struct WgmmaGemmStages {
   Tensor C, CF, AS, BS;
+  DataType in = Float(16); ///< of A and B
   std::string b_layout = "row_major";
   /// When nonzero, the reduction is walked in runs of this length (a multiple of the K step),
   /// as in schedule_wmma_gemm (conv's channels within one filter tap).

@@ -19,6 +19,8 @@
 #include "compiler/ir/Intrinsics.h"
 #include "compiler/support/Error.h"
 
+#include <optional>
+
 namespace tessel::codegen {
 
 std::string CUDAKernelEmitter::wgmma_accumulator_decl(const Allocate *op) {
@@ -151,15 +153,21 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
         << name << ": swizzle must be 0 or 128, got " << swizzle;
     // The descriptor's layout type: 1 = 128-byte swizzle, 0 = none.
     std::string layout = swizzle ? "1" : "0";
+    std::optional<DataType> in; // of the operands, which must agree
     auto shared_ptr = [&](const Expr &p) {
       const auto *c = p.as<Call>();
       const auto *load = c && c->is_intrinsic(intrinsic::address_of) ? c->args[0].as<BufferLoad>() : nullptr;
       auto mem = load ? scope_of_.find(data_var(load->buffer)) : scope_of_.end();
       user_check(mem != scope_of_.end() && mem->second == "shared" &&
-                     load->buffer.dtype() == Float(16),
+                     (load->buffer.dtype() == Float(16) || load->buffer.dtype() == BFloat(16)),
                  "codegen_cuda")
           << name << " in kernel '" << f_.name
-          << "': an operand must be address_of(buffer[index]) of a float16 shared buffer, got " << p;
+          << "': an operand must be address_of(buffer[index]) of a float16 or bfloat16 shared "
+             "buffer, got " << p;
+      user_check(!in || *in == load->buffer.dtype(), "codegen_cuda")
+          << name << " in kernel '" << f_.name << "': A is " << *in << " but B is "
+          << load->buffer.dtype() << "; wgmma takes one input type";
+      in = load->buffer.dtype();
       return print(p);
     };
     std::string da = "tessel_wgmma_desc(" + shared_ptr(a[3]) + ", " +
@@ -175,7 +183,7 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
     // scale-d is a predicate: always accumulate (the reset fills the tile with zeros).
     line("asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + std::to_string(regs + 2) +
          ", 0;\\nwgmma.mma_async.sync.aligned.m64n" + std::to_string(cols) +
-         "k16.f32.f16.f16 {" + dlist + "}, %" + std::to_string(regs) + ", %" +
+         "k16.f32." + std::string(*in == Float(16) ? "f16.f16" : "bf16.bf16") + " {" + dlist + "}, %" + std::to_string(regs) + ", %" +
          std::to_string(regs + 1) + ", p, 1, 1, 0, " + std::to_string(trans_b ? 1 : 0) +
          ";\\n}\\n\"");
     std::string outs;

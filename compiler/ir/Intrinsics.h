@@ -66,8 +66,8 @@ inline constexpr const char *wgmma_thread_id = "wgmma_thread_id";
 // wgmma_fill(acc, index, n, value): every register of accumulator tile `index` (64 x n).
 inline constexpr const char *wgmma_fill = "wgmma_fill";
 // wgmma_mma(acc, index, n, a_ptr, a_lbo, a_sbo, b_ptr, b_lbo, b_sbo, trans_b, swizzle):
-// wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16: accumulator tile `index` (64 x n) +=
-// A (64 x 16) x B (16 x n), both fp16 in shared memory. a_ptr / b_ptr are address_of(buf[i]) of
+// wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{f16,bf16}.{f16,bf16}: accumulator tile `index`
+// (64 x n) += A (64 x 16) x B (16 x n), both float16 or both bfloat16 in shared memory. a_ptr / b_ptr are address_of(buf[i]) of
 // the operands' first element; the offsets are in elements, multiples of 8. With swizzle 0 the
 // operands are read through the no-swizzle canonical layouts of 8 x 8 core matrices (128
 // contiguous bytes each):

@@ -301,9 +301,12 @@ StmtPtr compile_wgmma(Compiler &C, const Call *call) {
   // A shared pointer, uniform over the warpgroup (it becomes a matrix descriptor).
   auto operand = [&](const Expr &e, const char *what) {
     PtrArg p = compile_pointer(C, call, e);
-    user_check(p.mem->scope == MemScope::Shared && p.mem->dtype == Float(16), "interp")
+    user_check(p.mem->scope == MemScope::Shared &&
+                   (p.mem->dtype == Float(16) || p.mem->dtype == BFloat(16)),
+               "interp")
         << n << ": operand '" << p.mem->name << "' is " << p.mem->dtype << " in "
-        << scope_name(p.mem->scope) << " memory; wgmma reads float16 from shared memory";
+        << scope_name(p.mem->scope) << " memory; wgmma reads float16 or bfloat16 from shared "
+        << "memory";
     code->add_uniform(std::move(p.index), what);
     return p.mem;
   };
@@ -323,6 +326,9 @@ StmtPtr compile_wgmma(Compiler &C, const Call *call) {
     uniform(a[4], "a_lbo");
     uniform(a[5], "a_sbo");
     code->b_mem = operand(a[6], "b_ptr");
+    user_check(code->a_mem->dtype == code->b_mem->dtype, "interp")
+        << n << ": A ('" << code->a_mem->name << "') is " << code->a_mem->dtype << " but B ('"
+        << code->b_mem->name << "') is " << code->b_mem->dtype << "; wgmma takes one input type";
     uniform(a[7], "b_lbo");
     uniform(a[8], "b_sbo");
     int64_t t = const_arg(call, 9, "trans_b");

@@ -27,14 +27,15 @@ inline std::vector<double> exact_gemm_values(size_t n, uint64_t seed) {
 }
 
 /// Runs `f` on the executor; "" when every element of C equals the float64 product, else the
-/// first that does not. A is stored K x M when `a_transposed`, B N x K when `b_transposed`.
+/// first that does not. A is stored K x M when `a_transposed`, B N x K when `b_transposed`. The
+/// inputs are of the kernel's argument type (float16 or bfloat16: the values are exact in both).
 inline std::string exact_gemm_mismatch(const LoweredFunc &f, int64_t M, int64_t N, int64_t K,
                                        bool a_transposed = false, bool b_transposed = false) {
   std::vector<double> a = exact_gemm_values(M * K, 1), b = exact_gemm_values(K * N, 2);
   auto at = [&](int64_t i, int64_t k) { return a_transposed ? a[k * M + i] : a[i * K + k]; };
   auto bt = [&](int64_t k, int64_t j) { return b_transposed ? b[j * K + k] : b[k * N + j]; };
-  interp::HostBuffer A = interp::HostBuffer::from_doubles(Float(16), a);
-  interp::HostBuffer B = interp::HostBuffer::from_doubles(Float(16), b);
+  interp::HostBuffer A = interp::HostBuffer::from_doubles(f.args.at(0).dtype(), a);
+  interp::HostBuffer B = interp::HostBuffer::from_doubles(f.args.at(1).dtype(), b);
   // Poisoned output: every element must be written.
   interp::HostBuffer C =
       interp::HostBuffer::from_doubles(Float(32), std::vector<double>(M * N, NAN));

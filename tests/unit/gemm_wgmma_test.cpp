@@ -61,6 +61,22 @@ TEST(GemmWgmma, CpuExecutorMatchesReference) {
   EXPECT_EQ(mismatch(gemm_wgmma(128, 256, 384, tiles), 128, 256, 384), "");
 }
 
+// bfloat16 inputs: the same schedule, wgmma's .bf16 form.
+TEST(GemmWgmma, Bfloat16Inputs) {
+  ScheduledProgram p = gemm_wgmma(128, 256, 192, GemmWgmmaTiles{.stages = 3}, BFloat(16));
+  EXPECT_EQ(mismatch(p, 128, 256, 192), "");
+  LoweredModule m = lower(p.schedule, p.args);
+  std::string src = codegen_cuda(m);
+  EXPECT_NE(src.find("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16"), std::string::npos);
+  CompileOptions o;
+  o.arch = target_arch(m, "sm_90");
+  CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "gemm_wgmma_bf16.cu");
+  std::optional<std::string> sass = tessel::test::sass_of(k.cubin, "gemm_wgmma_bf16");
+  if (sass)
+    EXPECT_NE(sass->find("HGMMA.64x256x16.F32.BF16"), std::string::npos) << sass->substr(0, 3000);
+  expect_error([] { gemm_wgmma(128, 256, 64, Float(32)); }, {"float16 or bfloat16", "float32"});
+}
+
 // With 3 or more stages the fills stay one more step behind, so each K step's wgmma group can
 // stay in flight across the next barrier: wait(1) in the loop, wait(0) after it.
 TEST(GemmWgmma, DeepPipelinesLeaveOneGroupInFlight) {
