@@ -129,6 +129,18 @@ void tune_gemm(int64_t M, int64_t N, int64_t K, CublasGemm &cublas, std::ostream
     }
     cands.push_back(std::move(c));
   }
+  // On a Hopper GPU, gemm_tc's wgmma path too.
+  if (hopper_gpu())
+    for (const GemmWgmmaTiles &t : gemm_wgmma_candidates(M, N, K)) {
+      Candidate c{to_string(t), {}, {}};
+      try {
+        ScheduledProgram p = gemm_wgmma(M, N, K, t);
+        c.lowered = lower(p.schedule, p.args);
+      } catch (const Error &e) {
+        c.error = e.what();
+      }
+      cands.push_back(std::move(c));
+    }
   compile_all(cands, Device::get(0).arch());
   measure("gemm", shape, 2.0 * M * N * K, vendor_ms, cands, 1e-3,
           [&](Module &m) {

@@ -114,6 +114,28 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::stri
   return best;
 }
 
+std::vector<GemmWgmmaTiles> gemm_wgmma_candidates(int64_t M, int64_t N, int64_t K) {
+  std::vector<GemmWgmmaTiles> out;
+  const int blocks[][3] = {{128, 256, 2}, {256, 128, 4}, {128, 128, 2}, {64, 256, 1}};
+  for (const auto &[bm, bn, groups] : blocks)
+    for (int stages : {4, 3})
+      for (int64_t raster : {0, 8}) {
+        GemmWgmmaTiles t{.block_m = bm, .block_n = bn, .block_k = 64, .warpgroups_m = groups,
+                         .stages = stages, .raster_group = raster};
+        if (fits(M, N, K, t))
+          out.push_back(t);
+      }
+  return out;
+}
+
+std::string to_string(const GemmWgmmaTiles &t) {
+  return "wgmma bm=" + std::to_string(t.block_m) + " bn=" + std::to_string(t.block_n) +
+         " bk=" + std::to_string(t.block_k) + " wg=" + std::to_string(t.warpgroups_m) + "x" +
+         std::to_string(t.warpgroups_n) + " n=" + std::to_string(t.instruction_n()) +
+         " stages=" + std::to_string(t.stages) + " raster=" + std::to_string(t.raster_group) +
+         " swizzle=" + std::to_string(t.swizzle);
+}
+
 bool hopper_gpu() { return Device::available() && Device::get().arch() == "sm_90"; }
 
 ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, DataType in) {

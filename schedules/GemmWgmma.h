@@ -15,6 +15,9 @@
 
 #include "schedules/Registry.h"
 
+#include <string>
+#include <vector>
+
 namespace tessel {
 
 struct GemmWgmmaTiles {
@@ -57,6 +60,13 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K,
 ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, DataType in = Float(16));
 ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &tiles,
                             DataType in = Float(16));
+
+/// The tilings the tuner tries for M x N x K: blocks of 128x256, 256x128 (4 warpgroups), 128x128
+/// and 64x256, K step 64, 3 or 4 stages, rasterization off or in groups of 8; only those that
+/// pass check_gemm_wgmma_tiles.
+std::vector<GemmWgmmaTiles> gemm_wgmma_candidates(int64_t M, int64_t N, int64_t K);
+/// "wgmma bm=128 bn=256 bk=64 wg=2x1 n=256 stages=4 raster=8 swizzle=128": as the tuner logs it.
+std::string to_string(const GemmWgmmaTiles &t);
 
 ScheduleEntry gemm_wgmma_entry();
 

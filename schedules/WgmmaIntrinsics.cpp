@@ -27,10 +27,10 @@ Buffer accumulator_decl(int64_t n) {
                       kChunk);
 }
 
-Buffer operand_decl(const char *name, DataType in, std::vector<Expr> shape, int swizzle) {
+Buffer operand_decl(const char *name, DataType dtype, std::vector<Expr> shape, int swizzle) {
   // Swizzled: chunks of 128 bytes; the region may start at any 16-byte unit of a row (which
   // binding checks: its offset has a floormod of the column the alignment check cannot see).
-  return Buffer::make(name, in, std::move(shape), "shared", {}, Expr(), swizzle ? 0 : 16, 1)
+  return Buffer::make(name, dtype, std::move(shape), "shared", {}, Expr(), swizzle ? 0 : 16, 1)
       .with_interleave(swizzle ? swizzle / 2 : kChunk, swizzle);
 }
 
@@ -45,10 +45,10 @@ void check_n(int64_t n, const char *intrin) {
 bool is_wgmma_n(int64_t n) { return n >= 8 && n <= 256 && n % 8 == 0; }
 
 std::shared_ptr<const TensorIntrin> wgmma_gemm(int64_t n, const std::string &b_layout,
-                                               int swizzle, DataType in) {
+                                               int swizzle, DataType dtype) {
   check_n(n, "wgmma_gemm");
-  user_check(in == Float(16) || in == BFloat(16), "wgmma_gemm")
-      << "the operands must be float16 or bfloat16, got " << in;
+  user_check(dtype == Float(16) || dtype == BFloat(16), "wgmma_gemm")
+      << "the operands must be float16 or bfloat16, got " << dtype;
   user_check(swizzle == 0 || swizzle == 128, "wgmma_gemm")
       << "swizzle must be 128 (Stage::swizzle(128)) or 0 (storage_interleave(8)), got " << swizzle;
   user_check(swizzle == 0 || b_layout == "col_major" || n % 64 == 0, "wgmma_gemm")
@@ -57,8 +57,8 @@ std::shared_ptr<const TensorIntrin> wgmma_gemm(int64_t n, const std::string &b_l
   user_check(b_layout == "row_major" || b_layout == "col_major", "wgmma_gemm")
       << "b_layout must be row_major or col_major, got '" << b_layout << "'";
   bool b_col = b_layout == "col_major";
-  Tensor A = placeholder({kRows, kK}, in, "A");
-  Tensor B = b_col ? placeholder({int(n), kK}, in, "B") : placeholder({kK, int(n)}, in, "B");
+  Tensor A = placeholder({kRows, kK}, dtype, "A");
+  Tensor B = b_col ? placeholder({int(n), kK}, dtype, "B") : placeholder({kK, int(n)}, dtype, "B");
   IterVar k = reduce_axis({0, kK}, "k");
   Tensor C = compute(
       {kRows, int(n)},
@@ -68,11 +68,11 @@ std::shared_ptr<const TensorIntrin> wgmma_gemm(int64_t n, const std::string &b_l
       },
       "C", {"i", "j"});
   std::string name = "wgmma_gemm(" + std::to_string(n) + (b_col ? ", col_major" : "") +
-                     (swizzle ? "" : ", no swizzle") + (in == Float(16) ? ")" : ", bfloat16)");
+                     (swizzle ? "" : ", no swizzle") + (dtype == Float(16) ? ")" : ", bfloat16)");
   return decl_tensor_intrin(
       C,
-      {{A, operand_decl("BA", in, A.shape(), swizzle)},
-       {B, operand_decl("BB", in, B.shape(), swizzle)},
+      {{A, operand_decl("BA", dtype, A.shape(), swizzle)},
+       {B, operand_decl("BB", dtype, B.shape(), swizzle)},
        {C, accumulator_decl(n)}},
       [=](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
         // stride(0) is the row stride inside a chunk (8, or 64 swizzled), chunk_stride() the

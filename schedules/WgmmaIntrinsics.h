@@ -35,9 +35,9 @@ bool is_wgmma_n(int64_t n);
 /// accumulator tile with zeros. `b_layout`: how B's shared tile holds it ("row_major": k x n,
 /// "col_major": n x k).
 /// `swizzle`: the operands' layout, 128 (Stage::swizzle(128)) or 0 (storage_interleave(8)).
-/// `in`: the operands' type, float16 or bfloat16.
+/// `dtype`: the operands' type, float16 or bfloat16.
 std::shared_ptr<const TensorIntrin> wgmma_gemm(int64_t n, const std::string &b_layout = "row_major",
-                                               int swizzle = 128, DataType in = Float(16));
+                                               int swizzle = 128, DataType dtype = Float(16));
 
 /// Stores a 64 x n float32 accumulator tile from the warpgroup's registers to memory of `scope`
 /// ("global" or "shared"), row major, each thread its own elements: one float2 per register

@@ -16,6 +16,11 @@ namespace tessel {
 ///       commit
 ///       compute, reading stage (i - min) % N
 ///
+/// When the compute issues wgmma (whose reads of the stage complete asynchronously) and N >= 3,
+/// the fills run one iteration further behind (N - 2 iterations ahead, cp_async_wait(N - 3)) so
+/// that one iteration's wgmma may stay in flight across the next barrier; the loop is then
+/// wrapped in a `pipeline_async_reads` attr (value 1) for insert_wgmma_syncs.
+///
 /// Each buffer's allocation grows N times and moves outside the loop if it was inside. Copies
 /// from global to shared memory in the fills become cp_async (to_async_copies), with one
 /// commit group per iteration and cp_async_wait(N - 2) before the barrier; without them the

@@ -169,6 +169,21 @@ TEST(GemmWgmma, OtherArchitecturesAreRefused) {
   EXPECT_EQ(target_arch(lower(s, {g.A, g.B, g.C}), "sm_90"), "sm_90");
 }
 
+// The tuner's search space: legal tilings only, each of which lowers and compiles.
+TEST(GemmWgmma, TunerCandidatesAreLegal) {
+  std::vector<GemmWgmmaTiles> all = gemm_wgmma_candidates(4096, 4096, 4096);
+  EXPECT_EQ(all.size(), 16u); // 4 blocks x 2 stage counts x 2 rasterizations
+  EXPECT_EQ(to_string(all.front()),
+            "wgmma bm=128 bn=256 bk=64 wg=2x1 n=256 stages=4 raster=0 swizzle=128");
+  // 256 x 128 blocks do not divide M = 128; the 3 others do.
+  EXPECT_EQ(gemm_wgmma_candidates(128, 256, 128).size(), 12u);
+  for (const GemmWgmmaTiles &t : gemm_wgmma_candidates(256, 256, 128)) {
+    SCOPED_TRACE(to_string(t));
+    ScheduledProgram p = gemm_wgmma(256, 256, 128, t);
+    EXPECT_FALSE(codegen_cuda(lower(p.schedule, p.args)).empty());
+  }
+}
+
 TEST(GemmWgmma, TilesAreChecked) {
   expect_error([] { gemm_wgmma(100, 256, 64); }, {"100x256x64", "no wgmma tiling", "multiple of 64"});
   expect_error([] { gemm_wgmma(256, 256, 64, {.block_m = 96}); },
