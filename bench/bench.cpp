@@ -34,8 +34,9 @@ static llvm::cl::opt<std::string> only("only", llvm::cl::desc("gemm or conv"), l
 static llvm::cl::list<std::string> gemm_schedules(
     "schedule", llvm::cl::desc("GEMM schedules to run (default: gemm_tc, which is gemm_wgmma on Hopper, gemm_mma, gemm_wmma)"));
 static llvm::cl::opt<bool> tune(
-    "tune", llvm::cl::desc("search the tiles of gemm_tc (4096^3, 8192^3) and conv2d_tc (the "
-                           "seed conv) instead of the table; log every candidate"));
+    "tune", llvm::cl::desc("search the tiles of gemm_tc (4096^3, 8192^3; its wgmma path too on "
+                           "a Hopper GPU) and conv2d_tc (the seed conv) instead of the table; "
+                           "log every candidate"));
 static llvm::cl::opt<std::string> tune_csv("tune-csv", llvm::cl::desc("the search's log as CSV"),
                                            llvm::cl::init("tune.csv"));
 
