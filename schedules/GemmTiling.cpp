@@ -4,8 +4,9 @@
 
 namespace tessel {
 
-GemmOutputLoops tile_gemm_output(Stage sc, int block_m, int block_n, int groups_m, int groups_n,
-                                 int tile_m, int tile_n, int64_t raster_group) {
+GemmOutputLoops tile_gemm_output(Stage sc, const GemmThreadAxes &axes, int block_m, int block_n,
+                                 int groups_m, int groups_n, int tile_m, int tile_n,
+                                 int64_t raster_group) {
   auto [i, j] = sc.axes<2>();
   auto [bi, i1] = sc.split(i, block_m);
   auto [bj, j1] = sc.split(j, block_n);
@@ -14,10 +15,10 @@ GemmOutputLoops tile_gemm_output(Stage sc, int block_m, int block_n, int groups_
   auto [fi, ii] = sc.split(i2, tile_m);
   auto [fj, jj] = sc.split(j2, tile_n);
   sc.reorder({bi, bj, wi, wj, fi, fj, ii, jj});
-  sc.bind(bi, thread_axis("blockIdx.y"));
-  sc.bind(bj, thread_axis("blockIdx.x"));
-  sc.bind(wi, thread_axis("threadIdx.y"));
-  sc.bind(wj, thread_axis("threadIdx.z"));
+  sc.bind(bi, axes.block_y);
+  sc.bind(bj, axes.block_x);
+  sc.bind(wi, axes.thread_y);
+  sc.bind(wj, axes.thread_z);
   if (raster_group != 0)
     sc.rasterize(bi, bj, raster_group);
   return {wj, fi, fj, ii};

@@ -9,6 +9,14 @@
 
 namespace tessel {
 
+/// The thread axes a schedule binds, made once so that every stage binds the same variables (the
+/// IR then names one threadIdx.y, not threadIdx.y and threadIdx.y_1).
+struct GemmThreadAxes {
+  IterVar block_x = thread_axis("blockIdx.x"), block_y = thread_axis("blockIdx.y");
+  IterVar thread_x = thread_axis("threadIdx.x"), thread_y = thread_axis("threadIdx.y");
+  IterVar thread_z = thread_axis("threadIdx.z");
+};
+
 /// The loops of the output stage after tile_gemm_output.
 struct GemmOutputLoops {
   IterVar group_j; ///< the group along N (threadIdx.z): where the accumulator is computed
@@ -20,8 +28,9 @@ struct GemmOutputLoops {
 /// `raster_group` rows when nonzero), each into groups_m x groups_n thread groups (threadIdx.y /
 /// z; a group is a warp or a warpgroup, its own threads on threadIdx.x), each group's part into
 /// tile_m x tile_n tiles.
-GemmOutputLoops tile_gemm_output(Stage sc, int block_m, int block_n, int groups_m, int groups_n,
-                                 int tile_m, int tile_n, int64_t raster_group);
+GemmOutputLoops tile_gemm_output(Stage sc, const GemmThreadAxes &axes, int block_m, int block_n,
+                                 int groups_m, int groups_n, int tile_m, int tile_n,
+                                 int64_t raster_group);
 
 /// Splits the accumulator's one reduction axis into steps of block_k (the first loop) and the
 /// rest (the second). With a nonzero period (a multiple of block_k), the steps are counted

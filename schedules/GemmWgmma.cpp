@@ -168,15 +168,14 @@ ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTile
 
 void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmmaTiles &t) {
   const int n = t.instruction_n();
-  IterVar thread_x = thread_axis("threadIdx.x"), thread_y = thread_axis("threadIdx.y");
-  IterVar thread_z = thread_axis("threadIdx.z");
+  GemmThreadAxes idx;
 
   // C: blocks, warpgroups on threadIdx.y / z, then each warpgroup's 64 x n tiles. threadIdx.x
   // (the warpgroup's 128 threads) is bound only in the shared copies: the tiles' loops run on
   // the whole warpgroup, as a wgmma does.
   Stage sc = s[st.C];
-  GemmOutputLoops c = tile_gemm_output(sc, t.block_m, t.block_n, t.warpgroups_m, t.warpgroups_n,
-                                       kRows, n, t.raster_group);
+  GemmOutputLoops c = tile_gemm_output(sc, idx, t.block_m, t.block_n, t.warpgroups_m,
+                                       t.warpgroups_n, kRows, n, t.raster_group);
 
   // The accumulator: a warpgroup's tiles, K in shared-tile steps (ko), then 16-wide slices.
   Stage sf = s[st.CF];
@@ -213,9 +212,9 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
     auto [f1, tx] = ss.split(f, 128);
     auto [f2, ty] = ss.split(f1, t.warpgroups_m);
     auto [f3, tz] = ss.split(f2, t.warpgroups_n);
-    ss.bind(tx, thread_x);
-    ss.bind(ty, thread_y);
-    ss.bind(tz, thread_z);
+    ss.bind(tx, idx.thread_x);
+    ss.bind(ty, idx.thread_y);
+    ss.bind(tz, idx.thread_z);
     ss.vectorize(vec);
     if (t.stages > 1)
       ss.pipeline(t.stages);

@@ -161,13 +161,12 @@ ScheduledProgram tensor_core_gemm(const std::string &context, int64_t M, int64_t
 }
 
 void schedule_wmma_gemm(Schedule &s, const WmmaGemmStages &st, const GemmWmmaTiles &t) {
-  IterVar thread_x = thread_axis("threadIdx.x"), thread_y = thread_axis("threadIdx.y");
-  IterVar thread_z = thread_axis("threadIdx.z");
+  GemmThreadAxes idx;
 
   // C: blocks, then warps on threadIdx.y/z, then each warp's fragments. threadIdx.x (the lanes)
   // is bound only in the shared loads: every loop around a WMMA call runs on all 32 lanes.
   Stage sc = s[st.C];
-  GemmOutputLoops c = tile_gemm_output(sc, t.block_m(), t.block_n(), t.block_row_warps,
+  GemmOutputLoops c = tile_gemm_output(sc, idx, t.block_m(), t.block_n(), t.block_row_warps,
                                        t.block_col_warps, kFragment, kFragment, t.raster_group);
 
   // The accumulator: one warp's warp_row_tiles x warp_col_tiles fragments, K in shared-tile
@@ -206,9 +205,9 @@ void schedule_wmma_gemm(Schedule &s, const WmmaGemmStages &st, const GemmWmmaTil
     auto [f2, lane] = ss.split(f1, kWarpSize);
     auto [f3, wz] = ss.split(f2, t.block_col_warps);
     auto [f4, wy] = ss.split(f3, t.block_row_warps);
-    ss.bind(wy, thread_y);
-    ss.bind(wz, thread_z);
-    ss.bind(lane, thread_x);
+    ss.bind(wy, idx.thread_y);
+    ss.bind(wz, idx.thread_z);
+    ss.bind(lane, idx.thread_x);
     ss.vectorize(vec);
     if (t.stages > 1)
       ss.pipeline(t.stages);
