@@ -18,8 +18,8 @@ constexpr int kChunk = 8; // halves per 16-byte copy and per interleave chunk
 // A warp fills 8 rows x 4 chunks of a shared tile: each row's 4 chunks are 64 contiguous bytes
 // of global memory, each chunk column 128 contiguous bytes of shared memory (a core matrix).
 constexpr int kCopyRows = 8, kCopyChunks = 4;
-// The swizzled layout: rows of 128 bytes (64 halves).
-constexpr int kSwizzle = 128, kSwizzleRow = 64;
+// The swizzled layout the tiles default to: rows of 128 bytes (64 halves).
+constexpr int kSwizzle = 128;
 
 bool fits(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t) {
   try {
@@ -52,16 +52,18 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
       << t.block_n / t.warpgroups_n
       << " columns each, which must be whole wgmma tiles of n=" << t.instruction_n()
       << " (n a multiple of 8 up to 256)";
-  user_check(t.swizzle == 0 || t.swizzle == kSwizzle, context)
-      << "swizzle must be 128 or 0, got " << t.swizzle;
-  const int multiple = t.swizzle ? kSwizzleRow : kChunk * kCopyChunks;
+  user_check(t.swizzle == 0 || t.swizzle == 32 || t.swizzle == 64 || t.swizzle == 128, context)
+      << "swizzle must be 128, 64, 32 or 0, got " << t.swizzle;
+  const int multiple = t.swizzle ? t.swizzle / 2 : kChunk * kCopyChunks;
   user_check(t.block_k % multiple == 0 && t.block_n % multiple == 0 &&
                  (t.swizzle == 0 || t.instruction_n() % multiple == 0),
              context)
       << "block_k=" << t.block_k << ", block_n=" << t.block_n
       << " and wgmma_n=" << t.instruction_n() << " must be multiples of " << multiple
-      << (t.swizzle ? ": the swizzled tiles are read in rows of 64 halves (128 bytes); use "
-                      "swizzle 0 for narrower tiles"
+      << (t.swizzle ? ": the swizzled tiles are read in rows of " +
+                          std::to_string(t.swizzle / 2) + " halves (" +
+                          std::to_string(t.swizzle) + " bytes); use a narrower swizzle or none "
+                          "for narrower tiles"
                     : ": a warp copies 4 chunks of 8 halves of each of 8 rows");
   auto divides = [&](const char *name, int64_t v, int block, const char *knob) {
     user_check(v % block == 0, context)
@@ -199,7 +201,7 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
     IterVar f;
     if (t.swizzle) {
       ss.swizzle(t.swizzle);
-      auto [block, unit] = ss.split(c1, kSwizzleRow / kChunk);
+      auto [block, unit] = ss.split(c1, t.swizzle / 2 / kChunk);
       ss.reorder({block, r, unit, vec});
       f = ss.fuse(ss.fuse(block, r), unit);
     } else {

@@ -49,11 +49,13 @@ std::shared_ptr<const TensorIntrin> wgmma_gemm(int64_t n, const std::string &b_l
   check_n(n, "wgmma_gemm");
   user_check(dtype == Float(16) || dtype == BFloat(16), "wgmma_gemm")
       << "the operands must be float16 or bfloat16, got " << dtype;
-  user_check(swizzle == 0 || swizzle == 128, "wgmma_gemm")
-      << "swizzle must be 128 (Stage::swizzle(128)) or 0 (storage_interleave(8)), got " << swizzle;
-  user_check(swizzle == 0 || b_layout == "col_major" || n % 64 == 0, "wgmma_gemm")
-      << "n=" << n << ": a B tile stored N-contiguous in the 128-byte swizzled layout is read in "
-         "blocks of 64 columns, so n must be a multiple of 64";
+  user_check(swizzle == 0 || swizzle == 32 || swizzle == 64 || swizzle == 128, "wgmma_gemm")
+      << "swizzle must be 32, 64 or 128 (Stage::swizzle) or 0 (storage_interleave(8)), got "
+      << swizzle;
+  user_check(swizzle == 0 || b_layout == "col_major" || n % (swizzle / 2) == 0, "wgmma_gemm")
+      << "n=" << n << ": a B tile stored N-contiguous in the " << swizzle
+      << "-byte swizzled layout is read in blocks of " << swizzle / 2
+      << " columns, so n must be a multiple of " << swizzle / 2;
   user_check(b_layout == "row_major" || b_layout == "col_major", "wgmma_gemm")
       << "b_layout must be row_major or col_major, got '" << b_layout << "'";
   bool b_col = b_layout == "col_major";
@@ -81,10 +83,10 @@ std::shared_ptr<const TensorIntrin> wgmma_gemm(int64_t n, const std::string &b_l
         const BoundBuffer &a = in[0], &b = in[1];
         int64_t a_lbo, a_sbo, b_lbo, b_sbo;
         if (swizzle) {
-          // K-major operands (A, B col major) keep a whole k16 slice inside a 128-byte row: the
-          // next 8 rows are the next atom (SBO) and LBO is unused (16 bytes, as CUTLASS sets
-          // it). B row major (k x n, chunks along N): the next 8 k are the next atom (SBO), the
-          // next 64 n the next chunk (LBO).
+          // K-major operands (A, B col major) keep a whole k16 slice inside a row of the
+          // swizzle's width: the next 8 rows are the next atom (SBO) and LBO is unused (16
+          // bytes, as CUTLASS sets it). B row major (k x n, chunks along N): the next 8 k are
+          // the next atom (SBO), the next chunk of columns the next chunk (LBO).
           a_lbo = 8, a_sbo = 8 * a.stride(0);
           b_lbo = b_col ? 8 : b.chunk_stride();
           b_sbo = 8 * b.stride(0);

@@ -34,7 +34,7 @@ bool is_wgmma_n(int64_t n);
 /// wgmma.mma_async.m64n{n}k16.f32.f16.f16 on interleaved shared tiles; the reset fills the
 /// accumulator tile with zeros. `b_layout`: how B's shared tile holds it ("row_major": k x n,
 /// "col_major": n x k).
-/// `swizzle`: the operands' layout, 128 (Stage::swizzle(128)) or 0 (storage_interleave(8)).
+/// `swizzle`: the operands' layout, 128, 64 or 32 (Stage::swizzle) or 0 (storage_interleave(8)).
 /// `dtype`: the operands' type, float16 or bfloat16.
 std::shared_ptr<const TensorIntrin> wgmma_gemm(int64_t n, const std::string &b_layout = "row_major",
                                                int swizzle = 128, DataType dtype = Float(16));

@@ -548,9 +548,9 @@ __device__ __forceinline__ void tessel_cp_async_wait() {
   }
   if (needs.wgmma) {
     // A wgmma shared-memory matrix descriptor: the start address, the leading and stride
-    // byte offsets, each >> 4, and the layout type in bits 62-63 (1: 128-byte swizzle, 0:
-    // none); base offset 0, the swizzled tiles being 1024-byte aligned (PTX ISA, "Matrix
-    // Descriptor Format").
+    // byte offsets, each >> 4, and the layout type in bits 62-63 (1, 2, 3: 128-, 64-, 32-byte
+    // swizzle, 0: none); base offset 0, the swizzled tiles being 1024-byte aligned (PTX ISA,
+    // "Matrix Descriptor Format").
     os << R"(
 __device__ __forceinline__ unsigned long long tessel_wgmma_desc(const void *p, unsigned lbo,
                                                                unsigned sbo, unsigned layout) {

@@ -149,10 +149,12 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
           << " elements; a descriptor offset is a non-negative multiple of 16 bytes below 256 KiB";
     }
     int64_t trans_b = constant(a[9], "trans_b"), swizzle = constant(a[10], "swizzle");
-    user_check(swizzle == 0 || swizzle == 128, "codegen_cuda")
-        << name << ": swizzle must be 0 or 128, got " << swizzle;
-    // The descriptor's layout type: 1 = 128-byte swizzle, 0 = none.
-    std::string layout = swizzle ? "1" : "0";
+    // The descriptor's layout type: 1, 2, 3 = 128-, 64-, 32-byte swizzle, 0 = none.
+    const char *layout = swizzle == 128 ? "1" : swizzle == 64 ? "2" : swizzle == 32 ? "3" : nullptr;
+    user_check(swizzle == 0 || layout, "codegen_cuda")
+        << name << ": swizzle must be 0, 32, 64 or 128, got " << swizzle;
+    if (!layout)
+      layout = "0";
     std::optional<DataType> in; // of the operands, which must agree
     auto shared_ptr = [&](const Expr &p) {
       const auto *c = p.as<Call>();
@@ -172,10 +174,10 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
     };
     std::string da = "tessel_wgmma_desc(" + shared_ptr(a[3]) + ", " +
                      std::to_string(offsets[0] * 2) + ", " + std::to_string(offsets[1] * 2) +
-                     ", " + layout + ")";
+                     ", " + std::string(layout) + ")";
     std::string db = "tessel_wgmma_desc(" + shared_ptr(a[6]) + ", " +
                      std::to_string(offsets[2] * 2) + ", " + std::to_string(offsets[3] * 2) +
-                     ", " + layout + ")";
+                     ", " + std::string(layout) + ")";
     int regs = int(cols / 2);
     std::string dlist;
     for (int r = 0; r < regs; ++r)

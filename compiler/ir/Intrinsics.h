@@ -74,12 +74,13 @@ inline constexpr const char *wgmma_fill = "wgmma_fill";
 //   A (K-major):                element (m, k) at a_ptr + (m % 8) * 8 + (m / 8) * a_sbo + (k % 8) + (k / 8) * a_lbo
 //   B, trans_b = 1 (MN-major):  element (k, n) at b_ptr + (n % 8) + (n / 8) * b_sbo + (k % 8) * 8 + (k / 8) * b_lbo
 //   B, trans_b = 0 (K-major):   element (k, n) at b_ptr + (n % 8) * 8 + (n / 8) * b_sbo + (k % 8) + (k / 8) * b_lbo
-// With swizzle 128, through the 128-byte swizzled layouts (rows of 64 halves; Stage::swizzle):
-//   A (K-major):                element (m, k) at S(a_ptr + (m % 8) * 64 + (m / 8) * a_sbo + k)
-//   B, trans_b = 1 (MN-major):  element (k, n) at S(b_ptr + (n % 64) + (n / 64) * b_lbo + (k % 8) * 64 + (k / 8) * b_sbo)
-//   B, trans_b = 0 (K-major):   element (k, n) at S(b_ptr + (n % 8) * 64 + (n / 8) * b_sbo + k)
-// where S(f) = f ^ (((f / 64) % 8) * 8) on offsets from the buffer's start (1024-byte aligned)
-// and the K-major a_lbo / b_lbo are unused.
+// With swizzle 128, 64 or 32, through that swizzled layout (Stage::swizzle: rows of
+// W = swizzle / 2 halves):
+//   A (K-major):                element (m, k) at S(a_ptr + (m % 8) * W + (m / 8) * a_sbo + k)
+//   B, trans_b = 1 (MN-major):  element (k, n) at S(b_ptr + (n % W) + (n / W) * b_lbo + (k % 8) * W + (k / 8) * b_sbo)
+//   B, trans_b = 0 (K-major):   element (k, n) at S(b_ptr + (n % 8) * W + (n / 8) * b_sbo + k)
+// where S(f) = f ^ (((f / 64) % (swizzle / 16)) * 8) on offsets from the buffer's start
+// (1024-byte aligned) and the K-major a_lbo / b_lbo are unused.
 // n is a multiple of 8 from 8 to 256. The operation is asynchronous: it belongs to the thread's
 // next wgmma_commit group, and neither the accumulator tile may be read nor the operands
 // overwritten before a wgmma_wait completes that group.

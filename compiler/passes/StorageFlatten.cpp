@@ -30,8 +30,9 @@ struct FlatLayout {
   /// apart (strides.back() is then 1, within a chunk). chunk 0: plain strides.
   int64_t chunk = 0;
   Expr chunk_stride;
-  /// Stage::swizzle: elements per 16-byte unit (0: not swizzled). In each row of a chunk the
-  /// units are permuted: unit u of row r is stored at u ^ (r % 8).
+  /// Stage::swizzle: elements per 16-byte unit (0: not swizzled). In each row of a chunk (U =
+  /// chunk / unit units: 2, 4 or 8) the units are permuted: unit u of row r is stored at
+  /// u ^ ((r / (8 / U)) % U), the Swizzle<log2 U, 4, 3> pattern on byte addresses.
   int64_t swizzle_unit = 0;
 };
 
@@ -122,8 +123,8 @@ protected:
     if (op->key == attr::storage_swizzle) {
       internal_check(buf) << "storage_swizzle attr without a buffer node";
       auto bytes = as_const_int(op->value);
-      internal_check(bytes && *bytes == 128) << "storage_swizzle of " << buf->name() << ": "
-                                             << op->value;
+      internal_check(bytes && (*bytes == 32 || *bytes == 64 || *bytes == 128))
+          << "storage_swizzle of " << buf->name() << ": " << op->value;
       swizzled_.insert(buf->get());
       Stmt body = mutate(op->body);
       swizzled_.erase(buf->get());
@@ -176,8 +177,9 @@ protected:
       layout.chunk_stride = stride;
       if (swizzled_.count(buf.get())) {
         layout.swizzle_unit = 16 / buf.dtype().bytes();
-        internal_check(chunk == 8 * layout.swizzle_unit)
-            << "a swizzled buffer has chunks of 128 bytes; " << buf.name() << " has " << chunk;
+        internal_check(chunk % layout.swizzle_unit == 0 && chunk / layout.swizzle_unit <= 8)
+            << "a swizzled buffer has chunks of 32 to 128 bytes; " << buf.name() << " has "
+            << chunk << " elements";
       }
       stride = mul(stride, make_const(t, *last / chunk));
     } else {
@@ -275,7 +277,10 @@ private:
               << "buffer '" << b.name() << "' is swizzled in 16-byte units and accessed with a "
               << lanes << "-lane vector that may cross one; vectorize by a divisor of "
               << l.swizzle_unit;
-          Expr row = flat.defined() ? floormod(floordiv(flat, c), make_const(t, 8)) : make_zero(t);
+          int64_t units = l.chunk / l.swizzle_unit;
+          Expr row = flat.defined() ? floormod(floordiv(flat, make_const(t, l.chunk * (8 / units))),
+                                               make_const(t, units))
+                                    : make_zero(t);
           Expr unit = Call::make(t, intrinsic::bitwise_xor, {floordiv(within, u), row},
                                  Call::PureIntrinsic);
           within = add(mul(unit, u), floormod(within, u));

@@ -453,9 +453,9 @@ Stage &Stage::storage_interleave(int chunk) {
 }
 
 Stage &Stage::swizzle(int bytes) {
-  user_check(bytes == 128, "swizzle")
-      << "stage '" << name() << "': the swizzled layout takes 128 bytes (the one wgmma and TMA "
-         "read fastest), got " << bytes;
+  user_check(bytes == 32 || bytes == 64 || bytes == 128, "swizzle")
+      << "stage '" << name() << "': the swizzled layouts of wgmma and TMA have rows of 32, 64 or "
+         "128 bytes, got " << bytes;
   int elem = n_->op->output_dtype(0).bytes();
   user_check(elem > 0 && elem <= 16 && bytes % elem == 0, "swizzle")
       << "stage '" << name() << "' holds " << n_->op->output_dtype(0)

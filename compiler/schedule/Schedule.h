@@ -134,12 +134,12 @@ public:
   /// that wgmma reads from shared memory without swizzling.
   Stage &storage_interleave(int chunk);
   /// Stores this stage's buffer in the `bytes`-byte swizzled layout of Hopper's wgmma and TMA
-  /// (only 128 for now): columns of 128 bytes of the last dimension as storage_interleave does
-  /// (chunk = 128 / element size), and in each row the 16-byte units permuted, unit u of row r
-  /// stored at unit u ^ (r % 8). Eight rows of 128 bytes are then one 1024-byte atom whose
-  /// every column of units covers all 32 banks, so whole 16-byte accesses down a column are
-  /// free of bank conflicts. The element at flat offset f of the interleaved layout is at
-  /// f ^ (((f / (128 / size)) % 8) * (16 / size)).
+  /// (32, 64 or 128): columns of `bytes` of the last dimension as storage_interleave does
+  /// (chunk = bytes / element size), and in each row its U = bytes / 16 units of 16 bytes
+  /// permuted, unit u of row r stored at u ^ ((r / (8 / U)) % U): on byte offsets, bits 4.. of
+  /// the address XORed with bits 7.. (CUTLASS' Swizzle<log2 U, 4, 3>). With 128 bytes, eight
+  /// rows are one 1024-byte atom whose every column of units covers all 32 banks, so whole
+  /// 16-byte accesses down a column are free of bank conflicts.
   Stage &swizzle(int bytes);
   /// Double-buffers this stage's storage so loading the next tile overlaps computing on this
   /// one: pipeline(2).

@@ -50,7 +50,7 @@ public:
   int n = 0;
   Memory *a_mem = nullptr, *b_mem = nullptr; ///< mma
   bool trans_b = false;                      ///< mma
-  bool swizzle = false;                      ///< mma: the 128-byte swizzled layouts
+  int swizzle = 0;                           ///< mma: bytes of the swizzled layouts (0: none)
   Memory *ptr_mem = nullptr;                 ///< store
   int lanes = 1;                             ///< store: floats per access
   uint32_t wait_n = 0;                       ///< wait
@@ -166,16 +166,18 @@ private:
     const int64_t gw = w % 4, ap = a[1], a_lbo = a[2], a_sbo = a[3];
     const int64_t bp = a[4], b_lbo = a[5], b_sbo = a[6];
     if (swizzle) {
-      // Rows of 64 halves, 8 rows an atom; offsets from the buffer's start (1024-byte aligned
-      // on the GPU) are permuted in 16-byte units by their row in the atom.
-      auto S = [](int64_t f) { return f ^ (((f >> 6) & 7) << 3); };
+      // Rows of W = swizzle / 2 halves; offsets from the buffer's start (1024-byte aligned on
+      // the GPU) have their 16-byte unit (element bits 3..) XORed with element bits 6.. (byte
+      // address bits 4.. with bits 7..: Swizzle<log2(swizzle / 16), 4, 3>).
+      const int64_t W = swizzle / 2, mask = swizzle / 16 - 1;
+      auto S = [mask](int64_t f) { return f ^ (((f >> 6) & mask) << 3); };
       for (int64_t m = 16 * gw; m < 16 * gw + 16; ++m)
         for (int64_t k = 0; k < 16; ++k)
-          read(*a_mem, S(ap + (m % 8) * 64 + (m / 8) * a_sbo + k));
+          read(*a_mem, S(ap + (m % 8) * W + (m / 8) * a_sbo + k));
       for (int64_t k = 0; k < 16; ++k)
         for (int64_t c = 0; c < n; ++c)
-          read(*b_mem, S(trans_b ? bp + (c % 64) + (c / 64) * b_lbo + (k % 8) * 64 + (k / 8) * b_sbo
-                                 : bp + (c % 8) * 64 + (c / 8) * b_sbo + k));
+          read(*b_mem, S(trans_b ? bp + (c % W) + (c / W) * b_lbo + (k % 8) * W + (k / 8) * b_sbo
+                                 : bp + (c % 8) * W + (c / 8) * b_sbo + k));
     } else {
       for (int64_t m = 16 * gw; m < 16 * gw + 16; ++m)
         for (int64_t k = 0; k < 16; ++k)
@@ -335,8 +337,9 @@ StmtPtr compile_wgmma(Compiler &C, const Call *call) {
     user_check(t == 0 || t == 1, "interp") << n << ": trans_b must be 0 or 1, got " << t;
     code->trans_b = t == 1;
     int64_t sw = const_arg(call, 10, "swizzle");
-    user_check(sw == 0 || sw == 128, "interp") << n << ": swizzle must be 0 or 128, got " << sw;
-    code->swizzle = sw == 128;
+    user_check(sw == 0 || sw == 32 || sw == 64 || sw == 128, "interp")
+        << n << ": swizzle must be 0, 32, 64 or 128, got " << sw;
+    code->swizzle = int(sw);
     return code;
   }
   if (n == intrinsic::wgmma_store) {

@@ -61,6 +61,30 @@ TEST(GemmWgmma, CpuExecutorMatchesReference) {
   EXPECT_EQ(mismatch(gemm_wgmma(128, 256, 384, tiles), 128, 256, 384), "");
 }
 
+// The 64- and 32-byte swizzles (rows of 32 / 16 halves: K steps of 32 with swizzled tiles), on
+// the executor at every pipeline depth and through NVRTC (descriptor layout types 2 and 3).
+TEST(GemmWgmma, NarrowSwizzles) {
+  for (int swizzle : {64, 32})
+    for (int stages : {1, 2, 4}) {
+      SCOPED_TRACE("swizzle " + std::to_string(swizzle) + ", stages " + std::to_string(stages));
+      GemmWgmmaTiles t{.block_m = 128, .block_n = 64, .block_k = 32, .warpgroups_m = 2,
+                       .stages = stages, .swizzle = swizzle};
+      EXPECT_EQ(mismatch(gemm_wgmma(128, 128, 128, t), 128, 128, 128), "");
+    }
+  GemmWgmmaTiles t{.block_m = 128, .block_n = 256, .block_k = 32, .warpgroups_m = 2, .stages = 8,
+                   .swizzle = 64};
+  ScheduledProgram p = gemm_wgmma(256, 256, 256, t);
+  LoweredModule m = lower(p.schedule, p.args);
+  std::string src = codegen_cuda(m);
+  EXPECT_NE(src.find(", 512, 2)), \"l\"(tessel_wgmma_desc(&B_shared["), std::string::npos);
+  CompileOptions o;
+  o.arch = target_arch(m, "sm_90");
+  EXPECT_FALSE(nvrtc_compile(src, nvrtc_options(o), "gemm_wgmma_sw64.cu").cubin.empty());
+  expect_error([] { gemm_wgmma(128, 256, 48, {.block_k = 24, .swizzle = 32}); },
+               {"block_k=24", "multiples of 16", "rows of 16 halves (32 bytes)"});
+  expect_error([] { gemm_wgmma(128, 256, 64, {.swizzle = 16}); }, {"swizzle must be 128, 64, 32 or 0"});
+}
+
 // bfloat16 inputs: the same schedule, wgmma's .bf16 form.
 TEST(GemmWgmma, Bfloat16Inputs) {
   ScheduledProgram p = gemm_wgmma(128, 256, 192, GemmWgmmaTiles{.stages = 3}, BFloat(16));
