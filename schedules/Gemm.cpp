@@ -15,7 +15,7 @@ GemmTensors gemm_definition(int64_t M, int64_t N, int64_t K, DataType dtype) {
   return {A, B, C};
 }
 
-static ScheduledProgram program(const GemmTensors &g, Schedule s, int64_t M, int64_t N, int64_t K) {
+ScheduledProgram gemm_program(const GemmTensors &g, Schedule s, int64_t M, int64_t N, int64_t K) {
   ScheduledProgram p;
   p.schedule = std::move(s);
   p.args = {g.A, g.B, g.C};
@@ -35,7 +35,7 @@ ScheduledProgram gemm_naive(int64_t M, int64_t N, int64_t K, DataType dtype) {
   s[g.C].bind(bj, thread_axis("blockIdx.x"));
   s[g.C].bind(ti, thread_axis("threadIdx.y"));
   s[g.C].bind(tj, thread_axis("threadIdx.x"));
-  return program(g, s, M, N, K);
+  return gemm_program(g, s, M, N, K);
 }
 
 ScheduledProgram gemm_shared(int64_t M, int64_t N, int64_t K, DataType dtype) {
@@ -76,7 +76,7 @@ ScheduledProgram gemm_shared(int64_t M, int64_t N, int64_t K, DataType dtype) {
     s[t].bind(ftx, tx_axis);
     s[t].double_buffer();
   }
-  return program(g, s, M, N, K);
+  return gemm_program(g, s, M, N, K);
 }
 
 static ScheduleEntry gemm_entry(const char *name, const char *description,

@@ -14,6 +14,9 @@ struct GemmTensors {
 /// The GEMM definition for M x K times K x N inputs of type `dtype`.
 GemmTensors gemm_definition(int64_t M, int64_t N, int64_t K, DataType dtype);
 
+/// A GEMM's schedule as a program: arguments A, B (inputs) and C, 2 M N K flops.
+ScheduledProgram gemm_program(const GemmTensors &g, Schedule s, int64_t M, int64_t N, int64_t K);
+
 /// One thread per output element, 16 x 16 threads per block.
 ScheduledProgram gemm_naive(int64_t M, int64_t N, int64_t K, DataType dtype);
 /// 64 x 64 tiles per block of 16 x 16 threads, 4 x 4 outputs per thread accumulated in

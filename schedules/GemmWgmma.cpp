@@ -160,12 +160,7 @@ ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTile
   st.in = in;
   schedule_wgmma_gemm(s, st, t);
 
-  ScheduledProgram p;
-  p.schedule = s;
-  p.args = {g.A, g.B, g.C};
-  p.num_inputs = 2;
-  p.flops = 2.0 * double(M) * double(N) * double(K);
-  return p;
+  return gemm_program(g, s, M, N, K);
 }
 
 void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmmaTiles &t) {

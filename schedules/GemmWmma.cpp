@@ -152,12 +152,7 @@ ScheduledProgram tensor_core_gemm(const std::string &context, int64_t M, int64_t
   st.ptx_mma = ptx_mma;
   schedule_wmma_gemm(s, st, t);
 
-  ScheduledProgram p;
-  p.schedule = s;
-  p.args = {g.A, g.B, g.C};
-  p.num_inputs = 2;
-  p.flops = 2.0 * double(M) * double(N) * double(K);
-  return p;
+  return gemm_program(g, s, M, N, K);
 }
 
 void schedule_wmma_gemm(Schedule &s, const WmmaGemmStages &st, const GemmWmmaTiles &t) {
