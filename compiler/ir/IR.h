@@ -313,6 +313,11 @@ inline constexpr const char *pipeline_fill = "pipeline_fill";
 /// in flight, because the fills stay L + 1 stages behind the reads; insert_wgmma_syncs waits
 /// for at most L groups in the loop and for all of them after it (and consumes the attr).
 inline constexpr const char *pipeline_async_reads = "pipeline_async_reads";
+/// node: the destination buffer (Form 1) or its storage var (Form 2); value: the bytes copied.
+/// Around the tma_load calls of a Stage::bulk_copy fill (lower_bulk_copy), whose barrier
+/// argument is 0 until inject_pipeline gives them the full barriers of its ring (and consumes the
+/// attr).
+inline constexpr const char *bulk_copy = "bulk_copy";
 inline constexpr const char *pragma_prefix = "pragma_";
 } // namespace attr
 

@@ -103,4 +103,37 @@ inline constexpr const char *wgmma_store = "wgmma_store";
 // shared memory (stores, cp.async) before later reads of it by the async proxy (wgmma).
 inline constexpr const char *fence_proxy_async = "fence_proxy_async";
 
+// Hopper bulk tensor copies (TMA) and the shared-memory barriers they complete on (sm_90).
+// Barriers are elements of a UInt(64) buffer in shared memory; each is passed as
+// address_of(bar[i]). A barrier counts arrivals and transaction bytes of its current phase; the
+// phase completes when `count` threads have arrived and every byte announced with
+// mbarrier_arrive_expect_tx has landed, and the next phase begins (phases are numbered 0, 1, ...).
+// mbarrier_init(bar, count): one thread sets up a barrier for `count` arrivals per phase, in
+// phase 0. Other threads may use it only after a barrier (fence_barrier_init; syncthreads).
+inline constexpr const char *mbarrier_init = "mbarrier_init";
+// fence_barrier_init(): fence.mbarrier_init.release.cluster: makes this thread's mbarrier_init
+// visible to the asynchronous proxy (TMA), before the block barrier that publishes them.
+inline constexpr const char *fence_barrier_init = "fence_barrier_init";
+// mbarrier_arrive_expect_tx(bar, bytes): one arrival on the current phase, which will also wait
+// for `bytes` more transaction bytes (tma_load calls naming this barrier).
+inline constexpr const char *mbarrier_arrive_expect_tx = "mbarrier_arrive_expect_tx";
+// mbarrier_arrive(bar): one arrival on the current phase.
+inline constexpr const char *mbarrier_arrive = "mbarrier_arrive";
+// mbarrier_wait(bar, parity): mbarrier.try_wait.parity in a loop: returns once the phase of
+// parity `parity` (0 or 1) that is current or last completed has completed, i.e. when phase
+// p completed with p % 2 == parity and phase p + 1 has not. A thread waiting on phase p of
+// a barrier sees every byte that phase's tma_load calls wrote.
+inline constexpr const char *mbarrier_wait = "mbarrier_wait";
+// tma_load(map, dst, bar, c0, ..., c{r-1}): cp.async.bulk.tensor.{r}d.shared::cluster.global
+// .mbarrier::complete_tx::bytes, issued by one thread: copies the box of tensor map `map` (a
+// Variable naming one of LoweredFunc::tensor_maps) whose first element is at coordinates
+// c0 (innermost) .. c{r-1} (Int(32); elements outside the tensor read as zero) to shared memory
+// at dst (address_of(buf[i]), 128-byte aligned; 1024 when the map swizzles), in the map's box
+// order (innermost dimension contiguous, rows of box[0] elements), permuted by the map's swizzle
+// as Stage::swizzle lays tiles out (the 16-byte unit u of row r at u ^ (r % (swizzle / 16))
+// within each swizzle-wide row). Asynchronous: the box's bytes count as transaction bytes of
+// the current phase of barrier `bar`; the destination may be read only by threads that waited
+// for that phase, and must not be written or read before then.
+inline constexpr const char *tma_load = "tma_load";
+
 } // namespace tessel::intrinsic

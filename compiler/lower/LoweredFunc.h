@@ -21,6 +21,19 @@ struct LaunchConfig {
   int64_t threads_per_block() const { return block[0] * block[1] * block[2]; }
 };
 
+/// A TMA tensor map (CUtensorMap) the kernel takes by value (`const __grid_constant__`) after
+/// its buffer arguments: argument `arg` viewed as a tensor of `dims` elements (innermost first)
+/// whose dimension d > 0 is `strides[d]` elements apart, copied in boxes of `box` elements
+/// (innermost first) into shared memory swizzled by `swizzle` bytes (0, 32, 64 or 128). The
+/// runtime encodes it at launch (cuTensorMapEncodeTiled) with the argument's device pointer;
+/// tma_load calls name it by `var`. Elements outside `dims` read as zero.
+struct TensorMapParam {
+  Var var;
+  int arg = 0;
+  std::vector<int64_t> dims, strides, box;
+  int swizzle = 0;
+};
+
 /// One device kernel.
 struct LoweredFunc {
   std::string name;
@@ -28,6 +41,8 @@ struct LoweredFunc {
   /// dimension, the product of the tensor's shape; the original shape is in `arg_shapes`).
   std::vector<Buffer> args;
   std::vector<std::vector<int64_t>> arg_shapes;
+  /// TMA tensor maps, passed after `args` in this order.
+  std::vector<TensorMapParam> tensor_maps;
   /// The kernel body. Thread indices appear as AttrStmt(IterVar, "thread_extent", extent).
   Stmt body;
   LaunchConfig launch;
