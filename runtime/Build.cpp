@@ -1,5 +1,9 @@
 #include "runtime/Build.h"
 
+#include "compiler/ir/Intrinsics.h"
+#include "runtime/CudaDriver.h"
+#include "runtime/DeviceArray.h"
+
 #include "compiler/codegen/CodeGenCUDA.h"
 #include "compiler/ir/IRVisitor.h"
 #include "compiler/support/Error.h"
@@ -12,11 +16,14 @@
 namespace tessel {
 
 std::string target_arch(const LoweredModule &m, const std::string &arch) {
-  std::string wgmma_kernel;
+  std::string wgmma_kernel, tma_kernel;
   for (const LoweredFunc &f : m.funcs)
     post_order_visit(f.body, [&](const IRNode *n) {
-      if (const auto *c = llvm::dyn_cast<Call>(n); c && c->name.rfind("wgmma_", 0) == 0)
+      const auto *c = llvm::dyn_cast<Call>(n);
+      if (c && c->name.rfind("wgmma_", 0) == 0)
         wgmma_kernel = f.name;
+      if (c && (c->name == intrinsic::tma_load || c->name.rfind("mbarrier_", 0) == 0))
+        tma_kernel = f.name;
     });
   std::string a = arch;
   if (a.empty()) {
@@ -24,6 +31,13 @@ std::string target_arch(const LoweredModule &m, const std::string &arch) {
         << "no target architecture given and no GPU to take it from ("
         << Device::unavailable_reason() << "); give one, e.g. \"sm_90\"";
     a = Device::get().arch();
+  }
+  if (!tma_kernel.empty()) {
+    int sm = a.rfind("sm_", 0) == 0 ? std::atoi(a.c_str() + 3) : 0;
+    user_check(sm >= 90, "build")
+        << "kernel '" << tma_kernel << "' uses TMA bulk copies and mbarriers, which need a "
+        << "Hopper GPU (sm_90) or later, but the target is " << a
+        << "; use a schedule without bulk_copy";
   }
   if (wgmma_kernel.empty())
     return a;
@@ -46,6 +60,43 @@ const std::string &Module::source() const { return state_->source; }
 const CompiledKernel &Module::compiled() const { return state_->compiled; }
 const LaunchConfig &Module::launch() const { return state_->lowered.funcs.at(0).launch; }
 
+CUtensorMap encode_tensor_map(const TensorMapParam &m, const DeviceArray &array) {
+  CUtensorMapDataType type;
+  DataType t = array.dtype();
+  if (t == Float(16))
+    type = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  else if (t == BFloat(16))
+    type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  else if (t == Float(32))
+    type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  else
+    user_error("tensor map") << "tensor map '" << m.var.name() << "': TMA copies of " << t
+                             << " are not supported (float16, bfloat16, float32)";
+  size_t rank = m.dims.size();
+  user_check(rank >= 1 && rank <= 5 && m.strides.size() == rank && m.box.size() == rank,
+             "tensor map")
+      << "tensor map '" << m.var.name() << "' has " << rank << " dimensions; TMA takes 1 to 5";
+  cuuint64_t dims[5], strides[4];
+  cuuint32_t box[5], elem_strides[5];
+  for (size_t d = 0; d < rank; ++d) {
+    dims[d] = cuuint64_t(m.dims[d]);
+    box[d] = cuuint32_t(m.box[d]);
+    elem_strides[d] = 1;
+    if (d > 0)
+      strides[d - 1] = cuuint64_t(m.strides[d]) * t.bytes();
+  }
+  CUtensorMapSwizzle swizzle = m.swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                               : m.swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                               : m.swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                                 : CU_TENSOR_MAP_SWIZZLE_NONE;
+  CUtensorMap map;
+  TESSEL_CU(cuTensorMapEncodeTiled, &map, type, cuuint32_t(rank),
+            reinterpret_cast<void *>(array.data()), dims, strides, box, elem_strides,
+            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return map;
+}
+
 static std::vector<KernelArg> kernel_args(const LoweredFunc &f,
                                           const std::vector<const DeviceArray *> &args) {
   user_check(args.size() == f.args.size(), "Module::run")
@@ -64,6 +115,8 @@ static std::vector<KernelArg> kernel_args(const LoweredFunc &f,
                     : std::string("nothing"));
     out.emplace_back(*args[i]);
   }
+  for (const TensorMapParam &m : f.tensor_maps)
+    out.emplace_back(encode_tensor_map(m, *args.at(m.arg)));
   return out;
 }
 

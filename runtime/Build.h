@@ -11,6 +11,8 @@
 #include "runtime/Nvrtc.h"
 #include "runtime/Timer.h"
 
+#include <cuda.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,8 +27,13 @@ struct Target {
 
 /// The architecture to compile `m` for: `arch` ("sm_80", "sm_90", ...; empty: the GPU's), made
 /// "sm_90a" when a kernel uses wgmma, whose instructions exist only on that arch-specific target.
-/// tessel::Error when a kernel uses wgmma and `arch` is not a Hopper architecture.
+/// tessel::Error when a kernel uses wgmma and `arch` is not a Hopper architecture, or TMA /
+/// mbarriers and `arch` is older than sm_90.
 std::string target_arch(const LoweredModule &m, const std::string &arch);
+
+/// The TMA descriptor of tensor map `m` over `array` (its argument), through the driver's
+/// cuTensorMapEncodeTiled; tessel::Error when the driver rejects it.
+CUtensorMap encode_tensor_map(const TensorMapParam &m, const DeviceArray &array);
 
 class Module {
 public:

@@ -40,6 +40,7 @@
   X(cuFuncGetAttribute)                                                                            \
   X(cuFuncSetAttribute)                                                                            \
   X(cuLaunchKernel)                                                                                \
+  X(cuTensorMapEncodeTiled)                                                                        \
   X(cuEventCreate)                                                                                 \
   X(cuEventDestroy_v2)                                                                             \
   X(cuEventRecord)                                                                                 \

@@ -19,11 +19,12 @@ class Device;
 class DeviceArray;
 class KernelCache;
 
-/// One kernel argument, held by value: a DeviceArray (its device pointer) or a scalar whose C++
-/// type must match the kernel parameter's (int, int64_t, float, ...).
+/// One kernel argument, held by value: a DeviceArray (its device pointer), a TMA tensor map, or
+/// a scalar whose C++ type must match the kernel parameter's (int, int64_t, float, ...).
 class KernelArg {
 public:
   KernelArg(const DeviceArray &array);
+  KernelArg(const CUtensorMap &map) { std::memcpy(storage_, &map, sizeof(map)); }
   template <typename T>
     requires std::is_arithmetic_v<T>
   KernelArg(T value) {
@@ -34,7 +35,7 @@ public:
   void *address() const { return const_cast<unsigned char *>(storage_); }
 
 private:
-  alignas(8) unsigned char storage_[8] = {};
+  alignas(64) unsigned char storage_[sizeof(CUtensorMap)] = {};
 };
 
 namespace detail {

@@ -204,7 +204,11 @@ ScheduledProgram conv2d_tc(const Conv2dTcShape &sh, const Conv2dTcTiles &t) {
 
 GemmWgmmaTiles conv2d_wgmma_tiles(const Conv2dTcShape &sh) {
   check_shape(sh);
-  return gemm_wgmma_tiles(sh.gemm_m(), sh.out_channels, sh.in_channels, "conv2d_wgmma");
+  GemmWgmmaTiles t =
+      gemm_wgmma_tiles(sh.gemm_m(), sh.out_channels, sh.in_channels, "conv2d_wgmma");
+  t.tma = false; // the input tile is gathered (im2col), not a box of x
+  t.raster_group = 0;
+  return t;
 }
 
 ScheduledProgram conv2d_wgmma(const Conv2dTcShape &sh) {
@@ -215,6 +219,9 @@ ScheduledProgram conv2d_wgmma(const Conv2dTcShape &sh, const GemmWgmmaTiles &t) 
   check_shape(sh);
   // The reduction is walked tap by tap, C channels each: the K step must divide C.
   check_gemm_wgmma_tiles("conv2d_wgmma", sh.gemm_m(), sh.out_channels, sh.in_channels, t);
+  user_check(!t.tma, "conv2d_wgmma")
+      << "the input tile of the implicit GEMM is gathered from x (im2col, zero padding), which "
+         "one TMA box cannot copy yet: set tma = false (cp.async)";
   Conv2dTcTensors d = conv2d_tc_definition(sh);
   Schedule s = create_schedule({d.y});
   s[d.A].compute_inline();

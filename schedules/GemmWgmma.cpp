@@ -54,6 +54,10 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
       << " (n a multiple of 8 up to 256)";
   user_check(t.swizzle == 0 || t.swizzle == 32 || t.swizzle == 64 || t.swizzle == 128, context)
       << "swizzle must be 128, 64, 32 or 0, got " << t.swizzle;
+  user_check(!t.tma || (t.swizzle && t.stages >= 2), context)
+      << "TMA bulk copies (tma) fill swizzled tiles through a ring of 2 or more stages; got "
+         "swizzle "
+      << t.swizzle << " and " << t.stages << " stage(s)";
   const int multiple = t.swizzle ? t.swizzle / 2 : kChunk * kCopyChunks;
   user_check(t.block_k % multiple == 0 && t.block_n % multiple == 0 &&
                  (t.swizzle == 0 || t.instruction_n() % multiple == 0),
@@ -88,9 +92,16 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
 }
 
 GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::string &context) {
+  // TMA fills and blocks rasterized in groups of 8 rows: measured the fastest on the H100
+  // (bench/RESULTS.md), wherever the tiles are swizzled and pipelined.
+  auto with_tma = [](GemmWgmmaTiles t) {
+    t.tma = t.swizzle != 0 && t.stages >= 2;
+    t.raster_group = t.tma ? 8 : 0;
+    return t;
+  };
   GemmWgmmaTiles best;
   if (fits(M, N, K, best))
-    return best;
+    return with_tma(best);
   std::tuple<int64_t, int, int> best_score{-1, 0, 0};
   for (int bm : {128, 64})
     for (int bn : {256, 128, 64, 32})
@@ -113,7 +124,7 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::stri
       << M << "x" << N << "x" << K
       << " has no wgmma tiling: M must be a multiple of 64 and N and K of 32 (pad them, or use "
          "gemm_tc / gemm_mma)";
-  return best;
+  return with_tma(best);
 }
 
 std::vector<GemmWgmmaTiles> gemm_wgmma_candidates(int64_t M, int64_t N, int64_t K) {
@@ -121,12 +132,13 @@ std::vector<GemmWgmmaTiles> gemm_wgmma_candidates(int64_t M, int64_t N, int64_t 
   const int blocks[][3] = {{128, 256, 2}, {256, 128, 4}, {128, 128, 2}, {64, 256, 1}};
   for (const auto &[bm, bn, groups] : blocks)
     for (int stages : {4, 3})
-      for (int64_t raster : {0, 8}) {
-        GemmWgmmaTiles t{.block_m = bm, .block_n = bn, .block_k = 64, .warpgroups_m = groups,
-                         .stages = stages, .raster_group = raster};
-        if (fits(M, N, K, t))
-          out.push_back(t);
-      }
+      for (int64_t raster : {0, 8})
+        for (bool tma : {true, false}) {
+          GemmWgmmaTiles t{.block_m = bm, .block_n = bn, .block_k = 64, .warpgroups_m = groups,
+                           .stages = stages, .raster_group = raster, .tma = tma};
+          if (fits(M, N, K, t))
+            out.push_back(t);
+        }
   return out;
 }
 
@@ -135,7 +147,7 @@ std::string to_string(const GemmWgmmaTiles &t) {
          " bk=" + std::to_string(t.block_k) + " wg=" + std::to_string(t.warpgroups_m) + "x" +
          std::to_string(t.warpgroups_n) + " n=" + std::to_string(t.instruction_n()) +
          " stages=" + std::to_string(t.stages) + " raster=" + std::to_string(t.raster_group) +
-         " swizzle=" + std::to_string(t.swizzle);
+         " swizzle=" + std::to_string(t.swizzle) + (t.tma ? " tma" : "");
 }
 
 bool hopper_gpu() { return Device::available() && Device::get().arch() == "sm_90"; }
@@ -191,6 +203,14 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
   for (const Tensor &sh : {st.AS, st.BS}) {
     Stage ss = s[sh];
     ss.compute_at(sf, ko);
+    if (t.tma) {
+      // One thread copies each tile in boxes of the swizzle's width; the block's threads are
+      // launched by the output stage (nothing else is split over threadIdx.x).
+      ss.swizzle(t.swizzle);
+      ss.bulk_copy();
+      ss.pipeline(t.stages);
+      continue;
+    }
     auto [r, c] = ss.axes<2>();
     auto [c1, vec] = ss.split(c, kChunk);
     IterVar f;
@@ -217,6 +237,9 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
       ss.pipeline(t.stages);
   }
 
+  if (t.tma)
+    sc.env_threads({thread_axis(Range(0, 128), "threadIdx.x")});
+
   // Register indices must be constants.
   sc.unroll(c.tile_i);
   sc.unroll(c.tile_j);
@@ -232,13 +255,15 @@ ScheduleEntry gemm_wgmma_entry() {
   e.name = "gemm_wgmma";
   e.description = "GEMM on Hopper Tensor Cores (wgmma.mma_async, sm_90a), fp16 "
                   "in, fp32 out; 128x256 blocks "
-                  "of 2 warpgroups, K step 64 through 4 cp.async stages of "
+                  "of 2 warpgroups rasterized in groups of 8, K step 64 through 4 TMA stages of "
                   "128-byte swizzled shared tiles; "
                   "BM, BN, BK, S (stages), G (rasterization group), SW "
-                  "(swizzle: 128 or 0) override the tiles";
-  e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"G", 0},   {"BM", 0},
-                     {"BN", 0},   {"BK", 0},   {"S", 0},    {"SW", 128}};
-  e.nonnegative = {"G", "BM", "BN", "BK", "S", "SW"};
+                  "(swizzle: 128, 64, 32 or 0) override the tiles; TMA=1 (the default) fills "
+                  "swizzled, pipelined tiles with TMA bulk copies on an mbarrier ring, TMA=0 "
+                  "with cp.async";
+  e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"G", 8},  {"BM", 0},
+                     {"BN", 0},   {"BK", 0},   {"S", 0},    {"SW", 128}, {"TMA", 1}};
+  e.nonnegative = {"G", "BM", "BN", "BK", "S", "SW", "TMA"};
   e.dtypes = {Float(16), BFloat(16)};
   e.build = [](const ShapeParams &p, DataType in) {
     auto get = [&](const char *k) {
@@ -266,6 +291,7 @@ ScheduleEntry gemm_wgmma_entry() {
     if (p.count("SW") && (explicit_tiles || get("SW") == 0))
       t.swizzle = int(get("SW"));
     t.raster_group = get("G");
+    t.tma = get("TMA") != 0 && t.swizzle != 0 && t.stages >= 2;
     return gemm_wgmma(M, N, K, t, in);
   };
   return e;

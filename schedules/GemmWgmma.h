@@ -5,7 +5,8 @@
 // groups on threadIdx.y / z) computes a block_m x block_n tile of C. K advances in steps of
 // block_k through `stages` shared tiles of A and B, stored in wgmma's 128-byte swizzled layout
 // (or, with swizzle 0, interleaved in chunks of 8 halves: its no-swizzle layout) and filled by
-// every thread with 16-byte cp.async copies. Each warpgroup multiplies straight from those
+// one thread with TMA bulk copies completing on a ring of mbarriers (tiles.tma; the default
+// tiles) or by every thread with 16-byte cp.async copies. Each warpgroup multiplies straight from those
 // tiles into its register accumulators, 64 x wgmma_n per instruction, and stores them from
 // registers to C.
 //
@@ -36,6 +37,10 @@ struct GemmWgmmaTiles {
   int swizzle = 128;
   /// Thread-block rasterization (Stage::rasterize on the block axes); 0: off.
   int64_t raster_group = 0;
+  /// Fill the shared tiles with TMA bulk copies (Stage::bulk_copy) issued by one thread and
+  /// completing on a ring of mbarriers, instead of 16-byte cp.async by every thread. Needs
+  /// swizzle 128, 64 or 32 and 2+ stages.
+  bool tma = false;
 
   int threads() const { return 128 * warpgroups_m * warpgroups_n; }
   int group_m() const { return block_m / warpgroups_m; } ///< rows of C per warpgroup
@@ -52,7 +57,8 @@ struct GemmWgmmaTiles {
 void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, int64_t K,
                             const GemmWgmmaTiles &tiles);
 
-/// The default tiles when they divide the shape, otherwise the largest block tile that does.
+/// The default tiles when they divide the shape, otherwise the largest block tile that does;
+/// filled by TMA and rasterized in groups of 8 wherever the tiles are swizzled and pipelined.
 /// tessel::Error if none does (M not a multiple of 64, N or K not of 32).
 GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K,
                                 const std::string &context = "gemm_wgmma");
@@ -63,8 +69,8 @@ ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTile
                             DataType in = Float(16));
 
 /// The tilings the tuner tries for M x N x K: blocks of 128x256, 256x128 (4 warpgroups), 128x128
-/// and 64x256, K step 64, 3 or 4 stages, rasterization off or in groups of 8; only those that
-/// pass check_gemm_wgmma_tiles.
+/// and 64x256, K step 64, 3 or 4 stages, rasterization off or in groups of 8, TMA or cp.async
+/// fills; only those that pass check_gemm_wgmma_tiles.
 std::vector<GemmWgmmaTiles> gemm_wgmma_candidates(int64_t M, int64_t N, int64_t K);
 /// "wgmma bm=128 bn=256 bk=64 wg=2x1 n=256 stages=4 raster=8 swizzle=128": as the tuner logs it.
 std::string to_string(const GemmWgmmaTiles &t);

@@ -27,7 +27,11 @@ struct ModuleNeeds {
   bool floor_helpers = false;
   bool async_copy = false; ///< tessel_cp_async* helpers (cp.async)
   bool wgmma = false;      ///< tessel_wgmma_desc; the module needs sm_90a
+  bool tma = false;        ///< tessel_tensor_map, tessel_mbarrier_*, tessel_tma_load_*
 };
+
+/// The module preamble of the TMA and mbarrier helpers (CodeGenCUDATma.cpp).
+std::string tma_preamble();
 
 /// The nvcuda::wmma::fragment type of a `wmma.*` allocation, deduced from the intrinsics that
 /// use it (Allocate carries only the scope and the element count).
@@ -63,8 +67,8 @@ struct CExpr {
 /// Alignment of every shared allocation (bytes): wmma::load_matrix_sync needs 256 bits.
 inline constexpr int64_t kSharedAlign = 32;
 
-/// Alignment of shared allocations in kernels that use wgmma: its 128-byte swizzled operands
-/// are read through the address bits of 1024-byte atoms.
+/// Alignment of shared allocations in kernels that use wgmma or TMA: 128-byte swizzled tiles
+/// are read and written through the address bits of 1024-byte atoms.
 inline constexpr int64_t kWgmmaSharedAlign = 1024;
 
 /// One `shared` allocation's place in the dynamic shared memory array.
@@ -177,6 +181,10 @@ private:
   CExpr wgmma_thread_id();
   /// Empty asm statements that claim to modify every accumulator register in scope.
   void wgmma_fence_registers();
+
+  // ---- Hopper TMA and mbarrier (CodeGenCUDATma.cpp) ----------------------------------------
+  /// tma_load, mbarrier_*, fence_barrier_init; false for other calls.
+  bool emit_tma(const Call *op);
 
   const LoweredFunc &f_;
   ModuleNeeds &needs_;

@@ -184,6 +184,13 @@ void CUDAKernelEmitter::emit_kernel() {
       params += ", ";
     params += (written_.count(v) ? "" : "const ") + t + "* __restrict__ " + name;
   }
+  for (const TensorMapParam &m : f_.tensor_maps) {
+    internal_check(!var_text_.count(m.var.get()))
+        << "kernel '" << f_.name << "': tensor map '" << m.var.name() << "' is passed twice";
+    needs_.tma = true;
+    params += (params.empty() ? "" : ", ") +
+              std::string("const __grid_constant__ tessel_tensor_map ") + bind_var(m.var.get());
+  }
 
   os_ << "extern \"C\" __global__ void __launch_bounds__(" << f_.launch.threads_per_block()
       << ") " << f_.name << "(" << params << ") {\n";
@@ -426,7 +433,7 @@ void CUDAKernelEmitter::emit_evaluate(const Evaluate *op) {
       return line("__syncthreads();");
     if (emit_async_copy(call))
       return;
-    if (emit_wmma(call) || emit_mma(call) || emit_wgmma(call))
+    if (emit_wmma(call) || emit_mma(call) || emit_wgmma(call) || emit_tma(call))
       return;
   }
   line(print(v) + ";");
@@ -561,6 +568,8 @@ __device__ __forceinline__ unsigned long long tessel_wgmma_desc(const void *p, u
 }
 )";
   }
+  if (needs.tma)
+    os << "\n" << codegen::tma_preamble();
   os << kernels;
   os.flush();
   return out;

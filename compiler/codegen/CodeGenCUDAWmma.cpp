@@ -59,7 +59,8 @@ void check_intrinsic_args(const Call *op, size_t n, const char *signature) {
 SharedLayout plan_shared_memory(const Stmt &body) {
   SharedPlanner planner;
   post_order_visit(body, [&](const IRNode *n) {
-    if (const auto *c = llvm::dyn_cast<Call>(n); c && c->is_intrinsic(intrinsic::wgmma_mma))
+    if (const auto *c = llvm::dyn_cast<Call>(n);
+        c && (c->is_intrinsic(intrinsic::wgmma_mma) || c->is_intrinsic(intrinsic::tma_load)))
       planner.layout.align = kWgmmaSharedAlign;
   });
   planner.visit_stmt(body);

@@ -9,6 +9,7 @@
 #include "compiler/lower/ScheduleOps.h"
 #include "compiler/lower/StageBodies.h"
 #include "compiler/passes/InjectPipeline.h"
+#include "compiler/passes/LowerBulkCopy.h"
 #include "compiler/passes/InsertThreadSyncs.h"
 #include "compiler/passes/RemoveNoOp.h"
 #include "compiler/passes/SplitHostDevice.h"
@@ -65,7 +66,7 @@ private:
 
 const std::vector<std::string> &lowering_steps() {
   static const std::vector<std::string> steps = {
-      "schedule_ops",   "simplify",        "storage_flatten",    "vectorize_loops",
+      "schedule_ops",   "simplify",        "lower_bulk_copy", "storage_flatten",    "vectorize_loops",
       "pipeline",       "unroll_loops",    "storage_rewrite",    "insert_thread_syncs",
       "insert_wgmma_syncs", "remove_no_op", "final_simplify"};
   return steps;
@@ -120,6 +121,9 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
   printer.after("schedule_ops", body);
   body = arith::simplify(body);
   printer.after("simplify", body);
+  std::vector<TensorMapParam> tensor_maps;
+  body = lower_bulk_copy(body, arg_buffers, &tensor_maps);
+  printer.after("lower_bulk_copy", body);
   std::vector<Buffer> flat_args;
   body = storage_flatten(body, arg_buffers, &flat_args);
   body = arith::simplify(body);
@@ -143,6 +147,7 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
   printer.after("final_simplify", body);
 
   LoweredFunc f = split_host_device(body, options.name, flat_args, arg_shapes);
+  f.tensor_maps = std::move(tensor_maps);
   // A kernel may declare at most 48 KiB of shared memory statically; beyond that (deep
   // pipelines, big tiles) it takes all of it dynamically, and the launch asks for it.
   if (int64_t smem = cuda_shared_memory_bytes(f); smem > 48 * 1024)

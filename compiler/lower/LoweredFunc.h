@@ -41,11 +41,11 @@ struct LoweredFunc {
   /// dimension, the product of the tensor's shape; the original shape is in `arg_shapes`).
   std::vector<Buffer> args;
   std::vector<std::vector<int64_t>> arg_shapes;
-  /// TMA tensor maps, passed after `args` in this order.
-  std::vector<TensorMapParam> tensor_maps;
   /// The kernel body. Thread indices appear as AttrStmt(IterVar, "thread_extent", extent).
   Stmt body;
   LaunchConfig launch;
+  /// TMA tensor maps, passed after `args` in this order.
+  std::vector<TensorMapParam> tensor_maps;
 };
 
 /// Everything one lower() call produced.

@@ -343,6 +343,16 @@ Stmt schedule_ops(const ScheduleNode *sch, const StageBodies &bodies, const Doma
       continue;
     Stmt nest = builder.build(s);
     const Buffer &buf = buffers.lookup(s);
+    for (auto t = s->env_threads.rbegin(); t != s->env_threads.rend(); ++t)
+      nest = AttrStmt::make(*t, attr::thread_extent, t->dom().extent, nest);
+    if (s->bulk_copy) {
+      user_check(s->scope == "shared" && s->pipeline_stages > 1, "bulk_copy")
+          << "stage '" << s->op.name() << "' is filled by TMA (bulk_copy), which needs a "
+          << "shared-memory stage pipelined over 2 or more stages (its copies complete on the "
+          << "ring's barriers); it is in '" << s->scope << "' scope with "
+          << s->pipeline_stages << " stage(s): call set_scope(\"shared\") / pipeline(n)";
+      nest = AttrStmt::make(buf, attr::bulk_copy, Expr(0), nest);
+    }
     if (s->pipeline_stages > 1)
       nest = AttrStmt::make(buf, attr::pipeline_scope, Expr(s->pipeline_stages), nest);
     auto pipeline = [&](Stmt consumer) -> Stmt {

@@ -1,5 +1,6 @@
 #include "compiler/passes/InjectPipeline.h"
 
+#include "compiler/arith/Analyzer.h"
 #include "compiler/ir/IRMutator.h"
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
@@ -99,7 +100,18 @@ struct Plan {
   int attrs = 0;
   int stages = 0; ///< asked for by the attr; the loop's largest count is what is used
   bool valid = true;
+  /// Filled by TMA (an attr bulk_copy of tma_load calls): completes on the ring's barriers.
+  bool bulk = false;
+  int64_t bulk_bytes = 0;
+  /// The block's thread variables bound around the attr, with their extents: the fill of a
+  /// bulk copy is issued by the thread where all are 0, and every thread releases the stages.
+  std::vector<std::pair<Var, Expr>> threads;
 };
+
+const AttrStmt *bulk_copy_of(const AttrStmt *pipeline) {
+  const auto *a = pipeline->body.as<AttrStmt>();
+  return a && a->key == attr::bulk_copy ? a : nullptr;
+}
 
 // Finds the pipeline_scope attrs and decides which of them can be applied.
 class Planner : public IRVisitor {
@@ -115,14 +127,19 @@ protected:
     IRVisitor::visit(op);
   }
   void visit(const For *op) override {
-    if (op->for_kind == ForKind::ThreadBinding && is_thread_tag(op->thread_tag))
+    bool thread = op->for_kind == ForKind::ThreadBinding && is_thread_tag(op->thread_tag);
+    if (thread)
       thread_vars_.insert(op->loop_var.get());
+    if (thread && op->thread_tag.rfind("threadIdx", 0) == 0)
+      block_threads_.push_back({op->loop_var, op->extent});
     bool divergent = divergent_ > 0 || uses_thread_var(op->min) || uses_thread_var(op->extent);
     loops_.push_back({op, bound_.size(), divergent});
     bound_.push_back(op->loop_var.get());
     IRVisitor::visit(op);
     bound_.pop_back();
     loops_.pop_back();
+    if (thread && op->thread_tag.rfind("threadIdx", 0) == 0)
+      block_threads_.pop_back();
     for (const Variable *var : order)
       if (plans[var].loop == op)
         check_loop(var, plans[var]);
@@ -143,14 +160,19 @@ protected:
   }
   void visit(const AttrStmt *op) override {
     const IterVar *iv = std::get_if<IterVar>(&op->node);
+    bool block_thread = iv && iv->thread_tag().rfind("threadIdx", 0) == 0;
     if (iv) {
       bound_.push_back(iv->var().get());
       if (is_thread_tag(iv->thread_tag()))
         thread_vars_.insert(iv->var().get());
+      if (block_thread)
+        block_threads_.push_back({iv->var(), op->value});
     }
     if (op->key == attr::pipeline_scope)
       plan_attr(op);
     IRVisitor::visit(op);
+    if (block_thread)
+      block_threads_.pop_back();
     if (iv)
       bound_.pop_back();
   }
@@ -201,7 +223,19 @@ private:
                                            bound_.end());
     p.valid &= !uses_var(op->body, [&](const Variable *v) { return inner.count(v) > 0; });
     Uses fill = uses_in(op->body, var);
-    p.valid &= fill.other_stores == 0 && fill.loads == 0 && fill.raw_refs == 0 && !fill.calls;
+    if (const AttrStmt *bulk = bulk_copy_of(op)) {
+      // tma_load calls, which take the stage's address: the only way they touch it.
+      p.bulk = true;
+      p.bulk_bytes = as_const_int(bulk->value).value_or(0);
+      p.threads.assign(block_threads_.begin(), block_threads_.end());
+      Uses copies = uses_in(bulk->body, var); // the attr itself names the var
+      p.valid &= copies.other_stores == 0 && copies.raw_refs == 0 && p.bulk_bytes > 0;
+      p.valid &= !uses_var(op->body, [&](const Variable *v) {
+        return thread_vars_.count(v) > 0; // one thread issues the copy for all
+      });
+    } else {
+      p.valid &= fill.other_stores == 0 && fill.loads == 0 && fill.raw_refs == 0 && !fill.calls;
+    }
   }
 
   void check_loop(const Variable *var, Plan &p) {
@@ -228,6 +262,7 @@ private:
   llvm::SmallVector<const Variable *, 16> bound_;
   llvm::DenseMap<const Variable *, AllocEntry> allocs_;
   llvm::DenseSet<const Variable *> thread_vars_;
+  llvm::SmallVector<std::pair<Var, Expr>, 4> block_threads_; ///< threadIdx bound here, extents
   int divergent_ = 0;
 };
 
@@ -271,8 +306,17 @@ protected:
       }
     if (here.empty())
       return IRMutator::visit(op);
-    for (Plan *p : here)
+    for (Plan *p : here) {
       loop_stages_[p] = stages;
+      user_check(p->bulk == here[0]->bulk, "pipeline")
+          << "the stages filled in the loop over " << op->loop_var
+          << " are pipelined together, but '" << here[0]->alloc->buffer_var->name << "' is "
+          << (here[0]->bulk ? "" : "not ") << "filled by TMA (bulk_copy) and '"
+          << p->alloc->buffer_var->name << "' is " << (p->bulk ? "" : "not")
+          << "; make both bulk copies or neither";
+    }
+    if (here[0]->bulk)
+      return bulk_pipeline(op, here, stages);
     // The compute: fills removed (they move to the top), reads retargeted to their stage.
     Stmt compute = remove_no_op(IRMutator::mutate(op->body));
 
@@ -337,8 +381,14 @@ protected:
   Stmt visit(const AttrStmt *op) override {
     if (op->key != attr::pipeline_scope)
       return IRMutator::visit(op);
-    if (!plan_of(pipelined_var(op)))
+    if (!plan_of(pipelined_var(op))) {
+      user_check(!bulk_copy_of(op), "pipeline")
+          << "buffer '" << pipelined_var(op)->name << "' is filled by TMA (bulk_copy), but its "
+          << "fill cannot be pipelined: it must sit directly in a loop that every thread of the "
+          << "block runs together, use nothing bound inside that loop, and be the only write "
+          << "of the buffer (compute_at the loop that steps through the tiles)";
       return mutate(op->body); // not applicable: the buffer stays single
+    }
     return Evaluate::make(Expr(0)); // the fill moves to the top of the loop
   }
 
@@ -392,12 +442,136 @@ private:
                                  {r_.offset(p_, store->indices, stage_)});
       }
 
+      // A bulk copy's tma_load: its destination is the stage, its barrier the stage's.
+      Expr visit(const BufferLoad *op) override {
+        Expr e = IRMutator::visit(op);
+        if (op->buffer->data.get() != p_.alloc->buffer_var.get())
+          return e;
+        const auto *load = e.as<BufferLoad>();
+        return BufferLoad::make(r_.grown(p_, op->buffer), {r_.offset(p_, load->indices, stage_)});
+      }
+      Expr visit(const Call *op) override {
+        Expr e = IRMutator::visit(op);
+        const auto *c = e.as<Call>();
+        if (!c->is_intrinsic(intrinsic::tma_load))
+          return e;
+        std::vector<Expr> args = c->args;
+        args[2] = r_.barrier_at(stage_);
+        return Call::make(c->type, c->name, std::move(args), c->call_kind);
+      }
+      Stmt visit(const AttrStmt *op) override {
+        if (op->key == attr::bulk_copy)
+          return mutate(op->body);
+        return IRMutator::visit(op);
+      }
+
     private:
       Rewriter &r_;
       Plan &p_;
       Expr stage_;
     };
     return StoreRetargeter(*this, p, stage_of(p, loop)).mutate(p.attr->body);
+  }
+
+  // The loop of bulk copies: a ring of `stages` slots, each with a full and an empty barrier.
+  // One thread (the leader) waits until a slot is empty, announces its bytes and issues its
+  // tma_load calls; every thread waits until the slot it computes on is full, and once its reads
+  // of a slot are over (lag iterations later, when the compute reads asynchronously) arrives
+  // on that slot's empty barrier. No block barrier is left in the loop: warps drift apart by up
+  // to the ring's slack.
+  Stmt bulk_pipeline(const For *op, const std::vector<Plan *> &here, int stages) {
+    Stmt compute = remove_no_op(IRMutator::mutate(op->body));
+    Var i = op->loop_var;
+    DataType t = i.type();
+    Expr end = op->min + op->extent;
+    Expr rel = is_zero(op->min) ? Expr(i) : i - op->min;
+    int64_t bytes = 0;
+    for (Plan *p : here)
+      bytes += p->bulk_bytes;
+    Var full_var(i->name + "_full", Handle()), empty_var(i->name + "_empty", Handle());
+    barriers_ = passes_detail::make_flat_buffer(full_var->name, full_var, UInt(64),
+                                                Expr(stages), "shared");
+    Buffer empty = passes_detail::make_flat_buffer(empty_var->name, empty_var, UInt(64),
+                                                   Expr(stages), "shared");
+    auto empty_at = [&](const Expr &slot) {
+      return Call::make(Handle(), intrinsic::address_of, {BufferLoad::make(empty, {slot})},
+                        Call::Intrinsic);
+    };
+    Expr leader = const_true(), threads = Expr(1);
+    for (const auto &[v, extent] : here[0]->threads) {
+      leader = leader && v == make_zero(v.type());
+      threads = threads * extent;
+    }
+    leader = arith::simplify(leader);
+    threads = arith::simplify(threads);
+    int lag = stages >= 3 && reads_asynchronously(compute) ? 1 : 0;
+    int ahead = stages - 1 - lag;
+
+    // The fill of iteration `iter` (relative: `iter_rel`) into slot iter_rel % stages. In the
+    // steady state the slot was last read in iteration iter_rel - stages, whose release is
+    // phase iter_rel / stages - 1 of its empty barrier (for the first round, parity 1: the
+    // phase before the first, which counts as completed).
+    auto fills = [&](const Expr &iter, bool steady) {
+      Expr iter_rel = substitute(rel, i, iter);
+      Expr slot = floormod(iter_rel, stages);
+      std::vector<Stmt> out;
+      if (steady)
+        out.push_back(intrinsic_stmt(intrinsic::mbarrier_wait,
+                                     {empty_at(slot), floormod(floordiv(iter_rel, stages) + 1, 2)}));
+      out.push_back(intrinsic_stmt(intrinsic::mbarrier_arrive_expect_tx,
+                                   {barrier_at(slot), Expr(int(bytes))}));
+      for (Plan *p : here) {
+        Stmt f = substitute(fill_of(*p, *op), i, iter);
+        if (steady)
+          f = AttrStmt::make(Expr(p->alloc->buffer_var), attr::pipeline_fill, Expr(0), f);
+        out.push_back(f);
+      }
+      return Seq::make(std::move(out));
+    };
+
+    std::vector<Stmt> init;
+    for (int s = 0; s < stages; ++s) {
+      init.push_back(intrinsic_stmt(intrinsic::mbarrier_init, {barrier_at(Expr(s)), Expr(1)}));
+      init.push_back(intrinsic_stmt(intrinsic::mbarrier_init, {empty_at(Expr(s)), threads}));
+    }
+    init.push_back(intrinsic_stmt(intrinsic::fence_barrier_init));
+    std::vector<Stmt> out{IfThenElse::make(leader, Seq::make(std::move(init))),
+                          intrinsic_stmt(intrinsic::syncthreads)};
+    auto extent = as_const_int(op->extent);
+    for (int s = 0; s < ahead; ++s) {
+      if (extent && s >= *extent)
+        break;
+      Expr cond = extent ? leader : leader && make_const(t, s) < op->extent;
+      out.push_back(IfThenElse::make(cond, fills(op->min + make_const(t, s), false)));
+    }
+    // Reads of iteration rel - lag are over at the end of iteration rel.
+    Stmt release = intrinsic_stmt(intrinsic::mbarrier_arrive, {empty_at(floormod(rel - lag, stages))});
+    if (lag)
+      release = IfThenElse::make(rel >= lag, release);
+    std::vector<Stmt> body{IfThenElse::make(leader && i + ahead < end, fills(i + ahead, true)),
+                           intrinsic_stmt(intrinsic::mbarrier_wait,
+                                          {barrier_at(floormod(rel, stages)),
+                                           floormod(floordiv(rel, stages), 2)}),
+                           compute, release};
+    Stmt loop = For::make(i, op->min, op->extent, op->for_kind, Seq::make(std::move(body)),
+                          op->thread_tag);
+    if (lag)
+      loop = AttrStmt::make(AttrNode(), attr::pipeline_async_reads, Expr(lag), loop);
+    out.push_back(loop);
+    Stmt result = Seq::make(std::move(out));
+    for (Plan *p : here)
+      if (p->alloc_inside_loop)
+        result = Allocate::make(p->alloc->buffer_var, p->alloc->dtype, {grown_size(*p)},
+                                p->alloc->scope, result);
+    result = Allocate::make(empty_var, UInt(64), {Expr(stages)}, "shared", result);
+    return Allocate::make(full_var, UInt(64), {Expr(stages)}, "shared", result);
+  }
+
+  // address_of(full barrier `stage`) of the ring being built.
+  Expr barrier_at(const Expr &stage) const {
+    internal_check(barriers_.defined()) << "tma_load outside a pipelined bulk copy";
+    return Call::make(Handle(), intrinsic::address_of,
+                      {BufferLoad::make(barriers_, {stage})}, Call::Intrinsic);
   }
 
   Expr grown_size(Plan &p) { return p.alloc->extents[0] * stages_of(p); }
@@ -421,6 +595,7 @@ private:
   std::vector<const Variable *> order_;
   llvm::DenseMap<const Plan *, int> loop_stages_;
   llvm::DenseMap<const BufferNode *, Buffer> grown_;
+  Buffer barriers_; ///< the full barriers of the bulk-copy ring being built
 };
 
 } // namespace

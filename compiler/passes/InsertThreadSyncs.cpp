@@ -100,6 +100,21 @@ protected:
     bool read_only = op->is_intrinsic(intrinsic::wmma_load_matrix_sync) ||
                      op->is_intrinsic(intrinsic::mma_ldmatrix) ||
                      op->is_intrinsic(intrinsic::wgmma_mma);
+    // Barriers synchronize; their memory is not data the block shares.
+    if (op->is_intrinsic(intrinsic::mbarrier_init) || op->is_intrinsic(intrinsic::mbarrier_wait) ||
+        op->is_intrinsic(intrinsic::mbarrier_arrive) ||
+        op->is_intrinsic(intrinsic::mbarrier_arrive_expect_tx))
+      return;
+    if (op->is_intrinsic(intrinsic::tma_load) && op->args.size() >= 3) {
+      // Writes its destination, as a store does; its barrier is not data.
+      const auto *dst = op->args[1].as<Call>();
+      const auto *elem = dst && dst->args.size() == 1 ? dst->args[0].as<BufferLoad>() : nullptr;
+      if (elem && is_shared(elem->buffer) && !skipped(elem->buffer->data.get()))
+        out_.writes.insert(elem->buffer->data.get());
+      for (size_t i = 3; i < op->args.size(); ++i)
+        visit_expr(op->args[i]);
+      return;
+    }
     if (op->is_intrinsic(intrinsic::cp_async) && op->args.size() == 4) {
       // Only writes its destination (like a store) and only reads its source.
       const auto *dst = op->args[0].as<Call>();

@@ -135,7 +135,8 @@ protected:
       if (it != layouts_.end()) {
         // Retarget to the flat storage: the allocation's var for double buffering (as the
         // Allocate names it), the flat buffer otherwise.
-        AttrNode node = op->key == attr::pipeline_scope ? AttrNode(it->second.flat->data)
+        AttrNode node = op->key == attr::pipeline_scope || op->key == attr::bulk_copy
+                            ? AttrNode(it->second.flat->data)
                                                              : AttrNode(it->second.flat);
         return AttrStmt::make(std::move(node), op->key, mutate(op->value), mutate(op->body));
       }

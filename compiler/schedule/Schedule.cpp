@@ -480,6 +480,32 @@ Stage &Stage::pipeline(int stages) {
   return *this;
 }
 
+Stage &Stage::bulk_copy() {
+  user_check(n_->op.as<ComputeOpNode>() && !n_->is_output, "bulk_copy")
+      << "stage '" << name() << "': only an intermediate stage in shared memory (a cache_read) "
+         "can be filled by TMA";
+  n_->bulk_copy = true;
+  return *this;
+}
+
+Stage &Stage::env_threads(const std::vector<IterVar> &threads) {
+  for (const IterVar &t : threads) {
+    const std::string &tag = t.thread_tag();
+    user_check(tag.rfind("threadIdx.", 0) == 0, "env_threads")
+        << "stage '" << name() << "': '" << t.name() << "' is not a threadIdx axis (tag '" << tag
+        << "'); env_threads launches threads of the block";
+    auto extent = t.dom().defined() ? as_const_int(t.dom().extent) : std::nullopt;
+    user_check(extent && *extent > 0, "env_threads")
+        << "stage '" << name() << "': thread axis '" << t.name()
+        << "' needs a constant extent: make it with thread_axis(Range(0, n), \"" << tag << "\")";
+    for (const IterVar &o : n_->env_threads)
+      user_check(o.thread_tag() != tag, "env_threads")
+          << "stage '" << name() << "' already runs on " << tag;
+  }
+  n_->env_threads.insert(n_->env_threads.end(), threads.begin(), threads.end());
+  return *this;
+}
+
 // ---- Schedule -------------------------------------------------------------------------------
 
 Schedule create_schedule(const std::vector<Tensor> &outputs) {

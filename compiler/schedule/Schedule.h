@@ -150,6 +150,16 @@ public:
   /// per thread (vectorize the copy's inner axis). Stages filled in the same loop are pipelined
   /// together (with the largest count among them).
   Stage &pipeline(int stages);
+  /// Fills this shared stage with TMA bulk tensor copies (cp.async.bulk.tensor, Hopper): one
+  /// thread copies the whole tile in boxes of the tensor map that lower_bulk_copy derives from
+  /// the copy, completing on the mbarriers of the pipeline ring (so the stage must also be
+  /// pipelined, 2+ stages). The stage's body must read a global input at its own indices plus
+  /// offsets (a cache_read), its axes left as they are: no split, bind or vectorize.
+  Stage &bulk_copy();
+  /// Runs this stage's whole nest on the threads of `threads` (thread axes with a range) without
+  /// binding a loop to them: every one of those threads executes it (TVM's env_threads). A
+  /// warpgroup's wgmma needs its 128 threads even when no loop is split over them.
+  Stage &env_threads(const std::vector<IterVar> &threads);
   Stage &unroll(const IterVar &iv);
   Stage &vectorize(const IterVar &iv);
   Stage &parallel(const IterVar &iv);
@@ -193,6 +203,8 @@ public:
   std::string scope = "global";
   bool is_output = false;
   int pipeline_stages = 1; ///< 1: not pipelined
+  bool bulk_copy = false;  ///< Stage::bulk_copy
+  std::vector<IterVar> env_threads;
   std::vector<StorageAlign> storage_aligns;
   int storage_interleave = 0; ///< chunk of Stage::storage_interleave; 0: row major
   int storage_swizzle = 0;    ///< bytes of Stage::swizzle (with storage_interleave); 0: none

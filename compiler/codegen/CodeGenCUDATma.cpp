@@ -1,0 +1,138 @@
+// CUDA code for Hopper bulk tensor copies (TMA) and shared-memory barriers (mbarrier).
+//
+// Each intrinsic is one inline-PTX helper of the module preamble (tma_preamble): the PTX takes
+// 32-bit shared-window addresses, made by __cvta_generic_to_shared from the generic pointers the
+// IR passes as address_of(...). A tensor map is a kernel parameter of type tessel_tensor_map
+// (CUtensorMap's 128 opaque bytes, 64-byte aligned), declared `const __grid_constant__` so its
+// address is the parameter's own and TMA reads it there.
+#include "compiler/codegen/CUDAKernelEmitter.h"
+
+#include "compiler/ir/IROperator.h"
+#include "compiler/ir/IRPrinter.h"
+#include "compiler/ir/Intrinsics.h"
+#include "compiler/support/Error.h"
+
+namespace tessel::codegen {
+
+bool CUDAKernelEmitter::emit_tma(const Call *op) {
+  const std::string &n = op->name;
+  if (op->call_kind != Call::Intrinsic ||
+      (n.rfind("mbarrier_", 0) != 0 && n != intrinsic::fence_barrier_init &&
+       n != intrinsic::tma_load))
+    return false;
+  const std::vector<Expr> &a = op->args;
+  // A barrier or destination: address_of(buf[i]) of a shared buffer of `dtype` (any when void).
+  auto shared_ptr = [&](const Expr &p, const char *what, DataType dtype) {
+    const auto *c = p.as<Call>();
+    const auto *load =
+        c && c->is_intrinsic(intrinsic::address_of) ? c->args[0].as<BufferLoad>() : nullptr;
+    auto mem = load ? scope_of_.find(data_var(load->buffer)) : scope_of_.end();
+    user_check(mem != scope_of_.end() && mem->second == "shared" &&
+                   (dtype.is_void() || load->buffer.dtype() == dtype),
+               "codegen_cuda")
+        << n << " in kernel '" << f_.name << "': the " << what
+        << " must be address_of(buffer[index]) of a shared "
+        << (dtype.is_void() ? std::string("buffer") : dtype.str() + " buffer") << ", got " << p;
+    return print(p);
+  };
+  needs_.tma = true;
+  if (n == intrinsic::fence_barrier_init) {
+    check_intrinsic_args(op, 0, "()");
+    line("tessel_fence_barrier_init();");
+    return true;
+  }
+  if (n == intrinsic::mbarrier_init) {
+    check_intrinsic_args(op, 2, "(bar, count)");
+    line("tessel_mbarrier_init(" + shared_ptr(a[0], "barrier", UInt(64)) + ", " + print(a[1]) +
+         ");");
+    return true;
+  }
+  if (n == intrinsic::mbarrier_arrive) {
+    check_intrinsic_args(op, 1, "(bar)");
+    line("tessel_mbarrier_arrive(" + shared_ptr(a[0], "barrier", UInt(64)) + ");");
+    return true;
+  }
+  if (n == intrinsic::mbarrier_arrive_expect_tx) {
+    check_intrinsic_args(op, 2, "(bar, bytes)");
+    line("tessel_mbarrier_arrive_expect_tx(" + shared_ptr(a[0], "barrier", UInt(64)) + ", " +
+         print(a[1]) + ");");
+    return true;
+  }
+  if (n == intrinsic::mbarrier_wait) {
+    check_intrinsic_args(op, 2, "(bar, parity)");
+    line("tessel_mbarrier_wait(" + shared_ptr(a[0], "barrier", UInt(64)) + ", " + print(a[1]) +
+         ");");
+    return true;
+  }
+  if (n == intrinsic::tma_load) {
+    const auto *map = a.size() >= 4 ? a[0].as<Variable>() : nullptr;
+    const TensorMapParam *param = nullptr;
+    for (const TensorMapParam &m : f_.tensor_maps)
+      if (map && m.var.get() == map)
+        param = &m;
+    user_check(param, "codegen_cuda")
+        << "tma_load(map, dst, bar, coords...) in kernel '" << f_.name
+        << "': the map must be one of the kernel's tensor maps, got " << Expr(op);
+    size_t rank = a.size() - 3;
+    user_check(rank == param->dims.size() && rank <= 5, "codegen_cuda")
+        << "tma_load in kernel '" << f_.name << "': tensor map '" << map->name << "' has "
+        << param->dims.size() << " dimensions but the call gives " << rank << " coordinates";
+    std::string call = "tessel_tma_load_" + std::to_string(rank) + "d(" +
+                       shared_ptr(a[1], "destination", Void()) + ", &" + var_text(map) + ", " +
+                       shared_ptr(a[2], "barrier", UInt(64));
+    for (size_t i = 3; i < a.size(); ++i)
+      call += ", " + print(a[i]);
+    line(call + ");");
+    return true;
+  }
+  user_error("codegen_cuda") << "unknown intrinsic '" << n << "' in kernel '" << f_.name << "'";
+}
+
+std::string tma_preamble() {
+  std::string s = R"(struct __align__(64) tessel_tensor_map { unsigned long long opaque[16]; };
+__device__ __forceinline__ unsigned tessel_smem(const void *p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void tessel_mbarrier_init(void *bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(tessel_smem(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void tessel_fence_barrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+__device__ __forceinline__ void tessel_mbarrier_arrive(void *bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(tessel_smem(bar)) : "memory");
+}
+__device__ __forceinline__ void tessel_mbarrier_arrive_expect_tx(void *bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+               :: "r"(tessel_smem(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void tessel_mbarrier_wait(void *bar, unsigned parity) {
+  unsigned done;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(tessel_smem(bar)), "r"(parity) : "memory");
+  } while (!done);
+}
+)";
+  // cp.async.bulk.tensor of 1 to 5 dimensions: coordinates innermost first.
+  for (int r = 1; r <= 5; ++r) {
+    std::string params, coords, operands;
+    for (int i = 0; i < r; ++i) {
+      params += ", int c" + std::to_string(i);
+      coords += (i ? ", %" : "%") + std::to_string(i + 3);
+      operands += ", \"r\"(c" + std::to_string(i) + ")";
+    }
+    std::string d = std::to_string(r);
+    s += "__device__ __forceinline__ void tessel_tma_load_" + d +
+         "d(void *dst, const tessel_tensor_map *map, void *bar" + params + ") {\n"
+         "  asm volatile(\"cp.async.bulk.tensor." + d +
+         "d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {" + coords +
+         "}], [%2];\\n\"\n"
+         "               :: \"r\"(tessel_smem(dst)), \"l\"(reinterpret_cast<unsigned long "
+         "long>(map)), \"r\"(tessel_smem(bar))" + operands + " : \"memory\");\n}\n";
+  }
+  return s;
+}
+
+} // namespace tessel::codegen

@@ -1,0 +1,233 @@
+#include "compiler/passes/LowerBulkCopy.h"
+
+#include "compiler/arith/Analyzer.h"
+#include "compiler/ir/IRMutator.h"
+#include "compiler/ir/IROperator.h"
+#include "compiler/ir/IRPrinter.h"
+#include "compiler/ir/Intrinsics.h"
+#include "compiler/ir/Substitute.h"
+#include "compiler/support/Error.h"
+
+#include <llvm/ADT/DenseMap.h>
+
+#include <numeric>
+
+namespace tessel {
+
+namespace {
+
+constexpr int64_t kMaxBoxExtent = 256; // cuTensorMapEncodeTiled: boxDim[i] <= 256
+constexpr int kMaxRank = 5;
+
+// A user error about the bulk copy of stage `name` (in scope where used).
+#define TESSEL_BULK_COPY_ERROR                                                                     \
+  user_error("bulk_copy") << "stage '" << name << "' is filled by TMA (bulk_copy): "
+
+struct SharedLayout {
+  std::vector<Range> bounds; ///< the realized region
+  int interleave = 0;        ///< chunk of the last dimension; 0: row major
+  int swizzle = 0;
+  bool aligned = false;      ///< storage_align (padded rows, which a box cannot write)
+};
+
+class BulkCopyLowerer : public IRMutator {
+public:
+  BulkCopyLowerer(const std::vector<Buffer> &args, std::vector<TensorMapParam> *maps)
+      : args_(args), maps_(maps) {}
+
+protected:
+  Stmt visit(const AttrStmt *op) override {
+    const Buffer *buf = std::get_if<Buffer>(&op->node);
+    if (buf && op->key == attr::storage_interleave)
+      layouts_[buf->get()].interleave = int(*as_const_int(op->value));
+    else if (buf && op->key == attr::storage_swizzle)
+      layouts_[buf->get()].swizzle = int(*as_const_int(op->value));
+    else if (buf && op->key == attr::storage_align)
+      layouts_[buf->get()].aligned = true;
+    if (buf && op->key == attr::bulk_copy)
+      return lower(*buf, op);
+    return IRMutator::visit(op);
+  }
+
+  Stmt visit(const BufferRealize *op) override {
+    layouts_[op->buffer.get()].bounds = op->bounds;
+    return IRMutator::visit(op);
+  }
+
+private:
+  Stmt lower(const Buffer &dst, const AttrStmt *op) {
+    const std::string &name = dst.name();
+    auto lit = layouts_.find(dst.get());
+    internal_check(lit != layouts_.end() && !lit->second.bounds.empty())
+        << "bulk_copy of '" << name << "' outside its realize";
+    const SharedLayout &layout = lit->second;
+    if (layout.aligned)
+      TESSEL_BULK_COPY_ERROR << "its rows are padded by storage_align, and a TMA box writes dense rows; "
+                "drop storage_align (swizzle(128) avoids bank conflicts instead)";
+
+    // The copy nest: loops over the whole region, one store of a global load.
+    std::vector<const For *> loops;
+    Stmt body = op->body;
+    while (const auto *f = body.as<For>()) {
+      loops.push_back(f);
+      body = f->body;
+    }
+    const auto *store = body.as<BufferStore>();
+    const auto *load = store ? store->value.as<BufferLoad>() : nullptr;
+    if (!store || !load || store->buffer.get() != dst.get() || load->buffer.scope() != "global")
+      TESSEL_BULK_COPY_ERROR << "its body must be loops around one copy from a global tensor, got\n"
+             << op->body << "(leave the stage's axes as they are: no split, fuse, bind, "
+                "vectorize or conditions)";
+    const Buffer &src = load->buffer;
+    int arg = -1;
+    for (size_t i = 0; i < args_.size(); ++i)
+      if (args_[i]->data.get() == src->data.get())
+        arg = int(i);
+    if (arg < 0)
+      TESSEL_BULK_COPY_ERROR << "it reads '" << src.name() << "', which is not an argument of the kernel";
+    size_t rank = dst->shape.size(), grank = src->shape.size();
+    if (grank > size_t(kMaxRank) || loops.size() != rank)
+      TESSEL_BULK_COPY_ERROR << "TMA copies boxes of 1 to 5 dimensions out of tensors of at most 5; the copy "
+                "has "
+             << loops.size() << " loops for " << rank << " shared dimensions from a " << grank
+             << "-D tensor";
+
+    // Shared dimension d is loop d's variable; find the global dimension each loop reads.
+    std::vector<int64_t> extent(rank);
+    std::vector<int> gdim(rank, -1);
+    std::vector<Expr> base = load->indices;
+    for (size_t d = 0; d < rank; ++d) {
+      const For *loop = loops[d];
+      auto e = as_const_int(loop->extent);
+      auto rext = as_const_int(layout.bounds[d].extent);
+      Expr local = arith::simplify(store->indices[d] - layout.bounds[d].min);
+      const auto *v = local.as<Variable>();
+      if (!e || !rext || *e != *rext || !is_zero(loop->min) || v != loop->loop_var.get())
+        TESSEL_BULK_COPY_ERROR << "shared dimension " << d << " must be written by loop " << d
+               << " over its whole extent, got index " << local << " in loop "
+               << loop->loop_var << " of extent " << loop->extent;
+      extent[d] = *e;
+      for (size_t j = 0; j < grank; ++j) {
+        if (!uses_var(base[j], loop->loop_var))
+          continue;
+        Expr rest = arith::simplify(base[j] - loop->loop_var);
+        if (gdim[d] >= 0 || uses_var(rest, loop->loop_var))
+          TESSEL_BULK_COPY_ERROR << "loop " << loop->loop_var << " must appear in exactly one index of '"
+                 << src.name() << "', added to it; got " << Expr(load);
+        gdim[d] = int(j);
+        base[j] = rest;
+      }
+      if (gdim[d] < 0 || (d > 0 && gdim[d] <= gdim[d - 1]))
+        TESSEL_BULK_COPY_ERROR << "its dimensions must read the dimensions of '" << src.name()
+               << "' in the same order, one each; got " << Expr(load);
+    }
+    for (const Expr &b : base)
+      for (const For *loop : loops)
+        if (uses_var(b, loop->loop_var))
+          TESSEL_BULK_COPY_ERROR << "the origin of the box in '" << src.name() << "' depends on loop "
+                 << loop->loop_var;
+    if (gdim[rank - 1] != int(grank) - 1)
+      TESSEL_BULK_COPY_ERROR << "its last dimension must read the last (contiguous) dimension of '"
+             << src.name() << "'";
+
+    // Boxes: one per column block of the layout.
+    DataType t = dst.dtype();
+    int64_t elem = t.bytes();
+    int64_t inner = layout.interleave ? layout.interleave : extent[rank - 1];
+    int64_t rows = 1;
+    for (size_t d = 0; d + 1 < rank; ++d)
+      rows *= extent[d];
+    if (layout.swizzle && inner * elem != layout.swizzle)
+      internal_error << "swizzle " << layout.swizzle << " with chunk " << inner;
+    if ((inner * elem) % 16 != 0 || inner > kMaxBoxExtent)
+      TESSEL_BULK_COPY_ERROR << "a box row must be a multiple of 16 bytes and at most 256 elements; rows of "
+             << inner << " x " << elem << " bytes";
+    for (size_t d = 0; d + 1 < rank; ++d)
+      if (extent[d] > kMaxBoxExtent)
+        TESSEL_BULK_COPY_ERROR << "dimension " << d << " has " << extent[d]
+               << " elements, more than a TMA box's 256: use a smaller tile";
+    std::vector<int64_t> gshape;
+    for (const Expr &e : src->shape)
+      gshape.push_back(*as_const_int(e));
+    for (size_t j = 0; j + 1 < grank; ++j) {
+      int64_t stride = 1;
+      for (size_t k = j + 1; k < grank; ++k)
+        stride *= gshape[k];
+      if ((stride * elem) % 16 != 0)
+        TESSEL_BULK_COPY_ERROR << "TMA needs the rows of '" << src.name() << "' 16-byte aligned, but dimension "
+               << j << " is " << stride * elem
+               << " bytes apart; pad the tensor's last dimension to a multiple of "
+               << 16 / std::gcd(int64_t(16), elem) << " elements";
+    }
+    int64_t block_bytes = rows * inner * elem;
+    if (block_bytes % (layout.swizzle ? 1024 : 128) != 0)
+      TESSEL_BULK_COPY_ERROR << "each box must start " << (layout.swizzle ? 1024 : 128)
+             << "-byte aligned in shared memory; its boxes of " << rows << " rows x " << inner
+             << " elements are " << block_bytes << " bytes";
+
+    // The tensor map: the argument's dimensions innermost first, the box extents of the
+    // dimensions the copy reads (1 for the others).
+    TensorMapParam map;
+    map.arg = arg;
+    map.swizzle = layout.swizzle;
+    for (size_t j = grank; j-- > 0;) {
+      map.dims.push_back(gshape[j]);
+      int64_t stride = 1;
+      for (size_t k = j + 1; k < grank; ++k)
+        stride *= gshape[k];
+      map.strides.push_back(stride);
+      int64_t box = 1;
+      for (size_t d = 0; d < rank; ++d)
+        if (gdim[d] == int(j))
+          box = d + 1 == rank ? inner : extent[d];
+      map.box.push_back(box);
+    }
+    Var map_var = tensor_map(map, src.name());
+
+    std::vector<Stmt> copies;
+    for (int64_t c = 0; c < extent[rank - 1]; c += inner) {
+      std::vector<Expr> at;
+      for (size_t d = 0; d < rank; ++d)
+        at.push_back(layout.bounds[d].min + (d + 1 == rank ? make_const(Int(32), c) : Expr(0)));
+      Expr dst_ptr = Call::make(Handle(), intrinsic::address_of, {BufferLoad::make(dst, at)},
+                                Call::Intrinsic);
+      std::vector<Expr> call_args{map_var, dst_ptr, Expr(0)};
+      for (size_t j = grank; j-- > 0;) {
+        Expr coord = j + 1 == grank ? base[j] + make_const(base[j].type(), c) : base[j];
+        call_args.push_back(arith::simplify(cast(Int(32), coord)));
+      }
+      copies.push_back(Evaluate::make(
+          Call::make(Void(), intrinsic::tma_load, std::move(call_args), Call::Intrinsic)));
+    }
+    int64_t bytes = elem;
+    for (int64_t e : extent)
+      bytes *= e;
+    return AttrStmt::make(op->node, op->key, Expr(int(bytes)), Seq::make(std::move(copies)));
+  }
+
+  // The variable of an equal tensor map made before, or of a new one.
+  Var tensor_map(TensorMapParam map, const std::string &tensor) {
+    for (const TensorMapParam &m : *maps_)
+      if (m.arg == map.arg && m.box == map.box && m.swizzle == map.swizzle)
+        return m.var;
+    int same = 0;
+    for (const TensorMapParam &m : *maps_)
+      same += m.arg == map.arg;
+    map.var = Var(tensor + "_tmap" + (same ? std::to_string(same) : ""), Handle());
+    maps_->push_back(map);
+    return map.var;
+  }
+
+  const std::vector<Buffer> &args_;
+  std::vector<TensorMapParam> *maps_;
+  llvm::DenseMap<const BufferNode *, SharedLayout> layouts_;
+};
+
+} // namespace
+
+Stmt lower_bulk_copy(Stmt s, const std::vector<Buffer> &args, std::vector<TensorMapParam> *maps) {
+  internal_check(maps) << "lower_bulk_copy needs somewhere to put the tensor maps";
+  return BulkCopyLowerer(args, maps).mutate(s);
+}
+
+} // namespace tessel
