@@ -130,10 +130,11 @@ inline constexpr const char *mbarrier_wait = "mbarrier_wait";
 // c0 (innermost) .. c{r-1} (Int(32); elements outside the tensor read as zero) to shared memory
 // at dst (address_of(buf[i]), 128-byte aligned; 1024 when the map swizzles), in the map's box
 // order (innermost dimension contiguous, rows of box[0] elements), permuted by the map's swizzle
-// as Stage::swizzle lays tiles out (the 16-byte unit u of row r at u ^ (r % (swizzle / 16))
-// within each swizzle-wide row). Asynchronous: the box's bytes count as transaction bytes of
-// the current phase of barrier `bar`; the destination may be read only by threads that waited
-// for that phase, and must not be written or read before then.
+// as Stage::swizzle lays tiles out (in each swizzle-wide row r, with U = swizzle / 16 units of
+// 16 bytes, unit u at u ^ ((r / (8 / U)) % U): on byte offsets from the 1024-byte aligned
+// start, bits 4.. XORed with bits 7..). Asynchronous: the box's bytes count as transaction
+// bytes of the current phase of barrier `bar`; the destination may be read only by threads
+// that waited for that phase, and must not be written or read before then.
 inline constexpr const char *tma_load = "tma_load";
 
 } // namespace tessel::intrinsic

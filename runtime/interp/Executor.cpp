@@ -174,6 +174,9 @@ std::string Machine::thread_name(uint32_t t) const {
 std::string Machine::agent_name(int32_t agent) const {
   if (agent >= 0)
     return thread_name(uint32_t(agent));
+  if (is_async_agent(agent))
+    return "the tma_load copies completing on " +
+           barrier_name(uint32_t(kAsyncAgentBase - agent));
   uint32_t w = uint32_t(-2 - agent);
   uint32_t last = std::min(n_threads, 32 * w + 32) - 1;
   return "warp " + std::to_string(w) + " (" + thread_name(32 * w) + ".." + thread_name(last) +
@@ -238,6 +241,7 @@ void execute(const LoweredFunc &f, const std::vector<HostBuffer *> &args,
 
   Compiler C(M);
   std::vector<std::pair<HostBuffer *, Memory *>> globals;
+  std::vector<Memory *> arg_memories;
   for (size_t i = 0; i < args.size(); ++i) {
     const Buffer &b = f.args[i];
     user_check(args[i] != nullptr, "interp") << "argument '" << b.name() << "' is null";
@@ -276,7 +280,9 @@ void execute(const LoweredFunc &f, const std::vector<HostBuffer *> &args,
       globals.push_back({&h, mem});
     }
     C.bind_memory(Var(static_cast<const Variable *>(b->data.get())), mem);
+    arg_memories.push_back(mem);
   }
+  bind_tensor_maps(M, f, arg_memories);
 
   StmtPtr body = C.stmt(f.body);
   const Mask all = Mask::full(M.n_threads);
@@ -289,7 +295,9 @@ void execute(const LoweredFunc &f, const std::vector<HostBuffer *> &args,
         M.committed_groups.assign(M.n_threads, 0);
         M.pending_wgmma.assign(M.n_warps, {});
         M.wgmma_groups.assign(M.n_warps, 0);
+        M.barriers.clear();
         body->exec(M, all);
+        check_tma_landed(M);
         check_wgmma_landed(M);
       }
 

@@ -3,13 +3,15 @@
 // CI has no GPU, so every schedule is checked numerically by running its lowered kernel here:
 // every block of the grid, every thread of a block with its own threadIdx and local storage,
 // block-shared memory, syncthreads as a real barrier, fp16/bf16 rounded after each operation as
-// the GPU does, vector accesses, the warp-level WMMA intrinsics on per-warp fragments, and
-// ldmatrix / mma.sync on per-lane register fragments in the PTX ISA's layouts.
+// the GPU does, vector accesses, the warp-level WMMA intrinsics on per-warp fragments,
+// ldmatrix / mma.sync on per-lane register fragments in the PTX ISA's layouts, cp.async, Hopper
+// wgmma, and TMA bulk tensor copies with the mbarriers they complete on (Tma.cpp).
 //
 // Mistakes that would be undefined behaviour or silent corruption on the GPU are reported as
 // tessel::Error naming the buffer, index, thread(s) and block: out-of-bounds accesses, reads of
 // shared memory no thread wrote, barriers not reached by every thread of a block, data races
-// on shared memory between two barriers, WMMA calls by part of a warp.
+// on shared memory between two barriers, WMMA calls by part of a warp, asynchronous copies
+// read before their wait or overwritten while in flight, mbarrier waits that would hang.
 //
 //   HostBuffer a = HostBuffer::from_doubles(Float(16), data_a), c = HostBuffer::zeros(Float(32), n);
 //   interp::execute(func, {&a, &b, &c});

@@ -448,6 +448,12 @@ ExprPtr Compiler::expr(const Expr &e) {
   }
   case IRNodeKind::Var: {
     auto it = slots_.find(static_cast<const Variable *>(e.get()));
+    if (it == slots_.end())
+      for (const TensorMap &m : M.tensor_maps)
+        user_check(m.param.var.get() != e.get(), "interp")
+            << "tensor map '" << m.param.var.name() << "' of kernel '" << M.kernel
+            << "' is used outside tma_load; the executor takes a tensor map only as the "
+               "first argument of tma_load";
     user_check(it != slots_.end(), "interp")
         << "variable '" << static_cast<const Variable *>(e.get())->name
         << "' is used but not defined in the kernel (only loop, let and thread variables are)";

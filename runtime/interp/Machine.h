@@ -92,18 +92,30 @@ struct ShadowCell {
   uint32_t read_epoch = 0;
   int32_t reader = 0;
   int32_t other_reader = kNoAgent; ///< a second, different reader in read_epoch
+  /// When `writer` is an async agent (a tma_load landing): the phase of its barrier that the
+  /// copy completed on. In write_epoch only threads that waited for that phase may access it.
+  uint32_t async_phase = 0;
+  /// A tma_load into this element is issued and has not landed: no access until it has.
+  bool in_flight = false;
   static constexpr int32_t kNoAgent = -1;
 };
 
-/// Who accesses memory: a thread (>= 0), or a whole warp in a warp-level matrix intrinsic
-/// (wmma_*, mma_*, wgmma_*; <= -2).
+/// Who accesses memory: a thread (>= 0), a whole warp in a warp-level matrix intrinsic
+/// (wmma_*, mma_*, wgmma_*; -2 .. -33), or the asynchronous proxy landing the tma_load copies
+/// that complete on barrier `id` of Machine::barriers (<= kAsyncAgentBase).
+constexpr int32_t kAsyncAgentBase = -1024;
 inline int32_t warp_agent(uint32_t warp) { return -2 - static_cast<int32_t>(warp); }
+inline int32_t async_agent(uint32_t barrier) {
+  return kAsyncAgentBase - static_cast<int32_t>(barrier);
+}
+inline bool is_async_agent(int32_t a) { return a <= kAsyncAgentBase; }
+inline bool is_warp_agent(int32_t a) { return a <= -2 && a > kAsyncAgentBase; }
 inline bool same_agent(int32_t a, int32_t b) {
   if (a == b)
     return true;
-  if (a <= -2 && b >= 0)
+  if (is_warp_agent(a) && b >= 0)
     return b / 32 == -2 - a;
-  if (b <= -2 && a >= 0)
+  if (is_warp_agent(b) && a >= 0)
     return a / 32 == -2 - b;
   return false;
 }
@@ -172,6 +184,37 @@ struct PendingWgmma {
   std::vector<Val> values;
 };
 
+/// A tma_load not yet landed (Tma.cpp): the shared elements of its box in box order (after the
+/// swizzle), the values it read at issue, and the phase of its barrier it completes on.
+struct TmaCopy {
+  Memory *dst = nullptr;
+  std::vector<int64_t> cells;
+  std::vector<Val> values;
+  uint32_t phase = 0;
+  uint32_t issuer = 0;   ///< the issuing thread
+  std::string what;      ///< "tma_load of 'A_map' at (0, 64) into 'A_shared'[0..4095]"
+};
+
+/// An mbarrier (Tma.cpp): element `index` of the UInt(64) shared buffer `mem`.
+struct Barrier {
+  Memory *mem = nullptr;
+  int64_t index = 0;
+  bool live = true;           ///< false once initialized again or its buffer reallocated
+  uint32_t count = 0;         ///< arrivals per phase
+  uint32_t arrivals = 0;      ///< in the current phase
+  int64_t pending_bytes = 0;  ///< announced by expect_tx minus issued by tma_load, this phase
+  uint32_t completed = 0;     ///< completed phases; the current phase is number `completed`
+  uint32_t init_thread = 0, init_epoch = 0;
+  std::vector<TmaCopy> copies; ///< not landed, in issue order; phase < completed: ready
+  std::vector<uint32_t> observed; ///< per thread: `completed` at its last wait that returned
+};
+
+/// A tensor map of the kernel (LoweredFunc::tensor_maps) and the argument it views.
+struct TensorMap {
+  TensorMapParam param;
+  Memory *mem = nullptr;
+};
+
 struct Machine {
   ExecOptions opts;
   LaunchConfig launch;
@@ -191,10 +234,16 @@ struct Machine {
   /// Per warp: its wgmma_mma calls not yet landed (issue order) and its committed wgmma groups.
   std::vector<std::vector<PendingWgmma>> pending_wgmma;
   std::vector<uint32_t> wgmma_groups;
+  /// The block's mbarriers, by id (the id names the async agent of their copies); a barrier
+  /// initialized again gets a new id. See Tma.cpp.
+  std::vector<Barrier> barriers;
+  std::vector<TensorMap> tensor_maps;
   std::string kernel; ///< the kernel's name, for errors
 
   std::string thread_name(uint32_t t) const;
   std::string agent_name(int32_t agent) const;
+  /// "barrier 'bar'[1]" (Tma.cpp).
+  std::string barrier_name(uint32_t id) const;
   std::string block_name() const;
   /// "thread (x,y,z) of block (x,y,z)".
   std::string where(uint32_t t) const { return thread_name(t) + " of block " + block_name(); }
@@ -257,6 +306,18 @@ StmtPtr compile_mma(Compiler &C, const Call *call);
 StmtPtr compile_wgmma(Compiler &C, const Call *call);
 /// At the end of a block: an error if a warp has a wgmma_mma that no wgmma_wait landed.
 void check_wgmma_landed(const Machine &M);
+/// The Hopper bulk tensor copies and their barriers: mbarrier_*, fence_barrier_init and
+/// tma_load (Tma.cpp).
+StmtPtr compile_tma(Compiler &C, const Call *call);
+/// Checks LoweredFunc::tensor_maps and records them in M.tensor_maps; `args` are the memories
+/// of f.args in order.
+void bind_tensor_maps(Machine &M, const LoweredFunc &f, const std::vector<Memory *> &args);
+/// At the end of a block: an error if a tma_load has not landed or a barrier still expects
+/// transaction bytes.
+void check_tma_landed(const Machine &M);
+/// A shared allocation is (re)entered: its barriers are forgotten; an error while a tma_load
+/// into it or on one of its barriers is in flight.
+void release_barriers(Machine &M, const Memory &mem);
 
 // Errors that name the thread and block (they throw tessel::Error).
 [[noreturn]] void report_out_of_bounds(const Machine &M, const Memory &mem, bool write,

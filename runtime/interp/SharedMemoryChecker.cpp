@@ -12,6 +12,16 @@ void report_uninitialized(const Machine &M, const Memory &mem, int64_t index, in
 
 void report_race(const Machine &M, const Memory &mem, int64_t index, int32_t agent,
                  bool agent_writes, int32_t other, bool other_wrote) {
+  if (is_async_agent(other))
+    user_error("interp") << "data race on shared buffer '" << mem.name << "'[" << index
+                         << "] in block " << M.block_name() << " of kernel '" << M.kernel
+                         << "': " << M.agent_name(agent) << (agent_writes ? " writes" : " reads")
+                         << " it in the barrier interval (" << M.epoch
+                         << ") in which a tma_load landed it, without having waited for phase "
+                         << mem.shadow[size_t(index)].async_phase << " of "
+                         << M.barrier_name(uint32_t(kAsyncAgentBase - other))
+                         << "; mbarrier_wait for that phase (or syncthreads after the wait of "
+                            "another thread) first";
   const char *kind = other_wrote ? (agent_writes ? "write/write" : "write/read") : "read/write";
   user_error("interp") << "data race (" << kind << ") on shared buffer '" << mem.name << "'["
                        << index << "] in block " << M.block_name() << ": "

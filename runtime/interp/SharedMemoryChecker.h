@@ -4,6 +4,12 @@
 // read it in the current epoch. Two accesses by different agents to one element in the same
 // epoch, at least one of them a write, are a race: nothing orders them on the GPU. Agents are
 // threads, or whole warps for WMMA loads and stores (a warp does not race with its own lanes).
+//
+// TMA copies (Tma.cpp) write as the asynchronous proxy of their barrier. While one is in flight
+// (issued, not landed) its destination must not be accessed at all. Once landed, in the epoch it
+// landed in, a thread may access it only if it waited for the barrier phase the copy completed
+// on (an mbarrier wait is a synchronization); in later epochs the syncthreads between orders
+// everyone after the thread whose wait landed it, as for ordinary writes.
 #pragma once
 
 #include "runtime/interp/Machine.h"
@@ -12,18 +18,34 @@ namespace tessel::interp {
 
 [[noreturn]] void report_uninitialized(const Machine &M, const Memory &mem, int64_t index,
                                        int32_t reader);
+/// A race with `other`; when `other` is an async agent, a tma_load landing that `agent` did
+/// not wait for (the phase is the cell's async_phase).
 [[noreturn]] void report_race(const Machine &M, const Memory &mem, int64_t index,
                               int32_t agent, bool agent_writes, int32_t other,
                               bool other_wrote);
+/// An access to an element while a tma_load into it is in flight (Tma.cpp).
+[[noreturn]] void report_in_flight(const Machine &M, const Memory &mem, int64_t index,
+                                   int32_t agent, bool write);
+/// Whether `agent` waited for the barrier phase whose tma_load wrote `c` (c.writer is an async
+/// agent): every thread of it did, for a warp (Tma.cpp).
+bool async_ordered(const Machine &M, const ShadowCell &c, int32_t agent);
+
+/// The last write of `c` is in this epoch and not ordered before an access by `agent`.
+inline bool unordered_write(const Machine &M, const ShadowCell &c, int32_t agent) {
+  return c.write_epoch == M.epoch && !same_agent(c.writer, agent) &&
+         !(is_async_agent(c.writer) && async_ordered(M, c, agent));
+}
 
 /// Checks and records a read of shared element `index` (in bounds) by `agent`.
 inline void shared_read(const Machine &M, Memory &mem, int64_t index, int32_t agent) {
   ShadowCell &c = mem.shadow[index];
+  if (c.in_flight) [[unlikely]]
+    report_in_flight(M, mem, index, agent, false);
   if (c.write_epoch == 0 && M.opts.check_uninitialized_shared)
     report_uninitialized(M, mem, index, agent);
   if (!M.opts.check_races)
     return;
-  if (c.write_epoch == M.epoch && !same_agent(c.writer, agent))
+  if (unordered_write(M, c, agent)) [[unlikely]]
     report_race(M, mem, index, agent, false, c.writer, true);
   if (c.read_epoch != M.epoch) {
     c.read_epoch = M.epoch;
@@ -37,8 +59,10 @@ inline void shared_read(const Machine &M, Memory &mem, int64_t index, int32_t ag
 /// Checks and records a write of shared element `index` (in bounds) by `agent`.
 inline void shared_write(const Machine &M, Memory &mem, int64_t index, int32_t agent) {
   ShadowCell &c = mem.shadow[index];
+  if (c.in_flight) [[unlikely]]
+    report_in_flight(M, mem, index, agent, true);
   if (M.opts.check_races) {
-    if (c.write_epoch == M.epoch && !same_agent(c.writer, agent))
+    if (unordered_write(M, c, agent)) [[unlikely]]
       report_race(M, mem, index, agent, true, c.writer, true);
     if (c.read_epoch == M.epoch) {
       if (!same_agent(c.reader, agent))

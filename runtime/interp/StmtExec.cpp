@@ -170,8 +170,11 @@ public:
     // A wgmma.accumulator's size is per warpgroup: a warp holds a quarter of it.
     size_t per_owner = mem.frag == FragKind::WgmmaAccumulator ? mem.size / 4 : mem.size;
     mem.data.assign(owners * per_owner, Val{0});
-    if (mem.scope == MemScope::Shared)
+    if (mem.scope == MemScope::Shared) {
+      if (!M.barriers.empty())
+        release_barriers(M, mem);
       mem.shadow.assign(mem.size, ShadowCell{});
+    }
     if (mem.scope == MemScope::Fragment)
       mem.tile_shape.assign(owners * mem.tiles_per_warp, 0);
     body_->exec(M, m);
@@ -434,6 +437,10 @@ StmtPtr compile_evaluate(Compiler &C, const Call *call) {
   if ((call->name.rfind("wgmma_", 0) == 0 || call->name == intrinsic::fence_proxy_async) &&
       call->call_kind == Call::Intrinsic)
     return compile_wgmma(C, call);
+  if ((call->name.rfind("mbarrier_", 0) == 0 || call->name == intrinsic::fence_barrier_init ||
+       call->name == intrinsic::tma_load) &&
+      call->call_kind == Call::Intrinsic)
+    return compile_tma(C, call);
   return std::make_unique<EvalCode>(C.expr(Expr(call)));
 }
 

@@ -14,7 +14,8 @@
 // leaves undefined is an error: a wgmma_mma on a tile that wgmma_fill or wgmma_store accessed
 // with no wgmma_fence between, filling or storing a tile whose results are still pending,
 // shared operands changed before the wait that lands their wgmma_mma (compared with the values
-// read at issue), and a block that ends with results not landed.
+// read at issue, or the destination of a tma_load in flight), and a block that ends with results
+// not landed.
 #include "runtime/interp/SharedMemoryChecker.h"
 #include "runtime/interp/WarpIntrinsic.h"
 
@@ -208,6 +209,13 @@ private:
       for (size_t j = 0; j < p.cells.size(); ++j) {
         const Memory &mem = j < 256 ? *p.a : *p.b;
         const Val now = mem.data[size_t(p.cells[j])];
+        // A tma_load issued into an operand after the wgmma_mma read it may land before the
+        // wgmma reads it on the GPU, whenever the executor lands it.
+        user_check(!mem.shadow[size_t(p.cells[j])].in_flight, "interp")
+            << by(M, w) << ": shared operand '" << mem.name << "'[" << p.cells[j]
+            << "] of a wgmma_mma on tile " << p.tile << " of accumulator '" << p.acc->name
+            << "' (group " << p.group << ") is the destination of a tma_load issued before "
+               "wgmma_wait (in flight); wait for the group before loading the operands again";
         user_check(now.i == p.values[j].i, "interp")
             << by(M, w) << ": shared operand '" << mem.name << "'[" << p.cells[j]
             << "] of a wgmma_mma on tile " << p.tile << " of accumulator '" << p.acc->name

@@ -1,0 +1,610 @@
+// Hopper bulk tensor copies (tma_load) and the shared-memory barriers they complete on
+// (mbarrier_init, mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_wait, fence_barrier_init),
+// as compiler/ir/Intrinsics.h defines them.
+//
+// A barrier is an element of a UInt(64) shared buffer, identified by (buffer, index) and kept in
+// Machine::barriers: its arrival count per phase, the arrivals and pending transaction bytes of
+// the current phase, how many phases completed, and the tma_load copies not landed yet. One
+// thread initializes it (several threads initializing one barrier, or any use before
+// mbarrier_init, is an error, and so is a use by another thread before a syncthreads publishes
+// the init). Each active thread of mbarrier_arrive / mbarrier_arrive_expect_tx arrives once, the
+// latter after adding its bytes to the pending count; a tma_load counts its box's bytes as
+// transferred when it is issued (the pending count may go negative until the matching
+// expect_tx, as on the GPU). The phase completes when all `count` threads arrived and no bytes
+// are pending; an arrival beyond `count` in a phase is an error.
+//
+// Landing is lazy: a tma_load reads its box from global memory when issued (zeros outside the
+// tensor) and writes shared memory only at the first mbarrier_wait, by any thread, that returns
+// after its phase completed. Until then its destination elements are "in flight": any read or
+// write of them (by threads, warp-level intrinsics, cp.async landings) and any other tma_load
+// into them is an error naming the copy and its barrier, so a kernel that reads a stage before
+// waiting for it, or refills a stage still in flight, is caught whatever the values.
+//
+// mbarrier_wait(bar, parity) returns when the current phase's parity differs from `parity` (the
+// phase of that parity completed: initially wait(1) returns and wait(0) blocks). The threads of
+// a block run in lock step, so a wait that would block can never be released: it is reported as
+// a hang with what the phase lacks.
+//
+// The race checker: a landing writes its elements as the asynchronous agent of its barrier
+// (async_agent(id)), in the barrier interval of the wait that landed it. In that interval, a
+// thread may read or write them only if it has waited for the copy's phase (the barrier's
+// completed-phase count it saw at its last wait is above the phase); after a syncthreads
+// everyone may, as for ordinary writes. A tma_load is checked, when issued, against reads and
+// writes of its destination by other agents in the current interval (nothing orders them
+// before the asynchronous write). At the end of a block, a copy not landed or a barrier still
+// expecting bytes is an error.
+#include "runtime/interp/SharedMemoryChecker.h"
+#include "runtime/interp/WarpIntrinsic.h"
+
+#include "compiler/ir/IROperator.h"
+#include "compiler/ir/IRPrinter.h"
+#include "compiler/ir/Intrinsics.h"
+#include "compiler/support/Error.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace tessel::interp {
+
+namespace {
+
+/// The PTX ISA's limits: 2^20 - 1 arrivals per phase, tx-count in [-(2^20 - 1), 2^20 - 1].
+constexpr int64_t kMaxCount = (int64_t(1) << 20) - 1;
+
+std::string by(const Machine &M, const std::string &op, uint32_t t) {
+  return op + " by " + M.where(t) + " in kernel '" + M.kernel + "'";
+}
+
+/// "phase 2 has 0 of 1 arrivals and waits for 4096 more transaction bytes ..."
+std::string phase_state(const Barrier &b) {
+  std::ostringstream os;
+  os << "phase " << b.completed << " has " << b.arrivals << " of " << b.count << " arrivals";
+  if (b.pending_bytes > 0)
+    os << " and waits for " << b.pending_bytes
+       << " transaction bytes announced by mbarrier_arrive_expect_tx that no tma_load brought";
+  else if (b.pending_bytes < 0)
+    os << " and " << -b.pending_bytes
+       << " transaction bytes of tma_load calls that no mbarrier_arrive_expect_tx announced";
+  else
+    os << " and no pending transaction bytes";
+  return os.str();
+}
+
+/// "the tma_load of ... (issued by thread (0,0,0) on barrier 'bar'[0], phase 1)".
+std::string describe(const Machine &M, uint32_t id, const TmaCopy &c) {
+  return "the " + c.what + " (issued by " + M.thread_name(c.issuer) + " on " + M.barrier_name(id) +
+         ", phase " + std::to_string(c.phase) + ")";
+}
+
+/// Why copy `c` of barrier `b` has not landed.
+std::string not_landed_because(const Barrier &b, const TmaCopy &c) {
+  if (c.phase < b.completed)
+    return "its phase completed but no thread has waited for it yet";
+  return phase_state(b);
+}
+
+/// The live barrier at mem[index], or -1.
+int64_t find_barrier(const Machine &M, const Memory *mem, int64_t index) {
+  for (size_t id = M.barriers.size(); id-- > 0;) {
+    const Barrier &b = M.barriers[id];
+    if (b.live && b.mem == mem && b.index == index)
+      return int64_t(id);
+  }
+  return -1;
+}
+
+void check_tx(const Machine &M, const std::string &op, uint32_t t, uint32_t id, const Barrier &b) {
+  user_check(b.pending_bytes >= -kMaxCount && b.pending_bytes <= kMaxCount, "interp")
+      << by(M, op, t) << ": the transaction count of " << M.barrier_name(id) << " is "
+      << b.pending_bytes << ", outside the range of the hardware's tx-count (+-(2^20 - 1))";
+}
+
+/// The phase completes when every arrival is in and no bytes are pending.
+void try_complete(Barrier &b) {
+  if (b.arrivals == b.count && b.pending_bytes == 0) {
+    ++b.completed;
+    b.arrivals = 0;
+  }
+}
+
+/// Writes the copies of barrier `id` whose phase completed into shared memory, in issue order.
+void land_ready(Machine &M, uint32_t id) {
+  Barrier &b = M.barriers[id];
+  size_t kept = 0;
+  for (size_t j = 0; j < b.copies.size(); ++j) {
+    TmaCopy &c = b.copies[j];
+    if (c.phase < b.completed) {
+      Memory &mem = *c.dst;
+      for (size_t k = 0; k < c.cells.size(); ++k) {
+        ShadowCell &s = mem.shadow[size_t(c.cells[k])];
+        s.in_flight = false;
+        s.write_epoch = M.epoch;
+        s.writer = async_agent(id);
+        s.async_phase = c.phase;
+        mem.data[size_t(c.cells[k])] = c.values[k];
+      }
+      continue;
+    }
+    if (kept != j)
+      b.copies[kept] = std::move(c);
+    ++kept;
+  }
+  b.copies.resize(kept);
+}
+
+/// A barrier operand: address_of(bar[i]) of a UInt(64) shared buffer.
+struct BarrierArg {
+  Memory *mem = nullptr;
+  ExprPtr index;
+};
+
+BarrierArg compile_barrier(Compiler &C, const Call *call, const Expr &arg) {
+  PtrArg p = compile_pointer(C, call, arg);
+  user_check(p.mem->scope == MemScope::Shared && p.mem->dtype == UInt(64), "interp")
+      << call->name << " in kernel '" << C.M.kernel << "': the barrier '" << p.mem->name << "' is "
+      << p.mem->dtype << " in " << scope_name(p.mem->scope)
+      << " memory; a barrier is an element of a uint64 buffer in shared memory";
+  return {p.mem, std::move(p.index)};
+}
+
+/// The barrier at mem[index] that thread t uses in `op`: initialized, and published to t.
+uint32_t use_barrier(Machine &M, const std::string &op, Memory &mem, int64_t index, uint32_t t) {
+  if (index < 0 || index >= mem.size)
+    report_out_of_bounds(M, mem, false, index, mem.size, int32_t(t));
+  int64_t id = find_barrier(M, &mem, index);
+  user_check(id >= 0, "interp")
+      << by(M, op, t) << ": barrier '" << mem.name << "'[" << index
+      << "] is used before mbarrier_init (one thread initializes it, then fence_barrier_init "
+         "and syncthreads publish it to the others)";
+  const Barrier &b = M.barriers[size_t(id)];
+  user_check(t == b.init_thread || M.epoch != b.init_epoch, "interp")
+      << by(M, op, t) << ": " << M.barrier_name(uint32_t(id)) << " was initialized by "
+      << M.thread_name(b.init_thread) << " with no syncthreads since (barrier interval " << M.epoch
+      << "); other threads may use a barrier only after the fence_barrier_init and "
+         "syncthreads that publish its mbarrier_init";
+  return uint32_t(id);
+}
+
+class InitCode : public StmtCode {
+public:
+  InitCode(BarrierArg bar, ExprPtr count) : bar_(std::move(bar)), count_(std::move(count)) {}
+  void exec(Machine &M, const Mask &m) override {
+    const Val *bi = bar_.index->eval(M, m), *cnt = count_->eval(M, m);
+    Memory &mem = *bar_.mem;
+    m.each([&](uint32_t t) {
+      const int64_t i = bi[t].i, n = cnt[t].i;
+      const std::string op = intrinsic::mbarrier_init;
+      if (i < 0 || i >= mem.size)
+        report_out_of_bounds(M, mem, true, i, mem.size, int32_t(t));
+      user_check(n >= 1 && n <= kMaxCount, "interp")
+          << by(M, op, t) << ": barrier '" << mem.name << "'[" << i << "] initialized for " << n
+          << " arrivals per phase; the count must be 1 .. 2^20 - 1";
+      int64_t old = find_barrier(M, &mem, i);
+      if (old >= 0) {
+        Barrier &o = M.barriers[size_t(old)];
+        user_check(o.init_thread == t || o.init_epoch != M.epoch, "interp")
+            << by(M, op, t) << ": " << M.barrier_name(uint32_t(old)) << " is also initialized by "
+            << M.thread_name(o.init_thread)
+            << " in this barrier interval; exactly one thread initializes a barrier";
+        user_check(o.copies.empty() && o.arrivals == 0 && o.pending_bytes == 0, "interp")
+            << by(M, op, t) << ": " << M.barrier_name(uint32_t(old))
+            << " is initialized again while in use: " << phase_state(o)
+            << (o.copies.empty()
+                    ? ""
+                    : ", and " + describe(M, uint32_t(old), o.copies[0]) + " has not landed");
+        o.live = false; // its id keeps naming the copies it landed
+      }
+      Barrier b;
+      b.mem = &mem;
+      b.index = i;
+      b.count = uint32_t(n);
+      b.init_thread = t;
+      b.init_epoch = M.epoch;
+      b.observed.assign(M.n_threads, 0);
+      M.barriers.push_back(std::move(b));
+    });
+  }
+
+private:
+  BarrierArg bar_;
+  ExprPtr count_;
+};
+
+/// mbarrier_arrive, or mbarrier_arrive_expect_tx when `bytes` is set.
+class ArriveCode : public StmtCode {
+public:
+  ArriveCode(std::string op, BarrierArg bar, ExprPtr bytes)
+      : op_(std::move(op)), bar_(std::move(bar)), bytes_(std::move(bytes)) {}
+  void exec(Machine &M, const Mask &m) override {
+    const Val *bi = bar_.index->eval(M, m);
+    const Val *tx = bytes_ ? bytes_->eval(M, m) : nullptr;
+    m.each([&](uint32_t t) {
+      const uint32_t id = use_barrier(M, op_, *bar_.mem, bi[t].i, t);
+      Barrier &b = M.barriers[id];
+      const int64_t bytes = tx ? tx[t].i : 0;
+      user_check(bytes >= 0 && bytes <= kMaxCount, "interp")
+          << by(M, op_, t) << " on " << M.barrier_name(id) << ": " << bytes
+          << " transaction bytes; expect 0 .. 2^20 - 1";
+      user_check(b.arrivals < b.count, "interp")
+          << by(M, op_, t) << ": one arrival too many on " << M.barrier_name(id) << ": "
+          << phase_state(b)
+          << "; arriving beyond the count of an incomplete phase is undefined on the GPU";
+      b.pending_bytes += bytes; // expect-tx, then arrive-on
+      check_tx(M, op_, t, id, b);
+      ++b.arrivals;
+      try_complete(b);
+    });
+  }
+
+private:
+  std::string op_;
+  BarrierArg bar_;
+  ExprPtr bytes_;
+};
+
+class WaitCode : public StmtCode {
+public:
+  WaitCode(BarrierArg bar, ExprPtr parity) : bar_(std::move(bar)), parity_(std::move(parity)) {}
+  void exec(Machine &M, const Mask &m) override {
+    const Val *bi = bar_.index->eval(M, m), *par = parity_->eval(M, m);
+    const std::string op = intrinsic::mbarrier_wait;
+    m.each([&](uint32_t t) {
+      const uint32_t id = use_barrier(M, op, *bar_.mem, bi[t].i, t);
+      Barrier &b = M.barriers[id];
+      const int64_t parity = par[t].i;
+      user_check(parity == 0 || parity == 1, "interp")
+          << by(M, op, t) << " on " << M.barrier_name(id) << ": parity " << parity
+          << "; it must be 0 or 1";
+      if (b.completed % 2 == uint32_t(parity))
+        user_error("interp")
+            << by(M, op, t) << " never returns: it waits for parity " << parity << " of "
+            << M.barrier_name(id) << ", whose current phase " << b.completed << " (parity "
+            << parity << ") has not completed (" << b.completed
+            << " phases completed): " << phase_state(b) << ", "
+            << "tma_load copies not landed: " << b.copies.size() << ". The executor runs a block's "
+            << "threads in lock step, so no other thread can complete the phase (a wait that "
+               "only a later statement or another branch of divergent code would release, as "
+               "in warp-specialized producers and consumers, is reported too)";
+      land_ready(M, id);
+      b.observed[t] = b.completed;
+    });
+  }
+
+private:
+  BarrierArg bar_;
+  ExprPtr parity_;
+};
+
+/// B ^ (((B >> 7) % U) << 4) on the byte offset B of element f from the buffer's start, U =
+/// swizzle / 16: Stage::swizzle's layout (CUTLASS Swizzle<log2 U, 4, 3>).
+int64_t swizzled(int64_t f, int64_t elem_bytes, int swizzle) {
+  const int64_t b = f * elem_bytes;
+  return (b ^ (((b >> 7) & (swizzle / 16 - 1)) << 4)) / elem_bytes;
+}
+
+class TmaLoadCode : public StmtCode {
+public:
+  TmaLoadCode(const TensorMap &map, PtrArg dst, BarrierArg bar, std::vector<ExprPtr> coords)
+      : map_(map), dst_(std::move(dst)), bar_(std::move(bar)), coords_(std::move(coords)) {}
+
+  void exec(Machine &M, const Mask &m) override {
+    const Val *di = dst_.index->eval(M, m), *bi = bar_.index->eval(M, m);
+    std::vector<const Val *> c;
+    for (auto &e : coords_)
+      c.push_back(e->eval(M, m));
+    const std::string op = intrinsic::tma_load;
+    const TensorMapParam &p = map_.param;
+    const Memory &src = *map_.mem;
+    Memory &dst = *dst_.mem;
+    const size_t rank = p.dims.size();
+    const int64_t e = dst.dtype.bytes();
+    int64_t box_elems = 1;
+    for (int64_t x : p.box)
+      box_elems *= x;
+    const Val zero = src.num.is_float() ? Val{.f = 0.0} : Val{.i = 0};
+
+    m.each([&](uint32_t t) {
+      const uint32_t id = use_barrier(M, op, *bar_.mem, bi[t].i, t);
+      const int64_t d0 = di[t].i;
+      std::ostringstream what;
+      what << "tma_load of tensor map '" << p.var.name() << "' at (";
+      for (size_t d = 0; d < rank; ++d)
+        what << (d ? ", " : "") << c[d][t].i;
+      what << ") into '" << dst.name << "'[" << d0 << "..]";
+      const int64_t align = p.swizzle ? 1024 : 128;
+      user_check(d0 * e % align == 0, "interp")
+          << by(M, op, t) << ": the destination '" << dst.name << "'[" << d0 << "] is at byte "
+          << d0 * e << " of the buffer, not a multiple of " << align
+          << " (the shared destination of a tma_load is 128-byte aligned, 1024-byte when the map "
+             "swizzles; the executor takes the buffer's start as 1024-byte aligned)";
+      user_check(d0 >= 0 && d0 + box_elems <= dst.size, "interp")
+          << by(M, op, t) << ": the box of " << box_elems << " elements of tensor map '"
+          << p.var.name() << "' at '" << dst.name << "'[" << d0 << "] does not fit in '" << dst.name
+          << "' (" << dst.size << " elements)";
+
+      TmaCopy copy;
+      copy.dst = &dst;
+      copy.phase = M.barriers[id].completed;
+      copy.issuer = t;
+      copy.what = what.str();
+      copy.cells.resize(size_t(box_elems));
+      copy.values.resize(size_t(box_elems));
+      std::vector<int64_t> b(rank, 0); // the element's coordinates in the box
+      for (int64_t j = 0; j < box_elems; ++j) {
+        bool inside = true;
+        int64_t off = 0;
+        for (size_t d = 0; d < rank; ++d) {
+          const int64_t g = c[d][t].i + b[d];
+          inside = inside && g >= 0 && g < p.dims[d];
+          off += g * (d == 0 ? 1 : p.strides[d]);
+        }
+        copy.values[size_t(j)] = inside ? src.data[size_t(off)] : zero;
+        const int64_t f = p.swizzle ? swizzled(d0 + j, e, p.swizzle) : d0 + j;
+        if (f < 0 || f >= dst.size)
+          report_out_of_bounds(M, dst, true, f, dst.size, int32_t(t));
+        check_destination(M, dst, f, t, copy);
+        copy.cells[size_t(j)] = f;
+        for (size_t d = 0; d < rank && ++b[d] == p.box[d]; ++d)
+          b[d] = 0;
+      }
+      // The reads checked above are ordered before the copy; later accesses must be ordered
+      // after its landing, hence after them.
+      for (int64_t f : copy.cells) {
+        ShadowCell &s = dst.shadow[size_t(f)];
+        s.in_flight = true;
+        s.read_epoch = 0;
+        s.other_reader = ShadowCell::kNoAgent;
+      }
+      Barrier &bar = M.barriers[id];
+      bar.pending_bytes -= box_elems * e; // complete_tx, counted at issue
+      check_tx(M, op, t, id, bar);
+      bar.copies.push_back(std::move(copy));
+      try_complete(bar);
+    });
+  }
+
+private:
+  /// Element f of the destination: not in flight, and not accessed in this barrier interval
+  /// by an agent that nothing orders before the copy.
+  void check_destination(const Machine &M, const Memory &dst, int64_t f, uint32_t t,
+                         const TmaCopy &copy) const {
+    const ShadowCell &s = dst.shadow[size_t(f)];
+    const std::string op = intrinsic::tma_load;
+    if (s.in_flight) {
+      for (size_t id = 0; id < M.barriers.size(); ++id)
+        for (const TmaCopy &o : M.barriers[id].copies)
+          if (o.dst == &dst && std::find(o.cells.begin(), o.cells.end(), f) != o.cells.end())
+            user_error("interp")
+                << by(M, op, t) << ": " << copy.what << " writes '" << dst.name << "'[" << f
+                << "] while " << describe(M, uint32_t(id), o) << " into it is in flight ("
+                << not_landed_because(M.barriers[id], o)
+                << "); wait for its phase (and syncthreads) before reusing the stage";
+      internal_error << "interp: '" << dst.name << "'[" << f << "] in flight with no copy";
+    }
+    if (!M.opts.check_races)
+      return;
+    const int32_t agent = int32_t(t);
+    auto race = [&](int32_t other, bool wrote) {
+      user_error("interp") << "data race on shared buffer '" << dst.name << "'[" << f
+                           << "] in block " << M.block_name() << " of kernel '" << M.kernel
+                           << "': " << M.agent_name(other) << (wrote ? " wrote" : " read")
+                           << " it and " << M.thread_name(t) << " issues the " << copy.what
+                           << " with no syncthreads between (barrier interval " << M.epoch
+                           << "); the copy may land before that " << (wrote ? "write" : "read");
+    };
+    if (unordered_write(M, s, agent))
+      race(s.writer, true);
+    if (s.read_epoch == M.epoch) {
+      if (!same_agent(s.reader, agent))
+        race(s.reader, false);
+      if (s.other_reader != ShadowCell::kNoAgent && !same_agent(s.other_reader, agent))
+        race(s.other_reader, false);
+    }
+  }
+
+  const TensorMap &map_;
+  PtrArg dst_;
+  BarrierArg bar_;
+  std::vector<ExprPtr> coords_;
+};
+
+/// fence_barrier_init(): orders the thread's mbarrier_init before the asynchronous proxy's use
+/// of the barrier. The executor has one proxy, so it does nothing here.
+class NoOpCode : public StmtCode {
+public:
+  void exec(Machine &, const Mask &) override {}
+};
+
+} // namespace
+
+std::string Machine::barrier_name(uint32_t id) const {
+  const Barrier &b = barriers[id];
+  return "barrier '" + b.mem->name + "'[" + std::to_string(b.index) + "]";
+}
+
+StmtPtr compile_tma(Compiler &C, const Call *call) {
+  const std::string &n = call->name;
+  const std::vector<Expr> &a = call->args;
+  auto expect_args = [&](size_t k, const char *signature) {
+    user_check(a.size() == k, "interp") << n << " takes " << k << " arguments " << signature
+                                        << ", got " << a.size() << ": " << Expr(call);
+  };
+  auto integer = [&](const Expr &e, const char *what) {
+    user_check(e.type().is_scalar() && e.type().is_integer_like() && !e.type().is_bool(), "interp")
+        << n << ": " << what << " must be a scalar integer, got " << e << " (" << e.type() << ")";
+    return C.expr(e);
+  };
+  if (n == intrinsic::fence_barrier_init) {
+    expect_args(0, "()");
+    return std::make_unique<NoOpCode>();
+  }
+  if (n == intrinsic::mbarrier_init) {
+    expect_args(2, "(bar, count)");
+    BarrierArg bar = compile_barrier(C, call, a[0]);
+    return std::make_unique<InitCode>(std::move(bar), integer(a[1], "count"));
+  }
+  if (n == intrinsic::mbarrier_arrive) {
+    expect_args(1, "(bar)");
+    return std::make_unique<ArriveCode>(n, compile_barrier(C, call, a[0]), nullptr);
+  }
+  if (n == intrinsic::mbarrier_arrive_expect_tx) {
+    expect_args(2, "(bar, bytes)");
+    BarrierArg bar = compile_barrier(C, call, a[0]);
+    return std::make_unique<ArriveCode>(n, std::move(bar), integer(a[1], "bytes"));
+  }
+  if (n == intrinsic::mbarrier_wait) {
+    expect_args(2, "(bar, parity)");
+    BarrierArg bar = compile_barrier(C, call, a[0]);
+    return std::make_unique<WaitCode>(std::move(bar), integer(a[1], "parity"));
+  }
+  if (n == intrinsic::tma_load) {
+    user_check(a.size() >= 3, "interp")
+        << "tma_load takes (map, dst, bar, c0, ..., c{r-1}), got " << Expr(call);
+    const auto *v = a[0].as<Variable>();
+    const TensorMap *map = nullptr;
+    for (const TensorMap &m : C.M.tensor_maps)
+      if (m.param.var.get() == v)
+        map = &m;
+    user_check(map != nullptr, "interp")
+        << "tma_load in kernel '" << C.M.kernel << "': the first argument " << a[0]
+        << " is not one of the kernel's tensor maps (LoweredFunc::tensor_maps)";
+    const TensorMapParam &p = map->param;
+    user_check(a.size() == 3 + p.dims.size(), "interp")
+        << "tma_load of tensor map '" << p.var.name() << "' (rank " << p.dims.size()
+        << ") takes (map, dst, bar, c0, ..., c" << p.dims.size() - 1 << "), got " << a.size() - 3
+        << " coordinates: " << Expr(call);
+    PtrArg dst = compile_pointer(C, call, a[1]);
+    user_check(dst.mem->scope == MemScope::Shared, "interp")
+        << "tma_load of tensor map '" << p.var.name() << "': the destination '" << dst.mem->name
+        << "' is in " << scope_name(dst.mem->scope)
+        << " memory; tma_load copies into shared memory";
+    user_check(dst.mem->dtype == map->mem->dtype, "interp")
+        << "tma_load of tensor map '" << p.var.name() << "' (over '" << map->mem->name << "', "
+        << map->mem->dtype << ") into '" << dst.mem->name << "' (" << dst.mem->dtype
+        << "): the types must be the same";
+    BarrierArg bar = compile_barrier(C, call, a[2]);
+    std::vector<ExprPtr> coords;
+    for (size_t d = 3; d < a.size(); ++d)
+      coords.push_back(integer(a[d], "a coordinate"));
+    return std::make_unique<TmaLoadCode>(*map, std::move(dst), std::move(bar), std::move(coords));
+  }
+  user_error("interp") << "unknown intrinsic '" << n << "'";
+}
+
+void bind_tensor_maps(Machine &M, const LoweredFunc &f, const std::vector<Memory *> &args) {
+  M.tensor_maps.clear();
+  for (const TensorMapParam &p : f.tensor_maps) {
+    user_check(p.var.defined(), "interp")
+        << "kernel '" << f.name << "' has a tensor map without a variable";
+    std::ostringstream ctx;
+    ctx << "tensor map '" << p.var.name() << "' of kernel '" << f.name << "'";
+    for (const TensorMap &m : M.tensor_maps)
+      user_check(m.param.var.get() != p.var.get(), "interp") << ctx.str() << " is listed twice";
+    user_check(p.arg >= 0 && size_t(p.arg) < args.size(), "interp")
+        << ctx.str() << " views argument " << p.arg << "; the kernel has " << args.size();
+    const size_t r = p.dims.size();
+    user_check(r >= 1 && r <= 5 && p.strides.size() == r && p.box.size() == r, "interp")
+        << ctx.str() << " has " << r << " dims, " << p.strides.size() << " strides and "
+        << p.box.size()
+        << " box extents; a tensor map has rank 1 to 5 and one of each per "
+           "dimension";
+    Memory *mem = args[size_t(p.arg)];
+    const int64_t e = mem->dtype.bytes();
+    user_check(p.swizzle == 0 || p.swizzle == 32 || p.swizzle == 64 || p.swizzle == 128, "interp")
+        << ctx.str() << ": swizzle " << p.swizzle << "; it must be 0, 32, 64 or 128 bytes";
+    user_check(p.strides[0] == 1, "interp")
+        << ctx.str() << ": strides[0] is " << p.strides[0]
+        << "; the innermost dimension is contiguous (strides[0] = 1)";
+    int64_t last = 0;
+    for (size_t d = 0; d < r; ++d) {
+      user_check(p.dims[d] >= 1 && p.dims[d] <= (int64_t(1) << 32), "interp")
+          << ctx.str() << ": dims[" << d << "] = " << p.dims[d] << "; it must be 1 .. 2^32";
+      user_check(p.box[d] >= 1 && p.box[d] <= 256, "interp")
+          << ctx.str() << ": box[" << d << "] = " << p.box[d] << "; it must be 1 .. 256";
+      if (d > 0)
+        user_check(p.strides[d] >= 1 && p.strides[d] * e % 16 == 0, "interp")
+            << ctx.str() << ": strides[" << d << "] = " << p.strides[d] << " elements ("
+            << p.strides[d] * e
+            << " bytes); cuTensorMapEncodeTiled takes positive multiples "
+               "of 16 bytes";
+      last += (p.dims[d] - 1) * p.strides[d];
+    }
+    user_check(p.box[0] * e % 16 == 0, "interp")
+        << ctx.str() << ": the box's inner extent is " << p.box[0] * e
+        << " bytes; it must be a multiple of 16";
+    user_check(p.swizzle == 0 || p.box[0] * e <= p.swizzle, "interp")
+        << ctx.str() << ": the box's inner extent is " << p.box[0] * e << " bytes, wider than its "
+        << p.swizzle << "-byte swizzle";
+    user_check(last < mem->size, "interp")
+        << ctx.str() << " reaches element " << last << " of argument '" << mem->name
+        << "', which has " << mem->size;
+    M.tensor_maps.push_back({p, mem});
+  }
+}
+
+void check_tma_landed(const Machine &M) {
+  for (uint32_t id = 0; id < M.barriers.size(); ++id) {
+    const Barrier &b = M.barriers[id];
+    if (!b.copies.empty())
+      user_error("interp") << "kernel '" << M.kernel << "': block " << M.block_name()
+                           << " ends while " << describe(M, id, b.copies[0])
+                           << " has not landed: " << not_landed_because(b, b.copies[0])
+                           << "; mbarrier_wait for the phase of every tma_load before the "
+                              "block ends";
+    if (b.live && b.pending_bytes != 0)
+      user_error("interp") << "kernel '" << M.kernel << "': block " << M.block_name()
+                           << " ends while " << M.barrier_name(id) << "'s " << phase_state(b);
+  }
+}
+
+void release_barriers(Machine &M, const Memory &mem) {
+  for (uint32_t id = 0; id < M.barriers.size(); ++id) {
+    Barrier &b = M.barriers[id];
+    for (const TmaCopy &c : b.copies)
+      user_check(c.dst != &mem && b.mem != &mem, "interp")
+          << "kernel '" << M.kernel << "', block " << M.block_name() << ": shared buffer '"
+          << mem.name << "' is allocated again while " << describe(M, id, c) << " is in flight ("
+          << not_landed_because(b, c) << ")";
+    if (b.mem == &mem) {
+      user_check(b.pending_bytes == 0, "interp")
+          << "kernel '" << M.kernel << "', block " << M.block_name() << ": shared buffer '"
+          << mem.name << "' is allocated again while " << M.barrier_name(id) << "'s "
+          << phase_state(b);
+      b.live = false;
+    }
+  }
+}
+
+bool async_ordered(const Machine &M, const ShadowCell &c, int32_t agent) {
+  const size_t id = size_t(kAsyncAgentBase - c.writer);
+  if (id >= M.barriers.size())
+    return false;
+  const Barrier &b = M.barriers[id];
+  auto waited = [&](uint32_t t) { return b.observed[t] > c.async_phase; };
+  if (agent >= 0)
+    return waited(uint32_t(agent));
+  if (!is_warp_agent(agent))
+    return false;
+  const uint32_t w = uint32_t(-2 - agent);
+  for (uint32_t t = 32 * w; t < std::min(M.n_threads, 32 * w + 32); ++t)
+    if (!waited(t))
+      return false;
+  return true;
+}
+
+void report_in_flight(const Machine &M, const Memory &mem, int64_t index, int32_t agent,
+                      bool write) {
+  for (uint32_t id = 0; id < M.barriers.size(); ++id)
+    for (const TmaCopy &c : M.barriers[id].copies)
+      if (c.dst == &mem && std::find(c.cells.begin(), c.cells.end(), index) != c.cells.end())
+        user_error("interp") << (write ? "write to" : "read of") << " shared buffer '" << mem.name
+                             << "'[" << index << "] by " << M.agent_name(agent) << " of block "
+                             << M.block_name() << " in kernel '" << M.kernel << "' while "
+                             << describe(M, id, c) << " into it is in flight ("
+                             << not_landed_because(M.barriers[id], c) << "); mbarrier_wait for "
+                             << "phase " << c.phase << " of " << M.barrier_name(id)
+                             << " before accessing the destination";
+  internal_error << "interp: '" << mem.name << "'[" << index << "] in flight with no copy";
+}
+
+} // namespace tessel::interp
