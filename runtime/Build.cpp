@@ -32,15 +32,16 @@ std::string target_arch(const LoweredModule &m, const std::string &arch) {
         << Device::unavailable_reason() << "); give one, e.g. \"sm_90\"";
     a = Device::get().arch();
   }
-  if (!tma_kernel.empty()) {
-    int sm = a.rfind("sm_", 0) == 0 ? std::atoi(a.c_str() + 3) : 0;
-    user_check(sm >= 90, "build")
-        << "kernel '" << tma_kernel << "' uses TMA bulk copies and mbarriers, which need a "
-        << "Hopper GPU (sm_90) or later, but the target is " << a
-        << "; use a schedule without bulk_copy";
-  }
-  if (wgmma_kernel.empty())
+  if (wgmma_kernel.empty()) {
+    if (!tma_kernel.empty()) {
+      int sm = a.rfind("sm_", 0) == 0 ? std::atoi(a.c_str() + 3) : 0;
+      user_check(sm >= 90, "build")
+          << "kernel '" << tma_kernel << "' uses TMA bulk copies and mbarriers, which need a "
+          << "Hopper GPU (sm_90) or later, but the target is " << a
+          << "; use a schedule without bulk_copy";
+    }
     return a;
+  }
   user_check(a == "sm_90" || a == "sm_90a", "build")
       << "kernel '" << wgmma_kernel << "' uses wgmma, which only Hopper GPUs have (sm_90a), but "
       << "the target is " << a << "; build it for sm_90, or use a schedule without wgmma "

@@ -103,6 +103,8 @@ struct Plan {
   /// Filled by TMA (an attr bulk_copy of tma_load calls): completes on the ring's barriers.
   bool bulk = false;
   int64_t bulk_bytes = 0;
+  /// A bulk copy in no loop at all (a K loop of one step): filled once, on one barrier.
+  bool bulk_once = false;
   /// The block's thread variables bound around the attr, with their extents: the fill of a
   /// bulk copy is issued by the thread where all are 0, and every thread releases the stages.
   std::vector<std::pair<Var, Expr>> threads;
@@ -207,7 +209,16 @@ private:
     internal_check(stages && *stages >= 2) << "pipeline_scope needs 2 or more stages, got "
                                            << op->value;
     p.stages = int(*stages);
-    p.valid &= ++p.attrs == 1 && !loops_.empty() && !loops_.back().divergent;
+    ++p.attrs;
+    if (const AttrStmt *bulk = bulk_copy_of(op)) {
+      p.bulk = true;
+      p.bulk_bytes = as_const_int(bulk->value).value_or(0);
+      p.threads.assign(block_threads_.begin(), block_threads_.end());
+      // Outside any loop and any divergence: filled once.
+      p.bulk_once = loops_.empty() && divergent_ == 0 && p.attrs == 1 && p.bulk_bytes > 0 &&
+                    !uses_var(op->body, [&](const Variable *v) { return thread_vars_.count(v) > 0; });
+    }
+    p.valid &= p.attrs == 1 && !loops_.empty() && !loops_.back().divergent;
     auto alloc = allocs_.find(var);
     p.valid &= alloc != allocs_.end() && alloc->second.alloc->extents.size() == 1;
     if (!p.valid)
@@ -225,9 +236,6 @@ private:
     Uses fill = uses_in(op->body, var);
     if (const AttrStmt *bulk = bulk_copy_of(op)) {
       // tma_load calls, which take the stage's address: the only way they touch it.
-      p.bulk = true;
-      p.bulk_bytes = as_const_int(bulk->value).value_or(0);
-      p.threads.assign(block_threads_.begin(), block_threads_.end());
       Uses copies = uses_in(bulk->body, var); // the attr itself names the var
       p.valid &= copies.other_stores == 0 && copies.raw_refs == 0 && p.bulk_bytes > 0;
       p.valid &= !uses_var(op->body, [&](const Variable *v) {
@@ -382,6 +390,9 @@ protected:
     if (op->key != attr::pipeline_scope)
       return IRMutator::visit(op);
     if (!plan_of(pipelined_var(op))) {
+      auto it = plans_.find(pipelined_var(op));
+      if (it != plans_.end() && it->second.bulk_once && bulk_copy_of(op))
+        return bulk_once(it->second, op);
       user_check(!bulk_copy_of(op), "pipeline")
           << "buffer '" << pipelined_var(op)->name << "' is filled by TMA (bulk_copy), but its "
           << "fill cannot be pipelined: it must sit directly in a loop that every thread of the "
@@ -565,6 +576,50 @@ private:
                                 p->alloc->scope, result);
     result = Allocate::make(empty_var, UInt(64), {Expr(stages)}, "shared", result);
     return Allocate::make(full_var, UInt(64), {Expr(stages)}, "shared", result);
+  }
+
+  // A bulk copy outside any loop: the leader fills the buffer once on a barrier of its own,
+  // which every thread waits for (phase 0).
+  Stmt bulk_once(Plan &p, const AttrStmt *op) {
+    const AttrStmt *bulk = bulk_copy_of(op);
+    Var bar_var(pipelined_var(op)->name + "_full", Handle());
+    Buffer bar = passes_detail::make_flat_buffer(bar_var->name, bar_var, UInt(64), Expr(1),
+                                                 "shared");
+    Expr at = Call::make(Handle(), intrinsic::address_of, {BufferLoad::make(bar, {Expr(0)})},
+                         Call::Intrinsic);
+    class SetBarrier : public IRMutator {
+    public:
+      explicit SetBarrier(Expr at) : at_(std::move(at)) {}
+
+    protected:
+      Expr visit(const Call *op) override {
+        Expr e = IRMutator::visit(op);
+        const auto *c = e.as<Call>();
+        if (!c->is_intrinsic(intrinsic::tma_load))
+          return e;
+        std::vector<Expr> args = c->args;
+        args[2] = at_;
+        return Call::make(c->type, c->name, std::move(args), c->call_kind);
+      }
+
+    private:
+      Expr at_;
+    };
+    Expr leader = const_true();
+    for (const auto &[v, extent] : p.threads)
+      leader = leader && v == make_zero(v.type());
+    leader = arith::simplify(leader);
+    Stmt body = Seq::make(
+        {IfThenElse::make(leader,
+                          Seq::make({intrinsic_stmt(intrinsic::mbarrier_init, {at, Expr(1)}),
+                                     intrinsic_stmt(intrinsic::fence_barrier_init)})),
+         intrinsic_stmt(intrinsic::syncthreads),
+         IfThenElse::make(
+             leader, Seq::make({intrinsic_stmt(intrinsic::mbarrier_arrive_expect_tx,
+                                               {at, Expr(int(p.bulk_bytes))}),
+                                SetBarrier(at).mutate(bulk->body)})),
+         intrinsic_stmt(intrinsic::mbarrier_wait, {at, Expr(0)})});
+    return Allocate::make(bar_var, UInt(64), {Expr(1)}, "shared", body);
   }
 
   // address_of(full barrier `stage`) of the ring being built.

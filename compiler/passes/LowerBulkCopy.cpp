@@ -87,10 +87,12 @@ private:
       TESSEL_BULK_COPY_ERROR << "it reads '" << src.name() << "', which is not an argument of the kernel";
     size_t rank = dst->shape.size(), grank = src->shape.size();
     if (grank > size_t(kMaxRank) || loops.size() != rank)
-      TESSEL_BULK_COPY_ERROR << "TMA copies boxes of 1 to 5 dimensions out of tensors of at most 5; the copy "
-                "has "
-             << loops.size() << " loops for " << rank << " shared dimensions from a " << grank
-             << "-D tensor";
+      TESSEL_BULK_COPY_ERROR << "a box copy has one loop per shared dimension (1 to 5, from a tensor of at "
+                                "most 5); the copy has "
+                             << loops.size() << " loops for " << rank
+                             << " shared dimensions from a " << grank
+                             << "-D tensor: leave the stage's axes as they are (no split, fuse "
+                                "or bind)";
 
     // Shared dimension d is loop d's variable; find the global dimension each loop reads.
     std::vector<int64_t> extent(rank);
@@ -105,7 +107,8 @@ private:
       if (!e || !rext || *e != *rext || !is_zero(loop->min) || v != loop->loop_var.get())
         TESSEL_BULK_COPY_ERROR << "shared dimension " << d << " must be written by loop " << d
                << " over its whole extent, got index " << local << " in loop "
-               << loop->loop_var << " of extent " << loop->extent;
+               << loop->loop_var << " of extent " << loop->extent
+             << " (leave the stage's axes as they are: no split, fuse, bind or vectorize)";
       extent[d] = *e;
       for (size_t j = 0; j < grank; ++j) {
         if (!uses_var(base[j], loop->loop_var))

@@ -207,6 +207,10 @@ struct Barrier {
   uint32_t init_thread = 0, init_epoch = 0;
   std::vector<TmaCopy> copies; ///< not landed, in issue order; phase < completed: ready
   std::vector<uint32_t> observed; ///< per thread: `completed` at its last wait that returned
+  /// `completed` right after a phase that every thread of the block arrived at (count ==
+  /// threads), 0 if none: a wait that observes it orders, like a syncthreads, what the threads
+  /// did before arriving before what the waiter does next (a pipeline's empty barriers).
+  uint32_t block_wide_phase = 0;
 };
 
 /// A tensor map of the kernel (LoweredFunc::tensor_maps) and the argument it views.

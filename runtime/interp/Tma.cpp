@@ -232,7 +232,10 @@ public:
       b.pending_bytes += bytes; // expect-tx, then arrive-on
       check_tx(M, op_, t, id, b);
       ++b.arrivals;
+      const uint32_t before = b.completed;
       try_complete(b);
+      if (b.completed != before && b.count == M.n_threads)
+        b.block_wide_phase = b.completed;
     });
   }
 
@@ -248,6 +251,7 @@ public:
   void exec(Machine &M, const Mask &m) override {
     const Val *bi = bar_.index->eval(M, m), *par = parity_->eval(M, m);
     const std::string op = intrinsic::mbarrier_wait;
+    bool synced = false;
     m.each([&](uint32_t t) {
       const uint32_t id = use_barrier(M, op, *bar_.mem, bi[t].i, t);
       Barrier &b = M.barriers[id];
@@ -266,8 +270,14 @@ public:
                "only a later statement or another branch of divergent code would release, as "
                "in warp-specialized producers and consumers, is reported too)";
       land_ready(M, id);
+      synced |= b.block_wide_phase == b.completed && b.observed[t] < b.completed;
       b.observed[t] = b.completed;
     });
+    // A new barrier interval: the race checker's model of "ordered by a barrier". The executor
+    // runs in lock step, so every thread is past its arrival here; what they do between their
+    // arrival and this wait (nothing, in inject_pipeline's rings) is treated as ordered too.
+    if (synced)
+      ++M.epoch;
   }
 
 private:

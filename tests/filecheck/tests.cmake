@@ -79,7 +79,13 @@ tessel_filecheck_test(NAME interpret.conv2d_tc CHECKS interpret.txt
 tessel_filecheck_test(NAME interpret.conv2d_tc_1x1 CHECKS interpret.txt
   COMMAND interpret conv2d_tc --shape N=1,H=12,W=12,C=16,K=48,R=1,pad=0
   FILECHECK_ARGS --check-prefix=CONV_TC_1X1)
-# gemm_wgmma: the Hopper path's IR (swizzled tiles, wgmma runs fenced and waited) and its CUDA.
-tessel_filecheck_test(NAME lower.gemm_wgmma CHECKS gemm_wgmma.txt COMMAND lower gemm_wgmma
+# gemm_wgmma: the Hopper path's IR (swizzled tiles, wgmma runs fenced and waited) and its CUDA,
+# with cp.async fills (TMA=0, no rasterization) and with the default TMA ring.
+tessel_filecheck_test(NAME lower.gemm_wgmma CHECKS gemm_wgmma.txt
+  COMMAND lower gemm_wgmma --shape TMA=0,G=0,BN=256
   FILECHECK_ARGS --implicit-check-not=wgmma.accumulator[ --implicit-check-not=threadIdx.y_1)
-tessel_filecheck_test(NAME cuda.gemm_wgmma CHECKS cuda_gemm_wgmma.txt COMMAND cuda gemm_wgmma)
+tessel_filecheck_test(NAME cuda.gemm_wgmma CHECKS cuda_gemm_wgmma.txt
+  COMMAND cuda gemm_wgmma --shape TMA=0,G=0,BN=256)
+tessel_filecheck_test(NAME lower.gemm_wgmma_tma CHECKS gemm_wgmma_tma.txt COMMAND lower gemm_wgmma
+  FILECHECK_ARGS --implicit-check-not=cp_async --implicit-check-not=wgmma.accumulator[)
+tessel_filecheck_test(NAME cuda.gemm_wgmma_tma CHECKS cuda_gemm_wgmma_tma.txt COMMAND cuda gemm_wgmma)

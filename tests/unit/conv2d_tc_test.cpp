@@ -288,6 +288,8 @@ TEST(Conv2dWgmma, CpuExecutorMatchesDirectConvolution) {
   expect_direct_conv(conv2d_wgmma(one, {.block_m = 128, .block_n = 128, .block_k = 64,
                                         .warpgroups_m = 2, .stages = 3}),
                      one);
+  expect_error([&] { conv2d_wgmma(one, {.block_m = 128, .block_n = 128, .tma = true}); },
+               {"gathered from x (im2col", "tma = false"});
   expect_error([] { conv2d_wgmma({.batch = 1, .height = 5, .width = 5}); },
                {"N*P*Q=25", "multiple of 16"});
 }

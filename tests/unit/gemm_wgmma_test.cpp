@@ -158,7 +158,7 @@ TEST(GemmWgmma, LoweredIrBracketsEachRunOfWgmma) {
 }
 
 TEST(GemmWgmma, CompilesForSm90aToHgmma) {
-  ScheduledProgram p = gemm_wgmma(256, 256, 256);
+  ScheduledProgram p = gemm_wgmma(256, 256, 256, GemmWgmmaTiles{}); // cp.async fills
   LoweredModule m = lower(p.schedule, p.args);
   EXPECT_EQ(target_arch(m, "sm_90"), "sm_90a");
   EXPECT_EQ(target_arch(m, "sm_90a"), "sm_90a");
@@ -196,11 +196,11 @@ TEST(GemmWgmma, OtherArchitecturesAreRefused) {
 // The tuner's search space: legal tilings only, each of which lowers and compiles.
 TEST(GemmWgmma, TunerCandidatesAreLegal) {
   std::vector<GemmWgmmaTiles> all = gemm_wgmma_candidates(4096, 4096, 4096);
-  EXPECT_EQ(all.size(), 16u); // 4 blocks x 2 stage counts x 2 rasterizations
+  EXPECT_EQ(all.size(), 32u); // 4 blocks x 2 stage counts x 2 rasterizations x TMA or not
   EXPECT_EQ(to_string(all.front()),
-            "wgmma bm=128 bn=256 bk=64 wg=2x1 n=256 stages=4 raster=0 swizzle=128");
+            "wgmma bm=128 bn=256 bk=64 wg=2x1 n=256 stages=4 raster=0 swizzle=128 tma");
   // 256 x 128 blocks do not divide M = 128; the 3 others do.
-  EXPECT_EQ(gemm_wgmma_candidates(128, 256, 128).size(), 12u);
+  EXPECT_EQ(gemm_wgmma_candidates(128, 256, 128).size(), 24u);
   for (const GemmWgmmaTiles &t : gemm_wgmma_candidates(256, 256, 128)) {
     SCOPED_TRACE(to_string(t));
     ScheduledProgram p = gemm_wgmma(256, 256, 128, t);
@@ -222,4 +222,113 @@ TEST(GemmWgmma, TilesAreChecked) {
   EXPECT_EQ(t.block_m, 64);
   EXPECT_EQ(t.block_n, 32);
   EXPECT_EQ(t.block_k, 32);
+}
+
+// The default tiles fill the shared stages with TMA: one thread waits for an empty slot,
+// announces its bytes and issues one box of A and four of B (64-column blocks of the 128-byte
+// swizzle); every thread waits for the slot to be full and releases it after its wgmma group
+// landed. No block barrier is left in the K loop.
+TEST(GemmWgmma, TmaFillsOnAnMbarrierRing) {
+  GemmWgmmaTiles t = gemm_wgmma_tiles(4096, 4096, 4096);
+  EXPECT_TRUE(t.tma);
+  EXPECT_EQ(t.raster_group, 8);
+  EXPECT_EQ(t.block_n, 256);
+  // Under half a wave of 128 x 256 blocks the default narrows to 128 x 128.
+  EXPECT_EQ(gemm_wgmma_tiles(1024, 1024, 1024).block_n, 128);
+  ScheduledProgram p = gemm_wgmma(256, 512, 512, t);
+  LoweredModule m = lower(p.schedule, p.args);
+  const LoweredFunc &f = m.funcs[0];
+  EXPECT_EQ(f.launch.block[0], 128); // env_threads: nothing else is split over threadIdx.x
+  ASSERT_EQ(f.tensor_maps.size(), 2u);
+  EXPECT_EQ(f.tensor_maps[0].var.name(), "A_tmap");
+  EXPECT_EQ(f.tensor_maps[0].dims, (std::vector<int64_t>{512, 256}));
+  EXPECT_EQ(f.tensor_maps[0].box, (std::vector<int64_t>{64, 128}));
+  EXPECT_EQ(f.tensor_maps[1].box, (std::vector<int64_t>{64, 64}));
+  EXPECT_EQ(f.tensor_maps[1].strides, (std::vector<int64_t>{1, 512}));
+  EXPECT_EQ(f.tensor_maps[1].swizzle, 128);
+  std::string ir = to_string(m);
+  EXPECT_EQ(ir.find("cp_async"), std::string::npos) << ir;
+  // Prologue: 2 of the 4 slots filled ahead (one wgmma group stays in flight).
+  EXPECT_EQ(count_of(ir, "@mbarrier_init("), 8) << ir;
+  EXPECT_EQ(count_of(ir, "@tma_load(A_tmap, "), 3) << ir;
+  EXPECT_EQ(count_of(ir, "@tma_load(B_tmap, "), 12) << ir;
+  std::regex loop(
+      R"(for \(k.outer: int32, 0, 8\) \{\n\s*if \(threadIdx.x == 0 && threadIdx.y == 0 && k.outer < 6\) \{\n)"
+      R"(\s*@mbarrier_wait\(@address_of\(k.outer_empty\[floormod\(k.outer \+ 2, 4\)\]\), floormod\(floordiv\(k.outer \+ 2, 4\) \+ 1, 2\)\)\n)"
+      R"(\s*@mbarrier_arrive_expect_tx\(@address_of\(k.outer_full\[floormod\(k.outer \+ 2, 4\)\]\), 49152\))");
+  EXPECT_TRUE(std::regex_search(ir, loop)) << ir;
+  std::regex tail(R"(@wgmma_wait\(1\)\n\s*if \(1 <= k.outer\) \{\n\s*@mbarrier_arrive\(@address_of\(k.outer_empty\[floormod\(k.outer \+ 3, 4\)\]\)\))");
+  EXPECT_TRUE(std::regex_search(ir, tail)) << ir;
+  std::string loop_body = ir.substr(ir.find("for (k.outer"));
+  EXPECT_EQ(loop_body.find("@syncthreads()"), std::string::npos) << ir;
+
+  std::string src = codegen_cuda(m);
+  EXPECT_NE(src.find("const __grid_constant__ tessel_tensor_map A_tmap, const __grid_constant__ "
+                     "tessel_tensor_map B_tmap"),
+            std::string::npos)
+      << src.substr(0, 4000);
+  EXPECT_NE(src.find("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"),
+            std::string::npos);
+  CompileOptions o;
+  o.arch = target_arch(m, "sm_90");
+  CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "gemm_wgmma_tma.cu");
+  ASSERT_FALSE(k.cubin.empty());
+  EXPECT_EQ(k.kernels.at(0).spill_store_bytes, 0) << k.log;
+  expect_error([&] { target_arch(m, "sm_80"); }, {"uses wgmma", "the target is sm_80"});
+  std::optional<std::string> sass = tessel::test::sass_of(k.cubin, "gemm_wgmma_tma");
+  if (!sass)
+    GTEST_SKIP() << "NVRTC compiled for sm_90a, but there is no cuobjdump to check the SASS";
+  for (const char *op : {"UTMALDG.2D", "SYNCS.PHASECHK", "SYNCS.ARRIVE", "HGMMA.64x256x16.F32"})
+    EXPECT_NE(sass->find(op), std::string::npos) << op << ":\n" << sass->substr(0, 4000);
+  for (const char *absent : {"LDGSTS", "LDL", "STL"})
+    EXPECT_EQ(sass->find(absent), std::string::npos) << absent << ":\n" << sass->substr(0, 4000);
+}
+
+// The CPU executor runs the TMA ring: boxes land at the wait of their slot's full barrier, the
+// stages are released through the empty barriers, every pipeline depth.
+TEST(GemmWgmma, TmaRingOnTheCpuExecutor) {
+  for (int stages : {2, 3, 4}) {
+    SCOPED_TRACE("stages " + std::to_string(stages));
+    GemmWgmmaTiles t{.block_m = 128, .block_n = 64, .block_k = 64, .warpgroups_m = 2,
+                     .stages = stages, .tma = true};
+    EXPECT_EQ(mismatch(gemm_wgmma(256, 128, 320, t), 256, 128, 320), "");
+  }
+  // The default tiles (128 x 128 blocks for this small grid), rasterized.
+  EXPECT_EQ(mismatch(gemm_wgmma(128, 256, 256), 128, 256, 256), "");
+}
+
+TEST(GemmWgmma, TmaErrors) {
+  expect_error([] { gemm_wgmma(256, 256, 64, {.swizzle = 0, .tma = true}); },
+               {"TMA bulk copies", "swizzle 0"});
+  // A bulk-copied stage whose axes were split.
+  expect_error(
+      [] {
+        GemmTensors g = gemm_definition(128, 128, 64, Float(16));
+        Schedule s = create_schedule({g.C});
+        Tensor AS = s.cache_read(g.A, "shared", {g.C});
+        auto [i, j] = s[g.C].axes<2>();
+        s[AS].compute_at(s[g.C], i);
+        auto [r, c] = s[AS].axes<2>();
+        s[AS].split(c, 8);
+        s[AS].bulk_copy().pipeline(2);
+        lower(s, {g.A, g.B, g.C});
+      },
+      {"'A.shared' is filled by TMA (bulk_copy)", "no split"});
+  // Not pipelined.
+  expect_error(
+      [] {
+        GemmTensors g = gemm_definition(128, 128, 64, Float(16));
+        Schedule s = create_schedule({g.C});
+        Tensor AS = s.cache_read(g.A, "shared", {g.C});
+        s[AS].bulk_copy();
+        lower(s, {g.A, g.B, g.C});
+      },
+      {"'A.shared' is filled by TMA", "pipelined over 2 or more stages"});
+  expect_error(
+      [] {
+        GemmTensors g = gemm_definition(128, 128, 64, Float(16));
+        Schedule s = create_schedule({g.C});
+        s[g.C].env_threads({thread_axis("threadIdx.x")});
+      },
+      {"env_threads", "constant extent", "thread_axis(Range(0, n)"});
 }

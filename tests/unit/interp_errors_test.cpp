@@ -69,7 +69,7 @@ TEST(InterpErrors, WriteWriteRace) {
   IterVar tx = thread_axis("threadIdx.x");
   Stmt body = allocate(s, Seq::make({st(s, 0, cast(Float(32), Expr(tx))), sync_threads(),
                                      st(out, 0, ld(s, 0))}));
-  LoweredFunc f{"ww", {out}, {{1}}, {}, bind(tx, 8, body), launch(1, 1, 8, 1)};
+  LoweredFunc f{"ww", {out}, {{1}}, bind(tx, 8, body), launch(1, 1, 8, 1), {}};
   HostBuffer o = HostBuffer::zeros(Float(32), 1);
   try {
     execute(f, {&o});
@@ -94,7 +94,7 @@ TEST(InterpErrors, OutOfBoundsVectorStoreNamesTheLaneIndex) {
   Buffer out = flat("out", Float(32), 30);
   IterVar tx = thread_axis("threadIdx.x");
   Stmt body = st(out, Ramp::make(Expr(tx) * 4, 1, 4), Broadcast::make(Expr(1.0f), 4));
-  LoweredFunc f{"vec_oob", {out}, {{30}}, {}, bind(tx, 8, body), launch(1, 1, 8, 1)};
+  LoweredFunc f{"vec_oob", {out}, {{30}}, bind(tx, 8, body), launch(1, 1, 8, 1), {}};
   HostBuffer o = HostBuffer::zeros(Float(32), 30);
   try {
     execute(f, {&o});
@@ -131,7 +131,7 @@ TEST(InterpErrors, BarrierUnderBlockUniformIfIsFine) {
   Stmt inner = Seq::make({st(s, tx, cast(Float(32), Expr(tx))), sync_threads(),
                           st(out, Expr(bx) * 32 + tx, ld(s, 31 - Expr(tx)))});
   Stmt body = allocate(s, IfThenElse::make(Expr(bx) < 5, inner));
-  LoweredFunc f{"uniform_if", {out}, {{64}}, {}, bind(bx, 2, bind(tx, 32, body)), launch(2, 1, 32, 1)};
+  LoweredFunc f{"uniform_if", {out}, {{64}}, bind(bx, 2, bind(tx, 32, body)), launch(2, 1, 32, 1), {}};
   HostBuffer o = HostBuffer::zeros(Float(32), 64);
   execute(f, {&o});
   EXPECT_EQ(o.get(0), 31.0);
@@ -144,7 +144,7 @@ TEST(InterpErrors, BarrierInLoopWithThreadDependentTripCount) {
   Var i("i");
   Stmt body = For::make(i, Expr(0), Expr(tx) % 4 + 1, ForKind::Serial,
                         Seq::make({st(out, tx, ld(out, tx) + 1), sync_threads()}));
-  LoweredFunc f{"loop_sync", {out}, {{32}}, {}, bind(tx, 32, body), launch(1, 1, 32, 1)};
+  LoweredFunc f{"loop_sync", {out}, {{32}}, bind(tx, 32, body), launch(1, 1, 32, 1), {}};
   HostBuffer o = HostBuffer::zeros(Int(32), 32);
   try {
     execute(f, {&o});
@@ -161,7 +161,7 @@ TEST(InterpErrors, ThreadDependentLoopWithoutBarrierRuns) {
   Var i("i");
   Stmt body = For::make(i, Expr(0), Expr(tx) % 4 + 1, ForKind::Serial,
                         st(out, tx, ld(out, tx) + i));
-  LoweredFunc f{"loop", {out}, {{32}}, {}, bind(tx, 32, body), launch(1, 1, 32, 1)};
+  LoweredFunc f{"loop", {out}, {{32}}, bind(tx, 32, body), launch(1, 1, 32, 1), {}};
   HostBuffer o = HostBuffer::zeros(Int(32), 32);
   execute(f, {&o});
   for (int t = 0; t < 32; ++t)

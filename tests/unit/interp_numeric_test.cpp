@@ -177,7 +177,7 @@ TEST(InterpNumeric, VectorSharedStoreThenScalarReadsAfterBarrier) {
   Stmt body = allocate(s, Seq::make({IfThenElse::make(t < n / 4, st(s, Ramp::make(t * 4, 1, 4),
                                                                     Broadcast::make(t * 10, 4))),
                                      sync_threads(), st(out, t, ld(s, n - 1 - t))}));
-  LoweredFunc f{"vs", {out}, {{n}}, {}, bind(tx, n, body), launch(1, 1, n, 1)};
+  LoweredFunc f{"vs", {out}, {{n}}, bind(tx, n, body), launch(1, 1, n, 1), {}};
   HostBuffer O = HostBuffer::zeros(Int(32), n);
   execute(f, {&O});
   for (int i = 0; i < n; ++i)
@@ -190,7 +190,7 @@ TEST(InterpNumeric, LocalStorageIsPerThread) {
   Expr t = tx;
   Stmt body = allocate(loc, Seq::make({st(loc, 0, t), st(loc, 1, t * t),
                                        st(out, t, ld(loc, 0) + ld(loc, 1))}));
-  LoweredFunc f{"local", {out}, {{64}}, {}, bind(tx, 64, body), launch(1, 1, 64, 1)};
+  LoweredFunc f{"local", {out}, {{64}}, bind(tx, 64, body), launch(1, 1, 64, 1), {}};
   HostBuffer O = HostBuffer::zeros(Int(32), 64);
   execute(f, {&O});
   for (int i = 0; i < 64; ++i)

@@ -160,7 +160,7 @@ TEST(InterpWmma, WarpsStoringOneSharedTileRace) {
       {wmma(intrinsic::wmma_fill_fragment, {data_var(fc), 16, 16, 16, 0, Expr(1.0f)}),
        wmma(intrinsic::wmma_store_matrix_sync,
             {data_var(fc), 16, 16, 16, 0, address_of(s, 0), 16, StringImm::make("row_major")})});
-  LoweredFunc f{"race", {out}, {{256}}, {}, Stmt(), launch(1, 1, 32, 2)};
+  LoweredFunc f{"race", {out}, {{256}}, Stmt(), launch(1, 1, 32, 2), {}};
   f.body = ax.bind_all(f.launch, allocate(s, allocate(fc, body)));
   HostBuffer o = HostBuffer::zeros(Float(32), 256);
   try {
