@@ -251,9 +251,29 @@ ScheduleEntry conv2d_wgmma_entry() {
   e.name = "conv2d_wgmma";
   e.description = "conv2d as an implicit GEMM on Hopper Tensor Cores (wgmma, sm_90a) on cuDNN's "
                   "layouts: x NHWC, w KRSC fp16, y NPQK fp32; stride 1, zero padding; "
-                  "gemm_wgmma's schedule";
+                  "gemm_wgmma's schedule; BM, BN, S (stages), G (rasterization group) override "
+                  "its tiles (0: the default)";
+  for (const char *knob : {"BM", "BN", "S", "G"}) {
+    e.default_shape[knob] = 0;
+    e.nonnegative.push_back(knob);
+  }
   e.build = [](const ShapeParams &p, DataType) {
-    return conv2d_wgmma(conv2d_shape_of(p));
+    auto get = [&](const char *k) {
+      auto it = p.find(k);
+      return it == p.end() ? int64_t(0) : it->second;
+    };
+    Conv2dTcShape sh = conv2d_shape_of(p);
+    GemmWgmmaTiles t = conv2d_wgmma_tiles(sh);
+    if (get("BM")) {
+      t.block_m = int(get("BM"));
+      t.warpgroups_m = std::max(1, std::min(2, t.block_m / 64));
+    }
+    if (get("BN"))
+      t.block_n = int(get("BN"));
+    if (get("S"))
+      t.stages = int(get("S"));
+    t.raster_group = get("G");
+    return conv2d_wgmma(sh, t);
   };
   return e;
 }
