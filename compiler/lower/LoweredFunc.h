@@ -27,11 +27,18 @@ struct LaunchConfig {
 /// (innermost first) into shared memory swizzled by `swizzle` bytes (0, 32, 64 or 128). The
 /// runtime encodes it at launch (cuTensorMapEncodeTiled) with the argument's device pointer;
 /// tma_load calls name it by `var`. Elements outside `dims` read as zero.
+///
+/// An im2col map (`im2col`, cuTensorMapEncodeIm2col; taken by tma_load_im2col) views a 4-D NHWC
+/// tensor (dims C, W, H, N): `box` is {channels per pixel, pixels per copy} and
+/// `lower_corner` / `upper_corner` bound the pixels a copy walks, for W then H (see
+/// tma_load_im2col in compiler/ir/Intrinsics.h).
 struct TensorMapParam {
   Var var;
   int arg = 0;
   std::vector<int64_t> dims, strides, box;
   int swizzle = 0;
+  bool im2col = false;
+  std::vector<int64_t> lower_corner, upper_corner;
 };
 
 /// One device kernel.
