@@ -22,7 +22,7 @@ std::string target_arch(const LoweredModule &m, const std::string &arch) {
       const auto *c = llvm::dyn_cast<Call>(n);
       if (c && c->name.rfind("wgmma_", 0) == 0)
         wgmma_kernel = f.name;
-      if (c && (c->name == intrinsic::tma_load || c->name.rfind("mbarrier_", 0) == 0))
+      if (c && (c->name.rfind("tma_load", 0) == 0 || c->name.rfind("mbarrier_", 0) == 0))
         tma_kernel = f.name;
     });
   std::string a = arch;
@@ -74,14 +74,15 @@ CUtensorMap encode_tensor_map(const TensorMapParam &m, const DeviceArray &array)
     user_error("tensor map") << "tensor map '" << m.var.name() << "': TMA copies of " << t
                              << " are not supported (float16, bfloat16, float32)";
   size_t rank = m.dims.size();
-  user_check(rank >= 1 && rank <= 5 && m.strides.size() == rank && m.box.size() == rank,
+  user_check(rank >= 1 && rank <= 5 && m.strides.size() == rank &&
+                 (m.box.size() == rank || m.im2col),
              "tensor map")
       << "tensor map '" << m.var.name() << "' has " << rank << " dimensions; TMA takes 1 to 5";
   cuuint64_t dims[5], strides[4];
   cuuint32_t box[5], elem_strides[5];
   for (size_t d = 0; d < rank; ++d) {
     dims[d] = cuuint64_t(m.dims[d]);
-    box[d] = cuuint32_t(m.box[d]);
+    box[d] = d < m.box.size() ? cuuint32_t(m.box[d]) : 1;
     elem_strides[d] = 1;
     if (d > 0)
       strides[d - 1] = cuuint64_t(m.strides[d]) * t.bytes();
@@ -91,6 +92,23 @@ CUtensorMap encode_tensor_map(const TensorMapParam &m, const DeviceArray &array)
                                : m.swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
                                                  : CU_TENSOR_MAP_SWIZZLE_NONE;
   CUtensorMap map;
+  if (m.im2col) {
+    user_check(rank == 4 && m.box.size() == 2 && m.lower_corner.size() == 2 &&
+                   m.upper_corner.size() == 2,
+               "tensor map")
+        << "im2col tensor map '" << m.var.name()
+        << "' must view a 4-D NHWC tensor with a 2-entry box and corners";
+    for (size_t d = 0; d < rank; ++d)
+      elem_strides[d] = 1;
+    int lower[2] = {int(m.lower_corner[0]), int(m.lower_corner[1])};
+    int upper[2] = {int(m.upper_corner[0]), int(m.upper_corner[1])};
+    TESSEL_CU(cuTensorMapEncodeIm2col, &map, type, cuuint32_t(rank),
+              reinterpret_cast<void *>(array.data()), dims, strides, lower, upper,
+              cuuint32_t(m.box[0]), cuuint32_t(m.box[1]), elem_strides,
+              CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return map;
+  }
   TESSEL_CU(cuTensorMapEncodeTiled, &map, type, cuuint32_t(rank),
             reinterpret_cast<void *>(array.data()), dims, strides, box, elem_strides,
             CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,

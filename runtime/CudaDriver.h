@@ -41,6 +41,7 @@
   X(cuFuncSetAttribute)                                                                            \
   X(cuLaunchKernel)                                                                                \
   X(cuTensorMapEncodeTiled)                                                                        \
+  X(cuTensorMapEncodeIm2col)                                                                       \
   X(cuEventCreate)                                                                                 \
   X(cuEventDestroy_v2)                                                                             \
   X(cuEventRecord)                                                                                 \

@@ -100,23 +100,32 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::stri
     return t;
   };
   GemmWgmmaTiles best;
-  // Under half a wave of 128 x 256 blocks (an H100 has 132 SMs), 128 x 128 blocks keep twice
-  // as many SMs busy: 1024^3 measured 1.5x faster (bench/RESULTS.md).
+  // 128 x 128 blocks instead of 128 x 256 where they fill the GPU's waves clearly better (one
+  // block per SM; an H100's 132 SMs): 1024^3 (32 blocks or 64) measured 1.5x faster, the ResNet
+  // res5 conv (196 or 392) 9% (bench/RESULTS.md).
   GemmWgmmaTiles narrow = best;
   narrow.block_n = 128;
-  if ((M / best.block_m) * (N / best.block_n) < 64 && fits(M, N, K, narrow))
+  auto wave_use = [&](const GemmWgmmaTiles &t) {
+    const int64_t sms = 132, blocks = (M / t.block_m) * (N / t.block_n);
+    return double(blocks) / double((blocks + sms - 1) / sms * sms);
+  };
+  if (fits(M, N, K, best) && fits(M, N, K, narrow) && wave_use(narrow) > wave_use(best) + 0.1)
     return with_tma(narrow);
   if (fits(M, N, K, best))
     return with_tma(best);
   std::tuple<int64_t, int, int> best_score{-1, 0, 0};
-  for (int bm : {128, 64})
+  // 256 x 128 blocks (two warpgroups of 128 rows) first: where N is 128, they keep the
+  // 128 x 256 blocks' work per block (the ResNet res3 conv measured 5% faster than 128 x 128).
+  for (int bm : {256, 128, 64})
     for (int bn : {256, 128, 64, 32})
       for (int bk : {64, 32})
         for (int swizzle : {kSwizzle, 0}) {
+          if (bm == 256 && bn != 128)
+            continue;
           GemmWgmmaTiles t{.block_m = bm,
                            .block_n = bn,
                            .block_k = bk,
-                           .warpgroups_m = bm / 64,
+                           .warpgroups_m = std::min(2, bm / 64),
                            .swizzle = swizzle};
           if (!fits(M, N, K, t))
             continue;
@@ -213,7 +222,10 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
       // One thread copies each tile in boxes of the swizzle's width; the block's threads are
       // launched by the output stage (nothing else is split over threadIdx.x).
       ss.swizzle(t.swizzle);
-      ss.bulk_copy();
+      if (sh == st.AS && st.a_im2col)
+        ss.bulk_copy_im2col(*st.a_im2col);
+      else
+        ss.bulk_copy();
       ss.pipeline(t.stages);
       continue;
     }

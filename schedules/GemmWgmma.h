@@ -16,6 +16,7 @@
 
 #include "schedules/Registry.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,8 @@ struct WgmmaGemmStages {
   /// When nonzero, the reduction is walked in runs of this length (a multiple of the K step),
   /// as in schedule_wmma_gemm (conv's channels within one filter tap).
   int64_t k_period = 0;
+  /// With tiles.tma: AS is a convolution's input tile, filled by TMA's im2col mode.
+  std::optional<Im2colCopy> a_im2col;
 };
 
 /// gemm_wgmma's schedule on `stages`; the tiles must have passed check_gemm_wgmma_tiles for

@@ -18,7 +18,7 @@ bool CUDAKernelEmitter::emit_tma(const Call *op) {
   const std::string &n = op->name;
   if (op->call_kind != Call::Intrinsic ||
       (n.rfind("mbarrier_", 0) != 0 && n != intrinsic::fence_barrier_init &&
-       n != intrinsic::tma_load))
+       n != intrinsic::tma_load && n != intrinsic::tma_load_im2col))
     return false;
   const std::vector<Expr> &a = op->args;
   // A barrier or destination: address_of(buf[i]) of a shared buffer of `dtype` (any when void).
@@ -64,15 +64,25 @@ bool CUDAKernelEmitter::emit_tma(const Call *op) {
          ");");
     return true;
   }
-  if (n == intrinsic::tma_load) {
+  if (n == intrinsic::tma_load || n == intrinsic::tma_load_im2col) {
+    const bool im2col = n == intrinsic::tma_load_im2col;
     const auto *map = a.size() >= 4 ? a[0].as<Variable>() : nullptr;
     const TensorMapParam *param = nullptr;
     for (const TensorMapParam &m : f_.tensor_maps)
       if (map && m.var.get() == map)
         param = &m;
-    user_check(param, "codegen_cuda")
-        << "tma_load(map, dst, bar, coords...) in kernel '" << f_.name
-        << "': the map must be one of the kernel's tensor maps, got " << Expr(op);
+    user_check(param && param->im2col == im2col, "codegen_cuda")
+        << n << "(map, dst, bar, coords...) in kernel '" << f_.name << "': the map must be one of "
+        << "the kernel's " << (im2col ? "im2col" : "tiled") << " tensor maps, got " << Expr(op);
+    if (im2col) {
+      check_intrinsic_args(op, 9, "(map, dst, bar, c, w, h, n, off_w, off_h)");
+      std::string call = "tessel_tma_load_im2col_4d(" + shared_ptr(a[1], "destination", Void()) +
+                         ", &" + var_text(map) + ", " + shared_ptr(a[2], "barrier", UInt(64));
+      for (size_t i = 3; i < 9; ++i)
+        call += ", " + print(a[i]);
+      line(call + ");");
+      return true;
+    }
     size_t rank = a.size() - 3;
     user_check(rank == param->dims.size() && rank <= 5, "codegen_cuda")
         << "tma_load in kernel '" << f_.name << "': tensor map '" << map->name << "' has "
@@ -132,6 +142,18 @@ __device__ __forceinline__ void tessel_mbarrier_wait(void *bar, unsigned parity)
          "               :: \"r\"(tessel_smem(dst)), \"l\"(reinterpret_cast<unsigned long "
          "long>(map)), \"r\"(tessel_smem(bar))" + operands + " : \"memory\");\n}\n";
   }
+  // The im2col form for 2-D convolutions on NHWC: coordinates (c, w, h, n), 16-bit filter
+  // offsets (off_w, off_h).
+  s += R"(__device__ __forceinline__ void tessel_tma_load_im2col_4d(void *dst, const tessel_tensor_map *map, void *bar,
+    int c, int w, int h, int n, int off_w, int off_h) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%3, %4, %5, %6}], [%2], {%7, %8};\n"
+               :: "r"(tessel_smem(dst)), "l"(reinterpret_cast<unsigned long long>(map)),
+                  "r"(tessel_smem(bar)), "r"(c), "r"(w), "r"(h), "r"(n),
+                  "h"(static_cast<unsigned short>(off_w)), "h"(static_cast<unsigned short>(off_h))
+               : "memory");
+}
+)";
   return s;
 }
 

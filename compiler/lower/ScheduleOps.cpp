@@ -351,7 +351,13 @@ Stmt schedule_ops(const ScheduleNode *sch, const StageBodies &bodies, const Doma
           << "shared-memory stage pipelined over 2 or more stages (its copies complete on the "
           << "ring's barriers); it is in '" << s->scope << "' scope with "
           << s->pipeline_stages << " stage(s): call set_scope(\"shared\") / pipeline(n)";
-      nest = AttrStmt::make(buf, attr::bulk_copy, Expr(0), nest);
+      Expr what = Expr(0); // a box of the tensor the stage reads; im2col: the conv
+      if (const auto &c = s->im2col)
+        what = Call::make(Handle(), "tuple",
+                          {c->out_height, c->out_width, c->channels, c->kernel_h, c->kernel_w,
+                           c->pad},
+                          Call::PureIntrinsic);
+      nest = AttrStmt::make(buf, attr::bulk_copy, what, nest);
     }
     if (s->pipeline_stages > 1)
       nest = AttrStmt::make(buf, attr::pipeline_scope, Expr(s->pipeline_stages), nest);

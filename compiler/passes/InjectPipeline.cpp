@@ -464,7 +464,7 @@ private:
       Expr visit(const Call *op) override {
         Expr e = IRMutator::visit(op);
         const auto *c = e.as<Call>();
-        if (!c->is_intrinsic(intrinsic::tma_load))
+        if (!c->is_intrinsic(intrinsic::tma_load) && !c->is_intrinsic(intrinsic::tma_load_im2col))
           return e;
         std::vector<Expr> args = c->args;
         args[2] = r_.barrier_at(stage_);
@@ -595,7 +595,7 @@ private:
       Expr visit(const Call *op) override {
         Expr e = IRMutator::visit(op);
         const auto *c = e.as<Call>();
-        if (!c->is_intrinsic(intrinsic::tma_load))
+        if (!c->is_intrinsic(intrinsic::tma_load) && !c->is_intrinsic(intrinsic::tma_load_im2col))
           return e;
         std::vector<Expr> args = c->args;
         args[2] = at_;

@@ -105,7 +105,8 @@ protected:
         op->is_intrinsic(intrinsic::mbarrier_arrive) ||
         op->is_intrinsic(intrinsic::mbarrier_arrive_expect_tx))
       return;
-    if (op->is_intrinsic(intrinsic::tma_load) && op->args.size() >= 3) {
+    if ((op->is_intrinsic(intrinsic::tma_load) || op->is_intrinsic(intrinsic::tma_load_im2col)) &&
+        op->args.size() >= 3) {
       // Writes its destination, as a store does; its barrier is not data.
       const auto *dst = op->args[1].as<Call>();
       const auto *elem = dst && dst->args.size() == 1 ? dst->args[0].as<BufferLoad>() : nullptr;

@@ -4,6 +4,7 @@
 #include "compiler/ir/IRMutator.h"
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
+#include "compiler/ir/IRVisitor.h"
 #include "compiler/ir/Intrinsics.h"
 #include "compiler/ir/Substitute.h"
 #include "compiler/support/Error.h"
@@ -44,8 +45,10 @@ protected:
       layouts_[buf->get()].swizzle = int(*as_const_int(op->value));
     else if (buf && op->key == attr::storage_align)
       layouts_[buf->get()].aligned = true;
-    if (buf && op->key == attr::bulk_copy)
-      return lower(*buf, op);
+    if (buf && op->key == attr::bulk_copy) {
+      const auto *conv = op->value.as<Call>();
+      return conv ? lower_im2col(*buf, op, conv->args) : lower(*buf, op);
+    }
     return IRMutator::visit(op);
   }
 
@@ -94,10 +97,17 @@ private:
                              << "-D tensor: leave the stage's axes as they are (no split, fuse "
                                 "or bind)";
 
-    // Shared dimension d is loop d's variable; find the global dimension each loop reads.
+    // Shared dimension d is loop d's variable; find the global dimension each loop reads. The
+    // indices are simplified knowing the loops' ranges, so that a view's index arithmetic (a
+    // conv filter's tap and channel of one K step) reduces to what the tile really reads.
+    arith::Analyzer analyzer;
+    for (const For *loop : loops)
+      analyzer.bind(loop->loop_var, Range(loop->min, loop->extent));
     std::vector<int64_t> extent(rank);
     std::vector<int> gdim(rank, -1);
-    std::vector<Expr> base = load->indices;
+    std::vector<Expr> base;
+    for (const Expr &i : load->indices)
+      base.push_back(analyzer.simplify(i));
     for (size_t d = 0; d < rank; ++d) {
       const For *loop = loops[d];
       auto e = as_const_int(loop->extent);
@@ -113,7 +123,7 @@ private:
       for (size_t j = 0; j < grank; ++j) {
         if (!uses_var(base[j], loop->loop_var))
           continue;
-        Expr rest = arith::simplify(base[j] - loop->loop_var);
+        Expr rest = analyzer.simplify(base[j] - loop->loop_var);
         if (gdim[d] >= 0 || uses_var(rest, loop->loop_var))
           TESSEL_BULK_COPY_ERROR << "loop " << loop->loop_var << " must appear in exactly one index of '"
                  << src.name() << "', added to it; got " << Expr(load);
@@ -208,10 +218,82 @@ private:
     return AttrStmt::make(op->node, op->key, Expr(int(bytes)), Seq::make(std::move(copies)));
   }
 
+  // The input tile of an implicit-GEMM convolution, A(m, rk) over x (NHWC): one im2col copy of
+  // the tile's rows (output pixels m0 ..) for the filter tap and channels of its columns.
+  Stmt lower_im2col(const Buffer &dst, const AttrStmt *op, const std::vector<Expr> &geometry) {
+    const std::string &name = dst.name();
+    int64_t g[6];
+    for (int i = 0; i < 6; ++i)
+      g[i] = *as_const_int(geometry.at(i));
+    const int64_t P = g[0], Q = g[1], C = g[2], R = g[3], S = g[4], pad = g[5];
+    const SharedLayout &layout = layouts_[dst.get()];
+    const BufferLoad *x = nullptr;
+    post_order_visit(op->body, [&](const IRNode *n) {
+      if (const auto *l = llvm::dyn_cast<BufferLoad>(n); l && l->buffer.scope() == "global")
+        x = l;
+    });
+    int arg = -1;
+    for (size_t i = 0; x && i < args_.size(); ++i)
+      if (args_[i]->data.get() == x->buffer->data.get())
+        arg = int(i);
+    if (arg < 0 || x->buffer->shape.size() != 4 || dst->shape.size() != 2)
+      TESSEL_BULK_COPY_ERROR << "an im2col copy fills a 2-D tile from a 4-D NHWC argument; got "
+                             << dst->shape.size() << " dimensions from "
+                             << (x ? x->buffer.name() : std::string("no global tensor"));
+    std::vector<int64_t> xs;
+    for (const Expr &e : x->buffer->shape)
+      xs.push_back(*as_const_int(e));
+    const int64_t N = xs[0], H = xs[1], W = xs[2];
+    if (xs[3] != C || P != H + 2 * pad - R + 1 || Q != W + 2 * pad - S + 1)
+      TESSEL_BULK_COPY_ERROR << "the convolution (P=" << P << ", Q=" << Q << ", C=" << C << ", "
+                             << R << "x" << S << ", pad " << pad << ") does not match '"
+                             << x->buffer.name() << "' (" << N << "x" << H << "x" << W << "x"
+                             << xs[3] << ") at stride 1";
+    auto rows = as_const_int(layout.bounds[0].extent), cols = as_const_int(layout.bounds[1].extent);
+    int64_t elem = dst.dtype().bytes();
+    if (!layout.swizzle || !rows || !cols || *cols != layout.interleave || *rows > kMaxBoxExtent ||
+        C % *cols != 0)
+      TESSEL_BULK_COPY_ERROR << "an im2col copy fills one swizzled column block (its K step) of "
+                                "at most 256 rows, within one filter tap (C a multiple of it); "
+                                "the tile is "
+                             << layout.bounds[0].extent << " x " << layout.bounds[1].extent
+                             << " with swizzle " << layout.swizzle << " and C = " << C;
+
+    TensorMapParam map;
+    map.arg = arg;
+    map.swizzle = layout.swizzle;
+    map.im2col = true;
+    map.dims = {C, W, H, N};
+    map.strides = {1, C, W * C, H * W * C};
+    map.box = {*cols, *rows};
+    map.lower_corner = {-pad, -pad};
+    map.upper_corner = {pad - (S - 1), pad - (R - 1)};
+    Var map_var = tensor_map(map, x->buffer.name());
+
+    Expr m0 = layout.bounds[0].min, k0 = layout.bounds[1].min;
+    Expr tap = floordiv(k0, int(C));
+    auto i32 = [](const Expr &e) { return arith::simplify(cast(Int(32), e)); };
+    std::vector<Expr> call_args{
+        map_var,
+        Call::make(Handle(), intrinsic::address_of, {BufferLoad::make(dst, {m0, k0})},
+                   Call::Intrinsic),
+        Expr(0),
+        i32(floormod(k0, int(C))),
+        i32(floormod(m0, int(Q)) - int(pad)),
+        i32(floormod(floordiv(m0, int(Q)), int(P)) - int(pad)),
+        i32(floordiv(m0, int(P * Q))),
+        i32(floormod(tap, int(S))),
+        i32(floordiv(tap, int(S)))};
+    Stmt copy = Evaluate::make(
+        Call::make(Void(), intrinsic::tma_load_im2col, std::move(call_args), Call::Intrinsic));
+    return AttrStmt::make(op->node, op->key, Expr(int(*rows * *cols * elem)), copy);
+  }
+
   // The variable of an equal tensor map made before, or of a new one.
   Var tensor_map(TensorMapParam map, const std::string &tensor) {
     for (const TensorMapParam &m : *maps_)
-      if (m.arg == map.arg && m.box == map.box && m.swizzle == map.swizzle)
+      if (m.arg == map.arg && m.box == map.box && m.swizzle == map.swizzle &&
+          m.im2col == map.im2col)
         return m.var;
     int same = 0;
     for (const TensorMapParam &m : *maps_)

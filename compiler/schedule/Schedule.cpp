@@ -488,6 +488,17 @@ Stage &Stage::bulk_copy() {
   return *this;
 }
 
+Stage &Stage::bulk_copy_im2col(const Im2colCopy &conv) {
+  user_check(conv.out_height > 0 && conv.out_width > 0 && conv.channels > 0 &&
+                 conv.kernel_h > 0 && conv.kernel_w > 0 && conv.pad >= 0,
+             "bulk_copy_im2col")
+      << "stage '" << name() << "': the output size, channels and kernel must be positive and "
+         "the padding non-negative";
+  bulk_copy();
+  n_->im2col = conv;
+  return *this;
+}
+
 Stage &Stage::env_threads(const std::vector<IterVar> &threads) {
   for (const IterVar &t : threads) {
     const std::string &tag = t.thread_tag();

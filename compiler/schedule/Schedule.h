@@ -68,6 +68,14 @@ struct IterVarAttr {
   std::shared_ptr<const TensorIntrin> tensorize_holder;
 };
 
+/// The convolution an im2col bulk copy reads (Stage::bulk_copy_im2col): stride 1, dilation 1.
+struct Im2colCopy {
+  int out_height = 0, out_width = 0; ///< P, Q
+  int channels = 0;                  ///< C
+  int kernel_h = 0, kernel_w = 0;    ///< R, S
+  int pad = 0;
+};
+
 /// One stage of a schedule: the loops and placement of one operation.
 class Stage {
 public:
@@ -156,6 +164,11 @@ public:
   /// pipelined, 2+ stages). The stage's body must read a global input at its own indices plus
   /// offsets (a cache_read), its axes left as they are: no split, bind or vectorize.
   Stage &bulk_copy();
+  /// bulk_copy for the implicit-GEMM input tile of a convolution: this stage is A(m, rk) =
+  /// x[n, oh + r - pad, ow + s - pad, c] (zero outside x) of an NHWC input x, with m = (n * P +
+  /// oh) * Q + ow and rk = (r * S + s) * C + c as `conv` says; each K step of the tile (its
+  /// columns) must lie in one filter tap. TMA's im2col mode copies it, one tap at a time.
+  Stage &bulk_copy_im2col(const Im2colCopy &conv);
   /// Runs this stage's whole nest on the threads of `threads` (thread axes with a range) without
   /// binding a loop to them: every one of those threads executes it (TVM's env_threads). A
   /// warpgroup's wgmma needs its 128 threads even when no loop is split over them.
@@ -204,6 +217,7 @@ public:
   bool is_output = false;
   int pipeline_stages = 1; ///< 1: not pipelined
   bool bulk_copy = false;  ///< Stage::bulk_copy
+  std::optional<Im2colCopy> im2col; ///< Stage::bulk_copy_im2col
   std::vector<IterVar> env_threads;
   std::vector<StorageAlign> storage_aligns;
   int storage_interleave = 0; ///< chunk of Stage::storage_interleave; 0: row major
