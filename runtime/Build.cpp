@@ -22,7 +22,8 @@ std::string target_arch(const LoweredModule &m, const std::string &arch) {
       const auto *c = llvm::dyn_cast<Call>(n);
       if (c && c->name.rfind("wgmma_", 0) == 0)
         wgmma_kernel = f.name;
-      if (c && (c->name == intrinsic::tma_load || c->name.rfind("mbarrier_", 0) == 0))
+      if (c && (c->name == intrinsic::tma_load || c->name == intrinsic::tma_load_im2col ||
+                c->name.rfind("mbarrier_", 0) == 0))
         tma_kernel = f.name;
     });
   std::string a = arch;
