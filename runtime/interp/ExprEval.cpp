@@ -453,7 +453,7 @@ ExprPtr Compiler::expr(const Expr &e) {
         user_check(m.param.var.get() != e.get(), "interp")
             << "tensor map '" << m.param.var.name() << "' of kernel '" << M.kernel
             << "' is used outside tma_load; the executor takes a tensor map only as the "
-               "first argument of tma_load";
+               "first argument of tma_load or tma_load_im2col";
     user_check(it != slots_.end(), "interp")
         << "variable '" << static_cast<const Variable *>(e.get())->name
         << "' is used but not defined in the kernel (only loop, let and thread variables are)";

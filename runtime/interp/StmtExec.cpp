@@ -438,7 +438,7 @@ StmtPtr compile_evaluate(Compiler &C, const Call *call) {
       call->call_kind == Call::Intrinsic)
     return compile_wgmma(C, call);
   if ((call->name.rfind("mbarrier_", 0) == 0 || call->name == intrinsic::fence_barrier_init ||
-       call->name == intrinsic::tma_load) &&
+       call->name == intrinsic::tma_load || call->name == intrinsic::tma_load_im2col) &&
       call->call_kind == Call::Intrinsic)
     return compile_tma(C, call);
   return std::make_unique<EvalCode>(C.expr(Expr(call)));

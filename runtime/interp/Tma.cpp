@@ -1,6 +1,6 @@
-// Hopper bulk tensor copies (tma_load) and the shared-memory barriers they complete on
-// (mbarrier_init, mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_wait, fence_barrier_init),
-// as compiler/ir/Intrinsics.h defines them.
+// Hopper bulk tensor copies (tma_load, tma_load_im2col) and the shared-memory barriers they
+// complete on (mbarrier_init, mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_wait,
+// fence_barrier_init), as compiler/ir/Intrinsics.h defines them.
 //
 // A barrier is an element of a UInt(64) shared buffer, identified by (buffer, index) and kept in
 // Machine::barriers: its arrival count per phase, the arrivals and pending transaction bytes of
@@ -33,6 +33,13 @@
 // writes of its destination by other agents in the current interval (nothing orders them
 // before the asynchronous write). At the end of a block, a copy not landed or a barrier still
 // expecting bytes is an error.
+//
+// tma_load_im2col is the same copy (one code path, BulkTensorCode: destination alignment, the
+// swizzle, byte accounting, landing, in-flight cells and the race checker) with another source:
+// box[1] pixels of box[0] channels of an NHWC tensor, walking the map's bounding box from the
+// start pixel (an error if the start (w, h) is outside it) and read at the pixel moved by the
+// call's offsets, zeros outside the tensor. tma_load takes only tiled maps, tma_load_im2col only
+// im2col maps; bind_tensor_maps checks each kind's shape at launch.
 #include "runtime/interp/SharedMemoryChecker.h"
 #include "runtime/interp/WarpIntrinsic.h"
 
@@ -292,40 +299,45 @@ int64_t swizzled(int64_t f, int64_t elem_bytes, int swizzle) {
   return (b ^ (((b >> 7) & (swizzle / 16 - 1)) << 4)) / elem_bytes;
 }
 
-class TmaLoadCode : public StmtCode {
+/// A bulk tensor copy, tma_load or tma_load_im2col: what they share. Issued by each active
+/// thread, it reads its box from global memory (read(), in box order: rows of box[0] elements),
+/// checks its swizzled destination cells (not in flight, not accessed in this barrier interval by
+/// an agent nothing orders before it), marks them in flight and counts its bytes on the barrier.
+class BulkTensorCode : public StmtCode {
 public:
-  TmaLoadCode(const TensorMap &map, PtrArg dst, BarrierArg bar, std::vector<ExprPtr> coords)
-      : map_(map), dst_(std::move(dst)), bar_(std::move(bar)), coords_(std::move(coords)) {}
+  BulkTensorCode(std::string op, const TensorMap &map, PtrArg dst, BarrierArg bar,
+                 std::vector<ExprPtr> coords)
+      : op_(std::move(op)), map_(map), dst_(std::move(dst)), bar_(std::move(bar)),
+        coords_(std::move(coords)) {}
 
   void exec(Machine &M, const Mask &m) override {
     const Val *di = dst_.index->eval(M, m), *bi = bar_.index->eval(M, m);
     std::vector<const Val *> c;
     for (auto &e : coords_)
       c.push_back(e->eval(M, m));
-    const std::string op = intrinsic::tma_load;
+    const std::string &op = op_;
     const TensorMapParam &p = map_.param;
-    const Memory &src = *map_.mem;
     Memory &dst = *dst_.mem;
-    const size_t rank = p.dims.size();
     const int64_t e = dst.dtype.bytes();
     int64_t box_elems = 1;
     for (int64_t x : p.box)
       box_elems *= x;
-    const Val zero = src.num.is_float() ? Val{.f = 0.0} : Val{.i = 0};
 
     m.each([&](uint32_t t) {
       const uint32_t id = use_barrier(M, op, *bar_.mem, bi[t].i, t);
       const int64_t d0 = di[t].i;
+      std::vector<int64_t> x(c.size());
+      for (size_t d = 0; d < c.size(); ++d)
+        x[d] = c[d][t].i;
       std::ostringstream what;
-      what << "tma_load of tensor map '" << p.var.name() << "' at (";
-      for (size_t d = 0; d < rank; ++d)
-        what << (d ? ", " : "") << c[d][t].i;
-      what << ") into '" << dst.name << "'[" << d0 << "..]";
+      what << op << " of tensor map '" << p.var.name() << "' at " << coordinates(x) << " into '"
+           << dst.name << "'[" << d0 << "..]";
       const int64_t align = p.swizzle ? 1024 : 128;
       user_check(d0 * e % align == 0, "interp")
           << by(M, op, t) << ": the destination '" << dst.name << "'[" << d0 << "] is at byte "
           << d0 * e << " of the buffer, not a multiple of " << align
-          << " (the shared destination of a tma_load is 128-byte aligned, 1024-byte when the map "
+          << " (the shared destination of a " << op
+          << " is 128-byte aligned, 1024-byte when the map "
              "swizzles; the executor takes the buffer's start as 1024-byte aligned)";
       user_check(d0 >= 0 && d0 + box_elems <= dst.size, "interp")
           << by(M, op, t) << ": the box of " << box_elems << " elements of tensor map '"
@@ -337,25 +349,15 @@ public:
       copy.phase = M.barriers[id].completed;
       copy.issuer = t;
       copy.what = what.str();
-      copy.cells.resize(size_t(box_elems));
       copy.values.resize(size_t(box_elems));
-      std::vector<int64_t> b(rank, 0); // the element's coordinates in the box
+      read(M, t, id, x, copy.values);
+      copy.cells.resize(size_t(box_elems));
       for (int64_t j = 0; j < box_elems; ++j) {
-        bool inside = true;
-        int64_t off = 0;
-        for (size_t d = 0; d < rank; ++d) {
-          const int64_t g = c[d][t].i + b[d];
-          inside = inside && g >= 0 && g < p.dims[d];
-          off += g * (d == 0 ? 1 : p.strides[d]);
-        }
-        copy.values[size_t(j)] = inside ? src.data[size_t(off)] : zero;
         const int64_t f = p.swizzle ? swizzled(d0 + j, e, p.swizzle) : d0 + j;
         if (f < 0 || f >= dst.size)
           report_out_of_bounds(M, dst, true, f, dst.size, int32_t(t));
         check_destination(M, dst, f, t, copy);
         copy.cells[size_t(j)] = f;
-        for (size_t d = 0; d < rank && ++b[d] == p.box[d]; ++d)
-          b[d] = 0;
       }
       // The reads checked above are ordered before the copy; later accesses must be ordered
       // after its landing, hence after them.
@@ -373,13 +375,26 @@ public:
     });
   }
 
+protected:
+  /// "(8, 8)": the call's coordinates in the copy's description.
+  virtual std::string coordinates(const std::vector<int64_t> &x) const = 0;
+  /// The box at coordinates x in box order (zeros outside the tensor), for thread t's call on
+  /// barrier `id`; an error if the call is invalid.
+  virtual void read(const Machine &M, uint32_t t, uint32_t id, const std::vector<int64_t> &x,
+                    std::vector<Val> &values) const = 0;
+
+  Val zero() const { return map_.mem->num.is_float() ? Val{.f = 0.0} : Val{.i = 0}; }
+
+  const std::string op_;
+  const TensorMap &map_;
+
 private:
   /// Element f of the destination: not in flight, and not accessed in this barrier interval
   /// by an agent that nothing orders before the copy.
   void check_destination(const Machine &M, const Memory &dst, int64_t f, uint32_t t,
                          const TmaCopy &copy) const {
     const ShadowCell &s = dst.shadow[size_t(f)];
-    const std::string op = intrinsic::tma_load;
+    const std::string &op = op_;
     if (s.in_flight) {
       for (size_t id = 0; id < M.barriers.size(); ++id)
         for (const TmaCopy &o : M.barriers[id].copies)
@@ -412,10 +427,103 @@ private:
     }
   }
 
-  const TensorMap &map_;
   PtrArg dst_;
   BarrierArg bar_;
   std::vector<ExprPtr> coords_;
+};
+
+/// tma_load(map, dst, bar, c0, ..., c{r-1}) of a tiled map: the box at (c0, ..).
+class TmaLoadCode : public BulkTensorCode {
+public:
+  TmaLoadCode(const TensorMap &map, PtrArg dst, BarrierArg bar, std::vector<ExprPtr> coords)
+      : BulkTensorCode(intrinsic::tma_load, map, std::move(dst), std::move(bar),
+                       std::move(coords)) {}
+
+protected:
+  std::string coordinates(const std::vector<int64_t> &x) const override {
+    std::ostringstream os;
+    os << "(";
+    for (size_t d = 0; d < x.size(); ++d)
+      os << (d ? ", " : "") << x[d];
+    os << ")";
+    return os.str();
+  }
+
+  void read(const Machine &, uint32_t, uint32_t, const std::vector<int64_t> &x,
+            std::vector<Val> &values) const override {
+    const TensorMapParam &p = map_.param;
+    const Memory &src = *map_.mem;
+    const size_t rank = p.dims.size();
+    const Val z = zero();
+    std::vector<int64_t> b(rank, 0); // the element's coordinates in the box
+    for (size_t j = 0; j < values.size(); ++j) {
+      bool inside = true;
+      int64_t off = 0;
+      for (size_t d = 0; d < rank; ++d) {
+        const int64_t g = x[d] + b[d];
+        inside = inside && g >= 0 && g < p.dims[d];
+        off += g * (d == 0 ? 1 : p.strides[d]);
+      }
+      values[j] = inside ? src.data[size_t(off)] : z;
+      for (size_t d = 0; d < rank && ++b[d] == p.box[d]; ++d)
+        b[d] = 0;
+    }
+  }
+};
+
+/// tma_load_im2col(map, dst, bar, c, w, h, n, off_w, off_h) of an im2col map over x (dims C, W,
+/// H, N): box[1] pixels walking the bounding box from (w, h, n), box[0] channels each from c,
+/// read at the pixel moved by (off_w, off_h).
+class TmaLoadIm2colCode : public BulkTensorCode {
+public:
+  TmaLoadIm2colCode(const TensorMap &map, PtrArg dst, BarrierArg bar, std::vector<ExprPtr> coords)
+      : BulkTensorCode(intrinsic::tma_load_im2col, map, std::move(dst), std::move(bar),
+                       std::move(coords)) {}
+
+protected:
+  std::string coordinates(const std::vector<int64_t> &x) const override {
+    std::ostringstream os;
+    os << "(c, w, h, n) = (" << x[0] << ", " << x[1] << ", " << x[2] << ", " << x[3]
+       << ") with offsets (" << x[4] << ", " << x[5] << ")";
+    return os.str();
+  }
+
+  void read(const Machine &M, uint32_t t, uint32_t id, const std::vector<int64_t> &x,
+            std::vector<Val> &values) const override {
+    const TensorMapParam &p = map_.param;
+    const Memory &src = *map_.mem;
+    const int64_t C = p.dims[0], W = p.dims[1], H = p.dims[2], N = p.dims[3];
+    const int64_t w_lo = p.lower_corner[0], w_hi = W - 1 + p.upper_corner[0];
+    const int64_t h_lo = p.lower_corner[1], h_hi = H - 1 + p.upper_corner[1];
+    const int64_t c0 = x[0], off_w = x[4], off_h = x[5];
+    int64_t w = x[1], h = x[2], n = x[3];
+    user_check(w >= w_lo && w <= w_hi && h >= h_lo && h <= h_hi, "interp")
+        << by(M, op_, t) << " on " << M.barrier_name(id) << ": the start (w, h) = (" << w << ", "
+        << h << ") is outside the bounding box of im2col tensor map '" << p.var.name()
+        << "' (w in [" << w_lo << ", " << w_hi << "], h in [" << h_lo << ", " << h_hi
+        << "]: lower corner {" << p.lower_corner[0] << ", " << p.lower_corner[1]
+        << "}, upper corner {" << p.upper_corner[0] << ", " << p.upper_corner[1] << "})";
+    const Val z = zero();
+    const int64_t channels = p.box[0], pixels = p.box[1];
+    for (int64_t q = 0; q < pixels; ++q) {
+      const int64_t wq = w + off_w, hq = h + off_h;
+      const bool pixel = wq >= 0 && wq < W && hq >= 0 && hq < H && n >= 0 && n < N;
+      for (int64_t k = 0; k < channels; ++k) {
+        const int64_t ch = c0 + k;
+        values[size_t(q * channels + k)] =
+            pixel && ch >= 0 && ch < C
+                ? src.data[size_t(ch + wq * p.strides[1] + hq * p.strides[2] + n * p.strides[3])]
+                : z;
+      }
+      if (++w > w_hi) { // the next pixel of the bounding box: w, then h, then n
+        w = w_lo;
+        if (++h > h_hi) {
+          h = h_lo;
+          ++n;
+        }
+      }
+    }
+  }
 };
 
 /// fence_barrier_init(): orders the thread's mbarrier_init before the asynchronous proxy's use
@@ -467,35 +575,50 @@ StmtPtr compile_tma(Compiler &C, const Call *call) {
     BarrierArg bar = compile_barrier(C, call, a[0]);
     return std::make_unique<WaitCode>(std::move(bar), integer(a[1], "parity"));
   }
-  if (n == intrinsic::tma_load) {
-    user_check(a.size() >= 3, "interp")
-        << "tma_load takes (map, dst, bar, c0, ..., c{r-1}), got " << Expr(call);
+  if (n == intrinsic::tma_load || n == intrinsic::tma_load_im2col) {
+    const bool im2col = n == intrinsic::tma_load_im2col;
+    const char *signature =
+        im2col ? "(map, dst, bar, c, w, h, n, off_w, off_h)" : "(map, dst, bar, c0, ..., c{r-1})";
+    user_check(a.size() >= 3, "interp") << n << " takes " << signature << ", got " << Expr(call);
     const auto *v = a[0].as<Variable>();
     const TensorMap *map = nullptr;
     for (const TensorMap &m : C.M.tensor_maps)
       if (m.param.var.get() == v)
         map = &m;
     user_check(map != nullptr, "interp")
-        << "tma_load in kernel '" << C.M.kernel << "': the first argument " << a[0]
+        << n << " in kernel '" << C.M.kernel << "': the first argument " << a[0]
         << " is not one of the kernel's tensor maps (LoweredFunc::tensor_maps)";
     const TensorMapParam &p = map->param;
-    user_check(a.size() == 3 + p.dims.size(), "interp")
-        << "tma_load of tensor map '" << p.var.name() << "' (rank " << p.dims.size()
-        << ") takes (map, dst, bar, c0, ..., c" << p.dims.size() - 1 << "), got " << a.size() - 3
-        << " coordinates: " << Expr(call);
+    user_check(p.im2col == im2col, "interp")
+        << n << " in kernel '" << C.M.kernel << "': tensor map '" << p.var.name() << "' is "
+        << (p.im2col ? "an im2col map (TensorMapParam::im2col); copy through it with "
+                       "tma_load_im2col"
+                     : "a tiled map (not TensorMapParam::im2col); copy through it with tma_load");
+    if (im2col)
+      user_check(a.size() == 9, "interp")
+          << "tma_load_im2col of tensor map '" << p.var.name() << "' takes " << signature
+          << ", got " << a.size() << " arguments: " << Expr(call);
+    else
+      user_check(a.size() == 3 + p.dims.size(), "interp")
+          << "tma_load of tensor map '" << p.var.name() << "' (rank " << p.dims.size()
+          << ") takes (map, dst, bar, c0, ..., c" << p.dims.size() - 1 << "), got "
+          << a.size() - 3 << " coordinates: " << Expr(call);
     PtrArg dst = compile_pointer(C, call, a[1]);
     user_check(dst.mem->scope == MemScope::Shared, "interp")
-        << "tma_load of tensor map '" << p.var.name() << "': the destination '" << dst.mem->name
-        << "' is in " << scope_name(dst.mem->scope)
-        << " memory; tma_load copies into shared memory";
+        << n << " of tensor map '" << p.var.name() << "': the destination '" << dst.mem->name
+        << "' is in " << scope_name(dst.mem->scope) << " memory; " << n
+        << " copies into shared memory";
     user_check(dst.mem->dtype == map->mem->dtype, "interp")
-        << "tma_load of tensor map '" << p.var.name() << "' (over '" << map->mem->name << "', "
+        << n << " of tensor map '" << p.var.name() << "' (over '" << map->mem->name << "', "
         << map->mem->dtype << ") into '" << dst.mem->name << "' (" << dst.mem->dtype
         << "): the types must be the same";
     BarrierArg bar = compile_barrier(C, call, a[2]);
     std::vector<ExprPtr> coords;
     for (size_t d = 3; d < a.size(); ++d)
-      coords.push_back(integer(a[d], "a coordinate"));
+      coords.push_back(integer(a[d], d < 7 || !im2col ? "a coordinate" : "an im2col offset"));
+    if (im2col)
+      return std::make_unique<TmaLoadIm2colCode>(*map, std::move(dst), std::move(bar),
+                                                 std::move(coords));
     return std::make_unique<TmaLoadCode>(*map, std::move(dst), std::move(bar), std::move(coords));
   }
   user_error("interp") << "unknown intrinsic '" << n << "'";
@@ -513,11 +636,22 @@ void bind_tensor_maps(Machine &M, const LoweredFunc &f, const std::vector<Memory
     user_check(p.arg >= 0 && size_t(p.arg) < args.size(), "interp")
         << ctx.str() << " views argument " << p.arg << "; the kernel has " << args.size();
     const size_t r = p.dims.size();
-    user_check(r >= 1 && r <= 5 && p.strides.size() == r && p.box.size() == r, "interp")
-        << ctx.str() << " has " << r << " dims, " << p.strides.size() << " strides and "
-        << p.box.size()
-        << " box extents; a tensor map has rank 1 to 5 and one of each per "
-           "dimension";
+    if (p.im2col) {
+      user_check(r == 4 && p.strides.size() == 4 && p.box.size() == 2, "interp")
+          << ctx.str() << " (im2col) has " << r << " dims, " << p.strides.size() << " strides and "
+          << p.box.size()
+          << " box extents; an im2col map views a rank-4 NHWC tensor (dims and strides C, W, H, "
+             "N) in boxes of {channels, pixels}";
+      user_check(p.lower_corner.size() == 2 && p.upper_corner.size() == 2, "interp")
+          << ctx.str() << " (im2col) has " << p.lower_corner.size() << " lower and "
+          << p.upper_corner.size() << " upper corner entries; it takes 2 of each (W, H)";
+    } else {
+      user_check(r >= 1 && r <= 5 && p.strides.size() == r && p.box.size() == r, "interp")
+          << ctx.str() << " has " << r << " dims, " << p.strides.size() << " strides and "
+          << p.box.size()
+          << " box extents; a tensor map has rank 1 to 5 and one of each per "
+             "dimension";
+    }
     Memory *mem = args[size_t(p.arg)];
     const int64_t e = mem->dtype.bytes();
     user_check(p.swizzle == 0 || p.swizzle == 32 || p.swizzle == 64 || p.swizzle == 128, "interp")
@@ -525,20 +659,23 @@ void bind_tensor_maps(Machine &M, const LoweredFunc &f, const std::vector<Memory
     user_check(p.strides[0] == 1, "interp")
         << ctx.str() << ": strides[0] is " << p.strides[0]
         << "; the innermost dimension is contiguous (strides[0] = 1)";
+    const char *encode = p.im2col ? "cuTensorMapEncodeIm2col" : "cuTensorMapEncodeTiled";
     int64_t last = 0;
     for (size_t d = 0; d < r; ++d) {
       user_check(p.dims[d] >= 1 && p.dims[d] <= (int64_t(1) << 32), "interp")
           << ctx.str() << ": dims[" << d << "] = " << p.dims[d] << "; it must be 1 .. 2^32";
-      user_check(p.box[d] >= 1 && p.box[d] <= 256, "interp")
-          << ctx.str() << ": box[" << d << "] = " << p.box[d] << "; it must be 1 .. 256";
       if (d > 0)
         user_check(p.strides[d] >= 1 && p.strides[d] * e % 16 == 0, "interp")
             << ctx.str() << ": strides[" << d << "] = " << p.strides[d] << " elements ("
-            << p.strides[d] * e
-            << " bytes); cuTensorMapEncodeTiled takes positive multiples "
+            << p.strides[d] * e << " bytes); " << encode
+            << " takes positive multiples "
                "of 16 bytes";
       last += (p.dims[d] - 1) * p.strides[d];
     }
+    for (size_t d = 0; d < p.box.size(); ++d)
+      user_check(p.box[d] >= 1 && p.box[d] <= 256, "interp")
+          << ctx.str() << ": box[" << d << "] = " << p.box[d] << "; it must be 1 .. 256"
+          << (p.im2col ? (d ? " (pixels per copy)" : " (channels per pixel)") : "");
     user_check(p.box[0] * e % 16 == 0, "interp")
         << ctx.str() << ": the box's inner extent is " << p.box[0] * e
         << " bytes; it must be a multiple of 16";

@@ -79,7 +79,11 @@ struct TmaTile {
   bool wait = true;
   int waiters = 0; ///< threads 0 .. waiters - 1 wait (0: all)
   bool read_out = true;
-  int coord_count = -1; ///< coordinates passed (-1: the map's rank)
+  int coord_count = -1; ///< coordinates passed (-1: all of `coords`)
+  // An im2col map (dims C, W, H, N; box {channels, pixels}) and the intrinsic issued.
+  bool map_im2col = false;
+  std::vector<int64_t> lower_corner, upper_corner;
+  const char *load_op = intrinsic::tma_load; ///< coords: (c, w, h, n, off_w, off_h) for im2col
 
   int64_t box_elems() const { return product(box); }
   int elem_bytes() const { return dtype.bytes(); }
@@ -111,9 +115,9 @@ struct TmaTile {
         IfThenElse::make(i < int(n),
                          st(Out, i, ld(tile, dst_offset + swizzled(i, swizzle, elem_bytes())))));
     std::vector<Expr> load_args = {map, address_of(tile, dst_offset), b0};
-    for (int d = 0; d < (coord_count < 0 ? int(dims.size()) : coord_count); ++d)
+    for (int d = 0; d < (coord_count < 0 ? int(coords.size()) : coord_count); ++d)
       load_args.push_back(coords.at(size_t(d)));
-    Stmt load = call(intrinsic::tma_load, load_args);
+    Stmt load = call(load_op, load_args);
 
     std::vector<Stmt> body;
     if (prefill) {
@@ -153,8 +157,9 @@ struct TmaTile {
     LoweredFunc f;
     f.name = "tma_tile";
     f.args = {A, Out};
-    f.tensor_maps = {
-        TensorMapParam{map, 0, dims, strides, box, map_swizzle >= 0 ? map_swizzle : swizzle}};
+    f.tensor_maps = {TensorMapParam{map, 0, dims, strides, box,
+                                    map_swizzle >= 0 ? map_swizzle : swizzle, map_im2col,
+                                    lower_corner, upper_corner}};
     f.launch = launch(1, 1, threads, 1);
     f.body = ax.bind_all(f.launch, allocate(tile, allocate(bar, Seq::make(body))));
     return f;
@@ -162,12 +167,8 @@ struct TmaTile {
 
   /// Runs; "" when Out holds the box (zeros outside the tensor), else the first difference.
   std::string mismatch() const {
-    LoweredFunc f = build();
     std::vector<double> a = distinct_values(size_t(a_elems()));
-    HostBuffer Ah = HostBuffer::from_doubles(dtype, a);
-    HostBuffer Oh = HostBuffer::from_doubles(dtype, std::vector<double>(size_t(box_elems()), NAN));
-    execute(f, {&Ah, &Oh});
-    std::vector<double> out = Oh.to_doubles();
+    std::vector<double> out = run(a);
     std::vector<int64_t> b(box.size(), 0);
     for (int64_t j = 0; j < box_elems(); ++j) {
       bool inside = true;
@@ -189,8 +190,65 @@ struct TmaTile {
     return "";
   }
 
+  /// Runs with A = a; Out, the tile in box order.
+  std::vector<double> run(const std::vector<double> &a) const {
+    LoweredFunc f = build();
+    HostBuffer Ah = HostBuffer::from_doubles(dtype, a);
+    HostBuffer Oh = HostBuffer::from_doubles(dtype, std::vector<double>(size_t(box_elems()), NAN));
+    execute(f, {&Ah, &Oh});
+    return Oh.to_doubles();
+  }
+
   void expect_error(std::initializer_list<const char *> parts) const {
-    test::expect_error([&] { mismatch(); }, parts);
+    test::expect_error([&] { run(distinct_values(size_t(a_elems()))); }, parts);
+  }
+};
+
+// The im2col rows of a 3x3, pad 1, stride 1 convolution over x (N = 2, H = 5, W = 6, C = 64,
+// float16, NHWC): an im2col map with lower corners -pad = -1 and upper corners pad - (kernel -
+// 1) = -1, so the bounding box is the 6 x 5 output pixels of each image; box {64 channels, 16
+// pixels}, 128-byte swizzle. A start at output pixel (n, oh, ow) is (w, h) = (ow - 1, oh - 1).
+struct Im2colConv {
+  static constexpr int N = 2, H = 5, W = 6, C = 64, P = 16;
+
+  TmaTile tile(int m0, int r, int s) const {
+    const int n = m0 / (H * W), oh = m0 % (H * W) / W, ow = m0 % W;
+    TmaTile t;
+    t.dims = {C, W, H, N}, t.strides = {1, C, W * C, H * W * C}, t.box = {C, P};
+    t.swizzle = 128, t.map_im2col = true, t.lower_corner = {-1, -1}, t.upper_corner = {-1, -1};
+    t.load_op = intrinsic::tma_load_im2col;
+    t.coords = {0, ow - 1, oh - 1, n, s, r};
+    t.prefill = true; // the zeros of the padding are written
+    return t;
+  }
+
+  /// Distinct integers, exact in float16 (|v| <= 2046; 4093 is prime).
+  static std::vector<double> x_values() {
+    std::vector<double> v(size_t(N * H * W * C));
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = double(int64_t(i * 37 % 4093) - 2046);
+    return v;
+  }
+
+  /// "" when row p of the copy is the im2col row of output pixel m0 + p for tap (r, s):
+  /// x[n, oh - 1 + r, ow - 1 + s, c], 0 outside x (and past the last image).
+  std::string mismatch(int m0, int r, int s) const {
+    std::vector<double> x = x_values(), out = tile(m0, r, s).run(x);
+    for (int p = 0; p < P; ++p)
+      for (int c = 0; c < C; ++c) {
+        const int m = m0 + p, n = m / (H * W), oh = m % (H * W) / W, ow = m % W;
+        const int ih = oh - 1 + r, iw = ow - 1 + s;
+        const bool inside = n < N && ih >= 0 && ih < H && iw >= 0 && iw < W;
+        const double want = inside ? x[size_t(((n * H + ih) * W + iw) * C + c)] : 0.0;
+        const double got = out[size_t(p * C + c)];
+        if (!(got == want)) {
+          std::ostringstream os;
+          os << "m0 " << m0 << ", tap (" << r << ", " << s << "): row " << p << " (pixel " << m
+             << "), channel " << c << " = " << got << ", expected " << want;
+          return os.str();
+        }
+      }
+    return "";
   }
 };
 
@@ -508,4 +566,73 @@ TEST(InterpTma, LandingOnAPendingWgmmaOperandIsAnError) {
                    {"wgmma_wait by warp 0", "shared operand 'A_shared'[",
                     "is the destination of a tma_load issued before wgmma_wait"});
   }
+}
+
+// (5) im2col: the rows of a 3x3 pad-1 conv for every tap, from starts at the first pixel, whose
+// 16 pixels cross image rows, cross from image 0 into image 1, and run past the last image.
+TEST(InterpTma, Im2colRowsOfAConv) {
+  Im2colConv conv;
+  // (n, oh, ow) = (0, 0, 0), (0, 1, 5), (0, 2, 3), (0, 4, 0), (1, 3, 2), (1, 4, 5).
+  for (int m0 : {0, 11, 15, 24, 50, 59})
+    for (int r = 0; r < 3; ++r)
+      for (int s = 0; s < 3; ++s)
+        EXPECT_EQ(conv.mismatch(m0, r, s), "");
+  // The copy is really swizzled: read as unswizzled, the tile is wrong.
+  TmaTile t = conv.tile(15, 1, 1);
+  t.swizzle = 0, t.map_swizzle = 128;
+  std::vector<double> x = Im2colConv::x_values(), plain = t.run(x);
+  EXPECT_NE(plain, conv.tile(15, 1, 1).run(x));
+}
+
+TEST(InterpTma, Im2colErrors) {
+  Im2colConv conv;
+  // An im2col map through tma_load, a tiled one through tma_load_im2col.
+  TmaTile tiled_call = conv.tile(0, 0, 0);
+  tiled_call.load_op = intrinsic::tma_load, tiled_call.coords = {0, 0, 0, 0};
+  tiled_call.expect_error({"tma_load in kernel 'tma_tile': tensor map 'A_map' is an im2col map",
+                           "copy through it with tma_load_im2col"});
+  TmaTile im2col_call;
+  im2col_call.load_op = intrinsic::tma_load_im2col, im2col_call.coords = {0, 0, 0, 0, 0, 0};
+  im2col_call.expect_error({"tma_load_im2col in kernel 'tma_tile': tensor map 'A_map' is a tiled "
+                            "map", "copy through it with tma_load"});
+  // Starts outside the bounding box (w in [-1, 4], h in [-1, 3]).
+  for (auto [w, h] : {std::pair{-2, 0}, std::pair{5, 0}, std::pair{0, -2}, std::pair{0, 4}}) {
+    TmaTile t = conv.tile(0, 0, 0);
+    t.coords[1] = w, t.coords[2] = h;
+    const std::string start =
+        "the start (w, h) = (" + std::to_string(w) + ", " + std::to_string(h) + ") is outside";
+    t.expect_error({"tma_load_im2col by thread (0,0,0) of block (0,0,0) in kernel 'tma_tile' on "
+                    "barrier 'bar'[0]",
+                    start.c_str(),
+                    "bounding box of im2col tensor map 'A_map' (w in [-1, 4], h in [-1, 3]"});
+  }
+  // The shared rules, as tma_load's: reading before the wait, bytes not announced.
+  TmaTile early = conv.tile(15, 1, 2);
+  early.read_before_wait = true;
+  early.expect_error({"read of shared buffer 'tile'[0]", "while the tma_load_im2col of tensor map "
+                      "'A_map' at (c, w, h, n) = (0, 2, 1, 0) with offsets (2, 1) into "
+                      "'tile'[0..] (issued by thread (0,0,0) on barrier 'bar'[0], phase 0) into "
+                      "it is in flight"});
+  TmaTile short_expect = conv.tile(0, 0, 0);
+  short_expect.expect_bytes = 1024;
+  short_expect.expect_error({"never returns", "barrier 'bar'[0]",
+                             "1024 transaction bytes of tma_load calls"});
+  // Launch checks of im2col maps.
+  TmaTile rank = conv.tile(0, 0, 0);
+  rank.box = {64, 16, 1};
+  rank.expect_error({"tensor map 'A_map' of kernel 'tma_tile' (im2col) has 4 dims, 4 strides and "
+                     "3 box extents"});
+  TmaTile corners = conv.tile(0, 0, 0);
+  corners.upper_corner = {-1};
+  corners.expect_error({"tensor map 'A_map' of kernel 'tma_tile' (im2col) has 2 lower and 1 upper "
+                        "corner entries"});
+  TmaTile pixels = conv.tile(0, 0, 0);
+  pixels.box = {64, 257};
+  pixels.expect_error({"tensor map 'A_map'", "box[1] = 257; it must be 1 .. 256 (pixels"});
+  TmaTile wide = conv.tile(0, 0, 0);
+  wide.swizzle = 64;
+  wide.expect_error({"tensor map 'A_map'", "inner extent is 128 bytes, wider than its 64-byte"});
+  TmaTile odd = conv.tile(0, 0, 0);
+  odd.box = {4, 16}, odd.swizzle = 0;
+  odd.expect_error({"tensor map 'A_map'", "inner extent is 8 bytes; it must be a multiple of 16"});
 }
