@@ -8,6 +8,7 @@
 
 #include "compiler/codegen/CodeGenCUDA.h"
 #include "compiler/tessel.h"
+#include "runtime/Build.h"
 #include "runtime/Check.h"
 #include "runtime/Device.h"
 #include "runtime/Nvrtc.h"
@@ -288,8 +289,21 @@ TEST(Conv2dWgmma, CpuExecutorMatchesDirectConvolution) {
   expect_direct_conv(conv2d_wgmma(one, {.block_m = 128, .block_n = 128, .block_k = 64,
                                         .warpgroups_m = 2, .stages = 3}),
                      one);
-  expect_error([&] { conv2d_wgmma(one, {.block_m = 128, .block_n = 128, .tma = true}); },
-               {"gathered from x (im2col", "tma = false"});
+  // TMA: the input tile by im2col copies (64-row tiles crossing image rows and images), the
+  // filter tile by 4-D boxes of w, at 2 and 4 stages and with a 1x1 filter.
+  EXPECT_TRUE(conv2d_wgmma_tiles(sh).tma);
+  Conv2dTcShape crossing{.batch = 4, .height = 12, .width = 12, .in_channels = 64,
+                         .out_channels = 64, .kernel = 3, .pad = 1};
+  for (int stages : {2, 4}) {
+    SCOPED_TRACE("stages " + std::to_string(stages));
+    expect_direct_conv(conv2d_wgmma(crossing, {.block_m = 64, .block_n = 64, .block_k = 64,
+                                               .warpgroups_m = 1, .stages = stages,
+                                               .tma = true}),
+                       crossing);
+  }
+  expect_direct_conv(conv2d_wgmma(one, {.block_m = 128, .block_n = 128, .block_k = 64,
+                                        .warpgroups_m = 2, .stages = 3, .tma = true}),
+                     one);
   expect_error([] { conv2d_wgmma({.batch = 1, .height = 5, .width = 5}); },
                {"N*P*Q=25", "multiple of 16"});
 }
@@ -317,4 +331,43 @@ TEST(Conv2dTcGpu, MidShapeMatchesReference) {
                   << " TFLOP/s\n";
     }
   }
+}
+
+// The TMA conv's lowered IR, CUDA and SASS: one im2col copy of x (start at the tile's first
+// output pixel shifted by -pad, the filter tap as offsets) and one 4-D box of w per K step.
+TEST(Conv2dWgmma, TmaIm2colCopies) {
+  Conv2dTcShape sh{.batch = 256, .height = 14, .width = 14, .in_channels = 256,
+                   .out_channels = 512, .kernel = 3, .pad = 1};
+  ScheduledProgram p = conv2d_wgmma(sh);
+  LoweredModule m = lower(p.schedule, p.args);
+  const LoweredFunc &f = m.funcs[0];
+  ASSERT_EQ(f.tensor_maps.size(), 2u);
+  const TensorMapParam &x = f.tensor_maps[0], &w = f.tensor_maps[1];
+  EXPECT_TRUE(x.im2col);
+  EXPECT_EQ(x.dims, (std::vector<int64_t>{256, 14, 14, 256}));
+  EXPECT_EQ(x.box, (std::vector<int64_t>{64, 128}));
+  EXPECT_EQ(x.lower_corner, (std::vector<int64_t>{-1, -1}));
+  EXPECT_EQ(x.upper_corner, (std::vector<int64_t>{-1, -1}));
+  EXPECT_FALSE(w.im2col);
+  EXPECT_EQ(w.dims, (std::vector<int64_t>{256, 3, 3, 512}));
+  EXPECT_EQ(w.box, (std::vector<int64_t>{64, 1, 1, 256}));
+  std::string ir = to_string(m);
+  EXPECT_EQ(ir.find("cp_async"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("@tma_load_im2col(x_tmap, @address_of(A.shared[0]), "), std::string::npos)
+      << ir;
+  std::string src = codegen_cuda(m);
+  EXPECT_NE(src.find("cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::"
+                     "complete_tx::bytes"),
+            std::string::npos);
+  CompileOptions o;
+  o.arch = target_arch(m, "sm_90");
+  CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "conv2d_wgmma_tma.cu");
+  ASSERT_FALSE(k.cubin.empty());
+  EXPECT_EQ(k.kernels.at(0).spill_store_bytes, 0) << k.log;
+  std::optional<std::string> sass = tessel::test::sass_of(k.cubin, "conv2d_wgmma_tma");
+  if (!sass)
+    GTEST_SKIP() << "no cuobjdump to check the SASS";
+  for (const char *op : {"UTMALDG.4D.IM2COL", "UTMALDG.4D", "HGMMA.64x256x16.F32"})
+    EXPECT_NE(sass->find(op), std::string::npos) << op << ":\n" << sass->substr(0, 3000);
+  EXPECT_EQ(sass->find("LDGSTS"), std::string::npos);
 }
