@@ -135,16 +135,19 @@ __device__ __forceinline__ void tessel_mbarrier_wait(void *bar, unsigned parity)
     }
     std::string d = std::to_string(r);
     s += "__device__ __forceinline__ void tessel_tma_load_" + d +
-         "d(void *dst, const tessel_tensor_map *map, void *bar" + params + ") {\n"
-         "  asm volatile(\"cp.async.bulk.tensor." + d +
-         "d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {" + coords +
+         "d(void *dst, const tessel_tensor_map *map, void *bar" + params +
+         ") {\n"
+         "  asm volatile(\"cp.async.bulk.tensor." +
+         d + "d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {" + coords +
          "}], [%2];\\n\"\n"
          "               :: \"r\"(tessel_smem(dst)), \"l\"(reinterpret_cast<unsigned long "
-         "long>(map)), \"r\"(tessel_smem(bar))" + operands + " : \"memory\");\n}\n";
+         "long>(map)), \"r\"(tessel_smem(bar))" +
+         operands + " : \"memory\");\n}\n";
   }
   // The im2col form for 2-D convolutions on NHWC: coordinates (c, w, h, n), 16-bit filter
   // offsets (off_w, off_h).
-  s += R"(__device__ __forceinline__ void tessel_tma_load_im2col_4d(void *dst, const tessel_tensor_map *map, void *bar,
+  s +=
+      R"(__device__ __forceinline__ void tessel_tma_load_im2col_4d(void *dst, const tessel_tensor_map *map, void *bar,
     int c, int w, int h, int n, int off_w, int off_h) {
   asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes"
                " [%0], [%1, {%3, %4, %5, %6}], [%2], {%7, %8};\n"

@@ -216,7 +216,8 @@ private:
       p.threads.assign(block_threads_.begin(), block_threads_.end());
       // Outside any loop and any divergence: filled once.
       p.bulk_once = loops_.empty() && divergent_ == 0 && p.attrs == 1 && p.bulk_bytes > 0 &&
-                    !uses_var(op->body, [&](const Variable *v) { return thread_vars_.count(v) > 0; });
+                    !uses_var(op->body,
+                              [&](const Variable *v) { return thread_vars_.count(v) > 0; });
     }
     p.valid &= p.attrs == 1 && !loops_.empty() && !loops_.back().divergent;
     auto alloc = allocs_.find(var);
@@ -249,6 +250,20 @@ private:
   void check_loop(const Variable *var, Plan &p) {
     if (!p.valid)
       return;
+    // One thread issues a bulk copy for the whole block: every thread index must be bound
+    // outside the loop, where the leader condition can name it.
+    bool threads_inside = false;
+    post_order_visit(p.loop->body, [&](const IRNode *n) {
+      const auto *a = llvm::dyn_cast<AttrStmt>(n);
+      const IterVar *iv = a && a->key == attr::thread_extent ? std::get_if<IterVar>(&a->node)
+                                                              : nullptr;
+      threads_inside |= iv && iv->thread_tag().rfind("threadIdx", 0) == 0;
+    });
+    user_check(!p.bulk || !threads_inside, "pipeline")
+        << "buffer '" << var->name << "' is filled by TMA (bulk_copy) in the loop over "
+        << p.loop->loop_var << ", which binds threads inside it; one thread issues the copies "
+        << "for the block, so bind the block's threads outside that loop (env_threads on the "
+        << "output stage launches them without a loop)";
     // Nothing the fill reads may be written elsewhere in the loop, or reading it iterations
     // early would see other values.
     Uses fill = uses_in(p.attr->body, var);
@@ -527,8 +542,9 @@ private:
       Expr slot = floormod(iter_rel, stages);
       std::vector<Stmt> out;
       if (steady)
-        out.push_back(intrinsic_stmt(intrinsic::mbarrier_wait,
-                                     {empty_at(slot), floormod(floordiv(iter_rel, stages) + 1, 2)}));
+        out.push_back(intrinsic_stmt(
+            intrinsic::mbarrier_wait,
+            {empty_at(slot), floormod(floordiv(iter_rel, stages) + 1, 2)}));
       out.push_back(intrinsic_stmt(intrinsic::mbarrier_arrive_expect_tx,
                                    {barrier_at(slot), Expr(int(bytes))}));
       for (Plan *p : here) {
@@ -556,7 +572,8 @@ private:
       out.push_back(IfThenElse::make(cond, fills(op->min + make_const(t, s), false)));
     }
     // Reads of iteration rel - lag are over at the end of iteration rel.
-    Stmt release = intrinsic_stmt(intrinsic::mbarrier_arrive, {empty_at(floormod(rel - lag, stages))});
+    Stmt release =
+        intrinsic_stmt(intrinsic::mbarrier_arrive, {empty_at(floormod(rel - lag, stages))});
     if (lag)
       release = IfThenElse::make(rel >= lag, release);
     std::vector<Stmt> body{IfThenElse::make(leader && i + ahead < end, fills(i + ahead, true)),

@@ -28,7 +28,7 @@ struct SharedLayout {
   std::vector<Range> bounds; ///< the realized region
   int interleave = 0;        ///< chunk of the last dimension; 0: row major
   int swizzle = 0;
-  bool aligned = false;      ///< storage_align (padded rows, which a box cannot write)
+  bool aligned = false; ///< storage_align (padded rows, which a box cannot write)
 };
 
 class BulkCopyLowerer : public IRMutator {
@@ -65,8 +65,9 @@ private:
         << "bulk_copy of '" << name << "' outside its realize";
     const SharedLayout &layout = lit->second;
     if (layout.aligned)
-      TESSEL_BULK_COPY_ERROR << "its rows are padded by storage_align, and a TMA box writes dense rows; "
-                "drop storage_align (swizzle(128) avoids bank conflicts instead)";
+      TESSEL_BULK_COPY_ERROR
+          << "its rows are padded by storage_align, and a TMA box writes dense rows; "
+             "drop storage_align (swizzle(128) avoids bank conflicts instead)";
 
     // The copy nest: loops over the whole region, one store of a global load.
     std::vector<const For *> loops;
@@ -79,23 +80,25 @@ private:
     const auto *load = store ? store->value.as<BufferLoad>() : nullptr;
     if (!store || !load || store->buffer.get() != dst.get() || load->buffer.scope() != "global")
       TESSEL_BULK_COPY_ERROR << "its body must be loops around one copy from a global tensor, got\n"
-             << op->body << "(leave the stage's axes as they are: no split, fuse, bind, "
-                "vectorize or conditions)";
+                             << op->body
+                             << "(leave the stage's axes as they are: no split, fuse, bind, "
+                                "vectorize or conditions)";
     const Buffer &src = load->buffer;
     int arg = -1;
     for (size_t i = 0; i < args_.size(); ++i)
       if (args_[i]->data.get() == src->data.get())
         arg = int(i);
     if (arg < 0)
-      TESSEL_BULK_COPY_ERROR << "it reads '" << src.name() << "', which is not an argument of the kernel";
+      TESSEL_BULK_COPY_ERROR << "it reads '" << src.name()
+                             << "', which is not an argument of the kernel";
     size_t rank = dst->shape.size(), grank = src->shape.size();
     if (grank > size_t(kMaxRank) || loops.size() != rank)
-      TESSEL_BULK_COPY_ERROR << "a box copy has one loop per shared dimension (1 to 5, from a tensor of at "
-                                "most 5); the copy has "
-                             << loops.size() << " loops for " << rank
-                             << " shared dimensions from a " << grank
-                             << "-D tensor: leave the stage's axes as they are (no split, fuse "
-                                "or bind)";
+      TESSEL_BULK_COPY_ERROR
+          << "a box copy has one loop per shared dimension (1 to 5, from a tensor of at "
+             "most 5); the copy has "
+          << loops.size() << " loops for " << rank << " shared dimensions from a " << grank
+          << "-D tensor: leave the stage's axes as they are (no split, fuse "
+             "or bind)";
 
     // Shared dimension d is loop d's variable; find the global dimension each loop reads. The
     // indices are simplified knowing the loops' ranges, so that a view's index arithmetic (a
@@ -115,33 +118,35 @@ private:
       Expr local = arith::simplify(store->indices[d] - layout.bounds[d].min);
       const auto *v = local.as<Variable>();
       if (!e || !rext || *e != *rext || !is_zero(loop->min) || v != loop->loop_var.get())
-        TESSEL_BULK_COPY_ERROR << "shared dimension " << d << " must be written by loop " << d
-               << " over its whole extent, got index " << local << " in loop "
-               << loop->loop_var << " of extent " << loop->extent
-             << " (leave the stage's axes as they are: no split, fuse, bind or vectorize)";
+        TESSEL_BULK_COPY_ERROR
+            << "shared dimension " << d << " must be written by loop " << d
+            << " over its whole extent, got index " << local << " in loop " << loop->loop_var
+            << " of extent " << loop->extent
+            << " (leave the stage's axes as they are: no split, fuse, bind or vectorize)";
       extent[d] = *e;
       for (size_t j = 0; j < grank; ++j) {
         if (!uses_var(base[j], loop->loop_var))
           continue;
         Expr rest = analyzer.simplify(base[j] - loop->loop_var);
         if (gdim[d] >= 0 || uses_var(rest, loop->loop_var))
-          TESSEL_BULK_COPY_ERROR << "loop " << loop->loop_var << " must appear in exactly one index of '"
-                 << src.name() << "', added to it; got " << Expr(load);
+          TESSEL_BULK_COPY_ERROR << "loop " << loop->loop_var
+                                 << " must appear in exactly one index of '" << src.name()
+                                 << "', added to it; got " << Expr(load);
         gdim[d] = int(j);
         base[j] = rest;
       }
       if (gdim[d] < 0 || (d > 0 && gdim[d] <= gdim[d - 1]))
         TESSEL_BULK_COPY_ERROR << "its dimensions must read the dimensions of '" << src.name()
-               << "' in the same order, one each; got " << Expr(load);
+                               << "' in the same order, one each; got " << Expr(load);
     }
     for (const Expr &b : base)
       for (const For *loop : loops)
         if (uses_var(b, loop->loop_var))
-          TESSEL_BULK_COPY_ERROR << "the origin of the box in '" << src.name() << "' depends on loop "
-                 << loop->loop_var;
+          TESSEL_BULK_COPY_ERROR << "the origin of the box in '" << src.name()
+                                 << "' depends on loop " << loop->loop_var;
     if (gdim[rank - 1] != int(grank) - 1)
       TESSEL_BULK_COPY_ERROR << "its last dimension must read the last (contiguous) dimension of '"
-             << src.name() << "'";
+                             << src.name() << "'";
 
     // Boxes: one per column block of the layout.
     DataType t = dst.dtype();
@@ -153,12 +158,13 @@ private:
     if (layout.swizzle && inner * elem != layout.swizzle)
       internal_error << "swizzle " << layout.swizzle << " with chunk " << inner;
     if ((inner * elem) % 16 != 0 || inner > kMaxBoxExtent)
-      TESSEL_BULK_COPY_ERROR << "a box row must be a multiple of 16 bytes and at most 256 elements; rows of "
-             << inner << " x " << elem << " bytes";
+      TESSEL_BULK_COPY_ERROR
+          << "a box row must be a multiple of 16 bytes and at most 256 elements; rows of " << inner
+          << " x " << elem << " bytes";
     for (size_t d = 0; d + 1 < rank; ++d)
       if (extent[d] > kMaxBoxExtent)
         TESSEL_BULK_COPY_ERROR << "dimension " << d << " has " << extent[d]
-               << " elements, more than a TMA box's 256: use a smaller tile";
+                               << " elements, more than a TMA box's 256: use a smaller tile";
     std::vector<int64_t> gshape;
     for (const Expr &e : src->shape)
       gshape.push_back(*as_const_int(e));
@@ -167,16 +173,17 @@ private:
       for (size_t k = j + 1; k < grank; ++k)
         stride *= gshape[k];
       if ((stride * elem) % 16 != 0)
-        TESSEL_BULK_COPY_ERROR << "TMA needs the rows of '" << src.name() << "' 16-byte aligned, but dimension "
-               << j << " is " << stride * elem
-               << " bytes apart; pad the tensor's last dimension to a multiple of "
-               << 16 / std::gcd(int64_t(16), elem) << " elements";
+        TESSEL_BULK_COPY_ERROR << "TMA needs the rows of '" << src.name()
+                               << "' 16-byte aligned, but dimension " << j << " is "
+                               << stride * elem
+                               << " bytes apart; pad the tensor's last dimension to a multiple of "
+                               << 16 / std::gcd(int64_t(16), elem) << " elements";
     }
     int64_t block_bytes = rows * inner * elem;
     if (block_bytes % (layout.swizzle ? 1024 : 128) != 0)
       TESSEL_BULK_COPY_ERROR << "each box must start " << (layout.swizzle ? 1024 : 128)
-             << "-byte aligned in shared memory; its boxes of " << rows << " rows x " << inner
-             << " elements are " << block_bytes << " bytes";
+                             << "-byte aligned in shared memory; its boxes of " << rows
+                             << " rows x " << inner << " elements are " << block_bytes << " bytes";
 
     // The tensor map: the argument's dimensions innermost first, the box extents of the
     // dimensions the copy reads (1 for the others).
@@ -202,8 +209,8 @@ private:
       std::vector<Expr> at;
       for (size_t d = 0; d < rank; ++d)
         at.push_back(layout.bounds[d].min + (d + 1 == rank ? make_const(Int(32), c) : Expr(0)));
-      Expr dst_ptr = Call::make(Handle(), intrinsic::address_of, {BufferLoad::make(dst, at)},
-                                Call::Intrinsic);
+      Expr dst_ptr =
+          Call::make(Handle(), intrinsic::address_of, {BufferLoad::make(dst, at)}, Call::Intrinsic);
       std::vector<Expr> call_args{map_var, dst_ptr, Expr(0)};
       for (size_t j = grank; j-- > 0;) {
         Expr coord = j + 1 == grank ? base[j] + make_const(base[j].type(), c) : base[j];
@@ -273,17 +280,16 @@ private:
     Expr m0 = layout.bounds[0].min, k0 = layout.bounds[1].min;
     Expr tap = floordiv(k0, int(C));
     auto i32 = [](const Expr &e) { return arith::simplify(cast(Int(32), e)); };
-    std::vector<Expr> call_args{
-        map_var,
-        Call::make(Handle(), intrinsic::address_of, {BufferLoad::make(dst, {m0, k0})},
-                   Call::Intrinsic),
-        Expr(0),
-        i32(floormod(k0, int(C))),
-        i32(floormod(m0, int(Q)) - int(pad)),
-        i32(floormod(floordiv(m0, int(Q)), int(P)) - int(pad)),
-        i32(floordiv(m0, int(P * Q))),
-        i32(floormod(tap, int(S))),
-        i32(floordiv(tap, int(S)))};
+    std::vector<Expr> call_args{map_var,
+                                Call::make(Handle(), intrinsic::address_of,
+                                           {BufferLoad::make(dst, {m0, k0})}, Call::Intrinsic),
+                                Expr(0),
+                                i32(floormod(k0, int(C))),
+                                i32(floormod(m0, int(Q)) - int(pad)),
+                                i32(floormod(floordiv(m0, int(Q)), int(P)) - int(pad)),
+                                i32(floordiv(m0, int(P * Q))),
+                                i32(floormod(tap, int(S))),
+                                i32(floordiv(tap, int(S)))};
     Stmt copy = Evaluate::make(
         Call::make(Void(), intrinsic::tma_load_im2col, std::move(call_args), Call::Intrinsic));
     return AttrStmt::make(op->node, op->key, Expr(int(*rows * *cols * elem)), copy);
