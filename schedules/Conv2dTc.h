@@ -86,11 +86,12 @@ ScheduleEntry conv2d_tc_entry();
 // ---- The Hopper path: the same implicit GEMM on wgmma (sm_90a) --------------------------------
 
 /// Tiles for `shape` on wgmma: gemm_wgmma_tiles of N*P*Q x K x C (a K step stays within one
-/// filter tap). tessel::Error when none fits.
+/// filter tap), filled by TMA, not rasterized. tessel::Error when none fits.
 GemmWgmmaTiles conv2d_wgmma_tiles(const Conv2dTcShape &shape);
 /// conv2d_tc's definition and arrays (x NHWC, w KRSC, y NPQK) with gemm_wgmma's schedule: the
 /// im2col tile of x and the filter tile, both K-major in 128-byte swizzled shared memory, read
-/// by wgmma (the filter as a "col_major" B).
+/// by wgmma (the filter as a "col_major" B). With tiles.tma, the x tile is copied by TMA's
+/// im2col mode (Stage::bulk_copy_im2col) and the filter tile by 4-D boxes of w.
 ScheduledProgram conv2d_wgmma(const Conv2dTcShape &shape);
 ScheduledProgram conv2d_wgmma(const Conv2dTcShape &shape, const GemmWgmmaTiles &tiles);
 
