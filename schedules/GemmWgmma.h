@@ -33,7 +33,7 @@ struct GemmWgmmaTiles {
   int wgmma_n = 0;
   int stages = 4; ///< shared-memory stages of the K loop (Stage::pipeline); 1: no pipeline
   /// The shared tiles' layout: 128 (Stage::swizzle(128); block_k, block_n and wgmma_n multiples
-  /// of 64), 64 or 32 (rows of 32 or 16 halves; not yet run on a GPU), or 0
+  /// of 64), 64 or 32 (rows of 32 or 16 halves; correct on the H100, slower), or 0
   /// (storage_interleave(8), 3.3x slower on the H100 for its bank conflicts).
   int swizzle = 128;
   /// Thread-block rasterization (Stage::rasterize on the block axes); 0: off.
