@@ -193,8 +193,8 @@ private:
   static bool is_thread_tag(const std::string &tag) {
     return tag.rfind("threadIdx", 0) == 0 || tag.rfind("vthread", 0) == 0;
   }
-  bool uses_thread_var(const Expr &e) const {
-    return uses_var(e, [&](const Variable *v) { return thread_vars_.count(v) > 0; });
+  template <typename Node> bool uses_thread_var(const Node &n) const {
+    return uses_var(n, [&](const Variable *v) { return thread_vars_.count(v) > 0; });
   }
 
   void plan_attr(const AttrStmt *op) {
@@ -216,8 +216,7 @@ private:
       p.threads.assign(block_threads_.begin(), block_threads_.end());
       // Outside any loop and any divergence: filled once.
       p.bulk_once = loops_.empty() && divergent_ == 0 && p.attrs == 1 && p.bulk_bytes > 0 &&
-                    !uses_var(op->body,
-                              [&](const Variable *v) { return thread_vars_.count(v) > 0; });
+                    !uses_thread_var(op->body);
     }
     p.valid &= p.attrs == 1 && !loops_.empty() && !loops_.back().divergent;
     auto alloc = allocs_.find(var);
@@ -239,9 +238,7 @@ private:
       // tma_load calls, which take the stage's address: the only way they touch it.
       Uses copies = uses_in(bulk->body, var); // the attr itself names the var
       p.valid &= copies.other_stores == 0 && copies.raw_refs == 0 && p.bulk_bytes > 0;
-      p.valid &= !uses_var(op->body, [&](const Variable *v) {
-        return thread_vars_.count(v) > 0; // one thread issues the copy for all
-      });
+      p.valid &= !uses_thread_var(op->body); // one thread issues the copy for all
     } else {
       p.valid &= fill.other_stores == 0 && fill.loads == 0 && fill.raw_refs == 0 && !fill.calls;
     }
@@ -301,6 +298,51 @@ bool reads_asynchronously(const Stmt &s) {
       found |= c->is_intrinsic(intrinsic::wgmma_mma);
   });
   return found;
+}
+
+// address_of(b[i]).
+Expr element_address(const Buffer &b, const Expr &i) {
+  return Call::make(Handle(), intrinsic::address_of, {BufferLoad::make(b, {i})},
+                    Call::Intrinsic);
+}
+
+// `fill` with the barrier argument of its tma_load / tma_load_im2col calls set to `bar`.
+Stmt with_barrier(const Stmt &fill, const Expr &bar) {
+  class SetBarrier : public IRMutator {
+  public:
+    explicit SetBarrier(Expr bar) : bar_(std::move(bar)) {}
+
+  protected:
+    Expr visit(const Call *op) override {
+      Expr e = IRMutator::visit(op);
+      const auto *c = e.as<Call>();
+      if (!c->is_intrinsic(intrinsic::tma_load) && !c->is_intrinsic(intrinsic::tma_load_im2col))
+        return e;
+      std::vector<Expr> args = c->args;
+      args[2] = bar_;
+      return Call::make(c->type, c->name, std::move(args), c->call_kind);
+    }
+    Stmt visit(const AttrStmt *op) override {
+      if (op->key == attr::bulk_copy) // consumed here
+        return mutate(op->body);
+      return IRMutator::visit(op);
+    }
+
+  private:
+    Expr bar_;
+  };
+  return SetBarrier(bar).mutate(fill);
+}
+
+// The bulk copies of a plan are issued by the block's thread where every threadIdx is 0, and
+// every thread of the block releases the stages: that condition, and the number of threads.
+std::pair<Expr, Expr> leader_and_threads(const Plan &p) {
+  Expr leader = const_true(), threads = Expr(1);
+  for (const auto &[v, extent] : p.threads) {
+    leader = leader && v == make_zero(v.type());
+    threads = threads * extent;
+  }
+  return {arith::simplify(leader), arith::simplify(threads)};
 }
 
 class Rewriter : public IRMutator {
@@ -388,17 +430,7 @@ protected:
     if (copies)
       body.push_back(intrinsic_stmt(intrinsic::cp_async_commit));
     body.push_back(compute);
-    Stmt loop = For::make(i, op->min, op->extent, op->for_kind, Seq::make(std::move(body)),
-                          op->thread_tag);
-    if (lag)
-      loop = AttrStmt::make(AttrNode(), attr::pipeline_async_reads, Expr(lag), loop);
-    out.push_back(loop);
-    Stmt result = Seq::make(std::move(out));
-    for (Plan *p : here)
-      if (p->alloc_inside_loop)
-        result = Allocate::make(p->alloc->buffer_var, p->alloc->dtype, {grown_size(*p)},
-                                p->alloc->scope, result);
-    return result;
+    return finish_loop(*op, std::move(body), lag, std::move(out), here);
   }
 
   Stmt visit(const AttrStmt *op) override {
@@ -468,27 +500,13 @@ private:
                                  {r_.offset(p_, store->indices, stage_)});
       }
 
-      // A bulk copy's tma_load: its destination is the stage, its barrier the stage's.
+      // A bulk copy's tma_load: its destination is the stage.
       Expr visit(const BufferLoad *op) override {
         Expr e = IRMutator::visit(op);
         if (op->buffer->data.get() != p_.alloc->buffer_var.get())
           return e;
         const auto *load = e.as<BufferLoad>();
         return BufferLoad::make(r_.grown(p_, op->buffer), {r_.offset(p_, load->indices, stage_)});
-      }
-      Expr visit(const Call *op) override {
-        Expr e = IRMutator::visit(op);
-        const auto *c = e.as<Call>();
-        if (!c->is_intrinsic(intrinsic::tma_load) && !c->is_intrinsic(intrinsic::tma_load_im2col))
-          return e;
-        std::vector<Expr> args = c->args;
-        args[2] = r_.barrier_at(stage_);
-        return Call::make(c->type, c->name, std::move(args), c->call_kind);
-      }
-      Stmt visit(const AttrStmt *op) override {
-        if (op->key == attr::bulk_copy)
-          return mutate(op->body);
-        return IRMutator::visit(op);
       }
 
     private:
@@ -515,21 +533,13 @@ private:
     for (Plan *p : here)
       bytes += p->bulk_bytes;
     Var full_var(i->name + "_full", Handle()), empty_var(i->name + "_empty", Handle());
-    barriers_ = passes_detail::make_flat_buffer(full_var->name, full_var, UInt(64),
-                                                Expr(stages), "shared");
+    Buffer full = passes_detail::make_flat_buffer(full_var->name, full_var, UInt(64),
+                                                  Expr(stages), "shared");
     Buffer empty = passes_detail::make_flat_buffer(empty_var->name, empty_var, UInt(64),
                                                    Expr(stages), "shared");
-    auto empty_at = [&](const Expr &slot) {
-      return Call::make(Handle(), intrinsic::address_of, {BufferLoad::make(empty, {slot})},
-                        Call::Intrinsic);
-    };
-    Expr leader = const_true(), threads = Expr(1);
-    for (const auto &[v, extent] : here[0]->threads) {
-      leader = leader && v == make_zero(v.type());
-      threads = threads * extent;
-    }
-    leader = arith::simplify(leader);
-    threads = arith::simplify(threads);
+    auto full_at = [&](const Expr &slot) { return element_address(full, slot); };
+    auto empty_at = [&](const Expr &slot) { return element_address(empty, slot); };
+    auto [leader, threads] = leader_and_threads(*here[0]);
     int lag = stages >= 3 && reads_asynchronously(compute) ? 1 : 0;
     int ahead = stages - 1 - lag;
 
@@ -546,9 +556,10 @@ private:
             intrinsic::mbarrier_wait,
             {empty_at(slot), floormod(floordiv(iter_rel, stages) + 1, 2)}));
       out.push_back(intrinsic_stmt(intrinsic::mbarrier_arrive_expect_tx,
-                                   {barrier_at(slot), Expr(int(bytes))}));
+                                   {full_at(slot), Expr(int(bytes))}));
       for (Plan *p : here) {
-        Stmt f = substitute(fill_of(*p, *op), i, iter);
+        Stmt f = with_barrier(fill_of(*p, *op), full_at(floormod(rel, stages)));
+        f = substitute(f, i, iter);
         if (steady)
           f = AttrStmt::make(Expr(p->alloc->buffer_var), attr::pipeline_fill, Expr(0), f);
         out.push_back(f);
@@ -558,7 +569,7 @@ private:
 
     std::vector<Stmt> init;
     for (int s = 0; s < stages; ++s) {
-      init.push_back(intrinsic_stmt(intrinsic::mbarrier_init, {barrier_at(Expr(s)), Expr(1)}));
+      init.push_back(intrinsic_stmt(intrinsic::mbarrier_init, {full_at(Expr(s)), Expr(1)}));
       init.push_back(intrinsic_stmt(intrinsic::mbarrier_init, {empty_at(Expr(s)), threads}));
     }
     init.push_back(intrinsic_stmt(intrinsic::fence_barrier_init));
@@ -578,19 +589,10 @@ private:
       release = IfThenElse::make(rel >= lag, release);
     std::vector<Stmt> body{IfThenElse::make(leader && i + ahead < end, fills(i + ahead, true)),
                            intrinsic_stmt(intrinsic::mbarrier_wait,
-                                          {barrier_at(floormod(rel, stages)),
+                                          {full_at(floormod(rel, stages)),
                                            floormod(floordiv(rel, stages), 2)}),
                            compute, release};
-    Stmt loop = For::make(i, op->min, op->extent, op->for_kind, Seq::make(std::move(body)),
-                          op->thread_tag);
-    if (lag)
-      loop = AttrStmt::make(AttrNode(), attr::pipeline_async_reads, Expr(lag), loop);
-    out.push_back(loop);
-    Stmt result = Seq::make(std::move(out));
-    for (Plan *p : here)
-      if (p->alloc_inside_loop)
-        result = Allocate::make(p->alloc->buffer_var, p->alloc->dtype, {grown_size(*p)},
-                                p->alloc->scope, result);
+    Stmt result = finish_loop(*op, std::move(body), lag, std::move(out), here);
     result = Allocate::make(empty_var, UInt(64), {Expr(stages)}, "shared", result);
     return Allocate::make(full_var, UInt(64), {Expr(stages)}, "shared", result);
   }
@@ -602,30 +604,8 @@ private:
     Var bar_var(pipelined_var(op)->name + "_full", Handle());
     Buffer bar = passes_detail::make_flat_buffer(bar_var->name, bar_var, UInt(64), Expr(1),
                                                  "shared");
-    Expr at = Call::make(Handle(), intrinsic::address_of, {BufferLoad::make(bar, {Expr(0)})},
-                         Call::Intrinsic);
-    class SetBarrier : public IRMutator {
-    public:
-      explicit SetBarrier(Expr at) : at_(std::move(at)) {}
-
-    protected:
-      Expr visit(const Call *op) override {
-        Expr e = IRMutator::visit(op);
-        const auto *c = e.as<Call>();
-        if (!c->is_intrinsic(intrinsic::tma_load) && !c->is_intrinsic(intrinsic::tma_load_im2col))
-          return e;
-        std::vector<Expr> args = c->args;
-        args[2] = at_;
-        return Call::make(c->type, c->name, std::move(args), c->call_kind);
-      }
-
-    private:
-      Expr at_;
-    };
-    Expr leader = const_true();
-    for (const auto &[v, extent] : p.threads)
-      leader = leader && v == make_zero(v.type());
-    leader = arith::simplify(leader);
+    Expr at = element_address(bar, Expr(0));
+    Expr leader = leader_and_threads(p).first;
     Stmt body = Seq::make(
         {IfThenElse::make(leader,
                           Seq::make({intrinsic_stmt(intrinsic::mbarrier_init, {at, Expr(1)}),
@@ -634,16 +614,27 @@ private:
          IfThenElse::make(
              leader, Seq::make({intrinsic_stmt(intrinsic::mbarrier_arrive_expect_tx,
                                                {at, Expr(int(p.bulk_bytes))}),
-                                SetBarrier(at).mutate(bulk->body)})),
+                                with_barrier(bulk->body, at)})),
          intrinsic_stmt(intrinsic::mbarrier_wait, {at, Expr(0)})});
     return Allocate::make(bar_var, UInt(64), {Expr(1)}, "shared", body);
   }
 
-  // address_of(full barrier `stage`) of the ring being built.
-  Expr barrier_at(const Expr &stage) const {
-    internal_check(barriers_.defined()) << "tma_load outside a pipelined bulk copy";
-    return Call::make(Handle(), intrinsic::address_of,
-                      {BufferLoad::make(barriers_, {stage})}, Call::Intrinsic);
+  // The pipelined loop with body `body` (wrapped for insert_wgmma_syncs when its compute keeps
+  // `lag` groups of reads in flight) after the statements `out` before it, inside the grown
+  // allocations that were inside the loop.
+  Stmt finish_loop(const For &op, std::vector<Stmt> body, int lag, std::vector<Stmt> out,
+                   const std::vector<Plan *> &here) {
+    Stmt loop = For::make(op.loop_var, op.min, op.extent, op.for_kind,
+                          Seq::make(std::move(body)), op.thread_tag);
+    if (lag)
+      loop = AttrStmt::make(AttrNode(), attr::pipeline_async_reads, Expr(lag), loop);
+    out.push_back(loop);
+    Stmt result = Seq::make(std::move(out));
+    for (Plan *p : here)
+      if (p->alloc_inside_loop)
+        result = Allocate::make(p->alloc->buffer_var, p->alloc->dtype, {grown_size(*p)},
+                                p->alloc->scope, result);
+    return result;
   }
 
   Expr grown_size(Plan &p) { return p.alloc->extents[0] * stages_of(p); }
@@ -667,7 +658,6 @@ private:
   std::vector<const Variable *> order_;
   llvm::DenseMap<const Plan *, int> loop_stages_;
   llvm::DenseMap<const BufferNode *, Buffer> grown_;
-  Buffer barriers_; ///< the full barriers of the bulk-copy ring being built
 };
 
 } // namespace
