@@ -29,6 +29,15 @@ inline Stmt allocate(const Buffer &b, Stmt body) {
 inline Stmt loop(const Var &v, int64_t extent, Stmt body) {
   return For::make(v, Expr(0), Expr(int(extent)), ForKind::Serial, std::move(body));
 }
+/// Evaluate(name(args...)): an intrinsic called as a statement.
+inline Stmt call(const char *name, std::vector<Expr> args = {}) {
+  return Evaluate::make(Call::make(Void(), name, std::move(args), Call::Intrinsic));
+}
+/// address_of(b[index]): a pointer argument of an intrinsic.
+inline Expr address_of(const Buffer &b, Expr index) {
+  return Call::make(Handle(), intrinsic::address_of, {ld(b, std::move(index))},
+                    Call::PureIntrinsic);
+}
 inline Stmt sync_threads() {
   return Evaluate::make(Call::make(Void(), intrinsic::syncthreads, {}, Call::Intrinsic));
 }

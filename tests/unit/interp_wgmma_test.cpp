@@ -20,13 +20,6 @@ using tessel::test::expect_error;
 
 namespace {
 
-Stmt call(const char *name, std::vector<Expr> args = {}) {
-  return Evaluate::make(Call::make(Void(), name, std::move(args), Call::Intrinsic));
-}
-Expr address_of(const Buffer &b, Expr index) {
-  return Call::make(Handle(), intrinsic::address_of, {ld(b, std::move(index))},
-                    Call::PureIntrinsic);
-}
 Expr wgmma_thread_id() {
   return Call::make(Int(32), intrinsic::wgmma_thread_id, {}, Call::PureIntrinsic);
 }

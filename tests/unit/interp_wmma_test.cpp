@@ -16,13 +16,6 @@ using ::testing::HasSubstr;
 
 namespace {
 
-Stmt wmma(const char *name, std::vector<Expr> args) {
-  return Evaluate::make(Call::make(Void(), name, std::move(args), Call::Intrinsic));
-}
-Expr address_of(const Buffer &b, Expr index) {
-  return Call::make(Handle(), intrinsic::address_of, {ld(b, std::move(index))},
-                    Call::PureIntrinsic);
-}
 
 struct WmmaGemm {
   int m = 16, n = 16, k = 16;
@@ -51,21 +44,21 @@ struct WmmaGemm {
     Expr b_ptr = b_col_major ? address_of(B, w * n * K + ks * k)
                              : address_of(B, ks * k * N() + w * n);
     Expr b_ld = b_col_major ? Expr(K) : Expr(N());
-    Stmt mma = wmma(intrinsic::wmma_mma_sync,
+    Stmt mma = call(intrinsic::wmma_mma_sync,
                     {data_var(fc), 0, data_var(fa), a_tile, data_var(fb), 0, data_var(fc), 0});
     if (only_half_warp_mma)
       mma = IfThenElse::make(Expr(ax.tx) < 16, mma);
     Stmt step = Seq::make(
-        {wmma(intrinsic::wmma_load_matrix_sync,
+        {call(intrinsic::wmma_load_matrix_sync,
               {data_var(fa), m, n, k, a_tile, address_of(A, ks * k), K, StringImm::make("row_major")}),
-         wmma(intrinsic::wmma_load_matrix_sync,
+         call(intrinsic::wmma_load_matrix_sync,
               {data_var(fb), m, n, k, 0, b_ptr, b_ld,
                StringImm::make(b_col_major ? "col_major" : "row_major")}),
          mma});
     Stmt body = Seq::make(
-        {wmma(intrinsic::wmma_fill_fragment, {data_var(fc), m, n, k, 0, make_zero(acc)}),
+        {call(intrinsic::wmma_fill_fragment, {data_var(fc), m, n, k, 0, make_zero(acc)}),
          loop(ks, K / k, step),
-         wmma(intrinsic::wmma_store_matrix_sync,
+         call(intrinsic::wmma_store_matrix_sync,
               {data_var(fc), m, n, k, 0, address_of(C, w * n), N(), StringImm::make("row_major")})});
     LoweredFunc f;
     f.name = "wmma_gemm";
@@ -157,8 +150,8 @@ TEST(InterpWmma, WarpsStoringOneSharedTileRace) {
          fc = flat("c_frag", Float(32), 256, "wmma.accumulator");
   Axes ax;
   Stmt body = Seq::make(
-      {wmma(intrinsic::wmma_fill_fragment, {data_var(fc), 16, 16, 16, 0, Expr(1.0f)}),
-       wmma(intrinsic::wmma_store_matrix_sync,
+      {call(intrinsic::wmma_fill_fragment, {data_var(fc), 16, 16, 16, 0, Expr(1.0f)}),
+       call(intrinsic::wmma_store_matrix_sync,
             {data_var(fc), 16, 16, 16, 0, address_of(s, 0), 16, StringImm::make("row_major")})});
   LoweredFunc f{"race", {out}, {{256}}, Stmt(), launch(1, 1, 32, 2), {}};
   f.body = ax.bind_all(f.launch, allocate(s, allocate(fc, body)));
