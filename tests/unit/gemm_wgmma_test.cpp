@@ -324,6 +324,37 @@ TEST(GemmWgmma, TmaErrors) {
         lower(s, {g.A, g.B, g.C});
       },
       {"'A.shared' is filled by TMA", "pipelined over 2 or more stages"});
+  // Padded rows (storage_align), and one stage by TMA beside one by copies in the same loop.
+  expect_error(
+      [] {
+        GemmTensors g = gemm_definition(128, 128, 64, Float(16));
+        Schedule s = create_schedule({g.C});
+        Tensor AS = s.cache_read(g.A, "shared", {g.C});
+        auto [i, j] = s[g.C].axes<2>();
+        s[AS].compute_at(s[g.C], i);
+        s[AS].storage_align(s[AS].axes<2>()[0], 64, 8);
+        s[AS].bulk_copy().pipeline(2);
+        lower(s, {g.A, g.B, g.C});
+      },
+      {"'A.shared' is filled by TMA", "storage_align"});
+  expect_error(
+      [] {
+        GemmTensors g = gemm_definition(128, 128, 256, Float(16));
+        Schedule s = create_schedule({g.C});
+        Tensor AS = s.cache_read(g.A, "shared", {g.C});
+        Tensor BS = s.cache_read(g.B, "shared", {g.C});
+        auto [i, j] = s[g.C].axes<2>();
+        auto [io, ii] = s[g.C].split(i, 64);
+        IterVar k = s[g.C].reduce_axis()[0];
+        auto [ko, ki] = s[g.C].split(k, 64);
+        s[g.C].reorder({io, ko, ii, j, ki});
+        s[AS].compute_at(s[g.C], ko);
+        s[BS].compute_at(s[g.C], ko);
+        s[AS].bulk_copy().pipeline(2);
+        s[BS].pipeline(2);
+        lower(s, {g.A, g.B, g.C});
+      },
+      {"pipelined together", "filled by TMA (bulk_copy)", "both bulk copies or neither"});
   expect_error(
       [] {
         GemmTensors g = gemm_definition(128, 128, 64, Float(16));
