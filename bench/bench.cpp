@@ -168,19 +168,29 @@ std::vector<Row> bench_conv(const std::string &label, const Conv2dTutorialShape 
   // conv2d_tc and its Hopper path conv2d_wgmma, on cuDNN's own arrays.
   Conv2dTcShape shape{.batch = N, .height = H, .width = W, .in_channels = C, .out_channels = K,
                       .kernel = R, .pad = s.pad};
-  auto implicit_gemm = [&](const char *name, ScheduledProgram (*schedule)(const Conv2dTcShape &)) {
+  auto implicit_gemm = [&](const std::string &name, DataType out,
+                           ScheduledProgram (*schedule)(const Conv2dTcShape &)) {
     Row row = tc;
     row.ours_name = name;
     try {
-      ScheduledProgram p = schedule(shape);
+      Conv2dTcShape sh = shape;
+      sh.out_dtype = out;
+      ScheduledProgram p = schedule(sh);
       Module m = build(p.schedule, p.args);
       // y is (N*H*W) x K: the memory of N x H x W x K, cuDNN's layout.
-      DeviceArray y(Float(32), {int64_t(N) * H * W, K});
+      DeviceArray y(out, {int64_t(N) * H * W, K});
       y.poison();
       m.run({&dx, &dw, &y});
       row.ours_ms = m.time({&dx, &dw, &y}, timing()).median_ms;
       std::vector<float> ours(y.numel());
-      y.copy_to_host(ours.data(), y.bytes());
+      if (out == Float(32)) {
+        y.copy_to_host(ours.data(), y.bytes());
+      } else {
+        std::vector<uint16_t> halves(y.numel());
+        y.copy_to_host(halves.data(), y.bytes());
+        for (size_t i = 0; i < halves.size(); ++i)
+          ours[i] = half_to_float(halves[i]);
+      }
       compare_with_cudnn(row, dy, N, H, W, K, [&](int n, int h, int ww, int k) {
         return ours[nhwc(n, h, ww, k, H, W, K)];
       });
@@ -191,9 +201,13 @@ std::vector<Row> bench_conv(const std::string &label, const Conv2dTutorialShape 
   };
   // conv2d_tc's WMMA path explicitly (on a Hopper GPU conv2d_tc(shape) is conv2d_wgmma).
   auto wmma = [](const Conv2dTcShape &sh) { return conv2d_tc(sh, conv2d_tc_tiles(sh)); };
-  std::vector<Row> rows = {r, implicit_gemm("conv2d_tc", wmma)};
-  if (hopper_gpu())
-    rows.push_back(implicit_gemm("conv2d_wgmma", conv2d_wgmma));
+  std::vector<Row> rows = {r, implicit_gemm("conv2d_tc", Float(32), wmma)};
+  // The wgmma path twice: y float32 (as conv2d_tc), and y float16 as cuDNN writes it here (the
+  // like-for-like row: the same bytes out).
+  if (hopper_gpu()) {
+    rows.push_back(implicit_gemm("conv2d_wgmma", Float(32), conv2d_wgmma));
+    rows.push_back(implicit_gemm("conv2d_wgmma (y fp16)", Float(16), conv2d_wgmma));
+  }
   return rows;
 }
 

@@ -20,6 +20,9 @@ void check_shape(const Conv2dTcShape &sh) {
       << "N=" << sh.batch << ", H=" << sh.height << ", W=" << sh.width << ", C=" << sh.in_channels
       << ", K=" << sh.out_channels << ", R=" << sh.kernel
       << " must be positive and pad=" << sh.pad << " non-negative";
+  user_check(sh.out_dtype == Float(32) || sh.out_dtype == Float(16) || sh.out_dtype == BFloat(16),
+             "conv2d_tc")
+      << "y's type must be float32, float16 or bfloat16, got " << sh.out_dtype;
   user_check(sh.out_height() > 0 && sh.out_width() > 0, "conv2d_tc")
       << "the " << sh.kernel << "x" << sh.kernel << " filter is larger than the padded "
       << sh.height + 2 * sh.pad << "x" << sh.width + 2 * sh.pad
@@ -62,6 +65,9 @@ GemmWmmaTiles gemm_tiles(const Conv2dTcTiles &t) {
 
 void check_tiles(const Conv2dTcShape &sh, const Conv2dTcTiles &t) {
   check_shape(sh);
+  user_check(sh.out_dtype == Float(32), "conv2d_tc")
+      << "the WMMA path stores y from float32 fragments as float32, got y of " << sh.out_dtype
+      << "; a narrower y is written by the wgmma path (conv2d_wgmma, sm_90a)";
   // The reduction is walked tap by tap, C channels each, so the K step must divide C (not only
   // R*S*C).
   check_wmma_gemm_tiles("conv2d_tc", {"N*P*Q", sh.gemm_m()}, {"K", sh.out_channels},
@@ -107,12 +113,16 @@ Conv2dTcTensors conv2d_tc_definition(const Conv2dTcShape &sh) {
       "Wv", {"k", "rk"});
   t.B = compute({RSC, K}, [&](Var rk, Var k) { return t.Wv(k, rk); }, "B", {"rk", "k"});
   IterVar rk = reduce_axis({0, RSC}, "rk");
-  t.y = compute(
+  const bool f32 = sh.out_dtype == Float(32);
+  t.acc = compute(
       {M, K},
       [&](Var m, Var k) {
         return sum(t.A(m, rk).astype(Float(32)) * t.B(rk, k).astype(Float(32)), {rk});
       },
-      "y", {"m", "k"});
+      f32 ? "y" : "y_acc", {"m", "k"});
+  t.y = f32 ? t.acc
+            : compute({M, K}, [&](Var m, Var k) { return t.acc(m, k).astype(sh.out_dtype); }, "y",
+                      {"m", "k"});
   return t;
 }
 
@@ -182,7 +192,7 @@ ScheduledProgram conv2d_tc(const Conv2dTcShape &sh, const Conv2dTcTiles &t) {
 
   WmmaGemmStages st;
   st.C = d.y;
-  st.AS = s.cache_read(d.A, "shared", {d.y});
+  st.AS = s.cache_read(d.A, "shared", {d.acc});
   st.AF = s.cache_read(st.AS, "wmma.matrix_a", {d.y});
   // The filter's shared tile keeps w's order, output channel x rk (rk contiguous, 16-byte
   // loads); B = its transpose is the fragment, loaded "col_major" from it.
@@ -227,12 +237,19 @@ ScheduledProgram conv2d_wgmma(const Conv2dTcShape &sh, const GemmWgmmaTiles &t) 
   s[d.Wv].compute_inline();
   WgmmaGemmStages st;
   st.C = d.y;
-  st.AS = s.cache_read(d.A, "shared", {d.y});
+  st.AS = s.cache_read(d.A, "shared", {d.acc});
   // The filter's tile keeps w's order (output channel x rk, rk contiguous): wgmma reads it as a
   // K-major B, so B (its transpose) is only a view.
   st.BS = s.cache_read(d.Wv, "shared", {d.B});
   s[d.B].compute_inline();
-  st.CF = s.cache_write(d.y, "wgmma.accumulator");
+  if (d.acc == d.y) {
+    st.CF = s.cache_write(d.y, "wgmma.accumulator");
+  } else {
+    // y = acc rounded: the sum stays in the warpgroups' registers and is rounded as it is
+    // stored (wgmma_store_matrix to float16 / bfloat16).
+    s[d.acc].set_scope("wgmma.accumulator");
+    st.CF = d.acc;
+  }
   st.b_layout = "col_major";
   st.k_period = sh.in_channels;
   st.a_im2col = Im2colCopy{.out_height = sh.out_height(), .out_width = sh.out_width(),
@@ -255,8 +272,9 @@ ScheduleEntry conv2d_wgmma_entry() {
                   "layouts: x NHWC, w KRSC fp16, y NPQK fp32; stride 1, zero padding; "
                   "gemm_wgmma's schedule; BM, BN, S (stages), G (rasterization group) override "
                   "its tiles (0: the default); TMA=1 (the default) fills them with TMA (im2col "
-                  "mode for x), TMA=0 with cp.async";
-  for (const char *knob : {"BM", "BN", "S", "G", "TMA"}) {
+                  "mode for x), TMA=0 with cp.async; Y16=1 writes y as float16 (rounded from "
+                  "the float32 sum, as cuDNN's fp16 convolutions do)";
+  for (const char *knob : {"BM", "BN", "S", "G", "TMA", "Y16"}) {
     e.default_shape[knob] = std::string(knob) == "TMA" ? 1 : 0;
     e.nonnegative.push_back(knob);
   }
@@ -266,6 +284,10 @@ ScheduleEntry conv2d_wgmma_entry() {
       return it == p.end() ? int64_t(0) : it->second;
     };
     Conv2dTcShape sh = conv2d_shape_of(p);
+    user_check(get("Y16") <= 1, "conv2d_wgmma")
+        << "Y16 must be 0 (y float32) or 1 (y float16), got " << get("Y16");
+    if (get("Y16"))
+      sh.out_dtype = Float(16);
     GemmWgmmaTiles t = conv2d_wgmma_tiles(sh);
     if (get("BM")) {
       t.block_m = int(get("BM"));

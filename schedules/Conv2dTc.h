@@ -27,6 +27,9 @@ namespace tessel {
 struct Conv2dTcShape {
   int batch = 256, height = 14, width = 14, in_channels = 256, out_channels = 512;
   int kernel = 3, pad = 1; ///< R = S = kernel; stride 1
+  /// y's type: float32 (the accumulator's), or float16 / bfloat16 (rounded from it, as cuDNN's
+  /// fp16 convolutions write; the wgmma path only).
+  DataType out_dtype = Float(32);
 
   int out_height() const { return height + 2 * pad - kernel + 1; }
   int out_width() const { return width + 2 * pad - kernel + 1; }
@@ -55,9 +58,10 @@ struct Conv2dTcTiles {
 };
 
 /// The compute definition: x and w (inputs), the im2col view A (M x R*S*C), the filter views
-/// Wv (K x R*S*C, the memory of w) and B (R*S*C x K, Wv transposed), and y (the output).
+/// Wv (K x R*S*C, the memory of w) and B (R*S*C x K, Wv transposed), the float32 sum acc and y
+/// (the output: acc itself when out_dtype is float32, else acc cast to it).
 struct Conv2dTcTensors {
-  Tensor x, w, A, Wv, B, y;
+  Tensor x, w, A, Wv, B, acc, y;
 };
 Conv2dTcTensors conv2d_tc_definition(const Conv2dTcShape &shape);
 

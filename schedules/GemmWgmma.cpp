@@ -265,7 +265,7 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
   sf.unroll(cfi);
   sf.unroll(cfj);
   sf.tensorize(cii, wgmma_gemm(n, st.b_layout, t.swizzle, st.in));
-  sc.tensorize(c.inner_i, wgmma_store_matrix(n));
+  sc.tensorize(c.inner_i, wgmma_store_matrix(n, "global", st.C.dtype()));
 }
 
 ScheduleEntry gemm_wgmma_entry() {

@@ -112,19 +112,32 @@ std::shared_ptr<const TensorIntrin> wgmma_gemm(int64_t n, const std::string &b_l
       name);
 }
 
-std::shared_ptr<const TensorIntrin> wgmma_store_matrix(int64_t n, const std::string &scope) {
+std::shared_ptr<const TensorIntrin> wgmma_store_matrix(int64_t n, const std::string &scope,
+                                                       DataType dtype) {
   check_n(n, "wgmma_store_matrix");
   user_check(scope == "global" || scope == "shared", "wgmma_store_matrix")
       << "scope must be global or shared, got '" << scope << "'";
+  user_check(dtype == Float(32) || dtype == Float(16) || dtype == BFloat(16),
+             "wgmma_store_matrix")
+      << "the stored type must be float32, float16 or bfloat16, got " << dtype;
   Tensor A = placeholder({kRows, int(n)}, Float(32), "A");
-  Tensor C = compute({kRows, int(n)}, [&](Var i, Var j) { return A(i, j); }, "C", {"i", "j"});
-  Buffer BC = Buffer::make("BC", Float(32), C.shape(), scope);
-  std::string name = "wgmma_store_matrix(" + std::to_string(n) + ")";
+  Tensor C = compute(
+      {kRows, int(n)},
+      [&](Var i, Var j) { return dtype == Float(32) ? A(i, j) : A(i, j).astype(dtype); }, "C",
+      {"i", "j"});
+  Buffer BC = Buffer::make("BC", dtype, C.shape(), scope);
+  std::string name = "wgmma_store_matrix(" + std::to_string(n) +
+                     (dtype == Float(32) ? std::string() : ", " + dtype.str()) + ")";
   return decl_tensor_intrin(
       C, {{A, accumulator_decl(n)}, {C, BC}},
       [=](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
         int64_t ld = out.stride(0);
         bool pairs = ld % 2 == 0 && divide_exact(out.elem_offset(), 2).has_value();
+        // 16-bit outputs: a quad of lanes swaps pairs so that each lane stores 4 consecutive
+        // elements and a warp's store covers whole 32-byte sectors (pairs of 4 bytes leave half
+        // sectors, which the GPU completes by reading DRAM).
+        bool quads = dtype.bits() == 16 && n % 16 == 0 && ld % 4 == 0 &&
+                     divide_exact(out.elem_offset(), 4).has_value();
         // Thread t of the warpgroup: warp t / 32 owns rows 16 (t / 32) .. + 15; lane l holds
         // columns 2 (l % 4), + 1 of rows l / 4 and l / 4 + 8 in every 8-column group.
         Expr t = thread_in_group();
@@ -133,7 +146,8 @@ std::shared_ptr<const TensorIntrin> wgmma_store_matrix(int64_t n, const std::str
         TensorIntrinBodies bodies;
         bodies.body = Evaluate::make(intrinsic_call(
             intrinsic::wgmma_store, {in[0].data(), in[0].tile_index(kRows, n, name), Expr(int(n)),
-                                     out.access_ptr(row, col), Expr(int(ld)), Expr(pairs ? 2 : 1)}));
+                                     out.access_ptr(row, col), Expr(int(ld)),
+                                     Expr(quads ? 4 : pairs ? 2 : 1)}));
         return bodies;
       },
       name);

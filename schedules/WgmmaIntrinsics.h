@@ -40,8 +40,10 @@ std::shared_ptr<const TensorIntrin> wgmma_gemm(int64_t n, const std::string &b_l
                                                int swizzle = 128, DataType dtype = Float(16));
 
 /// Stores a 64 x n float32 accumulator tile from the warpgroup's registers to memory of `scope`
-/// ("global" or "shared"), row major, each thread its own elements: one float2 per register
-/// pair when the row stride is even, single floats otherwise.
-std::shared_ptr<const TensorIntrin> wgmma_store_matrix(int64_t n, const std::string &scope = "global");
+/// ("global" or "shared"), row major, each thread its own elements: one pair per register pair
+/// when the row stride is even, single elements otherwise. `out`: the stored type, float32, or
+/// float16 / bfloat16 (each value rounded to nearest, the body C = A.astype(out)).
+std::shared_ptr<const TensorIntrin> wgmma_store_matrix(int64_t n, const std::string &scope = "global",
+                                                       DataType out = Float(32));
 
 } // namespace tessel

@@ -200,18 +200,54 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
     int64_t cols = constant(a[2], "n");
     auto [acc, base] = tile_base(a[0], a[1], cols);
     int64_t stride = constant(a[4], "stride"), lanes = constant(a[5], "lanes");
-    user_check(lanes == 1 || lanes == 2, "codegen_cuda")
-        << name << ": lanes must be 1 or 2, got " << lanes;
+    user_check(lanes == 1 || lanes == 2 || lanes == 4, "codegen_cuda")
+        << name << ": lanes must be 1, 2 or 4, got " << lanes;
     const auto *ptr = a[3].as<Call>();
     const auto *load = ptr && ptr->is_intrinsic(intrinsic::address_of) ? ptr->args[0].as<BufferLoad>() : nullptr;
-    user_check(load && load->buffer.dtype() == Float(32), "codegen_cuda")
+    const DataType out = load ? load->buffer.dtype() : DataType();
+    user_check(load && (out == Float(32) || out == Float(16) || out == BFloat(16)), "codegen_cuda")
         << name << " in kernel '" << f_.name
-        << "': the pointer must be address_of(buffer[index]) of a float32 buffer, got " << a[3];
+        << "': the pointer must be address_of(buffer[index]) of a float32, float16 or bfloat16 "
+           "buffer, got " << a[3];
+    user_check(lanes != 4 || (out.bits() == 16 && cols % 16 == 0), "codegen_cuda")
+        << name << " in kernel '" << f_.name
+        << "': lanes 4 stores 16-bit outputs of tiles n a multiple of 16, got " << out << ", n="
+        << cols;
     // Register pair (i, i + 1), i = 4 q + 2 h: row + 8 h, columns 8 q + (0, 1).
     std::string p = fresh_name("wgmma_out");
     line("{");
     ++indent_;
-    line("float* " + p + " = " + print(a[3]) + ";");
+    line(type_name(out) + "* " + p + " = " + print(a[3]) + ";");
+    if (lanes == 4) {
+      // Columns 8 q + 2 t, + 1 of a lane t = l % 4 as one 32-bit word per q. Over q = 2 j, 2 j + 1
+      // the quad's words W0[t], W1[t] become lane t's 4 consecutive columns by one exchange
+      // with lane t ^ 1: even lanes keep W0 and take W0[t + 1] (columns 8 (2 j) + 2 t .. + 3),
+      // odd lanes keep W1 and take W1[t - 1] (columns 8 (2 j + 1) + 2 (t - 1) .. + 3), that is
+      // 6 halves past the lane's own pointer.
+      const char *pack = out == Float(16) ? "__floats2half2_rn" : "__floats2bfloat162_rn";
+      const char *word = out == Float(16) ? "__half2" : "__nv_bfloat162";
+      std::string odd = fresh_name("odd");
+      line("const bool " + odd + " = " + wgmma_thread_id().text + " & 1;");
+      line("#pragma unroll");
+      open_block("for (int j = 0; j < " + std::to_string(cols / 16) + "; ++j)");
+      line("#pragma unroll");
+      open_block("for (int h = 0; h < 2; ++h)");
+      auto reg = [&](int q, int e) {
+        return acc + "[" + std::to_string(base) + " + (2 * j + " + std::to_string(q) +
+               ") * 4 + h * 2 + " + std::to_string(e) + "]";
+      };
+      line(std::string(word) + " w0 = " + pack + "(" + reg(0, 0) + ", " + reg(0, 1) + ");");
+      line(std::string(word) + " w1 = " + pack + "(" + reg(1, 0) + ", " + reg(1, 1) + ");");
+      line("unsigned int send = " + odd + " ? *(unsigned int*)&w0 : *(unsigned int*)&w1;");
+      line("unsigned int keep = " + odd + " ? *(unsigned int*)&w1 : *(unsigned int*)&w0;");
+      line("unsigned int got = __shfl_xor_sync(0xffffffffu, send, 1);");
+      line("*(uint2*)(" + p + " + h * " + std::to_string(8 * stride) + " + j * 16 + (" + odd +
+           " ? 6 : 0)) = " + odd + " ? make_uint2(got, keep) : make_uint2(keep, got);");
+      close_block();
+      close_block();
+      close_block();
+      return true;
+    }
     line("#pragma unroll");
     open_block("for (int q = 0; q < " + std::to_string(cols / 8) + "; ++q)");
     line("#pragma unroll");
@@ -219,11 +255,17 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
     std::string at = p + " + h * " + std::to_string(8 * stride) + " + q * 8";
     std::string r0 = acc + "[" + std::to_string(base) + " + q * 4 + h * 2]";
     std::string r1 = acc + "[" + std::to_string(base) + " + q * 4 + h * 2 + 1]";
-    if (lanes == 2) {
+    // Narrower outputs are rounded to nearest, a pair into one 32-bit store.
+    if (lanes == 2 && out == Float(32)) {
       line("*(float2*)(" + at + ") = make_float2(" + r0 + ", " + r1 + ");");
+    } else if (lanes == 2) {
+      line(out == Float(16) ? "*(__half2*)(" + at + ") = __floats2half2_rn(" + r0 + ", " + r1 + ");"
+                            : "*(__nv_bfloat162*)(" + at + ") = __floats2bfloat162_rn(" + r0 +
+                                  ", " + r1 + ");");
     } else {
-      line("(" + at + ")[0] = " + r0 + ";");
-      line("(" + at + ")[1] = " + r1 + ";");
+      const std::string cvt = out == Float(32) ? "" : out == Float(16) ? "__float2half_rn" : "__float2bfloat16_rn";
+      line("(" + at + ")[0] = " + cvt + "(" + r0 + ");");
+      line("(" + at + ")[1] = " + cvt + "(" + r1 + ");");
     }
     close_block();
     close_block();

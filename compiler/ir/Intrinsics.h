@@ -97,7 +97,10 @@ inline constexpr const char *wgmma_wait = "wgmma_wait";
 // wgmma_store(acc, index, n, ptr, stride, lanes): each thread stores its n / 2 registers of
 // accumulator tile `index`: register i at ptr + 8 ((i / 2) % 2) stride + 8 (i / 4) + i % 2, where
 // ptr is the thread's own pointer (to its row 16 w + l / 4 and column 2 (l % 4) of the tile), as
-// `lanes` (1, or 2: one aligned float2 per register pair) at a time.
+// `lanes` at a time: 1; 2 (one aligned pair per register pair); or 4 (16-bit outputs, n a
+// multiple of 16: the lanes of a quad swap pairs, each storing 4 consecutive elements, so a warp
+// writes whole 32-byte sectors; the stored values and places are those of 1 and 2). Narrower
+// outputs than float32 are rounded to nearest.
 inline constexpr const char *wgmma_store = "wgmma_store";
 // fence_proxy_async(): fence.proxy.async.shared::cta: orders this thread's earlier writes of
 // shared memory (stores, cp.async) before later reads of it by the async proxy (wgmma).

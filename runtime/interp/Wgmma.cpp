@@ -245,17 +245,27 @@ private:
     check_landed(M, w, tile, "reads");
     for (int l = 0; l < 32; ++l) {
       const int32_t thread = int32_t(32 * w + l);
-      user_check(ptr[l] % lanes == 0, "interp")
+      // lanes 4: the quad's pointers (to columns 2 (l % 4)) exchange pairs; each lane stores 4
+      // elements from its quad's first pointer + 4 (l % 4), so that one must be aligned.
+      const int64_t first_of_access = lanes == 4 ? ptr[l] - 2 * (l % 4) : ptr[l];
+      user_check(lanes != 4 || first_of_access == ptr[l - l % 4], "interp")
+          << by(M, w) << ": lanes 4 needs the pointers of a quad of lanes 2 elements apart; "
+          << M.thread_name(uint32_t(thread)) << " points at '" << mem.name << "' + " << ptr[l]
+          << ", its quad's first lane at + " << ptr[l - l % 4];
+      user_check(first_of_access % lanes == 0, "interp")
           << by(M, w) << ": " << M.thread_name(uint32_t(thread)) << " stores " << lanes
-          << " floats at '" << mem.name << "' + " << ptr[l] << ", which is not aligned to "
-          << lanes * 4 << " bytes";
+          << " elements at '" << mem.name << "' + " << first_of_access
+          << ", which is not aligned to " << lanes * mem.dtype.bytes() << " bytes";
       for (int i = 0; i < n / 2; ++i) {
         int64_t e = ptr[l] + 8 * ((i / 2) % 2) * stride + 8 * (i / 4) + i % 2;
         if (e < 0 || e >= mem.size)
           report_out_of_bounds(M, mem, true, e, mem.size, thread);
         if (mem.scope == MemScope::Shared)
           shared_write(M, mem, e, thread);
-        mem.data[size_t(e)] = reg(*acc, w, l, first + i);
+        // Rounded to the memory's type (float16 / bfloat16 outputs; float32 stays exact).
+        Val v;
+        v.f = round_float(mem.num.kind, reg(*acc, w, l, first + i).f);
+        mem.data[size_t(e)] = v;
       }
     }
     state(*acc, w, tile) |= kTouched;
@@ -356,15 +366,18 @@ StmtPtr compile_wgmma(Compiler &C, const Call *call) {
     accumulator();
     uniform(a[4], "stride");
     code->lanes = int(const_arg(call, 5, "lanes"));
-    user_check(code->lanes == 1 || code->lanes == 2, "interp")
-        << n << ": lanes must be 1 or 2, got " << code->lanes;
+    user_check(code->lanes == 1 || code->lanes == 2 || code->lanes == 4, "interp")
+        << n << ": lanes must be 1, 2 or 4, got " << code->lanes;
     PtrArg p = compile_pointer(C, call, a[3]);
+    const DataType out = p.mem->dtype;
+    user_check(code->lanes != 4 || (out.bits() == 16 && code->n % 16 == 0), "interp")
+        << n << ": lanes 4 stores 16-bit outputs of tiles n a multiple of 16, got '"
+        << p.mem->name << "' of " << out << " and n=" << code->n;
     user_check((p.mem->scope == MemScope::Global || p.mem->scope == MemScope::Shared) &&
-                   p.mem->dtype == Float(32),
+                   (out == Float(32) || out == Float(16) || out == BFloat(16)),
                "interp")
-        << n << ": '" << p.mem->name << "' is " << p.mem->dtype << " in "
-        << scope_name(p.mem->scope) << " memory; the store writes float32 to global or shared "
-        << "memory";
+        << n << ": '" << p.mem->name << "' is " << out << " in " << scope_name(p.mem->scope)
+        << " memory; the store writes float32, float16 or bfloat16 to global or shared memory";
     code->ptr_mem = p.mem;
     code->add_per_lane(std::move(p.index));
     return code;

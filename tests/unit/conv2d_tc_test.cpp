@@ -49,10 +49,14 @@ void expect_direct_conv(const ScheduledProgram &prog, const Conv2dTcShape &sh) {
   std::vector<double> w = dyadic_values(size_t(K) * R * R * C, 2);
   interp::HostBuffer bx = interp::HostBuffer::from_doubles(Float(16), x);
   interp::HostBuffer bw = interp::HostBuffer::from_doubles(Float(16), w);
-  interp::HostBuffer by =
-      interp::HostBuffer::from_doubles(Float(32), std::vector<double>(size_t(N) * P * Q * K, NAN));
+  interp::HostBuffer by = interp::HostBuffer::from_doubles(
+      sh.out_dtype, std::vector<double>(size_t(N) * P * Q * K, NAN));
   interp::execute(m.funcs[0], {&bx, &bw, &by});
   std::vector<double> y = by.to_doubles();
+  // The exact sum rounded once to y's type (float16 / bfloat16 y; float32 keeps it).
+  auto rounded = [&](double v) {
+    return interp::HostBuffer::from_doubles(sh.out_dtype, {v}).to_doubles()[0];
+  };
   for (int n = 0; n < N; ++n)
     for (int p = 0; p < P; ++p)
       for (int q = 0; q < Q; ++q)
@@ -67,7 +71,7 @@ void expect_direct_conv(const ScheduledProgram &prog, const Conv2dTcShape &sh) {
                 ref += x[((size_t(n) * H + h) * W + ww) * C + c] *
                        w[((size_t(k) * R + r) * R + s) * C + c];
             }
-          ASSERT_EQ(y[((size_t(n) * P + p) * Q + q) * K + k], ref)
+          ASSERT_EQ(y[((size_t(n) * P + p) * Q + q) * K + k], rounded(ref))
               << "y[" << n << ", " << p << ", " << q << ", " << k << "]";
         }
 }
@@ -308,6 +312,50 @@ TEST(Conv2dWgmma, CpuExecutorMatchesDirectConvolution) {
                {"N*P*Q=25", "multiple of 16"});
 }
 
+// y in float16 or bfloat16, as cuDNN's fp16 convolutions write it: the float32 sum stays in the
+// accumulators and each value is rounded once as it is stored (a pair per 32-bit store).
+TEST(Conv2dWgmma, NarrowOutputRoundsTheSum) {
+  Conv2dTcShape sh{.batch = 2, .height = 8, .width = 8, .in_channels = 64, .out_channels = 64,
+                   .kernel = 3, .pad = 1, .out_dtype = Float(16)};
+  ScheduledProgram p = conv2d_wgmma(sh);
+  EXPECT_EQ(p.args.back().dtype(), Float(16));
+  expect_direct_conv(p, sh);
+  // Against the float64 reference of the definition, on random (not dyadic) data.
+  CheckResult r = check_on_cpu(p.schedule, p.args, p.num_inputs);
+  EXPECT_TRUE(r.compare.ok) << r.str();
+  Conv2dTcShape bf = sh;
+  bf.out_dtype = BFloat(16);
+  expect_direct_conv(conv2d_wgmma(bf, {.block_m = 64, .block_n = 64, .block_k = 64,
+                                       .warpgroups_m = 1, .stages = 2, .tma = true}),
+                     bf);
+  // Each lane stores 4 consecutive halves (lanes 4) after one exchange within its quad, so a
+  // warp's store covers whole 32-byte sectors.
+  LoweredModule m = lower(p.schedule, p.args);
+  std::string ir = to_string(m);
+  EXPECT_NE(ir.find("@wgmma_store(y_acc, 0, 64, address_of(y["), std::string::npos) << ir;
+  EXPECT_NE(ir.find("]), 64, 4)"), std::string::npos) << ir;
+  std::string src = codegen_cuda(m);
+  EXPECT_NE(src.find("__floats2half2_rn("), std::string::npos) << src;
+  EXPECT_NE(src.find("__shfl_xor_sync(0xffffffffu, send, 1)"), std::string::npos) << src;
+  CompileOptions o;
+  o.arch = target_arch(m, "sm_90");
+  CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "conv2d_wgmma_y16.cu");
+  ASSERT_FALSE(k.cubin.empty());
+  EXPECT_EQ(k.kernels.at(0).spill_store_bytes, 0) << k.log;
+  if (std::optional<std::string> sass = tessel::test::sass_of(k.cubin, "conv2d_wgmma_y16")) {
+    EXPECT_NE(sass->find("SHFL.BFLY"), std::string::npos) << *sass;
+    EXPECT_NE(sass->find("STG.E.64"), std::string::npos) << *sass;
+    EXPECT_EQ(sass->find("STG.E "), std::string::npos) << *sass; // no 4-byte stores
+  }
+
+  // The WMMA path stores float32 fragments only.
+  expect_error([&] { conv2d_tc(sh, conv2d_tc_tiles(sh)); },
+               {"conv2d_tc", "float32", "got y of float16", "conv2d_wgmma"});
+  Conv2dTcShape bad = sh;
+  bad.out_dtype = Int(32);
+  expect_error([&] { conv2d_wgmma(bad); }, {"y's type must be float32, float16 or bfloat16"});
+}
+
 // On a GPU: a mid-size shape against the float64 reference, timed. Skipped without one.
 TEST(Conv2dTcGpu, MidShapeMatchesReference) {
   if (!Device::available())
@@ -329,6 +377,13 @@ TEST(Conv2dTcGpu, MidShapeMatchesReference) {
                   << sh.out_channels << " " << sh.kernel << "x" << sh.kernel << ": "
                   << r.time->median_ms << " ms, " << sh.flops() / (r.time->median_ms * 1e9)
                   << " TFLOP/s\n";
+    }
+    if (hopper_gpu() && sh.kernel == 3) { // y float16, rounded from the sum as it is stored
+      Conv2dTcShape y16 = sh;
+      y16.out_dtype = Float(16);
+      ScheduledProgram p = conv2d_wgmma(y16);
+      CheckResult r = check_on_gpu(p.schedule, p.args, p.num_inputs);
+      EXPECT_TRUE(r.compare.ok) << "y float16: " << r.str();
     }
   }
 }

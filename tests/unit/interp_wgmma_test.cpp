@@ -44,6 +44,8 @@ struct WgmmaGemm {
   bool wrong_trans_b = false;     ///< passes !trans_b for B's layout
   int n_arg = 0;                  ///< n passed to the intrinsics when nonzero
   int block_x = 128;
+  DataType out = Float(32); ///< C's type: the store rounds to it
+  int store_lanes = 2;      ///< wgmma_store's lanes (4: 16-bit C, quads exchanging pairs)
 
   int rows() const { return 64 * groups; }
   // Element strides (LBO: between core matrices along K; SBO: along M or N) of the layouts.
@@ -63,7 +65,7 @@ struct WgmmaGemm {
     const DataType f16 = Float(16), f32 = Float(32);
     const int R = rows(), n = n_arg ? n_arg : N;
     Buffer A = flat("A", f16, int64_t(R) * K), B = flat("B", f16, int64_t(K) * N),
-           C = flat("C", f32, int64_t(R) * N);
+           C = flat("C", out, int64_t(R) * N);
     Buffer As = flat("A_shared", f16, int64_t(R) * K, "shared"),
            Bs = flat("B_shared", f16, int64_t(K) * N, "shared"),
            acc = flat("acc", f32, 64 * N * (tile + 1), "wgmma.accumulator");
@@ -110,7 +112,8 @@ struct WgmmaGemm {
     Expr col = wrong_store_lanes ? 2 * floordiv(l, 8) : 2 * floormod(l, 4);
     if (store)
       body.push_back(call(intrinsic::wgmma_store,
-                          {data_var(acc), tile, n, address_of(C, row * N + col), N, 2}));
+                          {data_var(acc), tile, n, address_of(C, row * N + col), N,
+                           store_lanes}));
 
     LoweredFunc f;
     f.name = "wgmma_gemm";
@@ -127,7 +130,7 @@ struct WgmmaGemm {
     std::vector<double> a = exact_gemm_values(size_t(R) * K, 1),
                         b = exact_gemm_values(size_t(K) * N, 2);
     HostBuffer Ah = HostBuffer::from_doubles(Float(16), a), Bh = HostBuffer::from_doubles(Float(16), b);
-    HostBuffer Ch = HostBuffer::from_doubles(Float(32), std::vector<double>(size_t(R) * N, NAN));
+    HostBuffer Ch = HostBuffer::from_doubles(out, std::vector<double>(size_t(R) * N, NAN));
     execute(build(), {&Ah, &Bh, &Ch});
     std::vector<double> c = Ch.to_doubles();
     for (int i = 0; i < R; ++i)
@@ -135,6 +138,7 @@ struct WgmmaGemm {
         double ref = 0;
         for (int k = 0; k < K; ++k)
           ref += a[size_t(i) * K + k] * b[size_t(k) * N + j];
+        ref = HostBuffer::from_doubles(out, {ref}).to_doubles()[0]; // rounded once to C's type
         if (c[size_t(i) * N + j] != ref) {
           std::ostringstream os;
           os << "C[" << i << ", " << j << "] = " << c[size_t(i) * N + j] << ", expected " << ref;
@@ -231,6 +235,22 @@ TEST(InterpWgmma, OperandPointerMustBeUniformOverTheWarpgroup) {
   g.a_ptr_differs_per_warp = true;
   g.expect_error({"wgmma_mma: argument 'a_ptr' differs within warpgroup 0 of block (0,0,0)",
                   "thread (0,0,0) and thread (32,0,0)"});
+}
+
+// A 16-bit C stored 4 elements a lane (lanes 4): the same elements in the same places as pairs,
+// each rounded once; lanes 4 is for 16-bit outputs and pointers 2 elements apart in each quad.
+TEST(InterpWgmma, Float16StoresInQuads) {
+  for (int lanes : {2, 4}) {
+    WgmmaGemm g;
+    g.out = Float(16), g.store_lanes = lanes, g.K = 256; // sums that float16 must round
+    EXPECT_EQ(g.mismatch(), "") << "lanes " << lanes;
+  }
+  WgmmaGemm f32;
+  f32.store_lanes = 4;
+  f32.expect_error({"wgmma_store: lanes 4 stores 16-bit outputs", "'C' of float32"});
+  WgmmaGemm scattered;
+  scattered.out = Float(16), scattered.store_lanes = 4, scattered.wrong_store_lanes = true;
+  scattered.expect_error({"lanes 4 needs the pointers of a quad of lanes 2 elements apart"});
 }
 
 TEST(InterpWgmma, BadShapesAreErrors) {
