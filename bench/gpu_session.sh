@@ -22,7 +22,8 @@
 #             float16 y) at a small shape, racecheck
 #             on gemm_shared at 256^3; one timed launch each
 #             (tessel run --number 1 --repeat 1) after the check's run and the warm-up
-#   profile   ncu --set full on one launch of gemm_tc at 4096^3 (if ncu is there), unchecked
+#   profile   ncu --set full on one launch of gemm_tc at 4096^3 and of conv2d_wgmma on ResNet's
+#             res3 with a float16 y (if ncu is there), unchecked
 #             (tessel run --no-check: the float64 reference takes too long on the CPU): the
 #             evidence of where the time goes
 # A step that fails is reported and the next one still runs; the exit status is the number of
@@ -89,7 +90,11 @@ run_step() {
       if command -v ncu >/dev/null; then
         ncu --set full --launch-skip 3 --launch-count 1 -o "$out/gemm_tc_4096" \
           ./tessel run gemm_tc --shape M=4096,N=4096,K=4096 --no-check --number 1 --repeat 1 &&
-          ncu --import "$out/gemm_tc_4096.ncu-rep" --page details
+          ncu --import "$out/gemm_tc_4096.ncu-rep" --page details &&
+          ncu --set full --launch-skip 3 --launch-count 1 -o "$out/conv_res3_y16" \
+            ./tessel run conv2d_wgmma --shape N=256,H=28,W=28,C=128,K=128,Y16=1 --no-check \
+            --number 1 --repeat 1 &&
+          ncu --import "$out/conv_res3_y16.ncu-rep" --page details
       else
         echo "ncu not found"
       fi ;;
