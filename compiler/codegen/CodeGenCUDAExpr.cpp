@@ -317,6 +317,10 @@ CExpr CUDAKernelEmitter::emit_call(const Call *op) {
     user_check(op->args.empty(), "codegen_cuda") << "wgmma_thread_id takes no arguments";
     return wgmma_thread_id();
   }
+  if (name == intrinsic::wgmma_reg) {
+    check_intrinsic_args(op, 4, "(acc, index, n, r)");
+    return {wgmma_register(op), PrecAtom};
+  }
   if (name == intrinsic::syncthreads || name == intrinsic::wmma_fill_fragment ||
       name == intrinsic::wmma_load_matrix_sync || name == intrinsic::wmma_mma_sync ||
       name == intrinsic::wmma_store_matrix_sync || name == intrinsic::cp_async ||
@@ -326,6 +330,7 @@ CExpr CUDAKernelEmitter::emit_call(const Call *op) {
       name == intrinsic::wgmma_fill || name == intrinsic::wgmma_mma ||
       name == intrinsic::wgmma_fence || name == intrinsic::wgmma_commit ||
       name == intrinsic::wgmma_wait || name == intrinsic::wgmma_store ||
+      name == intrinsic::wgmma_reg_set ||
       name == intrinsic::fence_proxy_async)
     user_error("codegen_cuda") << "intrinsic '" << name << "' in kernel '" << f_.name
                                << "' is used as a value; it has no result and may only be a "
@@ -335,7 +340,7 @@ CExpr CUDAKernelEmitter::emit_call(const Call *op) {
                                 "syncthreads, cp_async{,_commit,_wait}, wmma_{fill_fragment, "
                                 "load_matrix_sync, mma_sync, store_matrix_sync}, mma_{lane_id, "
                                 "fill_fragment, ldmatrix, sync, store_fragment}, wgmma_{thread_id, "
-                                "fill, mma, fence, commit, wait, store} and fence_proxy_async";
+                                "fill, mma, fence, commit, wait, store, reg, reg_set} and fence_proxy_async";
 }
 
 CExpr CUDAKernelEmitter::emit_expr(const Expr &e) {

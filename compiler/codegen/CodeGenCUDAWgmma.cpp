@@ -64,12 +64,37 @@ void CUDAKernelEmitter::wgmma_fence_registers() {
   }
 }
 
+std::string CUDAKernelEmitter::wgmma_register(const Call *op) {
+  const char *name = op->name.c_str();
+  const std::vector<Expr> &a = op->args;
+  const auto *v = a[0].as<Variable>();
+  auto scope = v ? scope_of_.find(v) : scope_of_.end();
+  user_check(scope != scope_of_.end() && is_wgmma_scope(scope->second), "codegen_cuda")
+      << name << " in kernel '" << f_.name << "': " << a[0]
+      << " is not a wgmma accumulator (an allocation in scope wgmma.accumulator)";
+  auto index = as_const_int(a[1]), cols = as_const_int(a[2]);
+  user_check(index && cols && *cols >= 8 && *cols <= 256 && *cols % 8 == 0, "codegen_cuda")
+      << name << " in kernel '" << f_.name << "': the tile index and n must be constants (n a "
+      << "multiple of 8 up to 256), got " << a[1] << " and " << a[2];
+  if (auto r = as_const_int(a[3]))
+    user_check(*r >= 0 && *r < *cols / 2, "codegen_cuda")
+        << name << " in kernel '" << f_.name << "': register " << *r << " of a 64 x " << *cols
+        << " tile; a thread holds " << *cols / 2;
+  // r may be a loop variable: the loops around are unrolled, so nvcc sees a constant.
+  return var_text(v) + "[" + std::to_string(*index * *cols / 2) + " + " + print(a[3]) + "]";
+}
+
 bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
   const std::string &n = op->name;
   if (op->call_kind == Call::PureExtern ||
       (n.rfind("wgmma_", 0) != 0 && n != intrinsic::fence_proxy_async) ||
-      n == intrinsic::wgmma_thread_id)
+      n == intrinsic::wgmma_thread_id || n == intrinsic::wgmma_reg)
     return false;
+  if (n == intrinsic::wgmma_reg_set) {
+    check_intrinsic_args(op, 5, "(acc, index, n, r, value)");
+    line(wgmma_register(op) + " = " + print(op->args[4]) + ";");
+    return true;
+  }
   const std::vector<Expr> &a = op->args;
   const char *name = n.c_str();
   auto constant = [&](const Expr &e, const char *what) {

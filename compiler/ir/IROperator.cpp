@@ -147,6 +147,19 @@ Expr max(Expr a, Expr b) {
   return Max::make(std::move(a), std::move(b));
 }
 
+namespace {
+Expr float_math(const char *name, Expr x) {
+  user_check(x.defined() && x.type().is_float(), name)
+      << name << " takes a float expression, got " << (x.defined() ? x.type().str() : "none");
+  DataType t = x.type();
+  return Call::make(t, name, {std::move(x)}, Call::PureExtern);
+}
+} // namespace
+
+Expr exp(Expr x) { return float_math("exp", std::move(x)); }
+Expr tanh(Expr x) { return float_math("tanh", std::move(x)); }
+Expr erf(Expr x) { return float_math("erf", std::move(x)); }
+
 Expr floordiv(Expr a, Expr b) {
   if (auto r = fold_int(a, b, [](int64_t x, int64_t y) -> std::optional<int64_t> {
         if (y == 0)

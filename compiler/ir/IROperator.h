@@ -94,6 +94,12 @@ inline Expr max(Expr a, int b) { DataType t = a.type(); return max(std::move(a),
 inline Expr floordiv(Expr a, int b) { DataType t = a.type(); return floordiv(std::move(a), make_const(t, int64_t(b))); }
 inline Expr floormod(Expr a, int b) { DataType t = a.type(); return floormod(std::move(a), make_const(t, int64_t(b))); }
 
+/// Math functions of a float expression, of its type (codegen calls CUDA's, in float for
+/// float16 / bfloat16): the pieces of activations, e.g. GELU 0.5 x (1 + erf(x / sqrt 2)).
+Expr exp(Expr x);
+Expr tanh(Expr x);
+Expr erf(Expr x);
+
 Expr cast(DataType t, Expr value);
 Expr select(Expr condition, Expr true_value, Expr false_value);
 /// cond ? t : f where only the chosen side is evaluated: use it to guard loads that would be

@@ -102,6 +102,14 @@ inline constexpr const char *wgmma_wait = "wgmma_wait";
 // writes whole 32-byte sectors; the stored values and places are those of 1 and 2). Narrower
 // outputs than float32 are rounded to nearest.
 inline constexpr const char *wgmma_store = "wgmma_store";
+// wgmma_reg(acc, index, n, r): the value (Float(32), Call::Intrinsic) of the calling thread's
+// register r (0 <= r < n / 2) of accumulator tile `index`, whose row and column are those above;
+// wgmma_reg_set(acc, index, n, r, value): sets it. They apply an elementwise epilogue (bias,
+// activation) in registers before wgmma_store; like wgmma_store they must not touch a tile whose
+// wgmma_mma has not landed, and a wgmma_mma after them needs a wgmma_fence. Codegen indexes the
+// register array, so r must become a constant once unrolled.
+inline constexpr const char *wgmma_reg = "wgmma_reg";
+inline constexpr const char *wgmma_reg_set = "wgmma_reg_set";
 // fence_proxy_async(): fence.proxy.async.shared::cta: orders this thread's earlier writes of
 // shared memory (stores, cp.async) before later reads of it by the async proxy (wgmma).
 inline constexpr const char *fence_proxy_async = "fence_proxy_async";

@@ -49,6 +49,16 @@ Expr BoundBuffer::access_ptr(const Expr &row, const Expr &col) const {
                     Call::PureIntrinsic);
 }
 
+Expr BoundBuffer::load(const std::vector<Expr> &offsets) const {
+  internal_check(offsets.size() == region_min_.size())
+      << "load of " << buffer_.name() << ": " << offsets.size() << " offsets for "
+      << region_min_.size() << " dimensions";
+  std::vector<Expr> at = region_min_;
+  for (size_t i = 0; i < at.size(); ++i)
+    at[i] = at[i] + offsets[i];
+  return BufferLoad::make(buffer_, at);
+}
+
 int64_t BoundBuffer::stride(size_t i) const {
   internal_check(i < strides_.size()) << "stride " << i << " of " << decl_.name();
   return strides_[i];

@@ -57,6 +57,8 @@ public:
   /// A pointer to element (row, col) of the region, counted in its last two dimensions from
   /// its first element; per-thread offsets (mma_lane_id) make per-lane pointers.
   Expr access_ptr(const Expr &row, const Expr &col) const;
+  /// The element of the region at `offsets` (one per dimension) from its first element.
+  Expr load(const std::vector<Expr> &offsets) const;
   /// The stride in elements of dimension `i` of the declaration (the real buffer's stride of
   /// the dimension it is bound to); stride(ndim - 2) is the leading dimension of a matrix.
   int64_t stride(size_t i) const;

@@ -361,7 +361,8 @@ private:
   ExprPtr index_;
 };
 
-using UnaryMath = double (*)(double);
+} // namespace
+
 const std::unordered_map<std::string, UnaryMath> &unary_math() {
   static const std::unordered_map<std::string, UnaryMath> table = {
       {"exp", [](double x) { return std::exp(x); }},
@@ -387,6 +388,8 @@ const std::unordered_map<std::string, UnaryMath> &unary_math() {
   };
   return table;
 }
+
+namespace {
 
 } // namespace
 
@@ -517,6 +520,8 @@ ExprPtr Compiler::expr(const Expr &e) {
       return std::make_unique<LaneIdCode>(t, n, 32);
     if (op->is_intrinsic(intrinsic::wgmma_thread_id))
       return std::make_unique<LaneIdCode>(t, n, 128);
+    if (op->is_intrinsic(intrinsic::wgmma_reg))
+      return compile_wgmma_reg(*this, op);
     if (op->is_intrinsic(intrinsic::bitwise_xor)) {
       user_check(op->args.size() == 2 && !t.is_float(), "interp")
           << "bitwise_xor takes two integers: " << e;

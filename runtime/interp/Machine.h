@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace tessel::interp {
@@ -308,6 +309,12 @@ StmtPtr compile_mma(Compiler &C, const Call *call);
 /// The warpgroup-level wgmma intrinsics and fence_proxy_async; `call` is one of wgmma_* but
 /// wgmma_thread_id (Wgmma.cpp).
 StmtPtr compile_wgmma(Compiler &C, const Call *call);
+/// The math functions (exp, tanh, erf, ...) in double, by name: the executor's and the float64
+/// reference's.
+using UnaryMath = double (*)(double);
+const std::unordered_map<std::string, UnaryMath> &unary_math();
+/// wgmma_reg: a thread's accumulator register as a value (Wgmma.cpp).
+ExprPtr compile_wgmma_reg(Compiler &C, const Call *call);
 /// At the end of a block: an error if a warp has a wgmma_mma that no wgmma_wait landed.
 void check_wgmma_landed(const Machine &M);
 /// The Hopper bulk tensor copies and their barriers: mbarrier_*, fence_barrier_init and

@@ -11,6 +11,7 @@
 #include "compiler/te/Operation.h"
 #include "runtime/Half.h"
 #include "runtime/interp/HalfFloat.h"
+#include "runtime/interp/Machine.h"
 
 #include <llvm/ADT/ArrayRef.h>
 #include <llvm/ADT/DenseMap.h>
@@ -582,6 +583,16 @@ CodePtr BodyCompiler::compile(const Expr &e) {
   }
   case IRNodeKind::Call: {
     const auto *op = e.as<Call>();
+    if (op->call_kind == Call::PureExtern && op->args.size() == 1 && op->type.is_float()) {
+      // Math functions in float64, unrounded: the reference is the exact value's best estimate.
+      auto it = interp::unary_math().find(op->name);
+      user_check(it != interp::unary_math().end(), "reference")
+          << "'" << *name_ << "': the math function '" << op->name
+          << "' is not supported by the reference";
+      return closure([f = it->second, a = compile(op->args[0])](Scalar *fr) {
+        return float_value(f(a->eval(fr).f));
+      });
+    }
     user_check(op->is_intrinsic(intrinsic::if_then_else), "reference")
         << "'" << *name_ << "': the call '" << op->name << "' is not supported by the reference";
     // Only the chosen side is evaluated: that is what guards padding reads.

@@ -42,23 +42,15 @@ RowCol acc_element(int l, int i) {
   return {l / 4 + 8 * ((i / 2) % 2), 8 * (i / 4) + 2 * (l % 4) + i % 2};
 }
 
-class WgmmaCode : public WarpIntrinsicCode {
-public:
-  enum Op { Fill, Mma, Fence, Commit, Wait, Store };
-
-  Op op = Fence;
+// A warp's view of its accumulator tiles, with the checks every access makes; `intrin` names the
+// accessing intrinsic in errors.
+struct AccumulatorTiles {
+  std::string intrin;
   Memory *acc = nullptr;
   int n = 0;
-  Memory *a_mem = nullptr, *b_mem = nullptr; ///< mma
-  bool trans_b = false;                      ///< mma
-  int swizzle = 0;                           ///< mma: bytes of the swizzled layouts (0: none)
-  Memory *ptr_mem = nullptr;                 ///< store
-  int lanes = 1;                             ///< store: floats per access
-  uint32_t wait_n = 0;                       ///< wait
 
-private:
   std::string by(const Machine &M, uint32_t w) const {
-    return name_ + " by warp " + std::to_string(w) + " (warp " + std::to_string(w % 4) +
+    return intrin + " by warp " + std::to_string(w) + " (warp " + std::to_string(w % 4) +
            " of warpgroup " + std::to_string(w / 4) + ") of block " + M.block_name();
   }
 
@@ -105,6 +97,21 @@ private:
             << "; wgmma_commit and wgmma_wait for its group first";
   }
 
+};
+
+class WgmmaCode : public WarpIntrinsicCode, public AccumulatorTiles {
+public:
+  enum Op { Fill, Mma, Fence, Commit, Wait, Store, Set };
+
+  Op op = Fence;
+  Memory *a_mem = nullptr, *b_mem = nullptr; ///< mma
+  bool trans_b = false;                      ///< mma
+  int swizzle = 0;                           ///< mma: bytes of the swizzled layouts (0: none)
+  Memory *ptr_mem = nullptr;                 ///< store
+  int lanes = 1;                             ///< store: elements per access
+  uint32_t wait_n = 0;                       ///< wait
+
+private:
   void run(Machine &M, uint32_t w, const std::vector<int64_t> &a,
            const std::vector<LaneValues> &lane_args) override {
     switch (op) {
@@ -121,7 +128,25 @@ private:
       return run_wait(M, w);
     case Store:
       return run_store(M, w, a[0], a[1], lane_args[0]);
+    case Set:
+      return run_set(M, w, a[0], a[1], lane_args[0]);
     }
+  }
+
+  // wgmma_reg_set: register r of the tile in every thread of the warp, from each lane's value.
+  void run_set(Machine &M, uint32_t w, int64_t tile, int64_t r, const LaneValues &value) {
+    const int64_t first = tile_first(M, w, tile);
+    user_check(r >= 0 && r < n / 2, "interp")
+        << by(M, w) << ": register " << r << " of a 64 x " << n << " tile; a thread holds "
+        << n / 2;
+    check_filled(M, w, tile);
+    check_landed(M, w, tile, "writes");
+    for (int l = 0; l < 32; ++l) {
+      Val v;
+      v.i = value[size_t(l)];
+      reg(*acc, w, l, first + r).f = round_float(acc->num.kind, v.f);
+    }
+    state(*acc, w, tile) |= kTouched;
   }
 
   void run_fill(Machine &M, uint32_t w, int64_t tile, int64_t bits) {
@@ -283,6 +308,51 @@ public:
 
 } // namespace
 
+namespace {
+
+// wgmma_reg(acc, index, n, r): each thread's register r of the tile, checked as wgmma_store
+// checks its reads (filled, landed).
+class WgmmaRegCode : public ExprCode, public AccumulatorTiles {
+public:
+  WgmmaRegCode(uint32_t n_threads, ExprPtr tile, ExprPtr r)
+      : ExprCode(Float(32), n_threads), tile_(std::move(tile)), r_(std::move(r)) {}
+  const Val *eval(Machine &M, const Mask &m) override {
+    const Val *tile = tile_->eval(M, m), *r = r_->eval(M, m);
+    m.each([&](uint32_t t) {
+      const uint32_t w = t / 32;
+      const int64_t first = tile_first(M, w, tile[t].i);
+      user_check(r[t].i >= 0 && r[t].i < n / 2, "interp")
+          << by(M, w) << ": register " << r[t].i << " of a 64 x " << n
+          << " tile; a thread holds " << n / 2;
+      check_filled(M, w, tile[t].i);
+      check_landed(M, w, tile[t].i, "reads");
+      out[t] = reg(*acc, w, int(t % 32), first + r[t].i);
+    });
+    return out.data();
+  }
+
+private:
+  ExprPtr tile_, r_;
+};
+
+} // namespace
+
+ExprPtr compile_wgmma_reg(Compiler &C, const Call *call) {
+  user_check(call->args.size() == 4, "interp")
+      << call->name << " takes 4 arguments (acc, index, n, r), got " << Expr(call);
+  user_check(C.M.n_threads % 128 == 0, "interp")
+      << "kernel '" << C.M.kernel << "' calls " << call->name << " with " << C.M.n_threads
+      << " threads per block; wgmma needs whole warpgroups, so use a multiple of 128";
+  auto code = std::make_unique<WgmmaRegCode>(C.M.n_threads, C.expr(call->args[1]),
+                                             C.expr(call->args[3]));
+  code->intrin = call->name;
+  code->acc = compile_fragment(C, call, call->args[0], FragKind::WgmmaAccumulator);
+  code->n = int(const_arg(call, 2, "n"));
+  user_check(code->n % 8 == 0 && code->n >= 8 && code->n <= 256, "interp")
+      << call->name << ": n = " << code->n << "; wgmma's n is a multiple of 8 from 8 to 256";
+  return code;
+}
+
 StmtPtr compile_wgmma(Compiler &C, const Call *call) {
   if (call->name == intrinsic::fence_proxy_async) {
     user_check(call->args.empty(), "interp")
@@ -292,6 +362,7 @@ StmtPtr compile_wgmma(Compiler &C, const Call *call) {
   auto code = std::make_unique<WgmmaCode>();
   code->src = Expr(call);
   code->name_ = call->name;
+  code->intrin = call->name;
   code->group_warps_ = 4;
   const std::string &n = call->name;
   const std::vector<Expr> &a = call->args;
@@ -380,6 +451,16 @@ StmtPtr compile_wgmma(Compiler &C, const Call *call) {
         << " memory; the store writes float32, float16 or bfloat16 to global or shared memory";
     code->ptr_mem = p.mem;
     code->add_per_lane(std::move(p.index));
+    return code;
+  }
+  if (n == intrinsic::wgmma_reg_set) {
+    expect_args(5, "(acc, index, n, r, value)");
+    code->op = WgmmaCode::Set;
+    accumulator();
+    uniform(a[3], "r");
+    user_check(a[4].type() == Float(32), "interp")
+        << n << ": the value must be float32 (a register of the accumulator), got " << a[4].type();
+    code->add_per_lane(C.expr(a[4]));
     return code;
   }
   if (n == intrinsic::wgmma_wait) {

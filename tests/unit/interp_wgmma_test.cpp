@@ -46,6 +46,9 @@ struct WgmmaGemm {
   int block_x = 128;
   DataType out = Float(32); ///< C's type: the store rounds to it
   int store_lanes = 2;      ///< wgmma_store's lanes (4: 16-bit C, quads exchanging pairs)
+  bool add_one = false;     ///< an epilogue adds 1 to every register (wgmma_reg / _set)
+  bool epilogue_before_wait = false;
+  int epilogue_registers = 0; ///< registers the epilogue visits; 0: n / 2
 
   int rows() const { return 64 * groups; }
   // Element strides (LBO: between core matrices along K; SBO: along M or N) of the layouts.
@@ -107,6 +110,18 @@ struct WgmmaGemm {
       body.insert(body.end(), {sync_threads(), st(Bs, linear, make_zero(f16))});
     if (wait)
       body.push_back(call(intrinsic::wgmma_wait, {0}));
+    if (add_one) {
+      // for r: acc[r] = acc[r] + 1, register by register, after (or wrongly before) the wait.
+      Var r("r");
+      Expr reg = Call::make(Float(32), intrinsic::wgmma_reg, {data_var(acc), tile, n, r},
+                            Call::Intrinsic);
+      Stmt set = call(intrinsic::wgmma_reg_set,
+                      {data_var(acc), tile, n, r, reg + make_const(Float(32), 1.0)});
+      int regs = epilogue_registers ? epilogue_registers : n / 2;
+      body.push_back(loop(r, regs, set));
+      if (epilogue_before_wait)
+        std::swap(body[body.size() - 1], body[body.size() - 2]);
+    }
     Expr w = floordiv(tid, 32), l = floormod(tid, 32);
     Expr row = 64 * ax.ty + 16 * w + (wrong_store_lanes ? floormod(l, 8) : floordiv(l, 4));
     Expr col = wrong_store_lanes ? 2 * floordiv(l, 8) : 2 * floormod(l, 4);
@@ -138,6 +153,7 @@ struct WgmmaGemm {
         double ref = 0;
         for (int k = 0; k < K; ++k)
           ref += a[size_t(i) * K + k] * b[size_t(k) * N + j];
+        ref += add_one ? 1 : 0;
         ref = HostBuffer::from_doubles(out, {ref}).to_doubles()[0]; // rounded once to C's type
         if (c[size_t(i) * N + j] != ref) {
           std::ostringstream os;
@@ -251,6 +267,23 @@ TEST(InterpWgmma, Float16StoresInQuads) {
   WgmmaGemm scattered;
   scattered.out = Float(16), scattered.store_lanes = 4, scattered.wrong_store_lanes = true;
   scattered.expect_error({"lanes 4 needs the pointers of a quad of lanes 2 elements apart"});
+}
+
+// An epilogue in registers: wgmma_reg / wgmma_reg_set read and write each thread's own registers
+// of the tile (so the stored C is the product + 1), and touch no tile before its wait.
+TEST(InterpWgmma, EpilogueInRegisters) {
+  WgmmaGemm g;
+  g.add_one = true;
+  EXPECT_EQ(g.mismatch(), "");
+  g.tile = 1;
+  EXPECT_EQ(g.mismatch(), "");
+  WgmmaGemm early;
+  early.add_one = true, early.epilogue_before_wait = true;
+  early.expect_error({"wgmma_reg by warp 0", "reads tile 0 of accumulator 'acc'",
+                      "has not completed"});
+  WgmmaGemm past;
+  past.add_one = true, past.epilogue_registers = 33; // a thread holds 32 of a 64 x 64 tile
+  past.expect_error({"register 32 of a 64 x 64 tile; a thread holds 32"});
 }
 
 TEST(InterpWgmma, BadShapesAreErrors) {
