@@ -11,17 +11,21 @@ namespace tessel {
 
 namespace {
 
-// The stage whose sum the output holds: the output itself, or, where it only converts one
-// reduction's result (y = acc.astype(float16)), that reduction; the output when it sums nothing.
+// The stage whose sum the output holds: the output itself, or, where it is an elementwise
+// epilogue of one reduction's result (y = acc.astype(float16), y = relu(acc + bias[k])), that
+// reduction; the output when it sums nothing.
 Tensor summed_stage(const Tensor &out) {
   Tensor t = out;
   while (const auto *c = t.op().as<ComputeOpNode>()) {
     if (!c->reduce_axis.empty())
       return t;
-    std::vector<Tensor> in = c->input_tensors();
-    if (in.size() != 1 || !in[0].op().as<ComputeOpNode>())
+    std::vector<Tensor> computed;
+    for (const Tensor &in : c->input_tensors())
+      if (in.op().as<ComputeOpNode>())
+        computed.push_back(in);
+    if (computed.size() != 1)
       break;
-    t = in[0];
+    t = computed[0];
   }
   return out;
 }

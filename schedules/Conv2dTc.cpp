@@ -2,6 +2,7 @@
 
 #include "compiler/support/Error.h"
 #include "compiler/te/Compute.h"
+#include "schedules/Epilogues.h"
 
 #include <array>
 #include <numeric>
@@ -79,7 +80,7 @@ void check_tiles(const Conv2dTcShape &sh, const Conv2dTcTiles &t) {
 
 } // namespace
 
-Conv2dTcTensors conv2d_tc_definition(const Conv2dTcShape &sh) {
+Conv2dTcTensors conv2d_tc_definition(const Conv2dTcShape &sh, const WgmmaEpilogue *epilogue) {
   check_shape(sh);
   const int H = sh.height, W = sh.width, C = sh.in_channels, K = sh.out_channels;
   const int R = sh.kernel, pad = sh.pad, P = sh.out_height(), Q = sh.out_width();
@@ -113,16 +114,34 @@ Conv2dTcTensors conv2d_tc_definition(const Conv2dTcShape &sh) {
       "Wv", {"k", "rk"});
   t.B = compute({RSC, K}, [&](Var rk, Var k) { return t.Wv(k, rk); }, "B", {"rk", "k"});
   IterVar rk = reduce_axis({0, RSC}, "rk");
-  const bool f32 = sh.out_dtype == Float(32);
+  const bool plain = sh.out_dtype == Float(32) && !epilogue;
   t.acc = compute(
       {M, K},
       [&](Var m, Var k) {
         return sum(t.A(m, rk).astype(Float(32)) * t.B(rk, k).astype(Float(32)), {rk});
       },
-      f32 ? "y" : "y_acc", {"m", "k"});
-  t.y = f32 ? t.acc
-            : compute({M, K}, [&](Var m, Var k) { return t.acc(m, k).astype(sh.out_dtype); }, "y",
-                      {"m", "k"});
+      plain ? "y" : "y_acc", {"m", "k"});
+  if (plain) {
+    t.y = t.acc;
+    return t;
+  }
+  if (epilogue)
+    for (size_t i = 0; i < epilogue->column_inputs.size(); ++i)
+      t.columns.push_back(placeholder({K}, epilogue->column_inputs[i],
+                                      i ? "bias" + std::to_string(i) : std::string("bias")));
+  t.y = compute(
+      {M, K},
+      [&](Var m, Var k) {
+        Expr v = t.acc(m, k);
+        if (epilogue) {
+          std::vector<Expr> at;
+          for (const Tensor &c : t.columns)
+            at.push_back(c(k));
+          v = epilogue->f(v, at);
+        }
+        return sh.out_dtype == Float(32) ? v : v.astype(sh.out_dtype);
+      },
+      "y", {"m", "k"});
   return t;
 }
 
@@ -227,11 +246,12 @@ ScheduledProgram conv2d_wgmma(const Conv2dTcShape &sh) {
   return conv2d_wgmma(sh, conv2d_wgmma_tiles(sh));
 }
 
-ScheduledProgram conv2d_wgmma(const Conv2dTcShape &sh, const GemmWgmmaTiles &t) {
+ScheduledProgram conv2d_wgmma(const Conv2dTcShape &sh, const GemmWgmmaTiles &t,
+                              const WgmmaEpilogue *epilogue) {
   check_shape(sh);
   // The reduction is walked tap by tap, C channels each: the K step must divide C.
   check_gemm_wgmma_tiles("conv2d_wgmma", sh.gemm_m(), sh.out_channels, sh.in_channels, t);
-  Conv2dTcTensors d = conv2d_tc_definition(sh);
+  Conv2dTcTensors d = conv2d_tc_definition(sh, epilogue);
   Schedule s = create_schedule({d.y});
   s[d.A].compute_inline();
   s[d.Wv].compute_inline();
@@ -255,51 +275,96 @@ ScheduledProgram conv2d_wgmma(const Conv2dTcShape &sh, const GemmWgmmaTiles &t) 
   st.a_im2col = Im2colCopy{.out_height = sh.out_height(), .out_width = sh.out_width(),
                            .channels = sh.in_channels, .kernel_h = sh.kernel,
                            .kernel_w = sh.kernel, .pad = sh.pad};
+  if (epilogue)
+    st.epilogue = *epilogue;
   schedule_wgmma_gemm(s, st, t);
 
   ScheduledProgram p;
   p.schedule = s;
-  p.args = {d.x, d.w, d.y};
-  p.num_inputs = 2;
+  p.args = {d.x, d.w};
+  p.args.insert(p.args.end(), d.columns.begin(), d.columns.end());
+  p.args.push_back(d.y);
+  p.num_inputs = p.args.size() - 1;
   p.flops = sh.flops();
   return p;
 }
 
-ScheduleEntry conv2d_wgmma_entry() {
+ScheduledProgram conv2d_bias_relu(const Conv2dTcShape &sh) {
+  return conv2d_bias_relu(sh, conv2d_wgmma_tiles(sh));
+}
+
+ScheduledProgram conv2d_bias_relu(const Conv2dTcShape &sh, const GemmWgmmaTiles &t) {
+  WgmmaEpilogue e = bias_relu_epilogue(Float(16));
+  return conv2d_wgmma(sh, t, &e);
+}
+
+namespace {
+
+// conv2d_wgmma's registry knobs over the tiles chosen for the shape: BM, BN, S, G, TMA, Y16.
+std::pair<Conv2dTcShape, GemmWgmmaTiles> wgmma_conv_from_knobs(const ShapeParams &p) {
+  auto get = [&](const char *k) {
+    auto it = p.find(k);
+    return it == p.end() ? int64_t(0) : it->second;
+  };
+  Conv2dTcShape sh = conv2d_shape_of(p);
+  user_check(get("Y16") <= 1, "conv2d_wgmma")
+      << "Y16 must be 0 (y float32) or 1 (y float16), got " << get("Y16");
+  if (get("Y16"))
+    sh.out_dtype = Float(16);
+  GemmWgmmaTiles t = conv2d_wgmma_tiles(sh);
+  if (get("BM")) {
+    t.block_m = int(get("BM"));
+    t.warpgroups_m = std::max(1, std::min(2, t.block_m / 64));
+  }
+  if (get("BN"))
+    t.block_n = int(get("BN"));
+  if (get("S"))
+    t.stages = int(get("S"));
+  t.raster_group = get("G");
+  t.tma = get("TMA") != 0 && t.swizzle != 0 && t.stages >= 2;
+  return {sh, t};
+}
+
+ScheduleEntry wgmma_conv_entry(const char *name, const char *description, int64_t y16) {
   ScheduleEntry e = conv2d_tc_entry();
-  e.name = "conv2d_wgmma";
-  e.description = "conv2d as an implicit GEMM on Hopper Tensor Cores (wgmma, sm_90a) on cuDNN's "
-                  "layouts: x NHWC, w KRSC fp16, y NPQK fp32; stride 1, zero padding; "
-                  "gemm_wgmma's schedule; BM, BN, S (stages), G (rasterization group) override "
-                  "its tiles (0: the default); TMA=1 (the default) fills them with TMA (im2col "
-                  "mode for x), TMA=0 with cp.async; Y16=1 writes y as float16 (rounded from "
-                  "the float32 sum, as cuDNN's fp16 convolutions do)";
+  e.name = name;
+  e.description = description;
   for (const char *knob : {"BM", "BN", "S", "G", "TMA", "Y16"}) {
-    e.default_shape[knob] = std::string(knob) == "TMA" ? 1 : 0;
+    e.default_shape[knob] = std::string(knob) == "TMA" ? 1 : std::string(knob) == "Y16" ? y16 : 0;
     e.nonnegative.push_back(knob);
   }
+  return e;
+}
+
+} // namespace
+
+ScheduleEntry conv2d_wgmma_entry() {
+  ScheduleEntry e = wgmma_conv_entry(
+      "conv2d_wgmma",
+      "conv2d as an implicit GEMM on Hopper Tensor Cores (wgmma, sm_90a) on cuDNN's "
+      "layouts: x NHWC, w KRSC fp16, y NPQK fp32; stride 1, zero padding; "
+      "gemm_wgmma's schedule; BM, BN, S (stages), G (rasterization group) override "
+      "its tiles (0: the default); TMA=1 (the default) fills them with TMA (im2col "
+      "mode for x), TMA=0 with cp.async; Y16=1 writes y as float16 (rounded from "
+      "the float32 sum, as cuDNN's fp16 convolutions do)",
+      0);
   e.build = [](const ShapeParams &p, DataType) {
-    auto get = [&](const char *k) {
-      auto it = p.find(k);
-      return it == p.end() ? int64_t(0) : it->second;
-    };
-    Conv2dTcShape sh = conv2d_shape_of(p);
-    user_check(get("Y16") <= 1, "conv2d_wgmma")
-        << "Y16 must be 0 (y float32) or 1 (y float16), got " << get("Y16");
-    if (get("Y16"))
-      sh.out_dtype = Float(16);
-    GemmWgmmaTiles t = conv2d_wgmma_tiles(sh);
-    if (get("BM")) {
-      t.block_m = int(get("BM"));
-      t.warpgroups_m = std::max(1, std::min(2, t.block_m / 64));
-    }
-    if (get("BN"))
-      t.block_n = int(get("BN"));
-    if (get("S"))
-      t.stages = int(get("S"));
-    t.raster_group = get("G");
-    t.tma = get("TMA") != 0 && t.swizzle != 0 && t.stages >= 2;
+    auto [sh, t] = wgmma_conv_from_knobs(p);
     return conv2d_wgmma(sh, t);
+  };
+  return e;
+}
+
+ScheduleEntry conv2d_bias_relu_entry() {
+  ScheduleEntry e = wgmma_conv_entry(
+      "conv2d_bias_relu",
+      "y = ReLU(conv2d(x, w) + bias) in one kernel: conv2d_wgmma (sm_90a, same knobs) with "
+      "the bias (float16, per output channel) and ReLU applied to the float32 accumulators "
+      "in registers; y float16 (Y16=1, the default) or float32 (Y16=0)",
+      1);
+  e.build = [](const ShapeParams &p, DataType) {
+    auto [sh, t] = wgmma_conv_from_knobs(p);
+    return conv2d_bias_relu(sh, t);
   };
   return e;
 }

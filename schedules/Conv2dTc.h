@@ -59,11 +59,15 @@ struct Conv2dTcTiles {
 
 /// The compute definition: x and w (inputs), the im2col view A (M x R*S*C), the filter views
 /// Wv (K x R*S*C, the memory of w) and B (R*S*C x K, Wv transposed), the float32 sum acc and y
-/// (the output: acc itself when out_dtype is float32, else acc cast to it).
+/// (the output: acc itself when out_dtype is float32 and there is no epilogue, else acc through
+/// the epilogue, cast to out_dtype). With an epilogue, `columns` are its per-output-channel
+/// inputs (placeholders of K elements: "bias", "bias1", ...).
 struct Conv2dTcTensors {
   Tensor x, w, A, Wv, B, acc, y;
+  std::vector<Tensor> columns;
 };
-Conv2dTcTensors conv2d_tc_definition(const Conv2dTcShape &shape);
+Conv2dTcTensors conv2d_tc_definition(const Conv2dTcShape &shape,
+                                     const WgmmaEpilogue *epilogue = nullptr);
 
 /// A shape tuned on the GPU and the tiles measured fastest for it.
 struct Conv2dTcMeasured {
@@ -97,8 +101,19 @@ GemmWgmmaTiles conv2d_wgmma_tiles(const Conv2dTcShape &shape);
 /// by wgmma (the filter as a "col_major" B). With tiles.tma, the x tile is copied by TMA's
 /// im2col mode (Stage::bulk_copy_im2col) and the filter tile by 4-D boxes of w.
 ScheduledProgram conv2d_wgmma(const Conv2dTcShape &shape);
-ScheduledProgram conv2d_wgmma(const Conv2dTcShape &shape, const GemmWgmmaTiles &tiles);
+/// With the given tiles; with `epilogue` fused into the store (arguments x, w, the epilogue's
+/// column vectors, y).
+ScheduledProgram conv2d_wgmma(const Conv2dTcShape &shape, const GemmWgmmaTiles &tiles,
+                              const WgmmaEpilogue *epilogue = nullptr);
 
 ScheduleEntry conv2d_wgmma_entry();
+
+/// y = ReLU(conv2d(x, w) + bias[k]) in shape.out_dtype (Float(16) as cuDNN writes it, or
+/// float32 / bfloat16), bias float16 per output channel: conv2d_wgmma with bias_relu_epilogue,
+/// one kernel (sm_90a). Arguments x, w, bias, y.
+ScheduledProgram conv2d_bias_relu(const Conv2dTcShape &shape);
+ScheduledProgram conv2d_bias_relu(const Conv2dTcShape &shape, const GemmWgmmaTiles &tiles);
+/// "conv2d_bias_relu": conv2d_wgmma's knobs, y float16.
+ScheduleEntry conv2d_bias_relu_entry();
 
 } // namespace tessel

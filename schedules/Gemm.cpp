@@ -4,14 +4,15 @@
 
 namespace tessel {
 
-GemmTensors gemm_definition(int64_t M, int64_t N, int64_t K, DataType dtype) {
+GemmTensors gemm_definition(int64_t M, int64_t N, int64_t K, DataType dtype,
+                            const std::string &c_name) {
   Tensor A = placeholder({M, K}, dtype, "A");
   Tensor B = placeholder({K, N}, dtype, "B");
   IterVar k = reduce_axis({0, K}, "k");
   Tensor C = compute(
       {M, N},
       [&](Var i, Var j) { return sum(A(i, k).astype(Float(32)) * B(k, j).astype(Float(32)), {k}); },
-      "C", {"i", "j"});
+      c_name, {"i", "j"});
   return {A, B, C};
 }
 

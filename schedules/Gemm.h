@@ -11,8 +11,9 @@ struct GemmTensors {
   Tensor A, B, C;
 };
 
-/// The GEMM definition for M x K times K x N inputs of type `dtype`.
-GemmTensors gemm_definition(int64_t M, int64_t N, int64_t K, DataType dtype);
+/// The GEMM definition for M x K times K x N inputs of type `dtype`; C named `c_name`.
+GemmTensors gemm_definition(int64_t M, int64_t N, int64_t K, DataType dtype,
+                            const std::string &c_name = "C");
 
 /// A GEMM's schedule as a program: arguments A, B (inputs) and C, 2 M N K flops.
 ScheduledProgram gemm_program(const GemmTensors &g, Schedule s, int64_t M, int64_t N, int64_t K);

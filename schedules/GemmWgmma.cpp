@@ -1,8 +1,10 @@
 #include "schedules/GemmWgmma.h"
 
 #include "compiler/support/Error.h"
+#include "compiler/te/Compute.h"
 #include "runtime/Device.h"
 #include "schedules/Gemm.h"
+#include "schedules/Epilogues.h"
 #include "schedules/GemmTiling.h"
 #include "schedules/WgmmaIntrinsics.h"
 
@@ -265,8 +267,50 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
   sf.unroll(cfi);
   sf.unroll(cfj);
   sf.tensorize(cii, wgmma_gemm(n, st.b_layout, t.swizzle, st.in));
-  sc.tensorize(c.inner_i, wgmma_store_matrix(n, "global", st.C.dtype()));
+  sc.tensorize(c.inner_i, st.epilogue
+                              ? wgmma_store_matrix(n, "global", st.C.dtype(), *st.epilogue)
+                              : wgmma_store_matrix(n, "global", st.C.dtype()));
 }
+
+namespace {
+
+// The registry knobs of gemm_wgmma (and gemm_bias_gelu) over the tiles chosen for the shape.
+GemmWgmmaTiles tiles_from_knobs(const ShapeParams &p) {
+  auto get = [&](const char *k) {
+    auto it = p.find(k);
+    return it == p.end() ? int64_t(0) : it->second;
+  };
+  int64_t M = p.at("M"), N = p.at("N"), K = p.at("K");
+  GemmWgmmaTiles t;
+  bool explicit_tiles = get("BM") || get("BN") || get("BK");
+  if (explicit_tiles) {
+    if (get("BM"))
+      t.block_m = int(get("BM"));
+    if (get("BN"))
+      t.block_n = int(get("BN"));
+    if (get("BK"))
+      t.block_k = int(get("BK"));
+    t.warpgroups_m = t.block_m <= 256 ? std::max(1, t.block_m / 64) : 2;
+  } else {
+    t = gemm_wgmma_tiles(M, N, K);
+  }
+  if (get("S"))
+    t.stages = int(get("S"));
+  // SW=0 turns the swizzle off; SW=128 asks for it on explicit tiles (the chosen ones have it
+  // wherever they can).
+  if (p.count("SW") && (explicit_tiles || get("SW") == 0))
+    t.swizzle = int(get("SW"));
+  t.raster_group = get("G");
+  t.tma = get("TMA") != 0 && t.swizzle != 0 && t.stages >= 2;
+  return t;
+}
+
+ShapeParams gemm_wgmma_knobs() {
+  return {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"G", 8},    {"BM", 0},
+          {"BN", 0},   {"BK", 0},   {"S", 0},    {"SW", 128}, {"TMA", 1}};
+}
+
+} // namespace
 
 ScheduleEntry gemm_wgmma_entry() {
   ScheduleEntry e;
@@ -279,38 +323,64 @@ ScheduleEntry gemm_wgmma_entry() {
                   "(swizzle: 128, 64, 32 or 0) override the tiles; TMA=1 (the default) fills "
                   "swizzled, pipelined tiles with TMA bulk copies on an mbarrier ring, TMA=0 "
                   "with cp.async";
-  e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"G", 8},  {"BM", 0},
-                     {"BN", 0},   {"BK", 0},   {"S", 0},    {"SW", 128}, {"TMA", 1}};
+  e.default_shape = gemm_wgmma_knobs();
   e.nonnegative = {"G", "BM", "BN", "BK", "S", "SW", "TMA"};
   e.dtypes = {Float(16), BFloat(16)};
   e.build = [](const ShapeParams &p, DataType in) {
-    auto get = [&](const char *k) {
-      auto it = p.find(k);
-      return it == p.end() ? int64_t(0) : it->second;
-    };
-    int64_t M = p.at("M"), N = p.at("N"), K = p.at("K");
-    GemmWgmmaTiles t;
-    bool explicit_tiles = get("BM") || get("BN") || get("BK");
-    if (explicit_tiles) {
-      if (get("BM"))
-        t.block_m = int(get("BM"));
-      if (get("BN"))
-        t.block_n = int(get("BN"));
-      if (get("BK"))
-        t.block_k = int(get("BK"));
-      t.warpgroups_m = t.block_m <= 256 ? std::max(1, t.block_m / 64) : 2;
-    } else {
-      t = gemm_wgmma_tiles(M, N, K);
-    }
-    if (get("S"))
-      t.stages = int(get("S"));
-    // SW=0 turns the swizzle off; SW=128 asks for it on explicit tiles (the chosen ones have it
-    // wherever they can).
-    if (p.count("SW") && (explicit_tiles || get("SW") == 0))
-      t.swizzle = int(get("SW"));
-    t.raster_group = get("G");
-    t.tma = get("TMA") != 0 && t.swizzle != 0 && t.stages >= 2;
-    return gemm_wgmma(M, N, K, t, in);
+    return gemm_wgmma(p.at("M"), p.at("N"), p.at("K"), tiles_from_knobs(p), in);
+  };
+  return e;
+}
+
+ScheduledProgram gemm_wgmma_fused(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t,
+                                  DataType in, DataType out, const WgmmaEpilogue &epilogue) {
+  check_gemm_wgmma_tiles("gemm_wgmma_fused", M, N, K, t);
+  user_check(in == Float(16) || in == BFloat(16), "gemm_wgmma_fused")
+      << "A and B must be float16 or bfloat16, got " << in;
+  user_check(epilogue.f && epilogue.column_inputs.size() == 1, "gemm_wgmma_fused")
+      << "the epilogue '" << epilogue.name << "' must take one column vector (the bias)";
+  GemmTensors g = gemm_definition(M, N, K, in, "C_acc");
+  Tensor bias = placeholder({N}, epilogue.column_inputs[0], "bias");
+  Tensor acc = g.C;
+  Tensor C = compute(
+      {M, N},
+      [&](Var i, Var j) {
+        Expr v = epilogue.f(acc(i, j), {bias(j)});
+        return out == Float(32) ? v : v.astype(out);
+      },
+      "C", {"i", "j"});
+  Schedule s = create_schedule({C});
+  WgmmaGemmStages st;
+  st.C = C;
+  st.AS = s.cache_read(g.A, "shared", {acc});
+  st.BS = s.cache_read(g.B, "shared", {acc});
+  s[acc].set_scope("wgmma.accumulator");
+  st.CF = acc;
+  st.in = in;
+  st.epilogue = epilogue;
+  schedule_wgmma_gemm(s, st, t);
+
+  ScheduledProgram p;
+  p.schedule = s;
+  p.args = {g.A, g.B, bias, C};
+  p.num_inputs = 3;
+  p.flops = 2.0 * double(M) * double(N) * double(K);
+  return p;
+}
+
+ScheduleEntry gemm_bias_gelu_entry() {
+  ScheduleEntry e;
+  e.name = "gemm_bias_gelu";
+  e.description = "C = GELU(A x B + bias), A, B, bias (per column) and C of one type (float16 "
+                  "or bfloat16), one kernel: gemm_wgmma's schedule (sm_90a, same knobs) with bias and GELU "
+                  "(erf form) applied to the float32 accumulators in registers before the "
+                  "store";
+  e.default_shape = gemm_wgmma_knobs();
+  e.nonnegative = {"G", "BM", "BN", "BK", "S", "SW", "TMA"};
+  e.dtypes = {Float(16), BFloat(16)};
+  e.build = [](const ShapeParams &p, DataType in) {
+    return gemm_wgmma_fused(p.at("M"), p.at("N"), p.at("K"), tiles_from_knobs(p), in, in,
+                            bias_gelu_epilogue(in));
   };
   return e;
 }

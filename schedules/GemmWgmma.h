@@ -15,6 +15,7 @@
 #pragma once
 
 #include "schedules/Registry.h"
+#include "schedules/WgmmaIntrinsics.h"
 
 #include <optional>
 #include <string>
@@ -78,6 +79,14 @@ std::string to_string(const GemmWgmmaTiles &t);
 
 ScheduleEntry gemm_wgmma_entry();
 
+/// gemm_wgmma with `epilogue` fused into its store: C[i, j] = epilogue(sum_k A[i, k] B[k, j],
+/// {bias[j]}) in `out` (float16, bfloat16 or float32), one kernel. Arguments A, B, bias (N),
+/// C. E.g. gemm_wgmma_fused(M, N, K, tiles, Float(16), Float(16), bias_gelu_epilogue(Float(16))).
+ScheduledProgram gemm_wgmma_fused(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &tiles,
+                                  DataType in, DataType out, const WgmmaEpilogue &epilogue);
+/// "gemm_bias_gelu": C = GELU(A B + bias) in float16 (A, B, bias float16), on wgmma (sm_90a).
+ScheduleEntry gemm_bias_gelu_entry();
+
 /// Whether the GPU in use is a Hopper (sm_90), whose wgmma the *_wgmma schedules need: there
 /// gemm_tc and conv2d_tc take their wgmma path. False without a GPU.
 bool hopper_gpu();
@@ -96,6 +105,9 @@ struct WgmmaGemmStages {
   int64_t k_period = 0;
   /// With tiles.tma: AS is a convolution's input tile, filled by TMA's im2col mode.
   std::optional<Im2colCopy> a_im2col;
+  /// C = epilogue(CF, column vectors) rounded to C's type, in the store (C's compute must be
+  /// written with the same function: see Epilogues.h).
+  std::optional<WgmmaEpilogue> epilogue;
 };
 
 /// gemm_wgmma's schedule on `stages`; the tiles must have passed check_gemm_wgmma_tiles for

@@ -21,8 +21,8 @@ const std::map<std::string, ScheduleEntry> &schedule_registry() {
     std::map<std::string, ScheduleEntry> r;
     for (ScheduleEntry e : {gemm_naive_entry(), gemm_shared_entry(), gemm_wmma_entry(),
                             gemm_tc_entry(), gemm_mma_entry(), gemm_wgmma_entry(),
-                            conv2d_tensorcore_tutorial_entry(), conv2d_wgmma_entry(),
-                            conv2d_tc_entry()})
+                            gemm_bias_gelu_entry(), conv2d_tensorcore_tutorial_entry(),
+                            conv2d_wgmma_entry(), conv2d_bias_relu_entry(), conv2d_tc_entry()})
       r.emplace(e.name, std::move(e));
     return r;
   }();

@@ -22,8 +22,8 @@ Expr intrinsic_call(const char *name, std::vector<Expr> args) {
   return Call::make(Void(), name, std::move(args), Call::Intrinsic);
 }
 
-Buffer accumulator_decl(int64_t n) {
-  return Buffer::make("BC", Float(32), {kRows, int(n)}, "wgmma.accumulator", {}, Expr(), 4,
+Buffer accumulator_decl(int64_t n, const char *name = "BC") {
+  return Buffer::make(name, Float(32), {kRows, int(n)}, "wgmma.accumulator", {}, Expr(), 4,
                       kChunk);
 }
 
@@ -114,22 +114,51 @@ std::shared_ptr<const TensorIntrin> wgmma_gemm(int64_t n, const std::string &b_l
 
 std::shared_ptr<const TensorIntrin> wgmma_store_matrix(int64_t n, const std::string &scope,
                                                        DataType dtype) {
+  return wgmma_store_matrix(n, scope, dtype, WgmmaEpilogue{});
+}
+
+std::shared_ptr<const TensorIntrin> wgmma_store_matrix(int64_t n, const std::string &scope,
+                                                       DataType dtype,
+                                                       const WgmmaEpilogue &epilogue) {
   check_n(n, "wgmma_store_matrix");
   user_check(scope == "global" || scope == "shared", "wgmma_store_matrix")
       << "scope must be global or shared, got '" << scope << "'";
   user_check(dtype == Float(32) || dtype == Float(16) || dtype == BFloat(16),
              "wgmma_store_matrix")
       << "the stored type must be float32, float16 or bfloat16, got " << dtype;
+  const bool has_epilogue = bool(epilogue.f);
+  user_check(has_epilogue || epilogue.column_inputs.empty(), "wgmma_store_matrix")
+      << "epilogue '" << epilogue.name << "' has column inputs but no function";
   Tensor A = placeholder({kRows, int(n)}, Float(32), "A");
+  std::vector<Tensor> columns;
+  for (size_t k = 0; k < epilogue.column_inputs.size(); ++k)
+    columns.push_back(placeholder({int(n)}, epilogue.column_inputs[k], "V" + std::to_string(k)));
   Tensor C = compute(
       {kRows, int(n)},
-      [&](Var i, Var j) { return dtype == Float(32) ? A(i, j) : A(i, j).astype(dtype); }, "C",
-      {"i", "j"});
-  Buffer BC = Buffer::make("BC", dtype, C.shape(), scope);
+      [&](Var i, Var j) {
+        Expr v = A(i, j);
+        if (has_epilogue) {
+          std::vector<Expr> at;
+          for (const Tensor &c : columns)
+            at.push_back(c(j));
+          v = epilogue.f(v, at);
+          user_check(v.type() == Float(32), "wgmma_store_matrix")
+              << "epilogue '" << epilogue.name << "' must give float32 (the accumulator's type; "
+              << "the store rounds to the output type), got " << v.type();
+        }
+        return dtype == Float(32) ? v : v.astype(dtype);
+      },
+      "C", {"i", "j"});
+  std::vector<std::pair<Tensor, Buffer>> binds = {{A, accumulator_decl(n, "BA")}};
+  for (size_t k = 0; k < columns.size(); ++k)
+    binds.push_back({columns[k], Buffer::make("BV" + std::to_string(k),
+                                              epilogue.column_inputs[k], {int(n)})});
+  binds.push_back({C, Buffer::make("BC", dtype, C.shape(), scope)});
   std::string name = "wgmma_store_matrix(" + std::to_string(n) +
-                     (dtype == Float(32) ? std::string() : ", " + dtype.str()) + ")";
+                     (dtype == Float(32) ? std::string() : ", " + dtype.str()) +
+                     (has_epilogue ? ", " + epilogue.name : std::string()) + ")";
   return decl_tensor_intrin(
-      C, {{A, accumulator_decl(n)}, {C, BC}},
+      C, binds,
       [=](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
         int64_t ld = out.stride(0);
         bool pairs = ld % 2 == 0 && divide_exact(out.elem_offset(), 2).has_value();
@@ -143,11 +172,47 @@ std::shared_ptr<const TensorIntrin> wgmma_store_matrix(int64_t n, const std::str
         Expr t = thread_in_group();
         Expr row = floordiv(t, 32) * 16 + floordiv(floormod(t, 32), 4);
         Expr col = floormod(t, 4) * 2;
+        // The inputs come in first-use order of the pattern: find them by declaration.
+        auto bound = [&](const std::string &decl) -> const BoundBuffer & {
+          for (const BoundBuffer &b : in)
+            if (b.decl().name() == decl)
+              return b;
+          internal_error << name << ": no input bound to " << decl;
+          return in.front();
+        };
+        const BoundBuffer &acc = bound("BA");
+        Expr tile = acc.tile_index(kRows, n, name);
+        Stmt store = Evaluate::make(intrinsic_call(
+            intrinsic::wgmma_store, {acc.data(), tile, Expr(int(n)), out.access_ptr(row, col),
+                                     Expr(int(ld)), Expr(quads ? 4 : pairs ? 2 : 1)}));
         TensorIntrinBodies bodies;
-        bodies.body = Evaluate::make(intrinsic_call(
-            intrinsic::wgmma_store, {in[0].data(), in[0].tile_index(kRows, n, name), Expr(int(n)),
-                                     out.access_ptr(row, col), Expr(int(ld)),
-                                     Expr(quads ? 4 : pairs ? 2 : 1)}));
+        bodies.body = store;
+        if (!has_epilogue)
+          return bodies;
+        // Register r = 4 q + 2 h + e holds column 8 q + 2 (t % 4) + e (row + 8 h): the epilogue
+        // in place, register by register, in unrolled loops.
+        Var q("q"), h("h"), e("e");
+        Expr r = q * 4 + h * 2 + e;
+        Expr reg = Call::make(Float(32), intrinsic::wgmma_reg, {acc.data(), tile, Expr(int(n)), r},
+                              Call::Intrinsic);
+        // A column's values are loaded once for its two registers (rows + 0 and + 8).
+        std::vector<Expr> at;
+        std::vector<std::pair<Var, Expr>> lets;
+        for (size_t k = 0; k < columns.size(); ++k) {
+          Var v("v" + std::to_string(k), epilogue.column_inputs[k]);
+          lets.push_back({v, bound("BV" + std::to_string(k)).load({col + q * 8 + e})});
+          at.push_back(v);
+        }
+        Stmt set = Evaluate::make(intrinsic_call(
+            intrinsic::wgmma_reg_set, {acc.data(), tile, Expr(int(n)), r, epilogue.f(reg, at)}));
+        auto unrolled = [](Var v, int64_t extent, Stmt body) {
+          return For::make(v, 0, Expr(int(extent)), ForKind::Unrolled, std::move(body));
+        };
+        Stmt column = unrolled(h, 2, set);
+        for (auto it = lets.rbegin(); it != lets.rend(); ++it)
+          column = LetStmt::make(it->first, it->second, column);
+        bodies.body =
+            Seq::make({unrolled(q, n / 8, unrolled(e, 2, column)), store});
         return bodies;
       },
       name);

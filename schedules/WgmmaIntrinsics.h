@@ -22,6 +22,7 @@
 
 #include "compiler/schedule/TensorIntrin.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -45,5 +46,29 @@ std::shared_ptr<const TensorIntrin> wgmma_gemm(int64_t n, const std::string &b_l
 /// float16 / bfloat16 (each value rounded to nearest, the body C = A.astype(out)).
 std::shared_ptr<const TensorIntrin> wgmma_store_matrix(int64_t n, const std::string &scope = "global",
                                                        DataType out = Float(32));
+
+/// An elementwise epilogue on the float32 accumulators, applied in registers before they are
+/// stored: each element becomes f(acc, {v[col] for each column vector v}), still float32 (then
+/// rounded to the output type). Column vectors are per-output-column inputs (a bias, a
+/// per-channel scale) read from global memory.
+///
+///   WgmmaEpilogue bias_relu{"bias_relu", {Float(16)}, [](Expr acc, const std::vector<Expr> &v) {
+///     return max(acc + v[0].astype(Float(32)), make_zero(Float(32)));
+///   }};
+///   Tensor y = compute({M, N}, [&](Var i, Var j) {
+///     return bias_relu.f(acc(i, j), {bias(j)}).astype(Float(16)); });
+///   s[y].tensorize(ii, wgmma_store_matrix(256, "global", Float(16), bias_relu));
+struct WgmmaEpilogue {
+  std::string name;
+  std::vector<DataType> column_inputs;
+  std::function<Expr(Expr acc, const std::vector<Expr> &columns)> f;
+};
+
+/// wgmma_store_matrix with `epilogue` applied first (wgmma_reg / wgmma_reg_set per register):
+/// the pattern is C(i, j) = epilogue.f(A(i, j), {V0(j), ...}) cast to `out`, so it tensorizes a
+/// stage written with the same function over the accumulator and 1-D column tensors.
+std::shared_ptr<const TensorIntrin> wgmma_store_matrix(int64_t n, const std::string &scope,
+                                                       DataType out,
+                                                       const WgmmaEpilogue &epilogue);
 
 } // namespace tessel

@@ -41,17 +41,25 @@ std::vector<double> dyadic_values(size_t n, uint64_t seed) {
 
 // y[n, p, q, k] = sum_{r, s, c} x[n, p + r - pad, q + s - pad, c] * w[k, r, s, c], zero
 // outside x, straight from cuDNN's NHWC / KRSC definition.
-void expect_direct_conv(const ScheduledProgram &prog, const Conv2dTcShape &sh) {
+// With `bias_relu` (conv2d_bias_relu's arguments x, w, bias, y): y = max(conv + bias[k], 0).
+void expect_direct_conv(const ScheduledProgram &prog, const Conv2dTcShape &sh,
+                        bool bias_relu = false) {
   LoweredModule m = lower(prog.schedule, prog.args);
   const int N = sh.batch, H = sh.height, W = sh.width, C = sh.in_channels, K = sh.out_channels,
             R = sh.kernel, P = sh.out_height(), Q = sh.out_width();
   std::vector<double> x = dyadic_values(size_t(N) * H * W * C, 1);
   std::vector<double> w = dyadic_values(size_t(K) * R * R * C, 2);
+  std::vector<double> bias = dyadic_values(size_t(K), 3);
   interp::HostBuffer bx = interp::HostBuffer::from_doubles(Float(16), x);
   interp::HostBuffer bw = interp::HostBuffer::from_doubles(Float(16), w);
+  interp::HostBuffer bb = interp::HostBuffer::from_doubles(Float(16), bias);
   interp::HostBuffer by = interp::HostBuffer::from_doubles(
       sh.out_dtype, std::vector<double>(size_t(N) * P * Q * K, NAN));
-  interp::execute(m.funcs[0], {&bx, &bw, &by});
+  ASSERT_EQ(prog.args.size(), bias_relu ? 4u : 3u);
+  if (bias_relu)
+    interp::execute(m.funcs[0], {&bx, &bw, &bb, &by});
+  else
+    interp::execute(m.funcs[0], {&bx, &bw, &by});
   std::vector<double> y = by.to_doubles();
   // The exact sum rounded once to y's type (float16 / bfloat16 y; float32 keeps it).
   auto rounded = [&](double v) {
@@ -71,6 +79,8 @@ void expect_direct_conv(const ScheduledProgram &prog, const Conv2dTcShape &sh) {
                 ref += x[((size_t(n) * H + h) * W + ww) * C + c] *
                        w[((size_t(k) * R + r) * R + s) * C + c];
             }
+          if (bias_relu)
+            ref = std::max(ref + bias[size_t(k)], 0.0);
           ASSERT_EQ(y[((size_t(n) * P + p) * Q + q) * K + k], rounded(ref))
               << "y[" << n << ", " << p << ", " << q << ", " << k << "]";
         }
@@ -356,6 +366,48 @@ TEST(Conv2dWgmma, NarrowOutputRoundsTheSum) {
   expect_error([&] { conv2d_wgmma(bad); }, {"y's type must be float32, float16 or bfloat16"});
 }
 
+// conv + bias + ReLU in one kernel: the bias and ReLU applied to the accumulators in registers
+// (wgmma_reg / wgmma_reg_set), then the float16 store; exact on dyadic data, and against the
+// float64 reference on random data.
+TEST(Conv2dWgmma, FusedBiasRelu) {
+  Conv2dTcShape sh{.batch = 2, .height = 8, .width = 8, .in_channels = 64, .out_channels = 64,
+                   .kernel = 3, .pad = 1, .out_dtype = Float(16)};
+  ScheduledProgram p = conv2d_bias_relu(sh);
+  expect_direct_conv(p, sh, true);
+  CheckResult r = check_on_cpu(p.schedule, p.args, p.num_inputs);
+  EXPECT_TRUE(r.compare.ok) << r.str();
+  Conv2dTcShape f32 = sh; // float32 y, pairs of floats; 2 stages of 64 x 64 tiles, 2 along K
+  f32.out_dtype = Float(32);
+  f32.out_channels = 128;
+  expect_direct_conv(conv2d_bias_relu(f32, {.block_m = 64, .block_n = 64, .block_k = 64,
+                                            .warpgroups_m = 1, .stages = 2, .tma = true}),
+                     f32, true);
+
+  LoweredModule m = lower(p.schedule, p.args);
+  std::string ir = to_string(m);
+  // Each column's bias is loaded once for the thread's two rows of it (registers 0 and 2).
+  EXPECT_NE(ir.find("let v0: float16 = bias[floormod(wgmma_thread_id(), 4) * 2]\n"
+                    "  @wgmma_reg_set(y_acc, 0, 64, 0, max(@wgmma_reg(y_acc, 0, 64, 0) + "
+                    "cast(float32, v0), 0f32))\n"
+                    "  @wgmma_reg_set(y_acc, 0, 64, 2, "),
+            std::string::npos)
+      << ir;
+  std::string src = codegen_cuda(m);
+  EXPECT_NE(src.find("y_acc[0 + 0] = max(y_acc[0 + 0] + __half2float(v0), 0.0f);"),
+            std::string::npos)
+      << src;
+  CompileOptions o;
+  o.arch = target_arch(m, "sm_90");
+  CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "conv2d_bias_relu.cu");
+  ASSERT_FALSE(k.cubin.empty());
+  // The epilogue indexes the accumulator array by constants: it stays in registers.
+  EXPECT_EQ(k.kernels.at(0).spill_store_bytes, 0) << k.log;
+  if (std::optional<std::string> sass = tessel::test::sass_of(k.cubin, "conv2d_bias_relu")) {
+    EXPECT_EQ(sass->find("LDL"), std::string::npos) << *sass;
+    EXPECT_EQ(sass->find("STL"), std::string::npos) << *sass;
+  }
+}
+
 // On a GPU: a mid-size shape against the float64 reference, timed. Skipped without one.
 TEST(Conv2dTcGpu, MidShapeMatchesReference) {
   if (!Device::available())
@@ -381,9 +433,11 @@ TEST(Conv2dTcGpu, MidShapeMatchesReference) {
     if (hopper_gpu() && sh.kernel == 3) { // y float16, rounded from the sum as it is stored
       Conv2dTcShape y16 = sh;
       y16.out_dtype = Float(16);
-      ScheduledProgram p = conv2d_wgmma(y16);
-      CheckResult r = check_on_gpu(p.schedule, p.args, p.num_inputs);
-      EXPECT_TRUE(r.compare.ok) << "y float16: " << r.str();
+      for (bool fused : {false, true}) {
+        ScheduledProgram p = fused ? conv2d_bias_relu(y16) : conv2d_wgmma(y16);
+        CheckResult r = check_on_gpu(p.schedule, p.args, p.num_inputs);
+        EXPECT_TRUE(r.compare.ok) << (fused ? "bias + ReLU, " : "") << "y float16: " << r.str();
+      }
     }
   }
 }

@@ -7,7 +7,9 @@
 #include "compiler/codegen/CodeGenCUDA.h"
 #include "compiler/tessel.h"
 #include "runtime/Build.h"
+#include "runtime/Check.h"
 #include "runtime/Nvrtc.h"
+#include "schedules/Epilogues.h"
 #include "schedules/Gemm.h"
 #include "schedules/GemmWgmma.h"
 #include "schedules/WgmmaIntrinsics.h"
@@ -99,6 +101,52 @@ TEST(GemmWgmma, Bfloat16Inputs) {
   if (sass)
     EXPECT_NE(sass->find("HGMMA.64x256x16.F32.BF16"), std::string::npos) << sass->substr(0, 3000);
   expect_error([] { gemm_wgmma(128, 256, 64, Float(32)); }, {"float16 or bfloat16", "float32"});
+}
+
+// GEMM + bias + GELU in one kernel: the epilogue runs on the accumulators in registers
+// (wgmma_reg / wgmma_reg_set, constant indices once unrolled), then the rounding store. Checked
+// against the float64 reference (erf in double), in float16 and, with bias + ReLU, bfloat16.
+TEST(GemmWgmma, FusedBiasGelu) {
+  ScheduledProgram p = gemm_wgmma_fused(128, 256, 128, GemmWgmmaTiles{.stages = 2}, Float(16),
+                                        Float(16), bias_gelu_epilogue(Float(16)));
+  ASSERT_EQ(p.args.size(), 4u);
+  EXPECT_EQ(p.args[2].name(), "bias");
+  CheckResult r = check_on_cpu(p.schedule, p.args, p.num_inputs);
+  EXPECT_TRUE(r.compare.ok) << r.str();
+  ScheduledProgram bf = gemm_wgmma_fused(128, 256, 64, {.block_m = 64, .block_n = 128,
+                                                        .block_k = 64, .warpgroups_m = 1,
+                                                        .stages = 2, .tma = true},
+                                         BFloat(16), BFloat(16), bias_relu_epilogue(BFloat(16)));
+  CheckResult rb = check_on_cpu(bf.schedule, bf.args, bf.num_inputs);
+  EXPECT_TRUE(rb.compare.ok) << rb.str();
+
+  LoweredModule m = lower(p.schedule, p.args);
+  std::string ir = to_string(m);
+  EXPECT_NE(ir.find("@wgmma_reg_set(C_acc, 0, 256, 0, "), std::string::npos) << ir;
+  EXPECT_NE(ir.find("erf("), std::string::npos) << ir;
+  std::string src = codegen_cuda(m);
+  EXPECT_NE(src.find("erff("), std::string::npos);
+  CompileOptions o;
+  o.arch = target_arch(m, "sm_90");
+  CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "gemm_bias_gelu.cu");
+  ASSERT_FALSE(k.cubin.empty());
+  EXPECT_EQ(k.kernels.at(0).spill_store_bytes, 0) << k.log;
+  if (std::optional<std::string> sass = tessel::test::sass_of(k.cubin, "gemm_bias_gelu")) {
+    EXPECT_EQ(sass->find("LDL"), std::string::npos);
+    EXPECT_EQ(sass->find("STL"), std::string::npos);
+    EXPECT_NE(sass->find("HGMMA.64x256x16.F32"), std::string::npos);
+  }
+
+  WgmmaEpilogue two = bias_relu_epilogue(Float(16));
+  two.column_inputs.push_back(Float(16));
+  expect_error([&] { gemm_wgmma_fused(128, 256, 64, {}, Float(16), Float(16), two); },
+               {"gemm_wgmma_fused", "must take one column vector"});
+  expect_error([] { bias_relu_epilogue(Int(32)); }, {"float16, bfloat16 or float32", "int32"});
+  WgmmaEpilogue wide{"to_double", {}, [](Expr acc, const std::vector<Expr> &) {
+                       return acc.astype(Float(64));
+                     }};
+  expect_error([&] { wgmma_store_matrix(64, "global", Float(16), wide); },
+               {"epilogue 'to_double' must give float32"});
 }
 
 // With 3 or more stages the fills stay one more step behind, so each K step's wgmma group can

@@ -2,9 +2,11 @@
 // on random data, at divisible and non-divisible shapes, fp32 and fp16. Skipped without a GPU.
 #include "compiler/tessel.h"
 #include "runtime/Build.h"
+#include "runtime/Check.h"
 #include "runtime/Device.h"
 #include "runtime/Half.h"
 #include "runtime/KernelCache.h"
+#include "schedules/Epilogues.h"
 #include "schedules/Gemm.h"
 #include "schedules/GemmMma.h"
 #include "schedules/GemmWgmma.h"
@@ -129,6 +131,19 @@ TEST(GpuSchedules, GemmWgmma) {
     return gemm_wgmma(M, N, K, {.block_m = 128, .block_n = 256, .block_k = 64, .warpgroups_m = 2,
                                 .warpgroups_n = 2, .stages = 3});
   }, 256, 512, 256, Float(16));
+}
+
+// GEMM + bias + GELU fused into the wgmma kernel's store, against float64.
+TEST(GpuSchedules, GemmBiasGelu) {
+  SKIP_WITHOUT_GPU();
+  if (Device::get().arch() != "sm_90")
+    GTEST_SKIP() << "wgmma needs a Hopper GPU (sm_90); this one is " << Device::get().arch();
+  for (DataType t : {Float(16), BFloat(16)}) {
+    ScheduledProgram p = gemm_wgmma_fused(512, 768, 512, gemm_wgmma_tiles(512, 768, 512), t, t,
+                                          bias_gelu_epilogue(t));
+    CheckResult r = check_on_gpu(p.schedule, p.args, p.num_inputs);
+    EXPECT_TRUE(r.compare.ok) << t << ": " << r.str();
+  }
 }
 
 TEST(GpuSchedules, SecondBuildHitsTheKernelCache) {
