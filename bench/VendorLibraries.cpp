@@ -59,6 +59,12 @@ struct CudnnConv::Impl {
   cudnnConvolutionDescriptor_t conv = nullptr;
   cudnnConvolutionFwdAlgo_t algo{};
   DeviceArray workspace;
+  // run_bias_relu's: the bias descriptor (float16, or float32 once cuDNN refused float16) and
+  // the ReLU; created at its first call.
+  cudnnTensorDescriptor_t bias = nullptr;
+  cudnnActivationDescriptor_t relu = nullptr;
+  bool bias_float32 = false;
+  DeviceArray fused_workspace;
 };
 
 CudnnConv::CudnnConv(const ConvShape &s) : impl_(std::make_unique<Impl>()) {
@@ -91,6 +97,10 @@ CudnnConv::CudnnConv(const ConvShape &s) : impl_(std::make_unique<Impl>()) {
 
 CudnnConv::~CudnnConv() {
   Impl &d = *impl_;
+  if (d.relu)
+    cudnnDestroyActivationDescriptor(d.relu);
+  if (d.bias)
+    cudnnDestroyTensorDescriptor(d.bias);
   cudnnDestroyConvolutionDescriptor(d.conv);
   cudnnDestroyFilterDescriptor(d.w);
   cudnnDestroyTensorDescriptor(d.y);
@@ -106,6 +116,44 @@ void CudnnConv::run(const DeviceArray &x, const DeviceArray &w, DeviceArray &y) 
       reinterpret_cast<const void *>(w.data()), d.conv, d.algo,
       reinterpret_cast<void *>(d.workspace.data()), size_t(d.workspace.bytes()), &beta, d.y,
       reinterpret_cast<void *>(y.data())));
+}
+
+void CudnnConv::run_bias_relu(const DeviceArray &x, const DeviceArray &w,
+                              const DeviceArray &bias16, const DeviceArray &bias32,
+                              DeviceArray &y) {
+  Impl &d = *impl_;
+  const cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+  if (!d.relu) {
+    CHECK_CUDNN(cudnnCreateActivationDescriptor(&d.relu));
+    CHECK_CUDNN(cudnnSetActivationDescriptor(d.relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN,
+                                             0.0));
+    CHECK_CUDNN(cudnnCreateTensorDescriptor(&d.bias));
+    size_t bytes = 0;
+    CHECK_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(d.handle, d.x, d.w, d.conv, d.y, algo,
+                                                        &bytes));
+    d.fused_workspace = DeviceArray(UInt(8), {int64_t(std::max<size_t>(bytes, 1))});
+  }
+  const float alpha1 = 1.0f, alpha2 = 0.0f;
+  auto call = [&] {
+    int k = int(bias16.numel());
+    CHECK_CUDNN(cudnnSetTensor4dDescriptor(d.bias, CUDNN_TENSOR_NCHW,
+                                           d.bias_float32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_HALF, 1,
+                                           k, 1, 1));
+    const DeviceArray &b = d.bias_float32 ? bias32 : bias16;
+    return cudnnConvolutionBiasActivationForward(
+        d.handle, &alpha1, d.x, reinterpret_cast<const void *>(x.data()), d.w,
+        reinterpret_cast<const void *>(w.data()), d.conv, algo,
+        reinterpret_cast<void *>(d.fused_workspace.data()), size_t(d.fused_workspace.bytes()),
+        &alpha2, d.y, reinterpret_cast<const void *>(y.data()), d.bias,
+        reinterpret_cast<const void *>(b.data()), d.relu, d.y, reinterpret_cast<void *>(y.data()));
+  };
+  cudnnStatus_t st = call();
+  if (st != CUDNN_STATUS_SUCCESS && !d.bias_float32) {
+    d.bias_float32 = true;
+    st = call();
+  }
+  user_check(st == CUDNN_STATUS_SUCCESS, "cuDNN")
+      << "cudnnConvolutionBiasActivationForward failed: " << cudnnGetErrorString(st);
 }
 
 } // namespace tessel::bench

@@ -37,6 +37,11 @@ public:
   ~CudnnConv();
   /// x: N x H x W x C, w: K x R x S x C, y: N x H x W x K.
   void run(const DeviceArray &x, const DeviceArray &w, DeviceArray &y);
+  /// y = ReLU(conv(x, w) + bias) in one call, cudnnConvolutionBiasActivationForward (implicit
+  /// precomputed GEMM, the algorithm cuDNN supports a ReLU with); bias: K float16 values, or,
+  /// where cuDNN refuses a float16 bias, `bias32` (the same values in float32).
+  void run_bias_relu(const DeviceArray &x, const DeviceArray &w, const DeviceArray &bias16,
+                     const DeviceArray &bias32, DeviceArray &y);
   const std::string &algorithm() const { return algo_name_; }
 
 private:

@@ -10,6 +10,7 @@
 //   ./build/bench/tessel_bench --tune [--only gemm|conv] [--tune-csv tune.csv]
 #include "bench/Tune.h"
 #include "bench/VendorLibraries.h"
+#include "compiler/te/Compute.h"
 #include "compiler/tessel.h"
 #include "runtime/Build.h"
 #include "runtime/Device.h"
@@ -112,6 +113,86 @@ void compare_with_cudnn(Row &r, const DeviceArray &dy, int N, int H, int W, int 
   r.note += worst <= 2e-3 ? "ok" : "MISMATCH";
 }
 
+// out[m, k] = ReLU(y[m, k] + bias[k]) in float16: the separate bias + ReLU kernel after cuDNN's
+// convolution, written with tessel (8 halves a thread, 16-byte loads and stores).
+ScheduledProgram bias_relu_kernel(int64_t M, int64_t K) {
+  Tensor y = placeholder({M, K}, Float(16), "y"), bias = placeholder({K}, Float(16), "bias");
+  Tensor out = compute(
+      {M, K},
+      [&](Var m, Var k) {
+        Expr v = y(m, k).astype(Float(32)) + bias(k).astype(Float(32));
+        return max(v, make_zero(Float(32))).astype(Float(16));
+      },
+      "out", {"m", "k"});
+  Schedule s = create_schedule({out});
+  Stage st = s[out];
+  auto [m, k] = st.axes<2>();
+  auto [ko, kv] = st.split(k, 8);
+  IterVar f = st.fuse(m, ko);
+  auto [bx, tx] = st.split(f, 256);
+  st.bind(bx, thread_axis("blockIdx.x"));
+  st.bind(tx, thread_axis("threadIdx.x"));
+  st.vectorize(kv);
+  ScheduledProgram p;
+  p.schedule = s;
+  p.args = {y, bias, out};
+  p.num_inputs = 2;
+  return p;
+}
+
+// conv + bias + ReLU, y float16: ours in one kernel (conv2d_bias_relu) against cuDNN's fused
+// cudnnConvolutionBiasActivationForward and against cuDNN's convolution followed by a separate
+// bias + ReLU kernel.
+std::vector<Row> bench_bias_relu(const Conv2dTcShape &shape, const Row &base, const DeviceArray &dx,
+                                 const DeviceArray &dw, bench::CudnnConv &cudnn) {
+  const int64_t M = shape.gemm_m(), K = shape.out_channels;
+  const int N = shape.batch, H = shape.out_height(), W = shape.out_width();
+  std::vector<uint16_t> b16 = random_halves(size_t(K), 5);
+  std::vector<float> b32(b16.size());
+  for (size_t i = 0; i < b16.size(); ++i)
+    b32[i] = half_to_float(b16[i]);
+  DeviceArray bias16(Float(16), {K}), bias32(Float(32), {K});
+  bias16.copy_from_host(b16.data(), bias16.bytes());
+  bias32.copy_from_host(b32.data(), bias32.bytes());
+  DeviceArray fused(Float(16), {N, H, W, K}), conv(Float(16), {N, H, W, K}),
+      separate(Float(16), {M, K}), ours(Float(16), {M, K});
+  Row fused_row = base, separate_row = base;
+  fused_row.ours_name = separate_row.ours_name = "conv2d_bias_relu (y fp16)";
+  fused_row.note = "vs cuDNN ConvolutionBiasActivationForward; ";
+  separate_row.note = "vs cuDNN conv + bias/ReLU kernel; ";
+  try {
+    cudnn.run_bias_relu(dx, dw, bias16, bias32, fused);
+    fused_row.vendor_ms =
+        time_launches([&] { cudnn.run_bias_relu(dx, dw, bias16, bias32, fused); }, timing())
+            .median_ms;
+    ScheduledProgram br = bias_relu_kernel(M, K);
+    Module after = build(br.schedule, br.args);
+    separate_row.vendor_ms = time_launches([&] {
+                               cudnn.run(dx, dw, conv);
+                               after.run({&conv, &bias16, &separate});
+                             }, timing()).median_ms;
+    Conv2dTcShape y16 = shape;
+    y16.out_dtype = Float(16);
+    ScheduledProgram p = conv2d_bias_relu(y16);
+    Module m = build(p.schedule, p.args);
+    ours.poison();
+    m.run({&dx, &dw, &bias16, &ours});
+    fused_row.ours_ms = separate_row.ours_ms = m.time({&dx, &dw, &bias16, &ours}, timing()).median_ms;
+    std::vector<uint16_t> got(ours.numel());
+    ours.copy_to_host(got.data(), ours.bytes());
+    // Each row checks ours against its vendor's result (which checks the separate kernel too).
+    for (auto [r, vendor] : {std::pair<Row *, DeviceArray *>{&fused_row, &fused},
+                             std::pair<Row *, DeviceArray *>{&separate_row, &separate}})
+      compare_with_cudnn(*r, *vendor, N, H, W, int(K), [&](int n, int h, int ww, int k) {
+        return half_to_float(got[nhwc(n, h, ww, k, H, W, int(K))]);
+      });
+  } catch (const Error &e) {
+    fused_row.note += std::string("n/a: ") + e.what();
+    separate_row.note += std::string("n/a: ") + e.what();
+  }
+  return {fused_row, separate_row};
+}
+
 // The seed tutorial's schedule (NHWCnc: x and w relaid out on the host first) and conv2d_tc
 // (cuDNN's own NHWC / KRSC arrays, as they are), each against cuDNN on the same data.
 std::vector<Row> bench_conv(const std::string &label, const Conv2dTutorialShape &s) {
@@ -207,6 +288,8 @@ std::vector<Row> bench_conv(const std::string &label, const Conv2dTutorialShape 
   if (hopper_gpu()) {
     rows.push_back(implicit_gemm("conv2d_wgmma", Float(32), conv2d_wgmma));
     rows.push_back(implicit_gemm("conv2d_wgmma (y fp16)", Float(16), conv2d_wgmma));
+    for (const Row &f : bench_bias_relu(shape, tc, dx, dw, cudnn))
+      rows.push_back(f);
   }
   return rows;
 }
