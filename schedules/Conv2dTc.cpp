@@ -14,7 +14,9 @@ namespace {
 
 constexpr int kFragment = 16;
 
-void check_shape(const Conv2dTcShape &sh) {
+// `fragment_rows`: N*P*Q must be whole 16-row fragments (the WMMA path; the wgmma path shifts
+// its last block inwards instead).
+void check_shape(const Conv2dTcShape &sh, bool fragment_rows = true) {
   user_check(sh.batch > 0 && sh.height > 0 && sh.width > 0 && sh.in_channels > 0 &&
                  sh.out_channels > 0 && sh.kernel > 0 && sh.pad >= 0,
              "conv2d_tc")
@@ -40,7 +42,8 @@ void check_shape(const Conv2dTcShape &sh) {
   // The batch that makes N*P*Q a multiple of 16 whatever the image size.
   int64_t pq = int64_t(sh.out_height()) * sh.out_width();
   int64_t batch_multiple = kFragment / std::gcd(pq, int64_t(kFragment));
-  fragment("N*P*Q", sh.gemm_m(),
+  if (fragment_rows)
+    fragment("N*P*Q", sh.gemm_m(),
            "output pixels, N=" + std::to_string(sh.batch) + " x P=" +
                std::to_string(sh.out_height()) + " x Q=" + std::to_string(sh.out_width()) +
                ", are the rows of 16x16 Tensor Core fragments and are not guarded",
@@ -81,7 +84,7 @@ void check_tiles(const Conv2dTcShape &sh, const Conv2dTcTiles &t) {
 } // namespace
 
 Conv2dTcTensors conv2d_tc_definition(const Conv2dTcShape &sh, const WgmmaEpilogue *epilogue) {
-  check_shape(sh);
+  check_shape(sh, /*fragment_rows=*/false);
   const int H = sh.height, W = sh.width, C = sh.in_channels, K = sh.out_channels;
   const int R = sh.kernel, pad = sh.pad, P = sh.out_height(), Q = sh.out_width();
   const int M = int(sh.gemm_m()), RSC = int(sh.gemm_k());
@@ -232,7 +235,7 @@ ScheduledProgram conv2d_tc(const Conv2dTcShape &sh, const Conv2dTcTiles &t) {
 }
 
 GemmWgmmaTiles conv2d_wgmma_tiles(const Conv2dTcShape &sh) {
-  check_shape(sh);
+  check_shape(sh, /*fragment_rows=*/false);
   GemmWgmmaTiles t =
       gemm_wgmma_tiles(sh.gemm_m(), sh.out_channels, sh.in_channels, "conv2d_wgmma");
   // TMA (im2col mode for x) wherever the K step lies in one filter tap; no rasterization
@@ -248,7 +251,7 @@ ScheduledProgram conv2d_wgmma(const Conv2dTcShape &sh) {
 
 ScheduledProgram conv2d_wgmma(const Conv2dTcShape &sh, const GemmWgmmaTiles &t,
                               const WgmmaEpilogue *epilogue) {
-  check_shape(sh);
+  check_shape(sh, /*fragment_rows=*/false);
   // The reduction is walked tap by tap, C channels each: the K step must divide C.
   check_gemm_wgmma_tiles("conv2d_wgmma", sh.gemm_m(), sh.out_channels, sh.in_channels, t);
   Conv2dTcTensors d = conv2d_tc_definition(sh, epilogue);

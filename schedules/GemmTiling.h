@@ -25,7 +25,9 @@ struct GemmOutputLoops {
 };
 
 /// Cuts C (M x N) into block_m x block_n blocks (blockIdx.y / x, rasterized in groups of
-/// `raster_group` rows when nonzero), each into groups_m x groups_n thread groups (threadIdx.y /
+/// `raster_group` rows when nonzero; where block_m or block_n does not divide M or N, the last
+/// block shifts inwards to end at the edge, overlapping its neighbour: TailStrategy::ShiftInwards),
+/// each into groups_m x groups_n thread groups (threadIdx.y /
 /// z; a group is a warp or a warpgroup, its own threads on threadIdx.x), each group's part into
 /// tile_m x tile_n tiles.
 GemmOutputLoops tile_gemm_output(Stage sc, const GemmThreadAxes &axes, int block_m, int block_n,

@@ -76,8 +76,18 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
         << name << "=" << v << " must be a multiple of " << knob << "=" << block
         << "; pad it or choose tiles that divide it";
   };
-  divides("M", M, t.block_m, "block_m");
-  divides("N", N, t.block_n, "block_n");
+  // M and N need not divide: the last block shifts inwards (tile_gemm_output). It must fit, and
+  // rows of N halves must be whole 16-byte units (TMA strides, 16-byte copies).
+  auto at_least = [&](const char *name, int64_t v, int block, const char *knob) {
+    user_check(v >= block, context)
+        << name << "=" << v << " is smaller than " << knob << "=" << block
+        << "; choose a smaller " << knob << " (the last block shifts inwards, so it must fit)";
+  };
+  at_least("M", M, t.block_m, "block_m");
+  at_least("N", N, t.block_n, "block_n");
+  user_check(N % kChunk == 0, context)
+      << "N=" << N << " must be a multiple of " << kChunk
+      << ": rows of B are copied in 16-byte units; pad N";
   divides("K", K, t.block_k, "block_k");
   int64_t per_step = int64_t(kChunk) * t.threads();
   user_check((int64_t(t.block_m) * t.block_k) % per_step == 0 &&
@@ -108,14 +118,23 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::stri
   GemmWgmmaTiles narrow = best;
   narrow.block_n = 128;
   auto wave_use = [&](const GemmWgmmaTiles &t) {
-    const int64_t sms = 132, blocks = (M / t.block_m) * (N / t.block_n);
+    const int64_t sms = 132,
+                  blocks = ((M + t.block_m - 1) / t.block_m) * ((N + t.block_n - 1) / t.block_n);
     return double(blocks) / double((blocks + sms - 1) / sms * sms);
   };
-  if (fits(M, N, K, best) && fits(M, N, K, narrow) && wave_use(narrow) > wave_use(best) + 0.1)
+  // The share of the blocks' work that is the GEMM's: below 1 where the last block row or
+  // column shifts inwards over its neighbour (M or N not a multiple of the block).
+  auto useful = [&](const GemmWgmmaTiles &t) {
+    auto part = [](int64_t v, int b) { return double(v) / double((v + b - 1) / b * b); };
+    return part(M, t.block_m) * part(N, t.block_n);
+  };
+  if (fits(M, N, K, best) && fits(M, N, K, narrow) && useful(narrow) >= 0.9 &&
+      wave_use(narrow) > wave_use(best) + 0.1)
     return with_tma(narrow);
-  if (fits(M, N, K, best))
+  if (fits(M, N, K, best) && useful(best) >= 0.9)
     return with_tma(best);
-  std::tuple<int64_t, int, int> best_score{-1, 0, 0};
+  // Otherwise the tiles that waste least (in steps of 5%), then the largest.
+  std::tuple<int64_t, int64_t, int, int> best_score{-1, 0, 0, 0};
   // 256 x 128 blocks (two warpgroups of 128 rows) first: where N is 128, they keep the
   // 128 x 256 blocks' work per block (the ResNet res3 conv measured 5% faster than 128 x 128).
   for (int bm : {256, 128, 64})
@@ -131,16 +150,17 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::stri
                            .swizzle = swizzle};
           if (!fits(M, N, K, t))
             continue;
-          std::tuple<int64_t, int, int> score{int64_t(bm) * bn, bk, swizzle};
+          std::tuple<int64_t, int64_t, int, int> score{int64_t(useful(t) * 20 + 1e-9),
+                                                       int64_t(bm) * bn, bk, swizzle};
           if (score > best_score) {
             best_score = score;
             best = t;
           }
         }
-  user_check(std::get<0>(best_score) > 0, context)
+  user_check(std::get<1>(best_score) > 0, context)
       << M << "x" << N << "x" << K
-      << " has no wgmma tiling: M must be a multiple of 64 and N and K of 32 (pad them, or use "
-         "gemm_tc / gemm_mma)";
+      << " has no wgmma tiling: M must be at least 64, N at least 32 and a multiple of 8, and "
+         "K a multiple of 32 (pad them, or use gemm_tc / gemm_mma)";
   return with_tma(best);
 }
 

@@ -18,6 +18,10 @@ void pass_down_domain(const StageNode *s, DomainMap &dom) {
     if (const auto *sp = std::get_if<SplitRelation>(&rel)) {
       int64_t e = const_extent(dom, sp->parent);
       int64_t outer, inner;
+      user_check(sp->tail != TailStrategy::ShiftInwards || e >= *sp->factor, "split")
+          << "stage '" << s->op.name() << "': axis '" << sp->parent.name() << "' has extent " << e
+          << ", less than the split factor " << *sp->factor
+          << " it shifts inwards by; use a factor of at most " << e << " or GuardWithIf";
       if (sp->factor) {
         inner = std::min(*sp->factor, e);
         outer = (e + inner - 1) / inner;
@@ -44,7 +48,11 @@ VarMap pass_up_index(const StageNode *s, const DomainMap &dom,
       Expr o = value.lookup(sp->outer.get()), i = value.lookup(sp->inner.get());
       internal_check(o.defined() && i.defined()) << "split of " << sp->parent.name();
       int64_t f = const_extent(dom, sp->inner);
-      value[sp->parent.get()] = o * make_const(o.type(), f) + i;
+      Expr start = o * make_const(o.type(), f);
+      int64_t e = const_extent(dom, sp->parent);
+      if (sp->tail == TailStrategy::ShiftInwards && e % f != 0)
+        start = min(start, make_const(o.type(), e - f));
+      value[sp->parent.get()] = start + i;
     } else {
       const auto &f = std::get<FuseRelation>(*it);
       Expr fused = value.lookup(f.fused.get());

@@ -8,6 +8,7 @@
 #include "compiler/ir/IRPrinter.h"
 #include "compiler/support/Error.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace tessel {
@@ -300,9 +301,15 @@ TensorIntrinBodies tensorize_stage(const StageNode *s, size_t t, const Expr &bod
       const IterVar &p = prs[d - lead];
       user_check(r.extent == *as_const_int(p->dom.extent), context) << describe_mismatch();
       to_pattern[roots[d].var().get()] = r.min + p.var();
-      // The intrinsic needs the whole block in range: no guards inside it.
+      // The intrinsic needs the whole block in range: no guards inside it. A split of the root
+      // that shifts its tail inwards by a multiple of the block keeps every block whole.
       int64_t dom_extent = const_extent(dom, roots[d]);
-      user_check(dom_extent % r.extent == 0, context)
+      bool shifted = std::any_of(s->relations.begin(), s->relations.end(), [&](const auto &rel) {
+        const auto *sp = std::get_if<SplitRelation>(&rel);
+        return sp && sp->parent.same_as(roots[d]) && sp->tail == TailStrategy::ShiftInwards &&
+               sp->factor && *sp->factor % r.extent == 0;
+      });
+      user_check(shifted || dom_extent % r.extent == 0, context)
           << "axis '" << roots[d].name() << "' has extent " << dom_extent
           << ", not a multiple of the intrinsic's " << r.extent
           << "; choose a shape (or a padding) that divides";

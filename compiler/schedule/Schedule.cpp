@@ -183,16 +183,22 @@ bool Stage::is_output() const { return n_->is_output; }
 
 static std::pair<IterVar, IterVar> do_split(StageNode *s, const IterVar &parent,
                                             std::optional<int64_t> factor,
-                                            std::optional<int64_t> nparts) {
+                                            std::optional<int64_t> nparts,
+                                            TailStrategy tail = TailStrategy::GuardWithIf) {
   const char *prim = factor ? "split" : "split_nparts";
   check_leaf(s, parent, prim);
   check_not_rasterized(s, parent, prim);
   int64_t v = factor ? *factor : *nparts;
   user_check(v > 0, prim) << "stage '" << s->op.name() << "', axis '" << parent.name() << "': "
                           << (factor ? "factor" : "nparts") << " must be positive, got " << v;
+  user_check(tail == TailStrategy::GuardWithIf || parent.iter_type() != IterVarType::CommReduce,
+             prim)
+      << "stage '" << s->op.name() << "', axis '" << parent.name()
+      << "': a reduction axis cannot shift inwards (the overlap would be summed twice); use "
+         "GuardWithIf";
   IterVar outer = new_iter_var(parent.name() + ".outer", parent.iter_type());
   IterVar inner = new_iter_var(parent.name() + ".inner", parent.iter_type());
-  s->relations.push_back(SplitRelation{parent, outer, inner, factor, nparts});
+  s->relations.push_back(SplitRelation{parent, outer, inner, factor, nparts, tail});
   s->all_iter_vars.push_back(outer);
   s->all_iter_vars.push_back(inner);
   size_t pos = leaf_index(s, parent);
@@ -201,8 +207,9 @@ static std::pair<IterVar, IterVar> do_split(StageNode *s, const IterVar &parent,
   return {outer, inner};
 }
 
-std::pair<IterVar, IterVar> Stage::split(const IterVar &parent, int64_t factor) {
-  return do_split(n_, parent, factor, std::nullopt);
+std::pair<IterVar, IterVar> Stage::split(const IterVar &parent, int64_t factor,
+                                         TailStrategy tail) {
+  return do_split(n_, parent, factor, std::nullopt, tail);
 }
 
 std::pair<IterVar, IterVar> Stage::split_nparts(const IterVar &parent, int64_t nparts) {

@@ -31,10 +31,19 @@ class ScheduleNode;
 class StageNode;
 struct TensorIntrin;
 
+/// What a split does where its factor does not divide the parent's extent (Halide's tail
+/// strategies). GuardWithIf: the last outer iteration runs past the end, under a guard.
+/// ShiftInwards: the last outer iteration starts factor before the end instead, overlapping
+/// the one before (parent = min(outer * factor, extent - factor) + inner): every iteration is a
+/// whole block, with no guard, at the price of recomputing the overlap; only for data-parallel
+/// axes (recomputed outputs are stored again with the same values) of extent >= factor.
+enum class TailStrategy : uint8_t { GuardWithIf, ShiftInwards };
+
 /// parent = outer * factor + inner. Exactly one of factor / nparts is set.
 struct SplitRelation {
   IterVar parent, outer, inner;
   std::optional<int64_t> factor, nparts;
+  TailStrategy tail = TailStrategy::GuardWithIf;
 };
 /// fused = outer * extent(inner) + inner.
 struct FuseRelation {
@@ -110,8 +119,10 @@ public:
   const std::string &scope() const;
   bool is_output() const;
 
-  /// Splits `parent` into (outer, inner) with inner of extent `factor`.
-  std::pair<IterVar, IterVar> split(const IterVar &parent, int64_t factor);
+  /// Splits `parent` into (outer, inner) with inner of extent `factor`; `tail` says what the
+  /// last outer iteration does when factor does not divide the extent.
+  std::pair<IterVar, IterVar> split(const IterVar &parent, int64_t factor,
+                                    TailStrategy tail = TailStrategy::GuardWithIf);
   /// Splits `parent` into (outer, inner) with outer of extent `nparts`.
   std::pair<IterVar, IterVar> split_nparts(const IterVar &parent, int64_t nparts);
   /// Fuses two adjacent loops, outer then inner, into one.

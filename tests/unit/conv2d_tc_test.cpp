@@ -318,7 +318,16 @@ TEST(Conv2dWgmma, CpuExecutorMatchesDirectConvolution) {
   expect_direct_conv(conv2d_wgmma(one, {.block_m = 128, .block_n = 128, .block_k = 64,
                                         .warpgroups_m = 2, .stages = 3, .tma = true}),
                      one);
+  // Batch 1: N*P*Q = 196 output pixels, not a multiple of the 128-row block (nor of 16): the
+  // last block shifts inwards; TMA's im2col boxes and the filter boxes stay whole.
+  Conv2dTcShape batch1{.batch = 1, .height = 14, .width = 14, .in_channels = 64,
+                       .out_channels = 64, .kernel = 3, .pad = 1};
+  EXPECT_TRUE(conv2d_wgmma_tiles(batch1).tma);
+  expect_direct_conv(conv2d_wgmma(batch1), batch1);
   expect_error([] { conv2d_wgmma({.batch = 1, .height = 5, .width = 5}); },
+               {"conv2d_wgmma: 25x512x256 has no wgmma tiling", "M must be at least 64"});
+  expect_error([] { conv2d_tc(Conv2dTcShape{.batch = 1, .height = 5, .width = 5},
+                              conv2d_tc_tiles({.batch = 1, .height = 5, .width = 5})); },
                {"N*P*Q=25", "multiple of 16"});
 }
 

@@ -149,6 +149,36 @@ TEST(GemmWgmma, FusedBiasGelu) {
                {"epilogue 'to_double' must give float32"});
 }
 
+// M and N that the blocks do not divide: the last block row / column shifts inwards to end at
+// the edge (TailStrategy::ShiftInwards), so every block, copy and wgmma stays whole: TMA boxes
+// start at min(b * 128, M - 128). Exact on the executor, TMA and cp.async fills.
+TEST(GemmWgmma, RaggedShapesShiftTheLastBlockInwards) {
+  for (bool tma : {true, false}) {
+    SCOPED_TRACE(tma ? "TMA" : "cp.async");
+    GemmWgmmaTiles t{.block_m = 128, .block_n = 128, .block_k = 64, .warpgroups_m = 2,
+                     .stages = 2, .raster_group = 8, .tma = tma};
+    ScheduledProgram p = gemm_wgmma(200, 136, 128, t);
+    EXPECT_EQ(mismatch(p, 200, 136, 128), "");
+    if (tma) {
+      std::string ir = to_string(lower(p.schedule, p.args));
+      EXPECT_NE(ir.find("@tma_load(A_tmap, @address_of(A.shared[0]), @address_of(k.outer_full[0]), "
+                        "0, min(i.outer.raster * 128, 72))"),
+                std::string::npos)
+          << ir;
+    }
+  }
+  // Two warpgroups along M in 256-row blocks, N = 8 past a 64-column block.
+  EXPECT_EQ(mismatch(gemm_wgmma(300, 72, 64, {.block_m = 256, .block_n = 64, .block_k = 64,
+                                              .warpgroups_m = 2, .stages = 2, .tma = true}),
+                     300, 72, 64),
+            "");
+  expect_error([] { gemm_wgmma(40, 128, 64); }, {"has no wgmma tiling", "M must be at least 64"});
+  expect_error([] { gemm_wgmma(128, 100, 64, GemmWgmmaTiles{.block_n = 64}); },
+               {"N=100 must be a multiple of 8"});
+  expect_error([] { gemm_wgmma(128, 128, 64, GemmWgmmaTiles{.block_n = 256}); },
+               {"N=128 is smaller than block_n=256"});
+}
+
 // With 3 or more stages the fills stay one more step behind, so each K step's wgmma group can
 // stay in flight across the next barrier: wait(1) in the loop, wait(0) after it.
 TEST(GemmWgmma, DeepPipelinesLeaveOneGroupInFlight) {
@@ -257,7 +287,7 @@ TEST(GemmWgmma, TunerCandidatesAreLegal) {
 }
 
 TEST(GemmWgmma, TilesAreChecked) {
-  expect_error([] { gemm_wgmma(100, 256, 64); }, {"100x256x64", "no wgmma tiling", "multiple of 64"});
+  expect_error([] { gemm_wgmma(48, 256, 64); }, {"48x256x64", "no wgmma tiling", "at least 64"});
   expect_error([] { gemm_wgmma(256, 256, 64, {.block_m = 96}); },
                {"block_m=96", "multiple of 64 x warpgroups_m = 128"});
   expect_error([] { gemm_wgmma(256, 256, 64, {.wgmma_n = 100}); }, {"n=100", "wgmma tiles"});
@@ -265,11 +295,16 @@ TEST(GemmWgmma, TilesAreChecked) {
                {"5 stages", "245760 bytes", "227 KiB"});
   expect_error([] { gemm_wgmma(256, 256, 96, GemmWgmmaTiles{}); }, {"K=96", "block_k=64"});
   expect_error([] { wgmma_gemm(264); }, {"n=264", "multiple of 8 from 8 to 256"});
-  // The fallback tiles for shapes the defaults do not divide.
+  // The fallback tiles for shapes the defaults do not divide: the least waste first (64 x 32
+  // divides 192 x 96), then the largest; a ragged shape keeps the defaults where they waste
+  // under 10% (4095^2: one row and column recomputed).
   GemmWgmmaTiles t = gemm_wgmma_tiles(192, 96, 32);
   EXPECT_EQ(t.block_m, 64);
   EXPECT_EQ(t.block_n, 32);
   EXPECT_EQ(t.block_k, 32);
+  GemmWgmmaTiles ragged = gemm_wgmma_tiles(4095, 4088, 4096);
+  EXPECT_EQ(ragged.block_m, 128);
+  EXPECT_EQ(ragged.block_n, 256);
 }
 
 // The default tiles fill the shared stages with TMA: one thread waits for an empty slot,

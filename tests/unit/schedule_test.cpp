@@ -1,5 +1,6 @@
 // Schedule primitives and what a user gets when misusing them.
 #include "compiler/tessel.h"
+#include "runtime/Check.h"
 #include "TestUtil.h"
 #include "schedules/Gemm.h"
 
@@ -67,6 +68,33 @@ TEST(ScheduleErrors, AxisOfAnotherStage) {
   IterVar other = t.s[CL].op_axis(0);
   expect_error([&] { t.s[t.g.C].split(other, 4); },
                {"split", "axis 'i.c' is not an axis of stage 'C'", "belongs to stage 'C.local'"});
+}
+
+// A split that does not divide, its tail shifted inwards: the last block starts at 50 - 16 = 34
+// (overlapping the one before), so the body has no guard and still writes every element once
+// or, in the overlap, twice with the same value.
+TEST(Schedule, SplitShiftingTheTailInwards) {
+  GemmTensors g = gemm_definition(50, 24, 8, Float(32));
+  Schedule s = create_schedule({g.C});
+  Stage c = s[g.C];
+  auto [i, j] = c.axes<2>();
+  auto [io, ii] = c.split(i, 16, TailStrategy::ShiftInwards);
+  c.bind(io, thread_axis("blockIdx.x"));
+  c.bind(ii, thread_axis("threadIdx.x"));
+  std::string ir = to_string(lower(s, {g.A, g.B, g.C}));
+  EXPECT_NE(ir.find("min(blockIdx.x * 16, 34)"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("if ("), std::string::npos) << ir;
+  CheckResult r = check_on_cpu(s, {g.A, g.B, g.C}, 2);
+  EXPECT_TRUE(r.compare.ok) << r.str();
+
+  // Errors: the reduction (the overlap would be summed twice), a factor past the extent.
+  GemmTensors h = gemm_definition(8, 8, 8, Float(32));
+  Schedule t = create_schedule({h.C});
+  expect_error([&] { t[h.C].split(t[h.C].reduce_axis()[0], 3, TailStrategy::ShiftInwards); },
+               {"axis 'k'", "reduction axis cannot shift inwards"});
+  t[h.C].split(t[h.C].op_axis(0), 16, TailStrategy::ShiftInwards);
+  expect_error([&] { lower(t, {h.A, h.B, h.C}); },
+               {"axis 'i' has extent 8, less than the split factor 16"});
 }
 
 TEST(ScheduleErrors, AxisAlreadySplitOrFused) {
