@@ -324,8 +324,12 @@ int main(int argc, char **argv) {
         for (const char *n : {"gemm_tc", "gemm_mma", "gemm_wmma"})
           if (schedule_registry().count(n))
             names.push_back(n);
+      // The square and the skinny shapes, then (issue 13) ragged ones and an LLM's layers
+      // (M x N x K: a batch of 16 or 128 tokens through 4096 x 4096, and an MLP's 11008).
       const int64_t shapes[][3] = {{1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096},
-                                   {8192, 8192, 8192}, {4096, 4096, 1024}, {8192, 1024, 4096}};
+                                   {8192, 8192, 8192}, {4096, 4096, 1024}, {8192, 1024, 4096},
+                                   {4095, 4095, 4095}, {1000, 1000, 1000}, {3000, 5000, 700},
+                                   {16, 4096, 4096},   {128, 4096, 4096},  {4096, 11008, 4096}};
       for (const std::string &name : names)
         for (const auto &sh : shapes) {
           rows.push_back(bench_gemm(name, sh[0], sh[1], sh[2], cublas));
@@ -336,9 +340,14 @@ int main(int argc, char **argv) {
       Conv2dTutorialShape seed;
       Conv2dTutorialShape res3{.batch = 256, .height = 28, .width = 28, .in_channels = 128, .out_channels = 128};
       Conv2dTutorialShape res5{.batch = 256, .height = 7, .width = 7, .in_channels = 512, .out_channels = 512};
+      Conv2dTutorialShape seed1 = seed, seed8 = seed;
+      seed1.batch = 1;
+      seed8.batch = 8;
       for (auto &[label, s] : {std::pair<std::string, Conv2dTutorialShape>{"seed 256x14x14 256->512", seed},
                                {"resnet50 res3 256x28x28 128->128", res3},
-                               {"resnet50 res5 256x7x7 512->512", res5}}) {
+                               {"resnet50 res5 256x7x7 512->512", res5},
+                               {"seed batch 1 1x14x14 256->512", seed1},
+                               {"seed batch 8 8x14x14 256->512", seed8}}) {
         for (const Row &r : bench_conv(label, s)) {
           rows.push_back(r);
           print_row(r);

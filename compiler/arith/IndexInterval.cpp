@@ -64,6 +64,17 @@ std::optional<Expr> divide_exact(const Expr &e, int64_t c) {
     if (x && y)
       return sub_base(*x, *y);
   }
+  // min / max of multiples of c (c > 0): the start of a block shifted inwards.
+  if (const auto *m = e.as<Min>(); m && c > 0) {
+    auto x = divide_exact(m->a, c), y = divide_exact(m->b, c);
+    if (x && y && x->defined() && y->defined())
+      return min(*x, *y);
+  }
+  if (const auto *m = e.as<Max>(); m && c > 0) {
+    auto x = divide_exact(m->a, c), y = divide_exact(m->b, c);
+    if (x && y && x->defined() && y->defined())
+      return max(*x, *y);
+  }
   return std::nullopt;
 }
 

@@ -35,8 +35,9 @@ using VarIntervals = llvm::DenseMap<const Variable *, IndexInterval>;
 /// when `e` is beyond what this analysis understands.
 std::optional<IndexInterval> eval_interval(const Expr &e, const VarIntervals &vars);
 
-/// `e / c` when `e` is structurally a multiple of `c` (a sum of terms with constant factors that
-/// are multiples of c); nothing otherwise. An undefined `e` stands for 0.
+/// `e / c` when `e` is structurally a multiple of `c` (sums, differences, mins and maxes of terms
+/// with constant factors that are multiples of c); nothing otherwise. An undefined `e` stands
+/// for 0.
 std::optional<Expr> divide_exact(const Expr &e, int64_t c);
 
 /// The smallest interval containing both, when they have the same base.

@@ -1,5 +1,7 @@
 // Tests of the integer interval analysis (Analyzer::const_int_bound).
 #include "compiler/arith/Analyzer.h"
+#include "compiler/arith/IndexInterval.h"
+#include "compiler/ir/IRPrinter.h"
 #include "compiler/ir/IROperator.h"
 
 #include <gtest/gtest.h>
@@ -77,4 +79,16 @@ TEST(ConstIntBound, BindUsesBoundsOfRange) {
   EXPECT_TRUE(has_bound(an, j, 0, 15));
   an.unbind(i);
   EXPECT_TRUE(has_bound(an, i, INT32_MIN, INT32_MAX));
+}
+
+// divide_exact (compiler/arith/IndexInterval.h): structural multiples, including the min of a
+// block's start and the last start of a split shifted inwards.
+TEST(DivideExact, SumsProductsAndMinMax) {
+  Var x("x"), y("y");
+  auto text = [](const std::optional<Expr> &e) { return e ? to_string(*e) : std::string("none"); };
+  EXPECT_EQ(text(divide_exact(x * 8 + y * 4, 4)), "x * 2 + y");
+  EXPECT_EQ(text(divide_exact(min(x * 256, 3832), 4)), "min(x * 64, 958)");
+  EXPECT_EQ(text(divide_exact(max(x * 6, 12) - y * 2, 2)), "max(x * 3, 6) - y");
+  EXPECT_EQ(text(divide_exact(min(x * 256, 3833), 4)), "none");
+  EXPECT_EQ(text(divide_exact(x * 8 + y, 4)), "none");
 }

@@ -165,6 +165,9 @@ TEST(GemmWgmma, RaggedShapesShiftTheLastBlockInwards) {
                         "0, min(i.outer.raster * 128, 72))"),
                 std::string::npos)
           << ir;
+      // The shifted start min(j * 128, 8) is still even: float2 stores (whole sectors).
+      EXPECT_NE(codegen_cuda(lower(p.schedule, p.args)).find("*(float2*)(wgmma_out"),
+                std::string::npos);
     }
   }
   // Two warpgroups along M in 256-row blocks, N = 8 past a 64-column block.
@@ -316,8 +319,13 @@ TEST(GemmWgmma, TmaFillsOnAnMbarrierRing) {
   EXPECT_TRUE(t.tma);
   EXPECT_EQ(t.raster_group, 8);
   EXPECT_EQ(t.block_n, 256);
-  // Under half a wave of 128 x 256 blocks the default narrows to 128 x 128.
-  EXPECT_EQ(gemm_wgmma_tiles(1024, 1024, 1024).block_n, 128);
+  // Under a wave of 128 x 256 blocks the default takes the tiles that keep most SMs busy:
+  // 128 x 64 at 1024^3 (128 blocks), 64 x 64 for 128 tokens through 4096 x 4096 (128 blocks).
+  EXPECT_EQ(gemm_wgmma_tiles(1024, 1024, 1024).block_n, 64);
+  EXPECT_EQ(gemm_wgmma_tiles(1024, 1024, 1024).block_m, 128);
+  EXPECT_EQ(gemm_wgmma_tiles(128, 4096, 4096).block_m, 64);
+  EXPECT_EQ(gemm_wgmma_tiles(128, 4096, 4096).block_n, 64);
+  EXPECT_EQ(gemm_wgmma_tiles(2048, 2048, 2048).block_n, 256); // 64 blocks either way
   ScheduledProgram p = gemm_wgmma(256, 512, 512, t);
   LoweredModule m = lower(p.schedule, p.args);
   const LoweredFunc &f = m.funcs[0];
