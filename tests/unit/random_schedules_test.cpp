@@ -1,0 +1,124 @@
+// Randomized shapes, tiles and types through the Hopper Tensor Core schedules, on the CPU
+// executor against the float64 reference of each definition.
+//
+// Each case draws a shape (ragged M and N included: the last block shifts inwards), tiles
+// (block sizes, stages, TMA or cp.async, swizzled or not), input and output types and, for the
+// conv, an epilogue, from a seed; a failure names the seed and what it drew. CI runs a fixed
+// few cases per schedule; more with the environment:
+//
+//   TESSEL_RANDOM_CASES=200 ./build/tests/tessel_tests --gtest_filter='RandomSchedules.*'
+//   TESSEL_RANDOM_SEED=1234 ...     # one case: replays a failure
+#include "TestUtil.h"
+
+#include "compiler/tessel.h"
+#include "runtime/Check.h"
+#include "schedules/Conv2dTc.h"
+#include "schedules/Epilogues.h"
+#include "schedules/GemmWgmma.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace tessel;
+
+namespace {
+
+// The seeds to run: TESSEL_RANDOM_SEED alone, or `fixed` (TESSEL_RANDOM_CASES) consecutive
+// seeds from a fixed base, so CI runs the same cases every time.
+std::vector<uint64_t> seeds(int fixed, uint64_t base) {
+  if (const char *s = std::getenv("TESSEL_RANDOM_SEED"))
+    return {std::strtoull(s, nullptr, 10)};
+  if (const char *n = std::getenv("TESSEL_RANDOM_CASES"))
+    fixed = std::max(1, std::atoi(n));
+  std::vector<uint64_t> out;
+  for (int i = 0; i < fixed; ++i)
+    out.push_back(base + uint64_t(i));
+  return out;
+}
+
+template <typename T> const T &pick(std::mt19937_64 &rng, const std::vector<T> &v) {
+  return v[rng() % v.size()];
+}
+
+int64_t in_range(std::mt19937_64 &rng, int64_t lo, int64_t hi) {
+  return lo + int64_t(rng() % uint64_t(hi - lo + 1));
+}
+
+// Tiles small enough for the executor: blocks of 64 or 128 rows (1 or 2 warpgroups), 64 or 128
+// columns, K steps of 64 (128-byte swizzle) or 32 (no swizzle), 2 to 4 stages.
+GemmWgmmaTiles random_tiles(std::mt19937_64 &rng) {
+  GemmWgmmaTiles t;
+  t.block_m = pick<int>(rng, {64, 128});
+  t.warpgroups_m = t.block_m / 64;
+  t.block_n = pick<int>(rng, {64, 128});
+  t.swizzle = pick<int>(rng, {128, 128, 0});
+  t.block_k = t.swizzle ? 64 : 32;
+  t.stages = int(in_range(rng, 2, 4));
+  t.tma = t.swizzle != 0 && rng() % 3 != 0;
+  t.raster_group = pick<int64_t>(rng, {0, 2});
+  return t;
+}
+
+} // namespace
+
+TEST(RandomSchedules, GemmWgmma) {
+  for (uint64_t seed : seeds(4, 20261123)) {
+    std::mt19937_64 rng(seed);
+    GemmWgmmaTiles t = random_tiles(rng);
+    // M and N from one block to about three; N a multiple of 8 (16-byte rows of B).
+    int64_t M = in_range(rng, t.block_m, 3 * t.block_m);
+    int64_t N = 8 * in_range(rng, t.block_n / 8, 2 * t.block_n / 8 + 4);
+    int64_t K = t.block_k * in_range(rng, 1, 4);
+    DataType in = pick<DataType>(rng, {Float(16), BFloat(16)});
+    bool fused = rng() % 3 == 0;
+    std::ostringstream what;
+    what << "seed " << seed << ": " << M << "x" << N << "x" << K << " " << in << " "
+         << to_string(t) << (fused ? " + bias + GELU" : "");
+    SCOPED_TRACE(what.str());
+    ScheduledProgram p = fused ? gemm_wgmma_fused(M, N, K, t, in, in, bias_gelu_epilogue(in))
+                               : gemm_wgmma(M, N, K, t, in);
+    CheckResult r = check_on_cpu(p.schedule, p.args, p.num_inputs, seed);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
+}
+
+TEST(RandomSchedules, Conv2dWgmma) {
+  for (uint64_t seed : seeds(4, 20261124)) {
+    std::mt19937_64 rng(seed);
+    Conv2dTcShape sh;
+    sh.kernel = pick<int>(rng, {1, 3});
+    sh.pad = sh.kernel == 3 ? int(in_range(rng, 0, 1)) : 0;
+    sh.batch = int(in_range(rng, 1, 3));
+    sh.height = int(in_range(rng, 4, 9));
+    sh.width = int(in_range(rng, 4, 9));
+    sh.in_channels = pick<int>(rng, {64, 128});
+    sh.out_channels = pick<int>(rng, {64, 128, 192});
+    sh.out_dtype = pick<DataType>(rng, {Float(32), Float(16), BFloat(16)});
+    bool bias_relu = rng() % 2 == 0;
+    GemmWgmmaTiles t = random_tiles(rng);
+    t.block_n = std::min<int>(t.block_n, sh.out_channels % 128 == 0 ? 128 : 64);
+    t.swizzle = 128; // the K step lies in one filter tap: 64 channels
+    t.block_k = 64;
+    if (sh.gemm_m() < t.block_m) { // a small image: one warpgroup of 64 rows
+      t.block_m = 64;
+      t.warpgroups_m = 1;
+    }
+    if (sh.gemm_m() < t.block_m)
+      sh.batch = 2, sh.height = sh.width = 8; // at least 64 output pixels
+    std::ostringstream what;
+    what << "seed " << seed << ": N=" << sh.batch << " " << sh.height << "x" << sh.width << " "
+         << sh.in_channels << "->" << sh.out_channels << " " << sh.kernel << "x" << sh.kernel
+         << " pad " << sh.pad << ", y " << sh.out_dtype << (bias_relu ? " + bias + ReLU" : "")
+         << ", " << to_string(t);
+    SCOPED_TRACE(what.str());
+    WgmmaEpilogue e = bias_relu_epilogue(Float(16));
+    ScheduledProgram p = conv2d_wgmma(sh, t, bias_relu ? &e : nullptr);
+    CheckResult r = check_on_cpu(p.schedule, p.args, p.num_inputs, seed);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
+}
