@@ -197,8 +197,10 @@ Conv2dTcTiles conv2d_tc_tiles(const Conv2dTcShape &sh) {
 }
 
 ScheduledProgram conv2d_tc(const Conv2dTcShape &sh) {
-  check_shape(sh);
-  if (hopper_gpu() && sh.gemm_m() % 64 == 0 && sh.out_channels % 32 == 0 &&
+  // On Hopper the wgmma path wherever its tiles fit (any N*P*Q of 64 or more: its last block
+  // shifts inwards); the WMMA path needs N*P*Q a multiple of 16.
+  check_shape(sh, /*fragment_rows=*/false);
+  if (hopper_gpu() && sh.gemm_m() >= 64 && sh.out_channels % 32 == 0 &&
       sh.in_channels % 32 == 0)
     return conv2d_wgmma(sh);
   return conv2d_tc(sh, conv2d_tc_tiles(sh));

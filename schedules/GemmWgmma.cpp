@@ -113,23 +113,22 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::stri
   };
   GemmWgmmaTiles best;
   // 128 x 128 blocks instead of 128 x 256 where they fill the GPU's waves clearly better (one
-  // block per SM; an H100's 132 SMs): 1024^3 (32 blocks or 64) measured 1.5x faster, the ResNet
-  // res5 conv (196 or 392) 9% (bench/RESULTS.md).
+  // block per SM; an H100's 132 SMs): the ResNet res5 conv (196 or 392 blocks) measured 9%
+  // faster (bench/RESULTS.md).
   GemmWgmmaTiles narrow = best;
   narrow.block_n = 128;
+  auto blocks = [&](const GemmWgmmaTiles &t) {
+    return ((M + t.block_m - 1) / t.block_m) * ((N + t.block_n - 1) / t.block_n);
+  };
   auto wave_use = [&](const GemmWgmmaTiles &t) {
-    const int64_t sms = 132,
-                  blocks = ((M + t.block_m - 1) / t.block_m) * ((N + t.block_n - 1) / t.block_n);
-    return double(blocks) / double((blocks + sms - 1) / sms * sms);
+    const int64_t sms = 132, b = blocks(t);
+    return double(b) / double((b + sms - 1) / sms * sms);
   };
   // The share of the blocks' work that is the GEMM's: below 1 where the last block row or
   // column shifts inwards over its neighbour (M or N not a multiple of the block).
   auto useful = [&](const GemmWgmmaTiles &t) {
     auto part = [](int64_t v, int b) { return double(v) / double((v + b - 1) / b * b); };
     return part(M, t.block_m) * part(N, t.block_n);
-  };
-  auto blocks = [&](const GemmWgmmaTiles &t) {
-    return ((M + t.block_m - 1) / t.block_m) * ((N + t.block_n - 1) / t.block_n);
   };
   const bool big = blocks(best) >= 132; // the default blocks fill a wave
   if (big && fits(M, N, K, best) && fits(M, N, K, narrow) && useful(narrow) >= 0.9 &&
@@ -141,8 +140,9 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::stri
   // than a wave, those that keep most SMs busy (in steps of 10%; a batch-1 conv measured 2x
   // faster in 64 x 64 blocks than in 256 x 128), then the largest (128 x 256 before 256 x 128).
   std::tuple<int64_t, int, int64_t, int64_t, int> best_score{-1, 0, 0, 0, 0};
-  // 256 x 128 blocks (two warpgroups of 128 rows) first: where N is 128, they keep the
-  // 128 x 256 blocks' work per block (the ResNet res3 conv measured 5% faster than 128 x 128).
+  // 256 x 128 blocks (two warpgroups of 128 rows) where N is 128 keep the 128 x 256 blocks'
+  // work per block (the ResNet res3 conv measured 5% faster than 128 x 128); between equal
+  // areas 128 x 256 comes first.
   for (int bm : {128, 256, 64})
     for (int bn : {256, 128, 64, 32})
       for (int bk : {64, 32})
