@@ -23,6 +23,8 @@ void check_shape(const Conv2dTcShape &sh, bool fragment_rows = true) {
       << "N=" << sh.batch << ", H=" << sh.height << ", W=" << sh.width << ", C=" << sh.in_channels
       << ", K=" << sh.out_channels << ", R=" << sh.kernel
       << " must be positive and pad=" << sh.pad << " non-negative";
+  user_check(sh.in_dtype == Float(16) || sh.in_dtype == BFloat(16), "conv2d_tc")
+      << "x and w must be float16 or bfloat16, got " << sh.in_dtype;
   user_check(sh.out_dtype == Float(32) || sh.out_dtype == Float(16) || sh.out_dtype == BFloat(16),
              "conv2d_tc")
       << "y's type must be float32, float16 or bfloat16, got " << sh.out_dtype;
@@ -69,9 +71,11 @@ GemmWmmaTiles gemm_tiles(const Conv2dTcTiles &t) {
 
 void check_tiles(const Conv2dTcShape &sh, const Conv2dTcTiles &t) {
   check_shape(sh);
-  user_check(sh.out_dtype == Float(32), "conv2d_tc")
-      << "the WMMA path stores y from float32 fragments as float32, got y of " << sh.out_dtype
-      << "; a narrower y is written by the wgmma path (conv2d_wgmma, sm_90a)";
+  user_check(sh.out_dtype == Float(32) && sh.in_dtype == Float(16), "conv2d_tc")
+      << "the WMMA path takes float16 x and w and stores y from float32 fragments as float32, "
+         "got x of "
+      << sh.in_dtype << " and y of " << sh.out_dtype
+      << "; bfloat16 inputs and narrower outputs are on the wgmma path (conv2d_wgmma, sm_90a)";
   // The reduction is walked tap by tap, C channels each, so the K step must divide C (not only
   // R*S*C).
   check_wmma_gemm_tiles("conv2d_tc", {"N*P*Q", sh.gemm_m()}, {"K", sh.out_channels},
@@ -89,8 +93,8 @@ Conv2dTcTensors conv2d_tc_definition(const Conv2dTcShape &sh, const WgmmaEpilogu
   const int R = sh.kernel, pad = sh.pad, P = sh.out_height(), Q = sh.out_width();
   const int M = int(sh.gemm_m()), RSC = int(sh.gemm_k());
   Conv2dTcTensors t;
-  t.x = placeholder({sh.batch, H, W, C}, Float(16), "x");
-  t.w = placeholder({K, R, R, C}, Float(16), "w");
+  t.x = placeholder({sh.batch, H, W, C}, sh.in_dtype, "x");
+  t.w = placeholder({K, R, R, C}, sh.in_dtype, "w");
   // rk = (r * S + s) * C + c: the filter tap (r, s) and the channel c.
   auto tap = [&](const Expr &rk) {
     Expr rs = floordiv(rk, C);
@@ -105,7 +109,7 @@ Conv2dTcTensors conv2d_tc_definition(const Conv2dTcShape &sh, const WgmmaEpilogu
         Expr v = t.x(n, h, w, c);
         if (pad == 0) // every tap is inside x
           return v;
-        return if_then_else(all(h >= 0, h < H, w >= 0, w < W), v, make_const(Float(16), 0));
+        return if_then_else(all(h >= 0, h < H, w >= 0, w < W), v, make_const(sh.in_dtype, 0));
       },
       "A", {"m", "rk"});
   t.Wv = compute(
@@ -276,6 +280,7 @@ ScheduledProgram conv2d_wgmma(const Conv2dTcShape &sh, const GemmWgmmaTiles &t,
     st.CF = d.acc;
   }
   st.b_layout = "col_major";
+  st.in = sh.in_dtype;
   st.k_period = sh.in_channels;
   st.a_im2col = Im2colCopy{.out_height = sh.out_height(), .out_width = sh.out_width(),
                            .channels = sh.in_channels, .kernel_h = sh.kernel,
@@ -299,19 +304,21 @@ ScheduledProgram conv2d_bias_relu(const Conv2dTcShape &sh) {
 }
 
 ScheduledProgram conv2d_bias_relu(const Conv2dTcShape &sh, const GemmWgmmaTiles &t) {
-  WgmmaEpilogue e = bias_relu_epilogue(Float(16));
+  WgmmaEpilogue e = bias_relu_epilogue(sh.in_dtype);
   return conv2d_wgmma(sh, t, &e);
 }
 
 namespace {
 
 // conv2d_wgmma's registry knobs over the tiles chosen for the shape: BM, BN, S, G, TMA, Y16.
-std::pair<Conv2dTcShape, GemmWgmmaTiles> wgmma_conv_from_knobs(const ShapeParams &p) {
+std::pair<Conv2dTcShape, GemmWgmmaTiles> wgmma_conv_from_knobs(const ShapeParams &p,
+                                                                DataType in) {
   auto get = [&](const char *k) {
     auto it = p.find(k);
     return it == p.end() ? int64_t(0) : it->second;
   };
   Conv2dTcShape sh = conv2d_shape_of(p);
+  sh.in_dtype = in;
   user_check(get("Y16") <= 1, "conv2d_wgmma")
       << "Y16 must be 0 (y float32) or 1 (y float16), got " << get("Y16");
   if (get("Y16"))
@@ -338,6 +345,7 @@ ScheduleEntry wgmma_conv_entry(const char *name, const char *description, int64_
     e.default_shape[knob] = std::string(knob) == "TMA" ? 1 : std::string(knob) == "Y16" ? y16 : 0;
     e.nonnegative.push_back(knob);
   }
+  e.dtypes = {Float(16), BFloat(16)};
   return e;
 }
 
@@ -347,14 +355,14 @@ ScheduleEntry conv2d_wgmma_entry() {
   ScheduleEntry e = wgmma_conv_entry(
       "conv2d_wgmma",
       "conv2d as an implicit GEMM on Hopper Tensor Cores (wgmma, sm_90a) on cuDNN's "
-      "layouts: x NHWC, w KRSC fp16, y NPQK fp32; stride 1, zero padding; "
+      "layouts: x NHWC, w KRSC fp16 or bf16, y NPQK fp32; stride 1, zero padding; "
       "gemm_wgmma's schedule; BM, BN, S (stages), G (rasterization group) override "
       "its tiles (0: the default); TMA=1 (the default) fills them with TMA (im2col "
       "mode for x), TMA=0 with cp.async; Y16=1 writes y as float16 (rounded from "
       "the float32 sum, as cuDNN's fp16 convolutions do)",
       0);
-  e.build = [](const ShapeParams &p, DataType) {
-    auto [sh, t] = wgmma_conv_from_knobs(p);
+  e.build = [](const ShapeParams &p, DataType in) {
+    auto [sh, t] = wgmma_conv_from_knobs(p, in);
     return conv2d_wgmma(sh, t);
   };
   return e;
@@ -364,11 +372,11 @@ ScheduleEntry conv2d_bias_relu_entry() {
   ScheduleEntry e = wgmma_conv_entry(
       "conv2d_bias_relu",
       "y = ReLU(conv2d(x, w) + bias) in one kernel: conv2d_wgmma (sm_90a, same knobs) with "
-      "the bias (float16, per output channel) and ReLU applied to the float32 accumulators "
+      "the bias (x's type, per output channel) and ReLU applied to the float32 accumulators "
       "in registers; y float16 (Y16=1, the default) or float32 (Y16=0)",
       1);
-  e.build = [](const ShapeParams &p, DataType) {
-    auto [sh, t] = wgmma_conv_from_knobs(p);
+  e.build = [](const ShapeParams &p, DataType in) {
+    auto [sh, t] = wgmma_conv_from_knobs(p, in);
     return conv2d_bias_relu(sh, t);
   };
   return e;

@@ -30,6 +30,8 @@ struct Conv2dTcShape {
   /// y's type: float32 (the accumulator's), or float16 / bfloat16 (rounded from it, as cuDNN's
   /// fp16 convolutions write; the wgmma path only).
   DataType out_dtype = Float(32);
+  /// x's and w's type: float16, or bfloat16 (the wgmma path only).
+  DataType in_dtype = Float(16);
 
   int out_height() const { return height + 2 * pad - kernel + 1; }
   int out_width() const { return width + 2 * pad - kernel + 1; }
@@ -109,8 +111,8 @@ ScheduledProgram conv2d_wgmma(const Conv2dTcShape &shape, const GemmWgmmaTiles &
 ScheduleEntry conv2d_wgmma_entry();
 
 /// y = ReLU(conv2d(x, w) + bias[k]) in shape.out_dtype (Float(16) as cuDNN writes it, or
-/// float32 / bfloat16), bias float16 per output channel: conv2d_wgmma with bias_relu_epilogue,
-/// one kernel (sm_90a). Arguments x, w, bias, y.
+/// float32 / bfloat16), bias per output channel of x's type: conv2d_wgmma with
+/// bias_relu_epilogue, one kernel (sm_90a). Arguments x, w, bias, y.
 ScheduledProgram conv2d_bias_relu(const Conv2dTcShape &shape);
 ScheduledProgram conv2d_bias_relu(const Conv2dTcShape &shape, const GemmWgmmaTiles &tiles);
 /// "conv2d_bias_relu": conv2d_wgmma's knobs, y float16.

@@ -50,9 +50,9 @@ void expect_direct_conv(const ScheduledProgram &prog, const Conv2dTcShape &sh,
   std::vector<double> x = dyadic_values(size_t(N) * H * W * C, 1);
   std::vector<double> w = dyadic_values(size_t(K) * R * R * C, 2);
   std::vector<double> bias = dyadic_values(size_t(K), 3);
-  interp::HostBuffer bx = interp::HostBuffer::from_doubles(Float(16), x);
-  interp::HostBuffer bw = interp::HostBuffer::from_doubles(Float(16), w);
-  interp::HostBuffer bb = interp::HostBuffer::from_doubles(Float(16), bias);
+  interp::HostBuffer bx = interp::HostBuffer::from_doubles(sh.in_dtype, x);
+  interp::HostBuffer bw = interp::HostBuffer::from_doubles(sh.in_dtype, w);
+  interp::HostBuffer bb = interp::HostBuffer::from_doubles(sh.in_dtype, bias);
   interp::HostBuffer by = interp::HostBuffer::from_doubles(
       sh.out_dtype, std::vector<double>(size_t(N) * P * Q * K, NAN));
   ASSERT_EQ(prog.args.size(), bias_relu ? 4u : 3u);
@@ -342,8 +342,9 @@ TEST(Conv2dWgmma, NarrowOutputRoundsTheSum) {
   // Against the float64 reference of the definition, on random (not dyadic) data.
   CheckResult r = check_on_cpu(p.schedule, p.args, p.num_inputs);
   EXPECT_TRUE(r.compare.ok) << r.str();
-  Conv2dTcShape bf = sh;
+  Conv2dTcShape bf = sh; // bfloat16 in and out
   bf.out_dtype = BFloat(16);
+  bf.in_dtype = BFloat(16);
   expect_direct_conv(conv2d_wgmma(bf, {.block_m = 64, .block_n = 64, .block_k = 64,
                                        .warpgroups_m = 1, .stages = 2, .tma = true}),
                      bf);
@@ -367,9 +368,10 @@ TEST(Conv2dWgmma, NarrowOutputRoundsTheSum) {
     EXPECT_EQ(sass->find("STG.E "), std::string::npos) << *sass; // no 4-byte stores
   }
 
-  // The WMMA path stores float32 fragments only.
+  // The WMMA path takes float16 and stores float32 fragments only.
   expect_error([&] { conv2d_tc(sh, conv2d_tc_tiles(sh)); },
-               {"conv2d_tc", "float32", "got y of float16", "conv2d_wgmma"});
+               {"conv2d_tc", "float32", "y of float16", "conv2d_wgmma"});
+  expect_error([&] { conv2d_tc(bf, conv2d_tc_tiles(bf)); }, {"x of bfloat16"});
   Conv2dTcShape bad = sh;
   bad.out_dtype = Int(32);
   expect_error([&] { conv2d_wgmma(bad); }, {"y's type must be float32, float16 or bfloat16"});

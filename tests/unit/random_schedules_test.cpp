@@ -99,6 +99,7 @@ TEST(RandomSchedules, Conv2dWgmma) {
     sh.in_channels = pick<int>(rng, {64, 128});
     sh.out_channels = pick<int>(rng, {64, 128, 192});
     sh.out_dtype = pick<DataType>(rng, {Float(32), Float(16), BFloat(16)});
+    sh.in_dtype = pick<DataType>(rng, {Float(16), BFloat(16)});
     bool bias_relu = rng() % 2 == 0;
     GemmWgmmaTiles t = random_tiles(rng);
     t.block_n = std::min<int>(t.block_n, sh.out_channels % 128 == 0 ? 128 : 64);
@@ -113,10 +114,11 @@ TEST(RandomSchedules, Conv2dWgmma) {
     std::ostringstream what;
     what << "seed " << seed << ": N=" << sh.batch << " " << sh.height << "x" << sh.width << " "
          << sh.in_channels << "->" << sh.out_channels << " " << sh.kernel << "x" << sh.kernel
-         << " pad " << sh.pad << ", y " << sh.out_dtype << (bias_relu ? " + bias + ReLU" : "")
+         << " pad " << sh.pad << ", " << sh.in_dtype << " -> " << sh.out_dtype
+         << (bias_relu ? " + bias + ReLU" : "")
          << ", " << to_string(t);
     SCOPED_TRACE(what.str());
-    WgmmaEpilogue e = bias_relu_epilogue(Float(16));
+    WgmmaEpilogue e = bias_relu_epilogue(sh.in_dtype);
     ScheduledProgram p = conv2d_wgmma(sh, t, bias_relu ? &e : nullptr);
     CheckResult r = check_on_cpu(p.schedule, p.args, p.num_inputs, seed);
     EXPECT_TRUE(r.compare.ok) << r.str();
