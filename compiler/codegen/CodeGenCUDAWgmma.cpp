@@ -238,6 +238,9 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
         << name << " in kernel '" << f_.name
         << "': lanes 4 stores 16-bit outputs of tiles n a multiple of 16, got " << out << ", n="
         << cols;
+    // 16-bit outputs: a register pair rounds into one 32-bit word.
+    const char *pack = out == Float(16) ? "__floats2half2_rn" : "__floats2bfloat162_rn";
+    const char *word = out == Float(16) ? "__half2" : "__nv_bfloat162";
     // Register pair (i, i + 1), i = 4 q + 2 h: row + 8 h, columns 8 q + (0, 1).
     std::string p = fresh_name("wgmma_out");
     line("{");
@@ -249,8 +252,6 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
       // with lane t ^ 1: even lanes keep W0 and take W0[t + 1] (columns 8 (2 j) + 2 t .. + 3),
       // odd lanes keep W1 and take W1[t - 1] (columns 8 (2 j + 1) + 2 (t - 1) .. + 3), that is
       // 6 halves past the lane's own pointer.
-      const char *pack = out == Float(16) ? "__floats2half2_rn" : "__floats2bfloat162_rn";
-      const char *word = out == Float(16) ? "__half2" : "__nv_bfloat162";
       std::string odd = fresh_name("odd");
       line("const bool " + odd + " = " + wgmma_thread_id().text + " & 1;");
       line("#pragma unroll");
@@ -284,9 +285,7 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
     if (lanes == 2 && out == Float(32)) {
       line("*(float2*)(" + at + ") = make_float2(" + r0 + ", " + r1 + ");");
     } else if (lanes == 2) {
-      line(out == Float(16) ? "*(__half2*)(" + at + ") = __floats2half2_rn(" + r0 + ", " + r1 + ");"
-                            : "*(__nv_bfloat162*)(" + at + ") = __floats2bfloat162_rn(" + r0 +
-                                  ", " + r1 + ");");
+      line("*(" + std::string(word) + "*)(" + at + ") = " + pack + "(" + r0 + ", " + r1 + ");");
     } else {
       const std::string cvt = out == Float(32) ? "" : out == Float(16) ? "__float2half_rn" : "__float2bfloat16_rn";
       line("(" + at + ")[0] = " + cvt + "(" + r0 + ");");
