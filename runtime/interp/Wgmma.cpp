@@ -72,6 +72,13 @@ struct AccumulatorTiles {
     return tile * (n / 2);
   }
 
+  /// Register r of a 64 x n tile exists in every thread (0 <= r < n / 2).
+  void check_register(const Machine &M, uint32_t w, int64_t r) const {
+    user_check(r >= 0 && r < n / 2, "interp")
+        << by(M, w) << ": register " << r << " of a 64 x " << n << " tile; a thread holds "
+        << n / 2;
+  }
+
   /// The tile was filled as a 64 x n tile (an error otherwise).
   void check_filled(const Machine &M, uint32_t w, int64_t tile) const {
     int held = state(*acc, w, tile) & kNMask;
@@ -136,9 +143,7 @@ private:
   // wgmma_reg_set: register r of the tile in every thread of the warp, from each lane's value.
   void run_set(Machine &M, uint32_t w, int64_t tile, int64_t r, const LaneValues &value) {
     const int64_t first = tile_first(M, w, tile);
-    user_check(r >= 0 && r < n / 2, "interp")
-        << by(M, w) << ": register " << r << " of a 64 x " << n << " tile; a thread holds "
-        << n / 2;
+    check_register(M, w, r);
     check_filled(M, w, tile);
     check_landed(M, w, tile, "writes");
     for (int l = 0; l < 32; ++l) {
@@ -321,9 +326,7 @@ public:
     m.each([&](uint32_t t) {
       const uint32_t w = t / 32;
       const int64_t first = tile_first(M, w, tile[t].i);
-      user_check(r[t].i >= 0 && r[t].i < n / 2, "interp")
-          << by(M, w) << ": register " << r[t].i << " of a 64 x " << n
-          << " tile; a thread holds " << n / 2;
+      check_register(M, w, r[t].i);
       check_filled(M, w, tile[t].i);
       check_landed(M, w, tile[t].i, "reads");
       out[t] = reg(*acc, w, int(t % 32), first + r[t].i);
