@@ -332,27 +332,30 @@ GemmWgmmaTiles tiles_from_knobs(const ShapeParams &p) {
   return t;
 }
 
-ShapeParams gemm_wgmma_knobs() {
-  return {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"G", 8},    {"BM", 0},
-          {"BN", 0},   {"BK", 0},   {"S", 0},    {"SW", 128}, {"TMA", 1}};
+// An entry over gemm_wgmma's shape and knobs (M, N, K; G, BM, BN, BK, S, SW, TMA), f16 or bf16.
+ScheduleEntry wgmma_gemm_entry(const char *name, const char *description) {
+  ScheduleEntry e;
+  e.name = name;
+  e.description = description;
+  e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"G", 8},    {"BM", 0},
+                     {"BN", 0},   {"BK", 0},   {"S", 0},    {"SW", 128}, {"TMA", 1}};
+  e.nonnegative = {"G", "BM", "BN", "BK", "S", "SW", "TMA"};
+  e.dtypes = {Float(16), BFloat(16)};
+  return e;
 }
 
 } // namespace
 
 ScheduleEntry gemm_wgmma_entry() {
-  ScheduleEntry e;
-  e.name = "gemm_wgmma";
-  e.description = "GEMM on Hopper Tensor Cores (wgmma.mma_async, sm_90a), fp16 "
-                  "in, fp32 out; 128x256 blocks "
-                  "of 2 warpgroups rasterized in groups of 8, K step 64 through 4 TMA stages of "
-                  "128-byte swizzled shared tiles; "
-                  "BM, BN, BK, S (stages), G (rasterization group), SW "
-                  "(swizzle: 128, 64, 32 or 0) override the tiles; TMA=1 (the default) fills "
-                  "swizzled, pipelined tiles with TMA bulk copies on an mbarrier ring, TMA=0 "
-                  "with cp.async";
-  e.default_shape = gemm_wgmma_knobs();
-  e.nonnegative = {"G", "BM", "BN", "BK", "S", "SW", "TMA"};
-  e.dtypes = {Float(16), BFloat(16)};
+  ScheduleEntry e = wgmma_gemm_entry(
+      "gemm_wgmma", "GEMM on Hopper Tensor Cores (wgmma.mma_async, sm_90a), fp16 "
+                    "in, fp32 out; 128x256 blocks "
+                    "of 2 warpgroups rasterized in groups of 8, K step 64 through 4 TMA stages of "
+                    "128-byte swizzled shared tiles; "
+                    "BM, BN, BK, S (stages), G (rasterization group), SW "
+                    "(swizzle: 128, 64, 32 or 0) override the tiles; TMA=1 (the default) fills "
+                    "swizzled, pipelined tiles with TMA bulk copies on an mbarrier ring, TMA=0 "
+                    "with cp.async");
   e.build = [](const ShapeParams &p, DataType in) {
     return gemm_wgmma(p.at("M"), p.at("N"), p.at("K"), tiles_from_knobs(p), in);
   };
@@ -396,15 +399,11 @@ ScheduledProgram gemm_wgmma_fused(int64_t M, int64_t N, int64_t K, const GemmWgm
 }
 
 ScheduleEntry gemm_bias_gelu_entry() {
-  ScheduleEntry e;
-  e.name = "gemm_bias_gelu";
-  e.description = "C = GELU(A x B + bias), A, B, bias (per column) and C of one type (float16 "
-                  "or bfloat16), one kernel: gemm_wgmma's schedule (sm_90a, same knobs) with bias and GELU "
-                  "(erf form) applied to the float32 accumulators in registers before the "
-                  "store";
-  e.default_shape = gemm_wgmma_knobs();
-  e.nonnegative = {"G", "BM", "BN", "BK", "S", "SW", "TMA"};
-  e.dtypes = {Float(16), BFloat(16)};
+  ScheduleEntry e = wgmma_gemm_entry(
+      "gemm_bias_gelu",
+      "C = GELU(A x B + bias), A, B, bias (per column) and C of one type (float16 or "
+      "bfloat16), one kernel: gemm_wgmma's schedule (sm_90a, same knobs) with bias and GELU "
+      "(erf form) applied to the float32 accumulators in registers before the store");
   e.build = [](const ShapeParams &p, DataType in) {
     return gemm_wgmma_fused(p.at("M"), p.at("N"), p.at("K"), tiles_from_knobs(p), in, in,
                             bias_gelu_epilogue(in));

@@ -1,6 +1,7 @@
 // Disassembling a cubin with cuobjdump, for tests that check which instructions were emitted.
 #pragma once
 
+#include "runtime/Build.h"
 #include "runtime/Nvrtc.h"
 
 #include <gtest/gtest.h>
@@ -25,6 +26,14 @@ inline std::string cuobjdump_path() {
     if (std::filesystem::exists(p))
       return p;
   return std::system("command -v cuobjdump > /dev/null 2>&1") == 0 ? "cuobjdump" : "";
+}
+
+/// NVRTC for sm_90 (sm_90a where `m` uses wgmma: target_arch) of `source`, the CUDA of `m`.
+inline CompiledKernel compile_for_sm90(const LoweredModule &m, const std::string &source,
+                                       const std::string &file) {
+  CompileOptions o;
+  o.arch = target_arch(m, "sm_90");
+  return nvrtc_compile(source, nvrtc_options(o), file);
 }
 
 /// `cuobjdump -sass` of `cubin` (with its error output), or nothing without cuobjdump.

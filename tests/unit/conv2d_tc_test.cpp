@@ -357,9 +357,7 @@ TEST(Conv2dWgmma, NarrowOutputRoundsTheSum) {
   std::string src = codegen_cuda(m);
   EXPECT_NE(src.find("__floats2half2_rn("), std::string::npos) << src;
   EXPECT_NE(src.find("__shfl_xor_sync(0xffffffffu, send, 1)"), std::string::npos) << src;
-  CompileOptions o;
-  o.arch = target_arch(m, "sm_90");
-  CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "conv2d_wgmma_y16.cu");
+  CompiledKernel k = tessel::test::compile_for_sm90(m, src, "conv2d_wgmma_y16.cu");
   ASSERT_FALSE(k.cubin.empty());
   EXPECT_EQ(k.kernels.at(0).spill_store_bytes, 0) << k.log;
   if (std::optional<std::string> sass = tessel::test::sass_of(k.cubin, "conv2d_wgmma_y16")) {
@@ -407,9 +405,7 @@ TEST(Conv2dWgmma, FusedBiasRelu) {
   EXPECT_NE(src.find("y_acc[0 + 0] = max(y_acc[0 + 0] + __half2float(v0), 0.0f);"),
             std::string::npos)
       << src;
-  CompileOptions o;
-  o.arch = target_arch(m, "sm_90");
-  CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "conv2d_bias_relu.cu");
+  CompiledKernel k = tessel::test::compile_for_sm90(m, src, "conv2d_bias_relu.cu");
   ASSERT_FALSE(k.cubin.empty());
   // The epilogue indexes the accumulator array by constants: it stays in registers.
   EXPECT_EQ(k.kernels.at(0).spill_store_bytes, 0) << k.log;
@@ -479,9 +475,7 @@ TEST(Conv2dWgmma, TmaIm2colCopies) {
   EXPECT_NE(src.find("cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::"
                      "complete_tx::bytes"),
             std::string::npos);
-  CompileOptions o;
-  o.arch = target_arch(m, "sm_90");
-  CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "conv2d_wgmma_tma.cu");
+  CompiledKernel k = tessel::test::compile_for_sm90(m, src, "conv2d_wgmma_tma.cu");
   ASSERT_FALSE(k.cubin.empty());
   EXPECT_EQ(k.kernels.at(0).spill_store_bytes, 0) << k.log;
   std::optional<std::string> sass = tessel::test::sass_of(k.cubin, "conv2d_wgmma_tma");

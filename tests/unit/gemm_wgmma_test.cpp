@@ -19,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <regex>
 
 using namespace tessel;
@@ -29,6 +30,22 @@ namespace {
 
 std::string mismatch(const ScheduledProgram &p, int64_t M, int64_t N, int64_t K) {
   return tessel::test::exact_gemm_mismatch(lower(p.schedule, p.args).funcs[0], M, N, K);
+}
+
+// Lowers a 128 x 128 x K GEMM whose shared copy of A `schedule` sets up, expecting a
+// tessel::Error with every one of `parts`.
+void expect_bulk_copy_error(
+    int64_t K, const std::function<void(Schedule &, const GemmTensors &, const Tensor &)> &schedule,
+    std::initializer_list<const char *> parts) {
+  expect_error(
+      [&] {
+        GemmTensors g = gemm_definition(128, 128, K, Float(16));
+        Schedule s = create_schedule({g.C});
+        Tensor AS = s.cache_read(g.A, "shared", {g.C});
+        schedule(s, g, AS);
+        lower(s, {g.A, g.B, g.C});
+      },
+      parts);
 }
 
 GemmWgmmaTiles small_tiles(int stages, int swizzle = 0) {
@@ -79,9 +96,7 @@ TEST(GemmWgmma, NarrowSwizzles) {
   LoweredModule m = lower(p.schedule, p.args);
   std::string src = codegen_cuda(m);
   EXPECT_NE(src.find(", 512, 2)), \"l\"(tessel_wgmma_desc(&B_shared["), std::string::npos);
-  CompileOptions o;
-  o.arch = target_arch(m, "sm_90");
-  EXPECT_FALSE(nvrtc_compile(src, nvrtc_options(o), "gemm_wgmma_sw64.cu").cubin.empty());
+  EXPECT_FALSE(tessel::test::compile_for_sm90(m, src, "gemm_wgmma_sw64.cu").cubin.empty());
   expect_error([] { gemm_wgmma(128, 256, 48, {.block_k = 24, .swizzle = 32}); },
                {"block_k=24", "multiples of 16", "rows of 16 halves (32 bytes)"});
   expect_error([] { gemm_wgmma(128, 256, 64, {.swizzle = 16}); }, {"swizzle must be 128, 64, 32 or 0"});
@@ -94,9 +109,7 @@ TEST(GemmWgmma, Bfloat16Inputs) {
   LoweredModule m = lower(p.schedule, p.args);
   std::string src = codegen_cuda(m);
   EXPECT_NE(src.find("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16"), std::string::npos);
-  CompileOptions o;
-  o.arch = target_arch(m, "sm_90");
-  CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "gemm_wgmma_bf16.cu");
+  CompiledKernel k = tessel::test::compile_for_sm90(m, src, "gemm_wgmma_bf16.cu");
   std::optional<std::string> sass = tessel::test::sass_of(k.cubin, "gemm_wgmma_bf16");
   if (sass)
     EXPECT_NE(sass->find("HGMMA.64x256x16.F32.BF16"), std::string::npos) << sass->substr(0, 3000);
@@ -126,9 +139,7 @@ TEST(GemmWgmma, FusedBiasGelu) {
   EXPECT_NE(ir.find("erf("), std::string::npos) << ir;
   std::string src = codegen_cuda(m);
   EXPECT_NE(src.find("erff("), std::string::npos);
-  CompileOptions o;
-  o.arch = target_arch(m, "sm_90");
-  CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "gemm_bias_gelu.cu");
+  CompiledKernel k = tessel::test::compile_for_sm90(m, src, "gemm_bias_gelu.cu");
   ASSERT_FALSE(k.cubin.empty());
   EXPECT_EQ(k.kernels.at(0).spill_store_bytes, 0) << k.log;
   if (std::optional<std::string> sass = tessel::test::sass_of(k.cubin, "gemm_bias_gelu")) {
@@ -360,9 +371,7 @@ TEST(GemmWgmma, TmaFillsOnAnMbarrierRing) {
       << src.substr(0, 4000);
   EXPECT_NE(src.find("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"),
             std::string::npos);
-  CompileOptions o;
-  o.arch = target_arch(m, "sm_90");
-  CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "gemm_wgmma_tma.cu");
+  CompiledKernel k = tessel::test::compile_for_sm90(m, src, "gemm_wgmma_tma.cu");
   ASSERT_FALSE(k.cubin.empty());
   EXPECT_EQ(k.kernels.at(0).spill_store_bytes, 0) << k.log;
   expect_error([&] { target_arch(m, "sm_80"); }, {"uses wgmma", "the target is sm_80"});
@@ -392,60 +401,36 @@ TEST(GemmWgmma, TmaErrors) {
   expect_error([] { gemm_wgmma(256, 256, 64, {.swizzle = 0, .tma = true}); },
                {"TMA bulk copies", "swizzle 0"});
   // A bulk-copied stage whose axes were split.
-  expect_error(
-      [] {
-        GemmTensors g = gemm_definition(128, 128, 64, Float(16));
-        Schedule s = create_schedule({g.C});
-        Tensor AS = s.cache_read(g.A, "shared", {g.C});
-        auto [i, j] = s[g.C].axes<2>();
-        s[AS].compute_at(s[g.C], i);
-        auto [r, c] = s[AS].axes<2>();
-        s[AS].split(c, 8);
-        s[AS].bulk_copy().pipeline(2);
-        lower(s, {g.A, g.B, g.C});
-      },
-      {"'A.shared' is filled by TMA (bulk_copy)", "no split"});
+  expect_bulk_copy_error(64, [](Schedule &s, const GemmTensors &g, const Tensor &AS) {
+    auto [i, j] = s[g.C].axes<2>();
+    s[AS].compute_at(s[g.C], i);
+    auto [r, c] = s[AS].axes<2>();
+    s[AS].split(c, 8);
+    s[AS].bulk_copy().pipeline(2);
+  }, {"'A.shared' is filled by TMA (bulk_copy)", "no split"});
   // Not pipelined.
-  expect_error(
-      [] {
-        GemmTensors g = gemm_definition(128, 128, 64, Float(16));
-        Schedule s = create_schedule({g.C});
-        Tensor AS = s.cache_read(g.A, "shared", {g.C});
-        s[AS].bulk_copy();
-        lower(s, {g.A, g.B, g.C});
-      },
-      {"'A.shared' is filled by TMA", "pipelined over 2 or more stages"});
+  expect_bulk_copy_error(64, [](Schedule &s, const GemmTensors &, const Tensor &AS) {
+    s[AS].bulk_copy();
+  }, {"'A.shared' is filled by TMA", "pipelined over 2 or more stages"});
   // Padded rows (storage_align), and one stage by TMA beside one by copies in the same loop.
-  expect_error(
-      [] {
-        GemmTensors g = gemm_definition(128, 128, 64, Float(16));
-        Schedule s = create_schedule({g.C});
-        Tensor AS = s.cache_read(g.A, "shared", {g.C});
-        auto [i, j] = s[g.C].axes<2>();
-        s[AS].compute_at(s[g.C], i);
-        s[AS].storage_align(s[AS].axes<2>()[0], 64, 8);
-        s[AS].bulk_copy().pipeline(2);
-        lower(s, {g.A, g.B, g.C});
-      },
-      {"'A.shared' is filled by TMA", "storage_align"});
-  expect_error(
-      [] {
-        GemmTensors g = gemm_definition(128, 128, 256, Float(16));
-        Schedule s = create_schedule({g.C});
-        Tensor AS = s.cache_read(g.A, "shared", {g.C});
-        Tensor BS = s.cache_read(g.B, "shared", {g.C});
-        auto [i, j] = s[g.C].axes<2>();
-        auto [io, ii] = s[g.C].split(i, 64);
-        IterVar k = s[g.C].reduce_axis()[0];
-        auto [ko, ki] = s[g.C].split(k, 64);
-        s[g.C].reorder({io, ko, ii, j, ki});
-        s[AS].compute_at(s[g.C], ko);
-        s[BS].compute_at(s[g.C], ko);
-        s[AS].bulk_copy().pipeline(2);
-        s[BS].pipeline(2);
-        lower(s, {g.A, g.B, g.C});
-      },
-      {"pipelined together", "filled by TMA (bulk_copy)", "both bulk copies or neither"});
+  expect_bulk_copy_error(64, [](Schedule &s, const GemmTensors &g, const Tensor &AS) {
+    auto [i, j] = s[g.C].axes<2>();
+    s[AS].compute_at(s[g.C], i);
+    s[AS].storage_align(s[AS].axes<2>()[0], 64, 8);
+    s[AS].bulk_copy().pipeline(2);
+  }, {"'A.shared' is filled by TMA", "storage_align"});
+  expect_bulk_copy_error(256, [](Schedule &s, const GemmTensors &g, const Tensor &AS) {
+    Tensor BS = s.cache_read(g.B, "shared", {g.C});
+    auto [i, j] = s[g.C].axes<2>();
+    auto [io, ii] = s[g.C].split(i, 64);
+    IterVar k = s[g.C].reduce_axis()[0];
+    auto [ko, ki] = s[g.C].split(k, 64);
+    s[g.C].reorder({io, ko, ii, j, ki});
+    s[AS].compute_at(s[g.C], ko);
+    s[BS].compute_at(s[g.C], ko);
+    s[AS].bulk_copy().pipeline(2);
+    s[BS].pipeline(2);
+  }, {"pipelined together", "filled by TMA (bulk_copy)", "both bulk copies or neither"});
   expect_error(
       [] {
         GemmTensors g = gemm_definition(128, 128, 64, Float(16));
