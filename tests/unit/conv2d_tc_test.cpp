@@ -373,6 +373,10 @@ TEST(Conv2dWgmma, NarrowOutputRoundsTheSum) {
   Conv2dTcShape bad = sh;
   bad.out_dtype = Int(32);
   expect_error([&] { conv2d_wgmma(bad); }, {"y's type must be float32, float16 or bfloat16"});
+  // The registry's knob: 0 or 1.
+  const ScheduleEntry &entry = find_schedule("conv2d_wgmma");
+  expect_error([&] { entry.build(resolve_shape(entry, {{"Y16", 2}}), Float(16)); },
+               {"Y16 must be 0 (y float32) or 1 (y float16), got 2"});
 }
 
 // conv + bias + ReLU in one kernel: the bias and ReLU applied to the accumulators in registers
