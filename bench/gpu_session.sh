@@ -19,7 +19,8 @@
 #   bench     tessel_bench --csv: the table bench/RESULTS.md records
 #   sanitize  compute-sanitizer memcheck, racecheck and synccheck on gemm_tc at 512^3 (pipelined
 #             with cp.async; wgmma on a Hopper GPU) and on conv2d_tc (and conv2d_wgmma with a
-#             float16 y, the fused conv2d_bias_relu and gemm_bias_gelu) at small shapes, racecheck
+#             float16 y, the fused conv2d_bias_relu and gemm_bias_gelu, a ragged gemm_wgmma whose
+#             padded copies are kernels of their own) at small shapes, racecheck
 #             on gemm_shared at 256^3; one timed launch each
 #             (tessel run --number 1 --repeat 1) after the check's run and the warm-up
 #   profile   ncu --set full on one launch of gemm_tc at 4096^3 and of conv2d_wgmma on ResNet's
@@ -84,6 +85,7 @@ run_step() {
         sanitize_all conv2d_wgmma --shape N=8,H=8,W=8,C=64,K=128,Y16=1 "${once[@]}" &&
         sanitize_all conv2d_bias_relu --shape N=8,H=8,W=8,C=64,K=128 "${once[@]}" &&
         sanitize_all gemm_bias_gelu --shape M=256,N=512,K=256 "${once[@]}" &&
+        sanitize_all gemm_wgmma --shape M=200,N=199,K=100 "${once[@]}" &&
         compute-sanitizer --tool racecheck --error-exitcode 1 \
           ./tessel run gemm_shared --shape M=256,N=256,K=256 "${once[@]}" ;;
     profile)

@@ -54,12 +54,13 @@ struct Module::State {
   std::string source;
   CompiledKernel compiled;
   std::optional<CudaModule> loaded; ///< on first run
+  std::vector<DeviceArray> workspaces; ///< LoweredModule's workspaces, on first run
 };
 
 const LoweredModule &Module::lowered() const { return state_->lowered; }
 const std::string &Module::source() const { return state_->source; }
 const CompiledKernel &Module::compiled() const { return state_->compiled; }
-const LaunchConfig &Module::launch() const { return state_->lowered.funcs.at(0).launch; }
+const LaunchConfig &Module::launch() const { return state_->lowered.funcs.back().launch; }
 
 CUtensorMap encode_tensor_map(const TensorMapParam &m, const DeviceArray &array) {
   CUtensorMapDataType type;
@@ -118,7 +119,7 @@ CUtensorMap encode_tensor_map(const TensorMapParam &m, const DeviceArray &array)
 
 static std::vector<KernelArg> kernel_args(const LoweredFunc &f,
                                           const std::vector<const DeviceArray *> &args) {
-  user_check(args.size() == f.args.size(), "Module::run")
+  internal_check(args.size() == f.args.size())
       << "kernel '" << f.name << "' takes " << f.args.size() << " arguments, got " << args.size();
   std::vector<KernelArg> out;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -145,20 +146,44 @@ static const CudaModule &loaded(Module::State &s) {
   return *s.loaded;
 }
 
+// The kernels' launches in order, with their arguments: the caller's, then the workspaces
+// (allocated on the first run, kept for the next).
+static std::vector<std::pair<CudaFunction, std::vector<KernelArg>>>
+launches(Module::State &s, const std::vector<const DeviceArray *> &args) {
+  const LoweredModule &m = s.lowered;
+  const LoweredFunc &first = m.funcs.at(0);
+  size_t num_args = first.args.size() - m.num_workspaces;
+  user_check(args.size() == num_args, "Module::run")
+      << "kernel '" << first.name << "' takes " << num_args << " arguments, got " << args.size();
+  if (s.workspaces.empty())
+    for (size_t i = num_args; i < first.args.size(); ++i)
+      s.workspaces.emplace_back(first.args[i].dtype(), first.arg_shapes[i]);
+  std::vector<const DeviceArray *> all = args;
+  for (const DeviceArray &w : s.workspaces)
+    all.push_back(&w);
+  std::vector<std::pair<CudaFunction, std::vector<KernelArg>>> out;
+  for (const LoweredFunc &f : m.funcs)
+    out.emplace_back(loaded(s).function(f.name), kernel_args(f, all));
+  return out;
+}
+
 void Module::run(const std::vector<const DeviceArray *> &args) const {
-  const LoweredFunc &f = state_->lowered.funcs.at(0);
-  loaded(*state_).function(f.name).launch(f.launch, kernel_args(f, args));
+  auto ls = launches(*state_, args);
+  for (size_t i = 0; i < ls.size(); ++i)
+    ls[i].first.launch(state_->lowered.funcs[i].launch, ls[i].second);
 }
 
 TimeResult Module::time(const std::vector<const DeviceArray *> &args,
                         const TimeOptions &options) const {
-  const LoweredFunc &f = state_->lowered.funcs.at(0);
-  return loaded(*state_).function(f.name).time(f.launch, kernel_args(f, args), options);
+  auto ls = launches(*state_, args);
+  return time_launches([&] {
+    for (size_t i = 0; i < ls.size(); ++i)
+      ls[i].first.launch(state_->lowered.funcs[i].launch, ls[i].second);
+  }, options);
 }
 
 Module build(const LoweredModule &lowered, const Target &target) {
-  user_check(lowered.funcs.size() == 1, "build")
-      << "expected one kernel, got " << lowered.funcs.size();
+  user_check(!lowered.funcs.empty(), "build") << "the module has no kernel";
   auto state = std::make_shared<Module::State>();
   state->lowered = lowered;
   state->source = codegen_cuda(lowered);

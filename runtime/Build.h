@@ -42,13 +42,16 @@ public:
   const std::string &source() const;
   /// The cubin and what ptxas reported (registers, shared memory, spills).
   const CompiledKernel &compiled() const;
+
+  /// The launch configuration of the last kernel (the one that writes the outputs).
   const LaunchConfig &launch() const;
 
-  /// Runs the kernel once on the GPU; `args` in the order given to build(). Their types and
-  /// sizes are checked against the kernel's parameters.
+  /// Runs the module's kernels once, in order, on the GPU; `args` in the order given to build().
+  /// Their types and sizes are checked against the kernels' parameters. Workspaces are
+  /// allocated on the first run and kept.
   void run(const std::vector<const DeviceArray *> &args) const;
-  /// Times the kernel with CUDA events (warm-up, `number` launches per measurement, median of
-  /// `repeat` measurements).
+  /// Times the module's kernels (all of them, back to back) with CUDA events (warm-up, `number`
+  /// runs per measurement, median of `repeat` measurements).
   TimeResult time(const std::vector<const DeviceArray *> &args, const TimeOptions &options = {}) const;
 
   struct State;

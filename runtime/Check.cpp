@@ -101,7 +101,7 @@ CheckResult check_on_cpu(const Schedule &s, const std::vector<Tensor> &args, siz
   std::vector<interp::HostBuffer *> ptrs;
   for (interp::HostBuffer &b : bufs)
     ptrs.push_back(&b);
-  interp::execute(m.funcs.at(0), ptrs);
+  interp::execute(m, ptrs);
   return finish(p, bufs.back());
 }
 

@@ -23,6 +23,8 @@ constexpr int kCopyRows = 8, kCopyChunks = 4;
 // The swizzled layout the tiles default to: rows of 128 bytes (64 halves).
 constexpr int kSwizzle = 128;
 
+int64_t round_up(int64_t v, int64_t multiple) { return (v + multiple - 1) / multiple * multiple; }
+
 bool fits(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t) {
   try {
     check_gemm_wgmma_tiles("gemm_wgmma", M, N, K, t);
@@ -76,8 +78,8 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
         << name << "=" << v << " must be a multiple of " << knob << "=" << block
         << "; pad it or choose tiles that divide it";
   };
-  // M and N need not divide: the last block shifts inwards (tile_gemm_output). It must fit, and
-  // rows of N halves must be whole 16-byte units (TMA strides, 16-byte copies).
+  // M and N need not divide: the last block shifts inwards (tile_gemm_output). It must fit.
+  // (gemm_wgmma pads K to whole steps and B's rows to whole 16-byte units: PaddedGemm.)
   auto at_least = [&](const char *name, int64_t v, int block, const char *knob) {
     user_check(v >= block, context)
         << name << "=" << v << " is smaller than " << knob << "=" << block
@@ -85,9 +87,6 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
   };
   at_least("M", M, t.block_m, "block_m");
   at_least("N", N, t.block_n, "block_n");
-  user_check(N % kChunk == 0, context)
-      << "N=" << N << " must be a multiple of " << kChunk
-      << ": rows of B are copied in 16-byte units; pad N";
   divides("K", K, t.block_k, "block_k");
   int64_t per_step = int64_t(kChunk) * t.threads();
   user_check((int64_t(t.block_m) * t.block_k) % per_step == 0 &&
@@ -104,6 +103,9 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
 }
 
 GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::string &context) {
+  // A K that no K step divides is padded to whole steps of 64 (PaddedGemm).
+  if (K % 32 != 0)
+    K = round_up(K, 64);
   // TMA fills and blocks rasterized in groups of 8 rows: measured the fastest on the H100
   // (bench/RESULTS.md), wherever the tiles are swizzled and pipelined.
   auto with_tma = [](GemmWgmmaTiles t) {
@@ -131,10 +133,10 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::stri
     return part(M, t.block_m) * part(N, t.block_n);
   };
   const bool big = blocks(best) >= 132; // the default blocks fill a wave
-  if (big && fits(M, N, K, best) && fits(M, N, K, narrow) && useful(narrow) >= 0.9 &&
-      wave_use(narrow) > wave_use(best) + 0.1)
+  if (big && fits(M, N, K, with_tma(best)) && fits(M, N, K, with_tma(narrow)) &&
+      useful(narrow) >= 0.9 && wave_use(narrow) > wave_use(best) + 0.1)
     return with_tma(narrow);
-  if (big && fits(M, N, K, best) && useful(best) >= 0.9)
+  if (big && fits(M, N, K, with_tma(best)) && useful(best) >= 0.9)
     return with_tma(best);
   // Otherwise the tiles that waste least (in steps of 5%), swizzled, then, for grids of less
   // than a wave, those that keep most SMs busy (in steps of 10%; a batch-1 conv measured 2x
@@ -154,7 +156,7 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::stri
                            .block_k = bk,
                            .warpgroups_m = std::min(2, bm / 64),
                            .swizzle = swizzle};
-          if (!fits(M, N, K, t))
+          if (!fits(M, N, K, with_tma(t)))
             continue;
           int64_t busy = big ? 0 : int64_t(wave_use(t) * 10 + 1e-9);
           std::tuple<int64_t, int, int64_t, int64_t, int> score{
@@ -166,8 +168,8 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::stri
         }
   user_check(std::get<3>(best_score) > 0, context)
       << M << "x" << N << "x" << K
-      << " has no wgmma tiling: M must be at least 64, N at least 32 and a multiple of 8, and "
-         "K a multiple of 32 (pad them, or use gemm_tc / gemm_mma)";
+      << " has no wgmma tiling: M must be at least 64 and N at least 32 (use gemm_tc / "
+         "gemm_mma for smaller ones)";
   return with_tma(best);
 }
 
@@ -200,18 +202,90 @@ ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, DataType in) {
   return gemm_wgmma(M, N, K, gemm_wgmma_tiles(M, N, K), in);
 }
 
+namespace {
+
+// The GEMM as the wgmma kernel reads it. TMA and 16-byte copies need rows of whole 16-byte
+// units, and the K loop whole steps of block_k: where A's or B's rows fall short, the kernel
+// reads copies padded with zeros (AP: M x Kp, BP: Kp x Np, Kp = K rounded up to a whole step,
+// Np = N up to a whole block_n where N is not a multiple of 8). Each copy is a stage in global memory, so a workspace written by
+// a kernel of its own before the GEMM's (LoweredModule); C keeps its M x N shape. Without
+// padding AP and BP are A and B: gemm_definition exactly.
+struct PaddedGemm {
+  GemmTensors g; ///< the arguments A, B and the result C (a sum over Kp)
+  Tensor AP, BP; ///< what C reads
+  int64_t K = 0; ///< Kp
+};
+
+PaddedGemm padded_gemm_definition(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t,
+                                  DataType in, const std::string &c_name) {
+  // Where N is not a multiple of 8 the last block of columns stays in place (schedule_wgmma_gemm)
+  // and reads B up to the next whole block.
+  const int64_t Kp = round_up(K, t.block_k),
+                Np = N % kChunk == 0 ? N : round_up(N, t.block_n);
+  if (Kp == K && Np == N) {
+    GemmTensors g = gemm_definition(M, N, K, in, c_name);
+    return {g, g.A, g.B, K};
+  }
+  PaddedGemm p;
+  p.K = Kp;
+  p.g.A = placeholder({M, K}, in, "A");
+  p.g.B = placeholder({K, N}, in, "B");
+  Expr zero = make_const(in, 0);
+  p.AP = Kp == K ? p.g.A
+                 : compute({M, Kp},
+                           [&](Var i, Var k) { return if_then_else(k < Expr(int(K)), p.g.A(i, k), zero); },
+                           "A_pad", {"i", "k"});
+  p.BP = compute(
+      {Kp, Np},
+      [&](Var k, Var j) { return if_then_else(k < Expr(int(K)) && j < Expr(int(N)), p.g.B(k, j), zero); }, "B_pad",
+      {"k", "j"});
+  IterVar k = reduce_axis({0, Kp}, "k");
+  p.g.C = compute(
+      {M, N},
+      [&](Var i, Var j) {
+        return sum(p.AP(i, k).astype(Float(32)) * p.BP(k, j).astype(Float(32)), {k});
+      },
+      c_name, {"i", "j"});
+  return p;
+}
+
+// A padded copy's kernel: each thread reads 8 consecutive elements of a padded row one by one
+// (the source rows are not aligned; the guard zero-fills past them) into registers and stores
+// them as one 16-byte vector.
+void schedule_padding(Schedule &s, const PaddedGemm &p) {
+  for (const Tensor &t : {p.AP, p.BP}) {
+    if (t == p.g.A || t == p.g.B)
+      continue;
+    Tensor regs = s.cache_write(t, "local");
+    Stage sp = s[t];
+    auto [r, c] = sp.axes<2>();
+    auto [c1, vec] = sp.split(c, kChunk);
+    auto [b, x] = sp.split(sp.fuse(r, c1), 256);
+    sp.bind(b, thread_axis("blockIdx.x"));
+    sp.bind(x, thread_axis("threadIdx.x"));
+    sp.vectorize(vec);
+    s[regs].compute_at(sp, x);
+    s[regs].unroll(s[regs].axes<2>()[1]);
+  }
+}
+
+} // namespace
+
 ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t,
                             DataType in) {
-  check_gemm_wgmma_tiles("gemm_wgmma", M, N, K, t);
   user_check(in == Float(16) || in == BFloat(16), "gemm_wgmma")
       << "A and B must be float16 or bfloat16, got " << in;
-  GemmTensors g = gemm_definition(M, N, K, in);
+  user_check(K > 0 && t.block_k > 0, "gemm_wgmma") << "K and block_k must be positive";
+  PaddedGemm p = padded_gemm_definition(M, N, K, t, in, "C");
+  check_gemm_wgmma_tiles("gemm_wgmma", M, N, p.K, t);
+  const GemmTensors &g = p.g;
   Schedule s = create_schedule({g.C});
+  schedule_padding(s, p);
   // Memory hierarchy: global -> shared (swizzled) -> wgmma, accumulating in registers.
   WgmmaGemmStages st;
   st.C = g.C;
-  st.AS = s.cache_read(g.A, "shared", {g.C});
-  st.BS = s.cache_read(g.B, "shared", {g.C});
+  st.AS = s.cache_read(p.AP, "shared", {g.C});
+  st.BS = s.cache_read(p.BP, "shared", {g.C});
   st.CF = s.cache_write(g.C, "wgmma.accumulator");
   st.in = in;
   schedule_wgmma_gemm(s, st, t);
@@ -227,8 +301,12 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
   // (the warpgroup's 128 threads) is bound only in the shared copies: the tiles' loops run on
   // the whole warpgroup, as a wgmma does.
   Stage sc = s[st.C];
-  GemmOutputLoops c = tile_gemm_output(sc, idx, t.block_m, t.block_n, t.warpgroups_m,
-                                       t.warpgroups_n, kRows, n, t.raster_group);
+  // Columns whose last block cannot start on a 16-byte boundary of B (N not a multiple of 8)
+  // keep that block in place and store only the columns inside (wgmma_store's limit).
+  const int64_t N = *as_const_int(st.C.shape()[1]);
+  GemmOutputLoops c = tile_gemm_output(
+      sc, idx, t.block_m, t.block_n, t.warpgroups_m, t.warpgroups_n, kRows, n, t.raster_group,
+      N % kChunk == 0 ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf);
 
   // The accumulator: a warpgroup's tiles, K in shared-tile steps (ko), then 16-wide slices.
   Stage sf = s[st.CF];
@@ -364,12 +442,14 @@ ScheduleEntry gemm_wgmma_entry() {
 
 ScheduledProgram gemm_wgmma_fused(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t,
                                   DataType in, DataType out, const WgmmaEpilogue &epilogue) {
-  check_gemm_wgmma_tiles("gemm_wgmma_fused", M, N, K, t);
   user_check(in == Float(16) || in == BFloat(16), "gemm_wgmma_fused")
       << "A and B must be float16 or bfloat16, got " << in;
   user_check(epilogue.f && epilogue.column_inputs.size() == 1, "gemm_wgmma_fused")
       << "the epilogue '" << epilogue.name << "' must take one column vector (the bias)";
-  GemmTensors g = gemm_definition(M, N, K, in, "C_acc");
+  user_check(K > 0 && t.block_k > 0, "gemm_wgmma_fused") << "K and block_k must be positive";
+  PaddedGemm pg = padded_gemm_definition(M, N, K, t, in, "C_acc");
+  check_gemm_wgmma_tiles("gemm_wgmma_fused", M, N, pg.K, t);
+  const GemmTensors &g = pg.g;
   Tensor bias = placeholder({N}, epilogue.column_inputs[0], "bias");
   Tensor acc = g.C;
   Tensor C = compute(
@@ -380,10 +460,11 @@ ScheduledProgram gemm_wgmma_fused(int64_t M, int64_t N, int64_t K, const GemmWgm
       },
       "C", {"i", "j"});
   Schedule s = create_schedule({C});
+  schedule_padding(s, pg);
   WgmmaGemmStages st;
   st.C = C;
-  st.AS = s.cache_read(g.A, "shared", {acc});
-  st.BS = s.cache_read(g.B, "shared", {acc});
+  st.AS = s.cache_read(pg.AP, "shared", {acc});
+  st.BS = s.cache_read(pg.BP, "shared", {acc});
   s[acc].set_scope("wgmma.accumulator");
   st.CF = acc;
   st.in = in;

@@ -154,10 +154,10 @@ std::shared_ptr<const TensorIntrin> wgmma_store_matrix(int64_t n, const std::str
     binds.push_back({columns[k], Buffer::make("BV" + std::to_string(k),
                                               epilogue.column_inputs[k], {int(n)})});
   binds.push_back({C, Buffer::make("BC", dtype, C.shape(), scope)});
-  std::string name = "wgmma_store_matrix(" + std::to_string(n) +
+  const std::string name = "wgmma_store_matrix(" + std::to_string(n) +
                      (dtype == Float(32) ? std::string() : ", " + dtype.str()) +
                      (has_epilogue ? ", " + epilogue.name : std::string()) + ")";
-  return decl_tensor_intrin(
+  auto intrin = decl_tensor_intrin(
       C, binds,
       [=](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
         int64_t ld = out.stride(0);
@@ -182,9 +182,17 @@ std::shared_ptr<const TensorIntrin> wgmma_store_matrix(int64_t n, const std::str
         };
         const BoundBuffer &acc = bound("BA");
         Expr tile = acc.tile_index(kRows, n, name);
-        Stmt store = Evaluate::make(intrinsic_call(
-            intrinsic::wgmma_store, {acc.data(), tile, Expr(int(n)), out.access_ptr(row, col),
-                                     Expr(int(ld)), Expr(quads ? 4 : pairs ? 2 : 1)}));
+        // The last block of columns that blocks do not divide stores those inside (the limit
+        // is N minus the tile's first column: a multiple of the lanes wherever they are > 1).
+        const Expr limit = out.limit(1);
+        user_check(!out.limit(0).defined(), name)
+            << "the rows of a wgmma tile are stored whole; split the rows with "
+               "TailStrategy::ShiftInwards or by a factor that divides them";
+        std::vector<Expr> args = {acc.data(), tile, Expr(int(n)), out.access_ptr(row, col),
+                                  Expr(int(ld)), Expr(quads ? 4 : pairs ? 2 : 1)};
+        if (limit.defined())
+          args.push_back(limit);
+        Stmt store = Evaluate::make(intrinsic_call(intrinsic::wgmma_store, args));
         TensorIntrinBodies bodies;
         bodies.body = store;
         if (!has_epilogue)
@@ -200,7 +208,12 @@ std::shared_ptr<const TensorIntrin> wgmma_store_matrix(int64_t n, const std::str
         std::vector<std::pair<Var, Expr>> lets;
         for (size_t k = 0; k < columns.size(); ++k) {
           Var v("v" + std::to_string(k), epilogue.column_inputs[k]);
-          lets.push_back({v, bound("BV" + std::to_string(k)).load({col + q * 8 + e})});
+          Expr at_col = col + q * 8 + e;
+          Expr value = bound("BV" + std::to_string(k)).load({at_col});
+          // Columns past the limit are not stored: their vector elements are not read.
+          if (limit.defined())
+            value = if_then_else(at_col < limit, value, make_zero(value.type()));
+          lets.push_back({v, value});
           at.push_back(v);
         }
         Stmt set = Evaluate::make(intrinsic_call(
@@ -216,6 +229,9 @@ std::shared_ptr<const TensorIntrin> wgmma_store_matrix(int64_t n, const std::str
         return bodies;
       },
       name);
+  auto partial = std::make_shared<TensorIntrin>(*intrin);
+  partial->partial_output = true;
+  return partial;
 }
 
 } // namespace tessel

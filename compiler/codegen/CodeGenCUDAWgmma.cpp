@@ -221,7 +221,18 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
     return true;
   }
   if (n == intrinsic::wgmma_store) {
-    check_intrinsic_args(op, 6, "(acc, index, n, ptr, stride, lanes)");
+    user_check(a.size() == 6 || a.size() == 7, "codegen_cuda")
+        << name << " in kernel '" << f_.name
+        << "' takes (acc, index, n, ptr, stride, lanes[, limit]), got " << a.size()
+        << " arguments";
+    // With a limit, a group of lanes whose first column is at or past it is not stored.
+    const std::string limit = a.size() == 7 ? print(a[6]) : "";
+    auto guarded = [&](const std::string &first_col, const std::string &store) {
+      if (limit.empty())
+        line(store);
+      else
+        line("if (" + first_col + " < " + limit + ") " + store);
+    };
     int64_t cols = constant(a[2], "n");
     auto [acc, base] = tile_base(a[0], a[1], cols);
     int64_t stride = constant(a[4], "stride"), lanes = constant(a[5], "lanes");
@@ -267,8 +278,9 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
       line("unsigned int send = " + odd + " ? *(unsigned int*)&w0 : *(unsigned int*)&w1;");
       line("unsigned int keep = " + odd + " ? *(unsigned int*)&w1 : *(unsigned int*)&w0;");
       line("unsigned int got = __shfl_xor_sync(0xffffffffu, send, 1);");
-      line("*(uint2*)(" + p + " + h * " + std::to_string(8 * stride) + " + j * 16 + (" + odd +
-           " ? 6 : 0)) = " + odd + " ? make_uint2(got, keep) : make_uint2(keep, got);");
+      guarded("j * 16 + (" + wgmma_thread_id().text + " % 4) * 2 + (" + odd + " ? 6 : 0)",
+              "*(uint2*)(" + p + " + h * " + std::to_string(8 * stride) + " + j * 16 + (" + odd +
+                  " ? 6 : 0)) = " + odd + " ? make_uint2(got, keep) : make_uint2(keep, got);");
       close_block();
       close_block();
       close_block();
@@ -279,17 +291,19 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
     line("#pragma unroll");
     open_block("for (int h = 0; h < 2; ++h)");
     std::string at = p + " + h * " + std::to_string(8 * stride) + " + q * 8";
+    std::string col = "q * 8 + (" + wgmma_thread_id().text + " % 4) * 2";
     std::string r0 = acc + "[" + std::to_string(base) + " + q * 4 + h * 2]";
     std::string r1 = acc + "[" + std::to_string(base) + " + q * 4 + h * 2 + 1]";
     // Narrower outputs are rounded to nearest, a pair into one 32-bit store.
     if (lanes == 2 && out == Float(32)) {
-      line("*(float2*)(" + at + ") = make_float2(" + r0 + ", " + r1 + ");");
+      guarded(col, "*(float2*)(" + at + ") = make_float2(" + r0 + ", " + r1 + ");");
     } else if (lanes == 2) {
-      line("*(" + std::string(word) + "*)(" + at + ") = " + pack + "(" + r0 + ", " + r1 + ");");
+      guarded(col, "*(" + std::string(word) + "*)(" + at + ") = " + pack + "(" + r0 + ", " + r1 +
+                       ");");
     } else {
       const std::string cvt = out == Float(32) ? "" : out == Float(16) ? "__float2half_rn" : "__float2bfloat16_rn";
-      line("(" + at + ")[0] = " + cvt + "(" + r0 + ");");
-      line("(" + at + ")[1] = " + cvt + "(" + r1 + ");");
+      guarded(col, "(" + at + ")[0] = " + cvt + "(" + r0 + ");");
+      guarded(col + " + 1", "(" + at + ")[1] = " + cvt + "(" + r1 + ");");
     }
     close_block();
     close_block();

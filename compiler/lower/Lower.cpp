@@ -4,6 +4,7 @@
 #include "compiler/codegen/CodeGenCUDA.h"
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
+#include "compiler/ir/Substitute.h"
 #include "compiler/lower/InferBound.h"
 #include "compiler/lower/Rasterize.h"
 #include "compiler/lower/ScheduleOps.h"
@@ -101,6 +102,8 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
       shape.push_back(*as_const_int(e));
     arg_shapes.push_back(shape);
   }
+  // Workspaces: stages stored in global memory that are not arguments (LoweredModule).
+  size_t num_workspaces = 0;
   for (const auto &st : sch->stages) {
     if (buffers.count(st.get()) || st->attach_type == AttachType::Inline)
       continue;
@@ -108,8 +111,23 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
         << "output '" << st->op.name() << "' is not among the arguments; pass it to lower()";
     user_check(st->op.as<ComputeOpNode>(), "lower")
         << "input '" << st->op.name() << "' is read but not among the arguments; pass it to lower()";
-    buffers[st.get()] = Buffer::make(st->op.name(), st->op->output_dtype(0),
-                                     st->op->output_shape(0), st->scope);
+    Buffer b = Buffer::make(st->op.name(), st->op->output_dtype(0), st->op->output_shape(0),
+                            st->scope);
+    buffers[st.get()] = b;
+    if (st->scope != "global")
+      continue;
+    user_check(st->attach_type == AttachType::Root, "lower")
+        << "stage '" << st->op.name() << "' is stored in global memory but computed at a loop of "
+        << "stage '" << (st->attach_stage ? st->attach_stage->op.name() : std::string("?"))
+        << "'; a global stage that is not an argument is a workspace, written by a kernel of its "
+           "own: leave it at the root, or give it a 'shared' or 'local' scope";
+    arg_stages.insert(st.get());
+    arg_buffers.push_back(b);
+    std::vector<int64_t> shape;
+    for (const Expr &e : b->shape)
+      shape.push_back(*as_const_int(e));
+    arg_shapes.push_back(shape);
+    ++num_workspaces;
   }
 
   check_rasterizations(sch);
@@ -146,14 +164,18 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
   body = arith::simplify(body);
   printer.after("final_simplify", body);
 
-  LoweredFunc f = split_host_device(body, options.name, flat_args, arg_shapes);
-  f.tensor_maps = std::move(tensor_maps);
-  // A kernel may declare at most 48 KiB of shared memory statically; beyond that (deep
-  // pipelines, big tiles) it takes all of it dynamically, and the launch asks for it.
-  if (int64_t smem = cuda_shared_memory_bytes(f); smem > 48 * 1024)
-    f.launch.dynamic_shared_bytes = smem;
   LoweredModule m;
-  m.funcs.push_back(std::move(f));
+  m.num_workspaces = num_workspaces;
+  m.funcs = split_host_device(body, options.name, flat_args, arg_shapes, num_workspaces);
+  for (LoweredFunc &f : m.funcs) {
+    for (const TensorMapParam &map : tensor_maps)
+      if (uses_var(f.body, map.var))
+        f.tensor_maps.push_back(map);
+    // A kernel may declare at most 48 KiB of shared memory statically; beyond that (deep
+    // pipelines, big tiles) it takes all of it dynamically, and the launch asks for it.
+    if (int64_t smem = cuda_shared_memory_bytes(f); smem > 48 * 1024)
+      f.launch.dynamic_shared_bytes = smem;
+  }
   return m;
 }
 

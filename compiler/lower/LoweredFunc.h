@@ -55,9 +55,15 @@ struct LoweredFunc {
   std::vector<TensorMapParam> tensor_maps;
 };
 
-/// Everything one lower() call produced.
+/// Everything one lower() call produced: the kernels, to be launched in order.
+///
+/// A stage stored in "global" scope that is not an argument (a padded copy of an input, a
+/// partial sum) is a workspace: the kernel that writes it ends before the ones that read it
+/// start, and every kernel takes the workspaces as its last `num_workspaces` parameters, after
+/// the arguments. Whoever runs the module allocates them (Module::run, interp::execute).
 struct LoweredModule {
   std::vector<LoweredFunc> funcs;
+  size_t num_workspaces = 0;
 };
 
 } // namespace tessel

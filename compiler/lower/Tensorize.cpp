@@ -2,6 +2,7 @@
 
 #include "compiler/arith/IndexInterval.h"
 #include "compiler/arith/CanonicalForm.h"
+#include "compiler/arith/Simplify.h"
 #include "compiler/ir/IREquality.h"
 #include "compiler/ir/IRMutator.h"
 #include "compiler/ir/IROperator.h"
@@ -288,7 +289,9 @@ TensorIntrinBodies tensorize_stage(const StageNode *s, size_t t, const Expr &bod
     return m.str();
   };
   VarMap to_pattern;
-  auto match = [&](const std::vector<IterVar> &roots, const std::vector<IterVar> &prs) {
+  std::vector<Expr> limits; // of the output's dimensions, for partial blocks
+  auto match = [&](const std::vector<IterVar> &roots, const std::vector<IterVar> &prs,
+                   bool output) {
     user_check(roots.size() >= prs.size(), context) << describe_mismatch();
     size_t lead = roots.size() - prs.size();
     for (size_t d = 0; d < roots.size(); ++d) {
@@ -309,14 +312,28 @@ TensorIntrinBodies tensorize_stage(const StageNode *s, size_t t, const Expr &bod
         return sp && sp->parent.same_as(roots[d]) && sp->tail == TailStrategy::ShiftInwards &&
                sp->factor && *sp->factor % r.extent == 0;
       });
-      user_check(shifted || dom_extent % r.extent == 0, context)
+      // An intrinsic that stores part of its block takes an output axis whose split guards its
+      // tail, by blocks of whole intrinsic blocks: the last one stores what is inside.
+      bool guarded = output && intrin.partial_output &&
+                     std::any_of(s->relations.begin(), s->relations.end(), [&](const auto &rel) {
+                       const auto *sp = std::get_if<SplitRelation>(&rel);
+                       return sp && sp->parent.same_as(roots[d]) &&
+                              sp->tail == TailStrategy::GuardWithIf && sp->factor &&
+                              *sp->factor % r.extent == 0;
+                     });
+      user_check(shifted || guarded || dom_extent % r.extent == 0, context)
           << "axis '" << roots[d].name() << "' has extent " << dom_extent
           << ", not a multiple of the intrinsic's " << r.extent
           << "; choose a shape (or a padding) that divides";
+      if (output)
+        limits.push_back(guarded && dom_extent % r.extent != 0
+                             ? arith::simplify(dom.lookup(roots[d].get()).min +
+                                               Expr(int(dom_extent)) - r.min)
+                             : Expr());
     }
   };
-  match(c->axis, pat->axis);
-  match(s_red, p_red);
+  match(c->axis, pat->axis, true);
+  match(s_red, p_red, false);
   int64_t covered = 1, region = 1;
   for (const IterVar &iv : inner)
     covered *= const_extent(dom, iv);
@@ -366,6 +383,9 @@ TensorIntrinBodies tensorize_stage(const StageNode *s, size_t t, const Expr &bod
     out_region.push_back(region_of(r));
   BoundBuffer out =
       bind_buffer(intrin.output_decl, buffers.lookup(s), layouts.lookup(s), out_region, context);
+  // One limit per dimension of the pattern (the leading axes matched with extent 1 have none).
+  if (std::any_of(limits.begin(), limits.end(), [](const Expr &e) { return e.defined(); }))
+    out.set_limits(std::move(limits));
   return intrin.emit(ins, out);
 }
 

@@ -58,23 +58,53 @@ private:
   llvm::StringMap<int64_t> seen_;
 };
 
+// The first workspace (of `workspaces`) that `s` stores to, or null.
+const BufferNode *written_workspace(const Stmt &s, const std::vector<Buffer> &workspaces) {
+  const BufferNode *found = nullptr;
+  post_order_visit(s, [&](const IRNode *n) {
+    if (const auto *st = llvm::dyn_cast<BufferStore>(n))
+      for (const Buffer &w : workspaces)
+        if (!found && st->buffer->data.same_as(w->data))
+          found = w.get();
+  });
+  return found;
+}
+
 } // namespace
 
-LoweredFunc split_host_device(Stmt s, std::string name, std::vector<Buffer> flat_args,
-                              std::vector<std::vector<int64_t>> arg_shapes) {
-  user_check(flat_args.size() == arg_shapes.size(), "split_host_device")
-      << "kernel '" << name << "' has " << flat_args.size() << " arguments but "
-      << arg_shapes.size() << " argument shapes";
-  LaunchConfigFinder finder;
-  finder.visit_stmt(s);
-  LoweredFunc f;
-  f.name = std::move(name);
-  f.args = std::move(flat_args);
-  f.arg_shapes = std::move(arg_shapes);
-  f.body = std::move(s);
-  f.launch = finder.config;
-  f.launch.dynamic_shared_bytes = 0;
-  return f;
+std::vector<LoweredFunc> split_host_device(Stmt s, const std::string &name,
+                                           const std::vector<Buffer> &flat_args,
+                                           const std::vector<std::vector<int64_t>> &arg_shapes,
+                                           size_t num_workspaces) {
+  internal_check(flat_args.size() == arg_shapes.size() && num_workspaces <= flat_args.size())
+      << "kernel '" << name << "' has " << flat_args.size() << " arguments, "
+      << arg_shapes.size() << " argument shapes and " << num_workspaces << " workspaces";
+  std::vector<Stmt> bodies{s};
+  if (num_workspaces > 0)
+    if (const auto *seq = llvm::dyn_cast<Seq>(s.get()))
+      bodies = seq->stmts;
+  std::vector<Buffer> workspaces(flat_args.end() - num_workspaces, flat_args.end());
+  std::vector<LoweredFunc> funcs;
+  llvm::StringMap<int> names;
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    LoweredFunc f;
+    f.name = name;
+    if (i + 1 < bodies.size()) {
+      const BufferNode *w = written_workspace(bodies[i], workspaces);
+      f.name += "_" + (w ? w->name : std::to_string(i));
+    }
+    if (int n = names[f.name]++)
+      f.name += "_" + std::to_string(n);
+    LaunchConfigFinder finder;
+    finder.visit_stmt(bodies[i]);
+    f.args = flat_args;
+    f.arg_shapes = arg_shapes;
+    f.body = bodies[i];
+    f.launch = finder.config;
+    f.launch.dynamic_shared_bytes = 0;
+    funcs.push_back(std::move(f));
+  }
+  return funcs;
 }
 
 } // namespace tessel

@@ -8,14 +8,22 @@
 
 namespace tessel {
 
-/// Packages a lowered kernel body (Form 2) as a LoweredFunc named `name`, with its flat
-/// argument buffers and their original shapes, and the launch configuration read from its
-/// thread_extent attrs (and ThreadBinding loops): blockIdx.x/y/z give the grid, threadIdx.x/y/z
-/// the block, an axis never declared is 1, and dynamic shared memory is 0. Every declaration of
-/// one tag must have the same constant extent, else a tessel::Error names the tag and both
-/// extents (the kernel could not be launched with one size). The body stays whole: tessel's
-/// host side is the runtime's launch, so there is no host code to split off yet.
-LoweredFunc split_host_device(Stmt s, std::string name, std::vector<Buffer> flat_args,
-                              std::vector<std::vector<int64_t>> arg_shapes);
+/// Packages a lowered body (Form 2) as device kernels, each with the flat argument buffers
+/// `flat_args` (their original shapes in `arg_shapes`) and the launch configuration read from
+/// its thread_extent attrs (and ThreadBinding loops): blockIdx.x/y/z give the grid,
+/// threadIdx.x/y/z the block, an axis never declared is 1, and dynamic shared memory is 0.
+///
+/// Without workspaces (num_workspaces == 0, the last entries of `flat_args`) the body is one
+/// kernel named `name`. With them, every top-level statement of the body is a kernel of its
+/// own, launched in order, so a workspace is complete before any block reads it: the last is
+/// named `name`, the others `name` + "_" + the workspace they write.
+///
+/// Every declaration of one tag within a kernel must have the same constant extent, else a
+/// tessel::Error names the tag and both extents (the kernel could not be launched with one
+/// size). tessel's host side is the runtime's launch, so there is no host code to split off.
+std::vector<LoweredFunc> split_host_device(Stmt s, const std::string &name,
+                                           const std::vector<Buffer> &flat_args,
+                                           const std::vector<std::vector<int64_t>> &arg_shapes,
+                                           size_t num_workspaces);
 
 } // namespace tessel

@@ -65,6 +65,11 @@ public:
   /// For storage interleaved in chunks (the declaration's interleave, which binding checked):
   /// the distance in elements between consecutive chunks of the last dimension.
   int64_t chunk_stride() const { return chunk_stride_; }
+  /// For the output of an intrinsic that stores part of its block (TensorIntrin::partial_output):
+  /// how many elements of dimension `i` of the region lie inside the stage's range, counted
+  /// from the region's first; undefined where the whole dimension does.
+  Expr limit(size_t i) const { return i < limits_.size() ? limits_[i] : Expr(); }
+  void set_limits(std::vector<Expr> limits) { limits_ = std::move(limits); }
 
 private:
   Buffer decl_, buffer_;
@@ -73,6 +78,7 @@ private:
   Expr elem_offset_;
   std::vector<int64_t> strides_; ///< of the declaration's dimensions
   int64_t chunk_stride_ = 0;
+  std::vector<Expr> limits_;
 };
 
 /// What an intrinsic emits. For a reduction split around the tensorized loops, `reset`
@@ -90,6 +96,10 @@ struct TensorIntrin {
   std::vector<Tensor> inputs;
   std::vector<Buffer> input_decls;
   Buffer output_decl;
+  /// The intrinsic can store part of its output block (BoundBuffer::limit), so a stage whose
+  /// blocks do not divide its range (a split guarded at its tail) can be tensorized: the last
+  /// block computes whole and stores what lies inside.
+  bool partial_output = false;
   std::function<TensorIntrinBodies(const std::vector<BoundBuffer> &inputs,
                                    const BoundBuffer &output)>
       emit;

@@ -61,8 +61,18 @@ public:
       for (int64_t e : {di, di + elements_ - 1})
         if (e < 0 || e >= dst_->size)
           report_out_of_bounds(M, *dst_, true, e, dst_->size, int32_t(t));
+      // Both addresses must be aligned to the copy's size (buffers start aligned).
+      auto check_aligned = [&](const Memory &mem, int64_t index) {
+        user_check(index % elements_ == 0, "interp")
+            << "cp_async of " << elements_ * mem.dtype.bytes() << " bytes at '" << mem.name
+            << "'[" << index << "] by " << M.where(t) << " in kernel '" << M.kernel
+            << "' is misaligned: the element index must be a "
+            << "multiple of " << elements_ << " (the GPU faults on a misaligned address)";
+      };
+      check_aligned(*dst_, di);
       PendingCopy c{dst_, di, std::vector<Val>(size_t(elements_)), M.committed_groups[t]};
       if (p[t].i) {
+        check_aligned(*src_, si);
         for (int64_t e : {si, si + elements_ - 1})
           if (e < 0 || e >= src_->size)
             report_out_of_bounds(M, *src_, false, e, src_->size, int32_t(t));

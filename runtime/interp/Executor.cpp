@@ -311,3 +311,34 @@ void execute(const LoweredFunc &f, const std::vector<HostBuffer *> &args,
 }
 
 } // namespace tessel::interp
+
+namespace tessel::interp {
+
+void execute(const LoweredModule &m, const std::vector<HostBuffer *> &args,
+             const ExecOptions &options) {
+  user_check(!m.funcs.empty(), "interp") << "the module has no kernel";
+  const LoweredFunc &first = m.funcs.front();
+  size_t num_args = first.args.size() - m.num_workspaces;
+  user_check(args.size() == num_args, "interp")
+      << "kernel '" << first.name << "' takes " << num_args << " buffers, " << args.size()
+      << " were given";
+  // Workspaces start as NaN (floats) or all ones: a read of an element no kernel wrote shows
+  // up in the result.
+  std::vector<HostBuffer> workspaces;
+  for (size_t i = num_args; i < first.args.size(); ++i) {
+    int64_t n = expected_elements(first, i);
+    workspaces.emplace_back(first.args[i].dtype(), size_t(n));
+    for (int64_t j = 0; j < n; ++j)
+      if (first.args[i].dtype().is_float())
+        workspaces.back().set(size_t(j), std::nan(""));
+      else
+        workspaces.back().set_int(size_t(j), -1);
+  }
+  std::vector<HostBuffer *> all = args;
+  for (HostBuffer &w : workspaces)
+    all.push_back(&w);
+  for (const LoweredFunc &f : m.funcs)
+    execute(f, all, options);
+}
+
+} // namespace tessel::interp

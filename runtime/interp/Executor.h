@@ -73,5 +73,9 @@ struct ExecOptions {
 /// unsupported construct or any problem listed above; `args` are then partly written.
 void execute(const LoweredFunc &f, const std::vector<HostBuffer *> &args,
              const ExecOptions &options = {});
+/// Runs the kernels of `m` in order on `args` (the arguments, without the workspaces), with
+/// workspaces it allocates filled with NaN (floats) or -1 (integers).
+void execute(const LoweredModule &m, const std::vector<HostBuffer *> &args,
+             const ExecOptions &options = {});
 
 } // namespace tessel::interp

@@ -116,6 +116,7 @@ public:
   int swizzle = 0;                           ///< mma: bytes of the swizzled layouts (0: none)
   Memory *ptr_mem = nullptr;                 ///< store
   int lanes = 1;                             ///< store: elements per access
+  bool limited = false;                      ///< store: has a column limit
   uint32_t wait_n = 0;                       ///< wait
 
 private:
@@ -134,7 +135,7 @@ private:
     case Wait:
       return run_wait(M, w);
     case Store:
-      return run_store(M, w, a[0], a[1], lane_args[0]);
+      return run_store(M, w, a[0], a[1], limited ? a[2] : INT64_MAX, lane_args[0]);
     case Set:
       return run_set(M, w, a[0], a[1], lane_args[0]);
     }
@@ -268,11 +269,17 @@ private:
   }
 
   // Each thread writes register i at ptr + 8 ((i / 2) % 2) stride + 8 (i / 4) + i % 2.
-  void run_store(Machine &M, uint32_t w, int64_t tile, int64_t stride, const LaneValues &ptr) {
+  // Stores the tile's columns below `limit` (counted from its first column).
+  void run_store(Machine &M, uint32_t w, int64_t tile, int64_t stride, int64_t limit,
+                 const LaneValues &ptr) {
     Memory &mem = *ptr_mem;
     const int64_t first = tile_first(M, w, tile);
     check_filled(M, w, tile);
     check_landed(M, w, tile, "reads");
+    // A group of lanes is stored whole or not at all: the limit must not split one.
+    user_check(limit == INT64_MAX || limit % lanes == 0, "interp")
+        << by(M, w) << ": the column limit " << limit << " is not a multiple of the " << lanes
+        << " elements stored at a time";
     for (int l = 0; l < 32; ++l) {
       const int32_t thread = int32_t(32 * w + l);
       // lanes 4: the quad's pointers (to columns 2 (l % 4)) exchange pairs; each lane stores 4
@@ -287,6 +294,8 @@ private:
           << " elements at '" << mem.name << "' + " << first_of_access
           << ", which is not aligned to " << lanes * mem.dtype.bytes() << " bytes";
       for (int i = 0; i < n / 2; ++i) {
+        if (2 * (l % 4) + 8 * (i / 4) + i % 2 >= limit)
+          continue;
         int64_t e = ptr[l] + 8 * ((i / 2) % 2) * stride + 8 * (i / 4) + i % 2;
         if (e < 0 || e >= mem.size)
           report_out_of_bounds(M, mem, true, e, mem.size, thread);
@@ -435,10 +444,15 @@ StmtPtr compile_wgmma(Compiler &C, const Call *call) {
     return code;
   }
   if (n == intrinsic::wgmma_store) {
-    expect_args(6, "(acc, index, n, ptr, stride, lanes)");
+    user_check(a.size() == 6 || a.size() == 7, "interp")
+        << n << " takes 6 or 7 arguments (acc, index, n, ptr, stride, lanes[, limit]), got "
+        << a.size() << ": " << Expr(call);
     code->op = WgmmaCode::Store;
     accumulator();
     uniform(a[4], "stride");
+    code->limited = a.size() == 7;
+    if (code->limited)
+      uniform(a[6], "limit");
     code->lanes = int(const_arg(call, 5, "lanes"));
     user_check(code->lanes == 1 || code->lanes == 2 || code->lanes == 4, "interp")
         << n << ": lanes must be 1, 2 or 4, got " << code->lanes;

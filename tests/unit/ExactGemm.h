@@ -26,11 +26,13 @@ inline std::vector<double> exact_gemm_values(size_t n, uint64_t seed) {
   return v;
 }
 
-/// Runs `f` on the executor; "" when every element of C equals the float64 product, else the
-/// first that does not. A is stored K x M when `a_transposed`, B N x K when `b_transposed`. The
-/// inputs are of the kernel's argument type (float16 or bfloat16: the values are exact in both).
-inline std::string exact_gemm_mismatch(const LoweredFunc &f, int64_t M, int64_t N, int64_t K,
+/// Runs the kernels of `m` on the executor; "" when every element of C equals the float64
+/// product, else the first that does not. A is stored K x M when `a_transposed`, B N x K when
+/// `b_transposed`. The inputs are of the kernels' argument type (float16 or bfloat16: the values
+/// are exact in both).
+inline std::string exact_gemm_mismatch(const LoweredModule &m, int64_t M, int64_t N, int64_t K,
                                        bool a_transposed = false, bool b_transposed = false) {
+  const LoweredFunc &f = m.funcs.at(0);
   std::vector<double> a = exact_gemm_values(M * K, 1), b = exact_gemm_values(K * N, 2);
   auto at = [&](int64_t i, int64_t k) { return a_transposed ? a[k * M + i] : a[i * K + k]; };
   auto bt = [&](int64_t k, int64_t j) { return b_transposed ? b[j * K + k] : b[k * N + j]; };
@@ -39,7 +41,7 @@ inline std::string exact_gemm_mismatch(const LoweredFunc &f, int64_t M, int64_t 
   // Poisoned output: every element must be written.
   interp::HostBuffer C =
       interp::HostBuffer::from_doubles(Float(32), std::vector<double>(M * N, NAN));
-  interp::execute(f, {&A, &B, &C});
+  interp::execute(m, {&A, &B, &C});
   std::vector<double> c = C.to_doubles();
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {
@@ -54,6 +56,14 @@ inline std::string exact_gemm_mismatch(const LoweredFunc &f, int64_t M, int64_t 
       }
     }
   return "";
+}
+
+/// exact_gemm_mismatch of one kernel.
+inline std::string exact_gemm_mismatch(const LoweredFunc &f, int64_t M, int64_t N, int64_t K,
+                                       bool a_transposed = false, bool b_transposed = false) {
+  LoweredModule m;
+  m.funcs.push_back(f);
+  return exact_gemm_mismatch(m, M, N, K, a_transposed, b_transposed);
 }
 
 } // namespace tessel::test

@@ -29,7 +29,7 @@ using tessel::test::expect_error;
 namespace {
 
 std::string mismatch(const ScheduledProgram &p, int64_t M, int64_t N, int64_t K) {
-  return tessel::test::exact_gemm_mismatch(lower(p.schedule, p.args).funcs[0], M, N, K);
+  return tessel::test::exact_gemm_mismatch(lower(p.schedule, p.args), M, N, K);
 }
 
 // Lowers a 128 x 128 x K GEMM whose shared copy of A `schedule` sets up, expecting a
@@ -187,10 +187,57 @@ TEST(GemmWgmma, RaggedShapesShiftTheLastBlockInwards) {
                      300, 72, 64),
             "");
   expect_error([] { gemm_wgmma(40, 128, 64); }, {"has no wgmma tiling", "M must be at least 64"});
-  expect_error([] { gemm_wgmma(128, 100, 64, GemmWgmmaTiles{.block_n = 64}); },
-               {"N=100 must be a multiple of 8"});
   expect_error([] { gemm_wgmma(128, 128, 64, GemmWgmmaTiles{.block_n = 256}); },
                {"N=128 is smaller than block_n=256"});
+}
+
+// K that no K step divides, and rows of A or B that are not whole 16-byte units (K or N not a
+// multiple of 8 halves), run on copies padded with zeros: workspaces, each written by a kernel
+// of its own that runs before the GEMM's. C keeps its shape: its last block row shifts inwards;
+// where N is not a multiple of 8 its last block column cannot (B's copies would start off a
+// 16-byte boundary), so it stays in place, reads B padded to whole blocks and stores only the
+// columns inside (wgmma_store's limit), a float at a time where C's rows are odd. Exact on the
+// executor, TMA and cp.async.
+TEST(GemmWgmma, RaggedKAndUnalignedRowsRunOnPaddedCopies) {
+  ScheduledProgram p = gemm_wgmma(100, 99, 100);
+  LoweredModule m = lower(p.schedule, p.args);
+  ASSERT_EQ(m.funcs.size(), 3u);
+  EXPECT_EQ(m.num_workspaces, 2u);
+  EXPECT_EQ(m.funcs[0].name, "default_function_A_pad");
+  EXPECT_EQ(m.funcs[1].name, "default_function_B_pad");
+  ASSERT_EQ(m.funcs[2].args.size(), 5u);
+  EXPECT_EQ(m.funcs[2].arg_shapes[3], (std::vector<int64_t>{100, 128})); // K to 2 steps of 64
+  GemmWgmmaTiles chosen = gemm_wgmma_tiles(100, 99, 100);
+  EXPECT_EQ(m.funcs[2].arg_shapes[4], (std::vector<int64_t>{128, (99 / chosen.block_n + 1) *
+                                                                     chosen.block_n}));
+  // Only the GEMM's kernel has tensor maps, of the padded copies.
+  EXPECT_TRUE(m.funcs[0].tensor_maps.empty());
+  ASSERT_EQ(m.funcs[2].tensor_maps.size(), 2u);
+  EXPECT_EQ(m.funcs[2].tensor_maps[0].arg, 3);
+  EXPECT_EQ(m.funcs[2].tensor_maps[0].strides.at(1), 128);
+  EXPECT_EQ(mismatch(p, 100, 99, 100), "");
+  // Odd rows of C: no float2 stores.
+  std::string cuda = codegen_cuda(m);
+  EXPECT_EQ(cuda.find("*(float2*)(wgmma_out"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("+ 1 < 99 - j_outer_raster * " + std::to_string(chosen.block_n) +
+                      ") (wgmma_out + h * 792 + q * 8)[1] ="),
+            std::string::npos)
+      << cuda;
+  chosen.tma = false; // cp.async: the block column in place starts on a 16-byte boundary
+  chosen.raster_group = 0;
+  EXPECT_EQ(mismatch(gemm_wgmma(100, 99, 100, chosen), 100, 99, 100), "");
+  // K alone (aligned rows, 96 = 1.5 steps of 64): only K is padded, in both; cp.async fills.
+  GemmWgmmaTiles t{.block_m = 64, .block_n = 64, .warpgroups_m = 1, .stages = 2};
+  EXPECT_EQ(mismatch(gemm_wgmma(64, 72, 96, t), 64, 72, 96), "");
+  // N alone: B's rows padded to 16-byte units, A untouched.
+  ScheduledProgram n_only = gemm_wgmma(64, 66, 64, t);
+  LoweredModule mn = lower(n_only.schedule, n_only.args);
+  ASSERT_EQ(mn.funcs.size(), 2u);
+  EXPECT_EQ(mn.funcs[0].name, "default_function_B_pad");
+  EXPECT_EQ(mismatch(n_only, 64, 66, 64), "");
+  // An aligned shape is one kernel, as before.
+  ScheduledProgram aligned = gemm_wgmma(64, 64, 64, t);
+  EXPECT_EQ(lower(aligned.schedule, aligned.args).funcs.size(), 1u);
 }
 
 // With 3 or more stages the fills stay one more step behind, so each K step's wgmma group can
@@ -307,7 +354,6 @@ TEST(GemmWgmma, TilesAreChecked) {
   expect_error([] { gemm_wgmma(256, 256, 64, {.wgmma_n = 100}); }, {"n=100", "wgmma tiles"});
   expect_error([] { gemm_wgmma(256, 256, 64, {.stages = 5}); },
                {"5 stages", "245760 bytes", "227 KiB"});
-  expect_error([] { gemm_wgmma(256, 256, 96, GemmWgmmaTiles{}); }, {"K=96", "block_k=64"});
   expect_error([] { wgmma_gemm(264); }, {"n=264", "multiple of 8 from 8 to 256"});
   // The fallback tiles for shapes the defaults do not divide: the least waste first (64 x 32
   // divides 192 x 96), then the largest; a ragged shape keeps the defaults where they waste

@@ -73,7 +73,7 @@ struct Gemm {
     s = storage_rewrite(s);
     s = insert_thread_syncs(s);
     s = remove_no_op(s);
-    return split_host_device(s, "gemm", flat_args, {{64, 32}, {32, 48}, {64, 48}});
+    return split_host_device(s, "gemm", flat_args, {{64, 32}, {32, 48}, {64, 48}}, 0).at(0);
   }
 
   std::vector<double> run(const Stmt &s) {

@@ -24,7 +24,9 @@ TEST(PassSplitHostDevice, LaunchConfigFromThreadExtents) {
                    bind("blockIdx.x", 2,
                         bind("threadIdx.y", 4,
                              bind("threadIdx.x", 32, Seq::make({inner, inner})))));
-  LoweredFunc f = split_host_device(body, "conv", {C}, {{64}});
+  std::vector<LoweredFunc> funcs = split_host_device(body, "conv", {C}, {{64}}, 0);
+  ASSERT_EQ(funcs.size(), 1u);
+  const LoweredFunc &f = funcs[0];
   EXPECT_EQ(f.name, "conv");
   EXPECT_EQ(f.launch.grid, (std::array<int64_t, 3>{2, 1, 196}));
   EXPECT_EQ(f.launch.block, (std::array<int64_t, 3>{32, 4, 1}));
@@ -41,7 +43,7 @@ TEST(PassSplitHostDevice, DisagreeingExtentsNameTheTag) {
                    Seq::make({bind("threadIdx.x", 32, BufferStore::make(C, 1.0f, {0})),
                               bind("threadIdx.x", 16, BufferStore::make(C, 2.0f, {0}))}));
   try {
-    split_host_device(body, "k", {C}, {{64}});
+    split_host_device(body, "k", {C}, {{64}}, 0);
     FAIL() << "expected an error";
   } catch (const Error &e) {
     std::string msg = e.what();
@@ -49,5 +51,24 @@ TEST(PassSplitHostDevice, DisagreeingExtentsNameTheTag) {
     EXPECT_NE(msg.find("32"), std::string::npos) << msg;
     EXPECT_NE(msg.find("16"), std::string::npos) << msg;
   }
-  EXPECT_THROW(split_host_device(body, "k", {C}, {}), Error);
+  EXPECT_THROW(split_host_device(body, "k", {C}, {}, 0), InternalError);
+}
+
+// With workspaces, each top-level statement is a kernel, named after the workspace it writes,
+// with its own launch configuration; every kernel takes all buffers.
+TEST(PassSplitHostDevice, OneKernelPerStatementWithWorkspaces) {
+  Buffer A = Buffer::make("A", Float(32), {64}), P = Buffer::make("P", Float(32), {64});
+  Stmt pad = bind("blockIdx.x", 8, bind("threadIdx.x", 8, BufferStore::make(P, 1.0f, {0})));
+  Stmt use = bind("blockIdx.x", 2, bind("threadIdx.x", 32, BufferStore::make(A, 2.0f, {0})));
+  std::vector<LoweredFunc> funcs =
+      split_host_device(Seq::make({pad, use}), "k", {A, P}, {{64}, {64}}, 1);
+  ASSERT_EQ(funcs.size(), 2u);
+  EXPECT_EQ(funcs[0].name, "k_P");
+  EXPECT_EQ(funcs[1].name, "k");
+  EXPECT_TRUE(funcs[0].body.same_as(pad));
+  EXPECT_EQ(funcs[0].launch.grid[0], 8);
+  EXPECT_EQ(funcs[1].launch.block[0], 32);
+  EXPECT_EQ(funcs[1].args.size(), 2u);
+  // Without workspaces the same body is one kernel, whose blocks could not wait for each other.
+  EXPECT_THROW(split_host_device(Seq::make({pad, use}), "k", {A, P}, {{64}, {64}}, 0), Error);
 }
