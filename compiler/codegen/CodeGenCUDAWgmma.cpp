@@ -225,8 +225,9 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
         << name << " in kernel '" << f_.name
         << "' takes (acc, index, n, ptr, stride, lanes[, limit]), got " << a.size()
         << " arguments";
-    // With a limit, a group of lanes whose first column is at or past it is not stored.
-    const std::string limit = a.size() == 7 ? print(a[6]) : "";
+    // With a limit, a group of lanes whose first column is at or past it is not stored. (It is
+    // read once, before the store's own names are declared.)
+    std::string limit;
     auto guarded = [&](const std::string &first_col, const std::string &store) {
       if (limit.empty())
         line(store);
@@ -236,8 +237,8 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
     int64_t cols = constant(a[2], "n");
     auto [acc, base] = tile_base(a[0], a[1], cols);
     int64_t stride = constant(a[4], "stride"), lanes = constant(a[5], "lanes");
-    user_check(lanes == 1 || lanes == 2 || lanes == 4, "codegen_cuda")
-        << name << ": lanes must be 1, 2 or 4, got " << lanes;
+    user_check(lanes == 1 || lanes == 2 || lanes == 4 || lanes == 8, "codegen_cuda")
+        << name << ": lanes must be 1, 2, 4 or 8, got " << lanes;
     const auto *ptr = a[3].as<Call>();
     const auto *load = ptr && ptr->is_intrinsic(intrinsic::address_of) ? ptr->args[0].as<BufferLoad>() : nullptr;
     const DataType out = load ? load->buffer.dtype() : DataType();
@@ -249,6 +250,8 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
         << name << " in kernel '" << f_.name
         << "': lanes 4 stores 16-bit outputs of tiles n a multiple of 16, got " << out << ", n="
         << cols;
+    user_check(lanes != 8 || out == Float(32), "codegen_cuda")
+        << name << " in kernel '" << f_.name << "': lanes 8 stores float32 outputs, got " << out;
     // 16-bit outputs: a register pair rounds into one 32-bit word.
     const char *pack = out == Float(16) ? "__floats2half2_rn" : "__floats2bfloat162_rn";
     const char *word = out == Float(16) ? "__half2" : "__nv_bfloat162";
@@ -257,6 +260,15 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
     line("{");
     ++indent_;
     line(type_name(out) + "* " + p + " = " + print(a[3]) + ";");
+    if (a.size() == 7) {
+      limit = fresh_name("wgmma_limit");
+      line("const int " + limit + " = " + print(a[6]) + ";");
+    }
+    if (lanes == 8) {
+      emit_wgmma_sector_store(p, acc, base, cols, stride, limit);
+      close_block();
+      return true;
+    }
     if (lanes == 4) {
       // Columns 8 q + 2 t, + 1 of a lane t = l % 4 as one 32-bit word per q. Over q = 2 j, 2 j + 1
       // the quad's words W0[t], W1[t] become lane t's 4 consecutive columns by one exchange
@@ -312,6 +324,53 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
   }
   user_error("codegen_cuda") << "unknown wgmma intrinsic '" << n << "' in kernel '" << f_.name
                              << "'";
+}
+
+// wgmma_store with lanes 8: float32 rows that do not start on a 32-byte sector. Row by row (h)
+// and sector by sector (step s covers the row's aligned sector holding tile columns 8 s - o ..
+// 8 s - o + 7, o = the row start's offset in its sector), the 4 lanes of the quad owning the row
+// each store 8 bytes of the sector (columns c = 8 s - o + 2 t, c + 1), so a store instruction
+// writes whole sectors. Column c + j is register 4 (c + j) / 8 + 2 h + (c + j) % 2 of quad lane
+// ((c + j) % 8) / 2: two shuffles per step, in which every lane sends what the lane asking it
+// needs (register group s - 1 or s, picked with constant indices). Columns outside the tile (the
+// row's first and last sectors) or at / past the limit are not stored.
+void CUDAKernelEmitter::emit_wgmma_sector_store(const std::string &p, const std::string &acc,
+                                                int64_t base, int64_t cols, int64_t stride,
+                                                const std::string &limit) {
+  const std::string tid = wgmma_thread_id().text;
+  const std::string groups = std::to_string(cols / 8);
+  const std::string lim = limit.empty() ? std::to_string(cols)
+                                        : "min(" + std::to_string(cols) + ", " + limit + ")";
+  auto reg = [&](const std::string &group, const std::string &e) {
+    return acc + "[" + std::to_string(base) + " + 4 * " + group + " + 2 * h + " + e + "]";
+  };
+  line("const int t = " + tid + " % 4, quad = " + tid + " % 32 & ~3;");
+  line("#pragma unroll");
+  open_block("for (int h = 0; h < 2; ++h)");
+  line("float* row = " + p + " + h * " + std::to_string(8 * stride) + " - 2 * t;");
+  line("const int o = (int)((reinterpret_cast<unsigned long long>(row) >> 2) & 7);");
+  line("#pragma unroll");
+  open_block("for (int s = 0; s <= " + groups + "; ++s)");
+  line("const int lo = s > 0 ? s - 1 : 0, hi = s < " + groups + " ? s : " + groups + " - 1;");
+  line("float v[2];");
+  line("#pragma unroll");
+  open_block("for (int j = 0; j < 2; ++j)");
+  line("const int k = 8 * s - o + j, e = k & 1;");
+  line("const int q = (2 * (((2 * t + e - k) & 7) >> 1) + k) >> 3;");
+  line("const float send = q == s ? (e ? " + reg("hi", "1") + " : " + reg("hi", "0") + ") : (e ? " +
+       reg("lo", "1") + " : " + reg("lo", "0") + ");");
+  line("v[j] = __shfl_sync(0xffffffffu, send, quad | (((2 * t + k) & 7) >> 1));");
+  close_block();
+  line("const int c = 8 * s - o + 2 * t, lim = " + lim + ";");
+  open_block("if (c >= 0 && c + 1 < lim)");
+  line("*(float2*)(row + c) = make_float2(v[0], v[1]);");
+  close_block();
+  open_block("else");
+  line("if (c >= 0 && c < lim) row[c] = v[0];");
+  line("if (c + 1 >= 0 && c + 1 < lim) row[c + 1] = v[1];");
+  close_block();
+  close_block();
+  close_block();
 }
 
 } // namespace tessel::codegen

@@ -276,8 +276,10 @@ private:
     const int64_t first = tile_first(M, w, tile);
     check_filled(M, w, tile);
     check_landed(M, w, tile, "reads");
-    // A group of lanes is stored whole or not at all: the limit must not split one.
-    user_check(limit == INT64_MAX || limit % lanes == 0, "interp")
+    // Lanes 8 (whole sectors through shuffles) store element by element as far as where and
+    // what go; the others store groups of `lanes`, aligned, whole or not at all.
+    const int group = lanes == 8 ? 1 : lanes;
+    user_check(limit == INT64_MAX || limit % group == 0, "interp")
         << by(M, w) << ": the column limit " << limit << " is not a multiple of the " << lanes
         << " elements stored at a time";
     for (int l = 0; l < 32; ++l) {
@@ -285,11 +287,13 @@ private:
       // lanes 4: the quad's pointers (to columns 2 (l % 4)) exchange pairs; each lane stores 4
       // elements from its quad's first pointer + 4 (l % 4), so that one must be aligned.
       const int64_t first_of_access = lanes == 4 ? ptr[l] - 2 * (l % 4) : ptr[l];
-      user_check(lanes != 4 || first_of_access == ptr[l - l % 4], "interp")
-          << by(M, w) << ": lanes 4 needs the pointers of a quad of lanes 2 elements apart; "
+      // lanes 4 and 8 also take the quad's row from its first lane's pointer.
+      user_check((lanes != 4 && lanes != 8) || ptr[l] - 2 * (l % 4) == ptr[l - l % 4], "interp")
+          << by(M, w) << ": lanes " << lanes
+          << " needs the pointers of a quad of lanes 2 elements apart; "
           << M.thread_name(uint32_t(thread)) << " points at '" << mem.name << "' + " << ptr[l]
           << ", its quad's first lane at + " << ptr[l - l % 4];
-      user_check(first_of_access % lanes == 0, "interp")
+      user_check(first_of_access % group == 0, "interp")
           << by(M, w) << ": " << M.thread_name(uint32_t(thread)) << " stores " << lanes
           << " elements at '" << mem.name << "' + " << first_of_access
           << ", which is not aligned to " << lanes * mem.dtype.bytes() << " bytes";
@@ -454,10 +458,13 @@ StmtPtr compile_wgmma(Compiler &C, const Call *call) {
     if (code->limited)
       uniform(a[6], "limit");
     code->lanes = int(const_arg(call, 5, "lanes"));
-    user_check(code->lanes == 1 || code->lanes == 2 || code->lanes == 4, "interp")
-        << n << ": lanes must be 1, 2 or 4, got " << code->lanes;
+    user_check(code->lanes == 1 || code->lanes == 2 || code->lanes == 4 || code->lanes == 8,
+               "interp")
+        << n << ": lanes must be 1, 2, 4 or 8, got " << code->lanes;
     PtrArg p = compile_pointer(C, call, a[3]);
     const DataType out = p.mem->dtype;
+    user_check(code->lanes != 8 || out == Float(32), "interp")
+        << n << ": lanes 8 stores float32 outputs, got '" << p.mem->name << "' of " << out;
     user_check(code->lanes != 4 || (out.bits() == 16 && code->n % 16 == 0), "interp")
         << n << ": lanes 4 stores 16-bit outputs of tiles n a multiple of 16, got '"
         << p.mem->name << "' of " << out << " and n=" << code->n;

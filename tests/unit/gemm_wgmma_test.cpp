@@ -207,22 +207,30 @@ TEST(GemmWgmma, RaggedKAndUnalignedRowsRunOnPaddedCopies) {
   EXPECT_EQ(m.funcs[1].name, "default_function_B_pad");
   ASSERT_EQ(m.funcs[2].args.size(), 5u);
   EXPECT_EQ(m.funcs[2].arg_shapes[3], (std::vector<int64_t>{100, 128})); // K to 2 steps of 64
+  // B's rows: to a whole block past 99, then to 128-byte lines (64 halves).
   GemmWgmmaTiles chosen = gemm_wgmma_tiles(100, 99, 100);
-  EXPECT_EQ(m.funcs[2].arg_shapes[4], (std::vector<int64_t>{128, (99 / chosen.block_n + 1) *
-                                                                     chosen.block_n}));
+  int64_t np = (99 / chosen.block_n + 1) * chosen.block_n;
+  EXPECT_EQ(m.funcs[2].arg_shapes[4], (std::vector<int64_t>{128, (np + 63) / 64 * 64}));
   // Only the GEMM's kernel has tensor maps, of the padded copies.
   EXPECT_TRUE(m.funcs[0].tensor_maps.empty());
   ASSERT_EQ(m.funcs[2].tensor_maps.size(), 2u);
   EXPECT_EQ(m.funcs[2].tensor_maps[0].arg, 3);
   EXPECT_EQ(m.funcs[2].tensor_maps[0].strides.at(1), 128);
   EXPECT_EQ(mismatch(p, 100, 99, 100), "");
-  // Odd rows of C: no float2 stores.
+  // Odd rows of C: the quads store whole sectors (wgmma_store lanes 8), up to the limit.
   std::string cuda = codegen_cuda(m);
   EXPECT_EQ(cuda.find("*(float2*)(wgmma_out"), std::string::npos) << cuda;
-  EXPECT_NE(cuda.find("+ 1 < 99 - j_outer_raster * " + std::to_string(chosen.block_n) +
-                      ") (wgmma_out + h * 792 + q * 8)[1] ="),
+  EXPECT_NE(cuda.find("const int wgmma_limit = 99 - j_outer_raster * " +
+                      std::to_string(chosen.block_n) + ";"),
             std::string::npos)
       << cuda;
+  EXPECT_NE(cuda.find("*(float2*)(row + c) = make_float2(v[0], v[1]);"), std::string::npos);
+  // The three kernels compile for Hopper; the sector store's register choices stay constant
+  // (no local memory).
+  CompiledKernel k = tessel::test::compile_for_sm90(m, cuda, "ragged.cu");
+  ASSERT_EQ(k.kernels.size(), 3u) << k.log;
+  for (const KernelStats &ks : k.kernels)
+    EXPECT_EQ(ks.stack_bytes, 0) << ks.name << "\n" << k.log;
   chosen.tma = false; // cp.async: the block column in place starts on a 16-byte boundary
   chosen.raster_group = 0;
   EXPECT_EQ(mismatch(gemm_wgmma(100, 99, 100, chosen), 100, 99, 100), "");
