@@ -76,7 +76,7 @@ CudnnConv::CudnnConv(const ConvShape &s) : impl_(std::make_unique<Impl>()) {
   CHECK_CUDNN(cudnnCreateConvolutionDescriptor(&d.conv));
   CHECK_CUDNN(cudnnSetTensor4dDescriptor(d.x, CUDNN_TENSOR_NHWC, CUDNN_DATA_HALF, s.n, s.c, s.h, s.w));
   CHECK_CUDNN(cudnnSetFilter4dDescriptor(d.w, CUDNN_DATA_HALF, CUDNN_TENSOR_NHWC, s.k, s.c, s.r, s.s));
-  CHECK_CUDNN(cudnnSetConvolution2dDescriptor(d.conv, s.pad, s.pad, 1, 1, 1, 1,
+  CHECK_CUDNN(cudnnSetConvolution2dDescriptor(d.conv, s.pad, s.pad, s.stride, s.stride, 1, 1,
                                               CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   CHECK_CUDNN(cudnnSetConvolutionMathType(d.conv, CUDNN_TENSOR_OP_MATH));
   int n, c, h, w;

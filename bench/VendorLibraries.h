@@ -27,15 +27,18 @@ private:
 
 struct ConvShape {
   int n, h, w, c, k, r, s, pad;
+  int stride = 1;
 };
 
-/// NHWC float16 convolution (stride 1) with float32 accumulation, the fastest algorithm cuDNN
-/// finds; output NHWC float16 (cuDNN's legacy API wants one type for x, w and y).
+/// NHWC float16 convolution (symmetric padding, `stride` along H and W) with float32
+/// accumulation, the fastest algorithm cuDNN finds; output NHWC float16 (cuDNN's legacy API
+/// wants one type for x, w and y).
 class CudnnConv {
 public:
   CudnnConv(const ConvShape &shape);
   ~CudnnConv();
-  /// x: N x H x W x C, w: K x R x S x C, y: N x H x W x K.
+  /// x: N x H x W x C, w: K x R x S x C, y: N x P x Q x K (P = H, Q = W at stride 1 with
+  /// "same" padding).
   void run(const DeviceArray &x, const DeviceArray &w, DeviceArray &y);
   /// y = ReLU(conv(x, w) + bias) in one call, cudnnConvolutionBiasActivationForward (implicit
   /// precomputed GEMM, the algorithm cuDNN supports a ReLU with); bias: K float16 values, or,

@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <random>
 
@@ -294,6 +295,60 @@ std::vector<Row> bench_conv(const std::string &label, const Conv2dTutorialShape 
   return rows;
 }
 
+// A strided conv (ResNet's downsampling 3x3, stride 2) on cuDNN's arrays: conv2d_tc's WMMA path
+// (y float32) and conv2d_wgmma (y float16, as cuDNN writes it here) against cuDNN.
+std::vector<Row> bench_conv_strided(const std::string &label, const Conv2dTcShape &s) {
+  Row r;
+  r.kernel = "conv";
+  r.shape = label;
+  const int N = s.batch, H = s.height, W = s.width, C = s.in_channels, K = s.out_channels,
+            R = s.kernel, P = s.out_height(), Q = s.out_width();
+  r.flops = s.flops();
+  bench::CudnnConv cudnn({N, H, W, C, K, R, R, s.pad, s.stride});
+  std::vector<uint16_t> x = random_halves(size_t(N) * H * W * C, 3);
+  std::vector<uint16_t> w = random_halves(size_t(K) * R * R * C, 4);
+  DeviceArray dx(Float(16), {N, H, W, C}), dw(Float(16), {K, R, R, C}), dy(Float(16), {N, P, Q, K});
+  dx.copy_from_host(x.data(), dx.bytes());
+  dw.copy_from_host(w.data(), dw.bytes());
+  cudnn.run(dx, dw, dy);
+  r.vendor_ms = time_launches([&] { cudnn.run(dx, dw, dy); }, timing()).median_ms;
+  r.note = "cuDNN " + cudnn.algorithm() + "; ";
+  std::vector<Row> rows;
+  auto ours = [&](const std::string &name, DataType out, const std::function<ScheduledProgram(const Conv2dTcShape &)> &schedule) {
+    Row row = r;
+    row.ours_name = name;
+    try {
+      Conv2dTcShape sh = s;
+      sh.out_dtype = out;
+      ScheduledProgram p = schedule(sh);
+      Module m = build(p.schedule, p.args);
+      DeviceArray y(out, {int64_t(N) * P * Q, K});
+      y.poison();
+      m.run({&dx, &dw, &y});
+      row.ours_ms = m.time({&dx, &dw, &y}, timing()).median_ms;
+      std::vector<float> got(y.numel());
+      if (out == Float(32)) {
+        y.copy_to_host(got.data(), y.bytes());
+      } else {
+        std::vector<uint16_t> halves(y.numel());
+        y.copy_to_host(halves.data(), y.bytes());
+        for (size_t i = 0; i < halves.size(); ++i)
+          got[i] = half_to_float(halves[i]);
+      }
+      compare_with_cudnn(row, dy, N, P, Q, K, [&](int n, int h, int ww, int k) {
+        return got[nhwc(n, h, ww, k, P, Q, K)];
+      });
+    } catch (const Error &e) {
+      row.note += std::string("n/a: ") + e.what();
+    }
+    rows.push_back(row);
+  };
+  ours("conv2d_tc", Float(32), [](const Conv2dTcShape &sh) { return conv2d_tc(sh, conv2d_tc_tiles(sh)); });
+  if (hopper_gpu())
+    ours("conv2d_wgmma (y fp16)", Float(16), [](const Conv2dTcShape &sh) { return conv2d_wgmma(sh); });
+  return rows;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -352,6 +407,13 @@ int main(int argc, char **argv) {
           rows.push_back(r);
           print_row(r);
         }
+      }
+      // ResNet-50's downsampling 3x3 conv (res3's first block: stride 2, 56x56 -> 28x28).
+      Conv2dTcShape down{.batch = 256, .height = 56, .width = 56, .in_channels = 128,
+                         .out_channels = 128, .kernel = 3, .pad = 1, .stride = 2};
+      for (const Row &r : bench_conv_strided("resnet50 3x3 stride 2 256x56x56 128->128", down)) {
+        rows.push_back(r);
+        print_row(r);
       }
     }
     std::ofstream csv(csv_path);

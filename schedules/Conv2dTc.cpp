@@ -18,20 +18,26 @@ constexpr int kFragment = 16;
 // its last block inwards instead).
 void check_shape(const Conv2dTcShape &sh, bool fragment_rows = true) {
   user_check(sh.batch > 0 && sh.height > 0 && sh.width > 0 && sh.in_channels > 0 &&
-                 sh.out_channels > 0 && sh.kernel > 0 && sh.pad >= 0,
+                 sh.out_channels > 0 && sh.kernel > 0 && sh.stride > 0 && sh.dilation > 0 &&
+                 sh.pad >= 0 && sh.pad_end >= -1,
              "conv2d_tc")
       << "N=" << sh.batch << ", H=" << sh.height << ", W=" << sh.width << ", C=" << sh.in_channels
-      << ", K=" << sh.out_channels << ", R=" << sh.kernel
-      << " must be positive and pad=" << sh.pad << " non-negative";
+      << ", K=" << sh.out_channels << ", R=" << sh.kernel << ", stride=" << sh.stride
+      << ", dilation=" << sh.dilation << " must be positive and pad=" << sh.pad
+      << ", pad_end=" << sh.pad_after() << " non-negative";
   user_check(sh.in_dtype == Float(16) || sh.in_dtype == BFloat(16), "conv2d_tc")
       << "x and w must be float16 or bfloat16, got " << sh.in_dtype;
   user_check(sh.out_dtype == Float(32) || sh.out_dtype == Float(16) || sh.out_dtype == BFloat(16),
              "conv2d_tc")
       << "y's type must be float32, float16 or bfloat16, got " << sh.out_dtype;
-  user_check(sh.out_height() > 0 && sh.out_width() > 0, "conv2d_tc")
-      << "the " << sh.kernel << "x" << sh.kernel << " filter is larger than the padded "
-      << sh.height + 2 * sh.pad << "x" << sh.width + 2 * sh.pad
-      << " input (H, W plus 2 x pad); use a smaller R or a larger pad";
+  user_check(sh.height + sh.pad + sh.pad_after() >= sh.span() &&
+                 sh.width + sh.pad + sh.pad_after() >= sh.span(),
+             "conv2d_tc")
+      << "the " << sh.kernel << "x" << sh.kernel << " filter"
+      << (sh.dilation > 1 ? " (dilated to " + std::to_string(sh.span()) + ")" : std::string())
+      << " is larger than the padded " << sh.height + sh.pad + sh.pad_after() << "x"
+      << sh.width + sh.pad + sh.pad_after()
+      << " input (H, W plus the padding); use a smaller R or a larger pad";
   auto fragment = [](const std::string &name, int64_t v, const std::string &why,
                      const std::string &what_to_do) {
     user_check(v % kFragment == 0, "conv2d_tc")
@@ -60,7 +66,8 @@ void check_shape(const Conv2dTcShape &sh, bool fragment_rows = true) {
 Conv2dTcShape conv2d_shape_of(const ShapeParams &p) {
   return {.batch = int(p.at("N")), .height = int(p.at("H")), .width = int(p.at("W")),
           .in_channels = int(p.at("C")), .out_channels = int(p.at("K")), .kernel = int(p.at("R")),
-          .pad = int(p.at("pad"))};
+          .pad = int(p.at("pad")), .stride = int(p.at("stride")),
+          .dilation = int(p.at("dil"))};
 }
 
 GemmWmmaTiles gemm_tiles(const Conv2dTcTiles &t) {
@@ -91,6 +98,7 @@ Conv2dTcTensors conv2d_tc_definition(const Conv2dTcShape &sh, const WgmmaEpilogu
   check_shape(sh, /*fragment_rows=*/false);
   const int H = sh.height, W = sh.width, C = sh.in_channels, K = sh.out_channels;
   const int R = sh.kernel, pad = sh.pad, P = sh.out_height(), Q = sh.out_width();
+  const int stride = sh.stride, dil = sh.dilation;
   const int M = int(sh.gemm_m()), RSC = int(sh.gemm_k());
   Conv2dTcTensors t;
   t.x = placeholder({sh.batch, H, W, C}, sh.in_dtype, "x");
@@ -105,9 +113,10 @@ Conv2dTcTensors conv2d_tc_definition(const Conv2dTcShape &sh, const WgmmaEpilogu
       [&](Var m, Var rk) {
         auto [r, s, c] = tap(rk);
         Expr n = floordiv(m, P * Q);
-        Expr h = floormod(floordiv(m, Q), P) + r - pad, w = floormod(m, Q) + s - pad;
+        Expr h = floormod(floordiv(m, Q), P) * stride + r * dil - pad,
+             w = floormod(m, Q) * stride + s * dil - pad;
         Expr v = t.x(n, h, w, c);
-        if (pad == 0) // every tap is inside x
+        if (pad == 0 && sh.pad_after() == 0) // every tap is inside x
           return v;
         return if_then_else(all(h >= 0, h < H, w >= 0, w < W), v, make_const(sh.in_dtype, 0));
       },
@@ -175,7 +184,8 @@ const std::vector<Conv2dTcMeasured> &tuned_convs() {
 bool same_shape(const Conv2dTcShape &a, const Conv2dTcShape &b) {
   return a.batch == b.batch && a.height == b.height && a.width == b.width &&
          a.in_channels == b.in_channels && a.out_channels == b.out_channels &&
-         a.kernel == b.kernel && a.pad == b.pad;
+         a.kernel == b.kernel && a.pad == b.pad && a.stride == b.stride &&
+         a.dilation == b.dilation && a.pad_after() == b.pad_after();
 }
 
 } // namespace
@@ -240,13 +250,20 @@ ScheduledProgram conv2d_tc(const Conv2dTcShape &sh, const Conv2dTcTiles &t) {
   return p;
 }
 
+namespace {
+// TMA's im2col copies (Im2colCopy) walk the input one pixel apart with symmetric padding.
+bool im2col_tma_fits(const Conv2dTcShape &sh) {
+  return sh.stride == 1 && sh.dilation == 1 && sh.pad_after() == sh.pad;
+}
+} // namespace
+
 GemmWgmmaTiles conv2d_wgmma_tiles(const Conv2dTcShape &sh) {
   check_shape(sh, /*fragment_rows=*/false);
   GemmWgmmaTiles t =
       gemm_wgmma_tiles(sh.gemm_m(), sh.out_channels, sh.in_channels, "conv2d_wgmma");
   // TMA (im2col mode for x) wherever the K step lies in one filter tap; no rasterization
   // (measured no better on the bench's convs).
-  t.tma = t.tma && sh.in_channels % t.block_k == 0;
+  t.tma = t.tma && sh.in_channels % t.block_k == 0 && im2col_tma_fits(sh);
   t.raster_group = 0;
   return t;
 }
@@ -260,6 +277,10 @@ ScheduledProgram conv2d_wgmma(const Conv2dTcShape &sh, const GemmWgmmaTiles &t,
   check_shape(sh, /*fragment_rows=*/false);
   // The reduction is walked tap by tap, C channels each: the K step must divide C.
   check_gemm_wgmma_tiles("conv2d_wgmma", sh.gemm_m(), sh.out_channels, sh.in_channels, t);
+  user_check(!t.tma || im2col_tma_fits(sh), "conv2d_wgmma")
+      << "TMA's im2col copies here take stride 1, dilation 1 and symmetric padding, got stride "
+      << sh.stride << ", dilation " << sh.dilation << ", pad " << sh.pad << " / "
+      << sh.pad_after() << "; fill the tiles with cp.async (tma off, TMA=0)";
   Conv2dTcTensors d = conv2d_tc_definition(sh, epilogue);
   Schedule s = create_schedule({d.y});
   s[d.A].compute_inline();
@@ -333,7 +354,8 @@ std::pair<Conv2dTcShape, GemmWgmmaTiles> wgmma_conv_from_knobs(const ShapeParams
   if (get("S"))
     t.stages = int(get("S"));
   t.raster_group = get("G");
-  t.tma = get("TMA") != 0 && t.swizzle != 0 && t.stages >= 2;
+  // TMA=1 (the default) where TMA's im2col copies can take the conv; TMA=0 turns them off.
+  t.tma = get("TMA") != 0 && t.swizzle != 0 && t.stages >= 2 && im2col_tma_fits(sh);
   return {sh, t};
 }
 
@@ -355,7 +377,7 @@ ScheduleEntry conv2d_wgmma_entry() {
   ScheduleEntry e = wgmma_conv_entry(
       "conv2d_wgmma",
       "conv2d as an implicit GEMM on Hopper Tensor Cores (wgmma, sm_90a) on cuDNN's "
-      "layouts: x NHWC, w KRSC fp16 or bf16, y NPQK fp32; stride 1, zero padding; "
+      "layouts: x NHWC, w KRSC fp16 or bf16, y NPQK fp32; stride, dil(ation), zero padding; "
       "gemm_wgmma's schedule; BM, BN, S (stages), G (rasterization group) override "
       "its tiles (0: the default); TMA=1 (the default) fills them with TMA (im2col "
       "mode for x), TMA=0 with cp.async; Y16=1 writes y as float16 (rounded from "
@@ -386,9 +408,9 @@ ScheduleEntry conv2d_tc_entry() {
   ScheduleEntry e;
   e.name = "conv2d_tc";
   e.description = "conv2d as an implicit GEMM on Tensor Cores (WMMA) on cuDNN's layouts: x NHWC, "
-                  "w KRSC fp16, y NPQK fp32; stride 1, zero padding";
-  e.default_shape = {{"N", 256}, {"H", 14}, {"W", 14}, {"C", 256},
-                     {"K", 512}, {"R", 3},  {"pad", 1}};
+                  "w KRSC fp16, y NPQK fp32; stride, dil(ation), zero padding";
+  e.default_shape = {{"N", 256}, {"H", 14}, {"W", 14},     {"C", 256},  {"K", 512},
+                     {"R", 3},   {"pad", 1}, {"stride", 1}, {"dil", 1}};
   e.nonnegative = {"pad"};
   e.dtypes = {Float(16)};
   e.build = [](const ShapeParams &p, DataType) { return conv2d_tc(conv2d_shape_of(p)); };

@@ -26,15 +26,21 @@ namespace tessel {
 
 struct Conv2dTcShape {
   int batch = 256, height = 14, width = 14, in_channels = 256, out_channels = 512;
-  int kernel = 3, pad = 1; ///< R = S = kernel; stride 1
+  int kernel = 3, pad = 1; ///< R = S = kernel; pad: zero rows / columns above and left
+  int stride = 1;          ///< of the output pixels over the input, along H and W
+  int dilation = 1;        ///< of the filter taps over the input, along H and W
+  int pad_end = -1;        ///< zero rows / columns below and right; -1: pad (symmetric)
   /// y's type: float32 (the accumulator's), or float16 / bfloat16 (rounded from it, as cuDNN's
   /// fp16 convolutions write; the wgmma path only).
   DataType out_dtype = Float(32);
   /// x's and w's type: float16, or bfloat16 (the wgmma path only).
   DataType in_dtype = Float(16);
 
-  int out_height() const { return height + 2 * pad - kernel + 1; }
-  int out_width() const { return width + 2 * pad - kernel + 1; }
+  int pad_after() const { return pad_end < 0 ? pad : pad_end; }
+  /// The filter's extent over the input, dilated.
+  int span() const { return dilation * (kernel - 1) + 1; }
+  int out_height() const { return (height + pad + pad_after() - span()) / stride + 1; }
+  int out_width() const { return (width + pad + pad_after() - span()) / stride + 1; }
   /// The GEMM's M (output pixels), N (output channels) and K (reduction) extents.
   int64_t gemm_m() const { return int64_t(batch) * out_height() * out_width(); }
   int64_t gemm_n() const { return out_channels; }

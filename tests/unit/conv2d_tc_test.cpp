@@ -39,8 +39,8 @@ std::vector<double> dyadic_values(size_t n, uint64_t seed) {
   return v;
 }
 
-// y[n, p, q, k] = sum_{r, s, c} x[n, p + r - pad, q + s - pad, c] * w[k, r, s, c], zero
-// outside x, straight from cuDNN's NHWC / KRSC definition.
+// y[n, p, q, k] = sum_{r, s, c} x[n, p stride + r dilation - pad, q stride + s dilation - pad,
+// c] * w[k, r, s, c], zero outside x, straight from cuDNN's NHWC / KRSC definition.
 // With `bias_relu` (conv2d_bias_relu's arguments x, w, bias, y): y = max(conv + bias[k], 0).
 void expect_direct_conv(const ScheduledProgram &prog, const Conv2dTcShape &sh,
                         bool bias_relu = false) {
@@ -57,9 +57,9 @@ void expect_direct_conv(const ScheduledProgram &prog, const Conv2dTcShape &sh,
       sh.out_dtype, std::vector<double>(size_t(N) * P * Q * K, NAN));
   ASSERT_EQ(prog.args.size(), bias_relu ? 4u : 3u);
   if (bias_relu)
-    interp::execute(m.funcs[0], {&bx, &bw, &bb, &by});
+    interp::execute(m, {&bx, &bw, &bb, &by});
   else
-    interp::execute(m.funcs[0], {&bx, &bw, &by});
+    interp::execute(m, {&bx, &bw, &by});
   std::vector<double> y = by.to_doubles();
   // The exact sum rounded once to y's type (float16 / bfloat16 y; float32 keeps it).
   auto rounded = [&](double v) {
@@ -72,7 +72,8 @@ void expect_direct_conv(const ScheduledProgram &prog, const Conv2dTcShape &sh,
           double ref = 0;
           for (int r = 0; r < R; ++r)
             for (int s = 0; s < R; ++s) {
-              int h = p + r - sh.pad, ww = q + s - sh.pad;
+              int h = p * sh.stride + r * sh.dilation - sh.pad,
+                  ww = q * sh.stride + s * sh.dilation - sh.pad;
               if (h < 0 || h >= H || ww < 0 || ww >= W)
                 continue;
               for (int c = 0; c < C; ++c)
@@ -108,6 +109,45 @@ TEST(Conv2dTc, CpuExecutorMatchesDirectConvolution) {
   Conv2dTcShape five{.batch = 1, .height = 4, .width = 12, .in_channels = 16,
                      .out_channels = 16, .kernel = 5, .pad = 2};
   expect_direct_conv(conv2d_tc(five), five);
+}
+
+// Strides, dilations and padding that differs above / below (ResNet's downsampling convs,
+// dilated convs, TensorFlow's "same" padding): the im2col view's indices, on the WMMA and the
+// wgmma paths (the latter through cp.async: TMA's im2col copies here walk one pixel apart).
+TEST(Conv2dTc, StrideDilationAndAsymmetricPadding) {
+  const Conv2dTcShape shapes[] = {
+      {.batch = 4, .height = 9, .width = 9, .in_channels = 32, .out_channels = 32, .kernel = 3,
+       .pad = 1, .stride = 2},
+      {.batch = 2, .height = 10, .width = 10, .in_channels = 32, .out_channels = 32,
+       .kernel = 3, .pad = 2, .dilation = 2},
+      {.batch = 4, .height = 8, .width = 8, .in_channels = 32, .out_channels = 32, .kernel = 3,
+       .pad = 0, .stride = 2, .pad_end = 1},
+      {.batch = 16, .height = 7, .width = 7, .in_channels = 32, .out_channels = 32, .kernel = 1,
+       .pad = 0, .stride = 2}};
+  for (const Conv2dTcShape &sh : shapes) {
+    SCOPED_TRACE("stride " + std::to_string(sh.stride) + " dilation " +
+                 std::to_string(sh.dilation) + " pad " + std::to_string(sh.pad) + "/" +
+                 std::to_string(sh.pad_after()));
+    if (sh.gemm_m() % 16 == 0)
+      expect_direct_conv(conv2d_tc(sh, conv2d_tc_tiles(sh)), sh);
+    Conv2dTcShape wide = sh;
+    wide.in_channels = wide.out_channels = 64;
+    GemmWgmmaTiles t = conv2d_wgmma_tiles(wide);
+    EXPECT_FALSE(t.tma);
+    expect_direct_conv(conv2d_wgmma(wide, t), wide);
+  }
+  EXPECT_EQ(Conv2dTcShape({.height = 56, .width = 56, .kernel = 3, .pad = 1, .stride = 2})
+                .out_height(),
+            28);
+  Conv2dTcShape strided{.batch = 4, .height = 16, .width = 16, .in_channels = 64,
+                        .out_channels = 64, .kernel = 3, .pad = 1, .stride = 2};
+  GemmWgmmaTiles tma = conv2d_wgmma_tiles(strided);
+  tma.tma = true;
+  expect_error([&] { conv2d_wgmma(strided, tma); },
+               {"conv2d_wgmma", "stride 1, dilation 1 and symmetric padding", "TMA=0"});
+  expect_error([] { conv2d_tc({.kernel = 3, .stride = 0}); }, {"stride=0", "must be positive"});
+  expect_error([] { conv2d_tc({.height = 4, .width = 4, .kernel = 3, .pad = 0, .dilation = 3}); },
+               {"dilated to 7", "larger than the padded 4x4"});
 }
 
 TEST(Conv2dTc, ExplicitTilesSingleAndDoubleBuffered) {

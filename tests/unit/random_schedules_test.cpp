@@ -94,9 +94,12 @@ TEST(RandomSchedules, Conv2dWgmma) {
     Conv2dTcShape sh;
     sh.kernel = pick<int>(rng, {1, 3});
     sh.pad = sh.kernel == 3 ? int(in_range(rng, 0, 1)) : 0;
+    sh.stride = pick<int>(rng, {1, 1, 2});
+    sh.dilation = sh.kernel == 3 ? pick<int>(rng, {1, 1, 2}) : 1;
+    sh.pad_end = sh.kernel == 3 ? pick<int>(rng, {-1, -1, 0, 2}) : -1;
     sh.batch = int(in_range(rng, 1, 3));
-    sh.height = int(in_range(rng, 4, 9));
-    sh.width = int(in_range(rng, 4, 9));
+    sh.height = int(in_range(rng, std::max(4, sh.span()), 9));
+    sh.width = int(in_range(rng, std::max(4, sh.span()), 9));
     sh.in_channels = pick<int>(rng, {64, 128});
     sh.out_channels = pick<int>(rng, {64, 128, 192});
     sh.out_dtype = pick<DataType>(rng, {Float(32), Float(16), BFloat(16)});
@@ -110,12 +113,16 @@ TEST(RandomSchedules, Conv2dWgmma) {
       t.block_m = 64;
       t.warpgroups_m = 1;
     }
-    if (sh.gemm_m() < t.block_m)
-      sh.batch = 2, sh.height = sh.width = 8; // at least 64 output pixels
+    while (sh.gemm_m() < t.block_m) // at least 64 output pixels
+      ++sh.batch;
+    // TMA's im2col copies walk one pixel apart with symmetric padding; else cp.async.
+    if (sh.stride != 1 || sh.dilation != 1 || sh.pad_after() != sh.pad)
+      t.tma = false;
     std::ostringstream what;
     what << "seed " << seed << ": N=" << sh.batch << " " << sh.height << "x" << sh.width << " "
          << sh.in_channels << "->" << sh.out_channels << " " << sh.kernel << "x" << sh.kernel
-         << " pad " << sh.pad << ", " << sh.in_dtype << " -> " << sh.out_dtype
+         << " pad " << sh.pad << "/" << sh.pad_after() << " stride " << sh.stride << " dilation "
+         << sh.dilation << ", " << sh.in_dtype << " -> " << sh.out_dtype
          << (bias_relu ? " + bias + ReLU" : "")
          << ", " << to_string(t);
     SCOPED_TRACE(what.str());
