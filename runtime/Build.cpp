@@ -95,12 +95,12 @@ CUtensorMap encode_tensor_map(const TensorMapParam &m, const DeviceArray &array)
   CUtensorMap map;
   if (m.im2col) {
     user_check(rank == 4 && m.box.size() == 2 && m.lower_corner.size() == 2 &&
-                   m.upper_corner.size() == 2,
+                   m.upper_corner.size() == 2 && (m.traversal.empty() || m.traversal.size() == 4),
                "tensor map")
         << "im2col tensor map '" << m.var.name()
         << "' must view a 4-D NHWC tensor with a 2-entry box and corners";
     for (size_t d = 0; d < rank; ++d)
-      elem_strides[d] = 1;
+      elem_strides[d] = m.traversal.empty() ? 1 : cuuint32_t(m.traversal[d]);
     int lower[2] = {int(m.lower_corner[0]), int(m.lower_corner[1])};
     int upper[2] = {int(m.upper_corner[0]), int(m.upper_corner[1])};
     TESSEL_CU(cuTensorMapEncodeIm2col, &map, type, cuuint32_t(rank),

@@ -251,10 +251,8 @@ ScheduledProgram conv2d_tc(const Conv2dTcShape &sh, const Conv2dTcTiles &t) {
 }
 
 namespace {
-// TMA's im2col copies (Im2colCopy) walk the input one pixel apart with symmetric padding.
-bool im2col_tma_fits(const Conv2dTcShape &sh) {
-  return sh.stride == 1 && sh.dilation == 1 && sh.pad_after() == sh.pad;
-}
+// TMA's im2col copies (Im2colCopy) step through the input up to 8 pixels apart.
+bool im2col_tma_fits(const Conv2dTcShape &sh) { return sh.stride <= 8; }
 } // namespace
 
 GemmWgmmaTiles conv2d_wgmma_tiles(const Conv2dTcShape &sh) {
@@ -278,9 +276,8 @@ ScheduledProgram conv2d_wgmma(const Conv2dTcShape &sh, const GemmWgmmaTiles &t,
   // The reduction is walked tap by tap, C channels each: the K step must divide C.
   check_gemm_wgmma_tiles("conv2d_wgmma", sh.gemm_m(), sh.out_channels, sh.in_channels, t);
   user_check(!t.tma || im2col_tma_fits(sh), "conv2d_wgmma")
-      << "TMA's im2col copies here take stride 1, dilation 1 and symmetric padding, got stride "
-      << sh.stride << ", dilation " << sh.dilation << ", pad " << sh.pad << " / "
-      << sh.pad_after() << "; fill the tiles with cp.async (tma off, TMA=0)";
+      << "TMA's im2col copies step at most 8 pixels, got stride " << sh.stride
+      << "; fill the tiles with cp.async (tma off, TMA=0)";
   Conv2dTcTensors d = conv2d_tc_definition(sh, epilogue);
   Schedule s = create_schedule({d.y});
   s[d.A].compute_inline();
@@ -305,7 +302,8 @@ ScheduledProgram conv2d_wgmma(const Conv2dTcShape &sh, const GemmWgmmaTiles &t,
   st.k_period = sh.in_channels;
   st.a_im2col = Im2colCopy{.out_height = sh.out_height(), .out_width = sh.out_width(),
                            .channels = sh.in_channels, .kernel_h = sh.kernel,
-                           .kernel_w = sh.kernel, .pad = sh.pad};
+                           .kernel_w = sh.kernel, .pad = sh.pad, .stride = sh.stride,
+                           .dilation = sh.dilation, .pad_end = sh.pad_after()};
   if (epilogue)
     st.epilogue = *epilogue;
   schedule_wgmma_gemm(s, st, t);

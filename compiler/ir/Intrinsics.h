@@ -156,13 +156,15 @@ inline constexpr const char *tma_load = "tma_load";
 // thread, for an im2col map (TensorMapParam::im2col) over an NHWC tensor x (dims C, W, H, N
 // innermost first). It copies box[1] pixels of box[0] channels each: pixel p = 0, 1, .. walks
 // from (w, h, n) through the map's bounding box, w first over [lower_corner[0], W - 1 +
-// upper_corner[0]], then h over [lower_corner[1], H - 1 + upper_corner[1]], then n (each
-// restarting at its lower corner when the one inside it wraps); row p of the destination holds
+// upper_corner[0]] in steps of traversal[1] (1 when the map has none), then h over
+// [lower_corner[1], H - 1 + upper_corner[1]] in steps of traversal[2], then n (each restarting
+// at its lower corner when the one inside it wraps); row p of the destination holds
 // x[n_p, h_p + off_h, w_p + off_w, c .. c + box[0] - 1], zero where that is outside x. Rows are
 // box[0] elements, laid out and swizzled as tma_load's box; completion and ordering as tma_load.
-// With lower corners -pad and upper corners pad - (kernel - 1), a start at output pixel
-// (n, oh, ow) of a stride-1 convolution is (w, h) = (ow - pad, oh - pad) and the filter tap
-// (r, s) is the offset (s, r): row p is the im2col row of output pixel m + p for that tap.
+// With lower corners -pad, upper corners pad_end - (kernel - 1) dilation and traversal steps of
+// the stride, a start at output pixel (n, oh, ow) of a convolution is (w, h) = (ow stride - pad,
+// oh stride - pad) and the filter tap (r, s) is the offset (s dilation, r dilation): row p is
+// the im2col row of output pixel m + p for that tap.
 inline constexpr const char *tma_load_im2col = "tma_load_im2col";
 
 } // namespace tessel::intrinsic

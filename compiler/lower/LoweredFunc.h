@@ -29,8 +29,9 @@ struct LaunchConfig {
 /// tma_load calls name it by `var`. Elements outside `dims` read as zero.
 ///
 /// An im2col map (`im2col`, cuTensorMapEncodeIm2col; taken by tma_load_im2col) views a 4-D NHWC
-/// tensor (dims C, W, H, N): `box` is {channels per pixel, pixels per copy} and
-/// `lower_corner` / `upper_corner` bound the pixels a copy walks, for W then H (see
+/// tensor (dims C, W, H, N): `box` is {channels per pixel, pixels per copy},
+/// `lower_corner` / `upper_corner` bound the pixels a copy walks, for W then H, and `traversal`
+/// (empty: all 1) is the step of that walk per dimension (a convolution's stride; see
 /// tma_load_im2col in compiler/ir/Intrinsics.h).
 struct TensorMapParam {
   Var var;
@@ -39,6 +40,7 @@ struct TensorMapParam {
   int swizzle = 0;
   bool im2col = false;
   std::vector<int64_t> lower_corner, upper_corner;
+  std::vector<int64_t> traversal;
 };
 
 /// One device kernel.

@@ -355,7 +355,7 @@ Stmt schedule_ops(const ScheduleNode *sch, const StageBodies &bodies, const Doma
       if (const auto &c = s->im2col)
         what = Call::make(Handle(), "tuple",
                           {c->out_height, c->out_width, c->channels, c->kernel_h, c->kernel_w,
-                           c->pad},
+                           c->pad, c->stride, c->dilation, c->pad_end < 0 ? c->pad : c->pad_end},
                           Call::PureIntrinsic);
       nest = AttrStmt::make(buf, attr::bulk_copy, what, nest);
     }

@@ -229,10 +229,11 @@ private:
   // the tile's rows (output pixels m0 ..) for the filter tap and channels of its columns.
   Stmt lower_im2col(const Buffer &dst, const AttrStmt *op, const std::vector<Expr> &geometry) {
     const std::string &name = dst.name();
-    int64_t g[6];
-    for (int i = 0; i < 6; ++i)
+    int64_t g[9];
+    for (int i = 0; i < 9; ++i)
       g[i] = *as_const_int(geometry.at(i));
-    const int64_t P = g[0], Q = g[1], C = g[2], R = g[3], S = g[4], pad = g[5];
+    const int64_t P = g[0], Q = g[1], C = g[2], R = g[3], S = g[4], pad = g[5], stride = g[6],
+                  dil = g[7], pad_end = g[8];
     const SharedLayout &layout = layouts_[dst.get()];
     const BufferLoad *x = nullptr;
     post_order_visit(op->body, [&](const IRNode *n) {
@@ -251,11 +252,16 @@ private:
     for (const Expr &e : x->buffer->shape)
       xs.push_back(*as_const_int(e));
     const int64_t N = xs[0], H = xs[1], W = xs[2];
-    if (xs[3] != C || P != H + 2 * pad - R + 1 || Q != W + 2 * pad - S + 1)
+    // Output pixels along a dimension of n input pixels and k filter taps.
+    auto out = [&](int64_t n, int64_t k) {
+      return (n + pad + pad_end - (dil * (k - 1) + 1)) / stride + 1;
+    };
+    if (xs[3] != C || stride < 1 || stride > 8 || dil < 1 || P != out(H, R) || Q != out(W, S))
       TESSEL_BULK_COPY_ERROR << "the convolution (P=" << P << ", Q=" << Q << ", C=" << C << ", "
-                             << R << "x" << S << ", pad " << pad << ") does not match '"
+                             << R << "x" << S << ", pad " << pad << "/" << pad_end << ", stride "
+                             << stride << ", dilation " << dil << ") does not match '"
                              << x->buffer.name() << "' (" << N << "x" << H << "x" << W << "x"
-                             << xs[3] << ") at stride 1";
+                             << xs[3] << "), or its stride is not 1 to 8 (TMA's traversal)";
     auto rows = as_const_int(layout.bounds[0].extent), cols = as_const_int(layout.bounds[1].extent);
     int64_t elem = dst.dtype().bytes();
     if (!layout.swizzle || !rows || !cols || *cols != layout.interleave || *rows > kMaxBoxExtent ||
@@ -273,8 +279,12 @@ private:
     map.dims = {C, W, H, N};
     map.strides = {1, C, W * C, H * W * C};
     map.box = {*cols, *rows};
+    // The walk over the first filter tap's pixels: from -pad, a stride apart, to the last one
+    // whose dilated filter still ends inside the padding.
     map.lower_corner = {-pad, -pad};
-    map.upper_corner = {pad - (S - 1), pad - (R - 1)};
+    map.upper_corner = {pad_end - (S - 1) * dil, pad_end - (R - 1) * dil};
+    if (stride != 1)
+      map.traversal = {1, stride, stride, 1};
     Var map_var = tensor_map(map, x->buffer.name());
 
     Expr m0 = layout.bounds[0].min, k0 = layout.bounds[1].min;
@@ -285,11 +295,12 @@ private:
                                            {BufferLoad::make(dst, {m0, k0})}, Call::Intrinsic),
                                 Expr(0),
                                 i32(floormod(k0, int(C))),
-                                i32(floormod(m0, int(Q)) - int(pad)),
-                                i32(floormod(floordiv(m0, int(Q)), int(P)) - int(pad)),
+                                i32(floormod(m0, int(Q)) * int(stride) - int(pad)),
+                                i32(floormod(floordiv(m0, int(Q)), int(P)) * int(stride) -
+                                    int(pad)),
                                 i32(floordiv(m0, int(P * Q))),
-                                i32(floormod(tap, int(S))),
-                                i32(floordiv(tap, int(S)))};
+                                i32(floormod(tap, int(S)) * int(dil)),
+                                i32(floordiv(tap, int(S)) * int(dil))};
     Stmt copy = Evaluate::make(
         Call::make(Void(), intrinsic::tma_load_im2col, std::move(call_args), Call::Intrinsic));
     return AttrStmt::make(op->node, op->key, Expr(int(*rows * *cols * elem)), copy);
@@ -299,7 +310,8 @@ private:
   Var tensor_map(TensorMapParam map, const std::string &tensor) {
     for (const TensorMapParam &m : *maps_)
       if (m.arg == map.arg && m.box == map.box && m.swizzle == map.swizzle &&
-          m.im2col == map.im2col)
+          m.im2col == map.im2col && m.lower_corner == map.lower_corner &&
+          m.upper_corner == map.upper_corner && m.traversal == map.traversal)
         return m.var;
     int same = 0;
     for (const TensorMapParam &m : *maps_)

@@ -82,7 +82,9 @@ struct Im2colCopy {
   int out_height = 0, out_width = 0; ///< P, Q
   int channels = 0;                  ///< C
   int kernel_h = 0, kernel_w = 0;    ///< R, S
-  int pad = 0;
+  int pad = 0;                       ///< above and left
+  int stride = 1, dilation = 1;      ///< along H and W
+  int pad_end = -1;                  ///< below and right; -1: pad
 };
 
 /// One stage of a schedule: the loops and placement of one operation.

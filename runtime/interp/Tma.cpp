@@ -496,13 +496,22 @@ protected:
     const int64_t w_lo = p.lower_corner[0], w_hi = W - 1 + p.upper_corner[0];
     const int64_t h_lo = p.lower_corner[1], h_hi = H - 1 + p.upper_corner[1];
     const int64_t c0 = x[0], off_w = x[4], off_h = x[5];
+    // The walk's step along W and H (a convolution's stride), from the lower corner.
+    const int64_t step_w = p.traversal.empty() ? 1 : p.traversal[1],
+                  step_h = p.traversal.empty() ? 1 : p.traversal[2];
     int64_t w = x[1], h = x[2], n = x[3];
-    user_check(w >= w_lo && w <= w_hi && h >= h_lo && h <= h_hi, "interp")
+    user_check(w >= w_lo && w <= w_hi && h >= h_lo && h <= h_hi && (w - w_lo) % step_w == 0 &&
+                   (h - h_lo) % step_h == 0,
+               "interp")
         << by(M, op_, t) << " on " << M.barrier_name(id) << ": the start (w, h) = (" << w << ", "
         << h << ") is outside the bounding box of im2col tensor map '" << p.var.name()
         << "' (w in [" << w_lo << ", " << w_hi << "], h in [" << h_lo << ", " << h_hi
         << "]: lower corner {" << p.lower_corner[0] << ", " << p.lower_corner[1]
-        << "}, upper corner {" << p.upper_corner[0] << ", " << p.upper_corner[1] << "})";
+        << "}, upper corner {" << p.upper_corner[0] << ", " << p.upper_corner[1] << "})"
+        << (step_w > 1 || step_h > 1
+                ? ", or not a whole number of its traversal steps (" + std::to_string(step_w) +
+                      ", " + std::to_string(step_h) + ") from the lower corner"
+                : std::string());
     const Val z = zero();
     const int64_t channels = p.box[0], pixels = p.box[1];
     for (int64_t q = 0; q < pixels; ++q) {
@@ -515,9 +524,9 @@ protected:
                 ? src.data[size_t(ch + wq * p.strides[1] + hq * p.strides[2] + n * p.strides[3])]
                 : z;
       }
-      if (++w > w_hi) { // the next pixel of the bounding box: w, then h, then n
+      if ((w += step_w) > w_hi) { // the next pixel of the bounding box: w, then h, then n
         w = w_lo;
-        if (++h > h_hi) {
+        if ((h += step_h) > h_hi) {
           h = h_lo;
           ++n;
         }

@@ -112,8 +112,9 @@ TEST(Conv2dTc, CpuExecutorMatchesDirectConvolution) {
 }
 
 // Strides, dilations and padding that differs above / below (ResNet's downsampling convs,
-// dilated convs, TensorFlow's "same" padding): the im2col view's indices, on the WMMA and the
-// wgmma paths (the latter through cp.async: TMA's im2col copies here walk one pixel apart).
+// dilated convs, TensorFlow's "same" padding): the im2col view's indices, on the WMMA path and
+// the wgmma path, its tiles filled by TMA's im2col copies (a walk a stride apart over the first
+// tap's pixels, the taps dilated offsets) and by cp.async.
 TEST(Conv2dTc, StrideDilationAndAsymmetricPadding) {
   const Conv2dTcShape shapes[] = {
       {.batch = 4, .height = 9, .width = 9, .in_channels = 32, .out_channels = 32, .kernel = 3,
@@ -133,18 +134,33 @@ TEST(Conv2dTc, StrideDilationAndAsymmetricPadding) {
     Conv2dTcShape wide = sh;
     wide.in_channels = wide.out_channels = 64;
     GemmWgmmaTiles t = conv2d_wgmma_tiles(wide);
-    EXPECT_FALSE(t.tma);
+    EXPECT_TRUE(t.tma);
+    expect_direct_conv(conv2d_wgmma(wide, t), wide);
+    t.tma = false;
+    t.raster_group = 0;
     expect_direct_conv(conv2d_wgmma(wide, t), wide);
   }
+  // The stride is TMA's traversal step, the corners bound the first tap's walk.
+  Conv2dTcShape down{.batch = 4, .height = 9, .width = 9, .in_channels = 64, .out_channels = 64,
+                     .kernel = 3, .pad = 1, .stride = 2, .dilation = 2, .pad_end = 2};
+  ScheduledProgram p = conv2d_wgmma(down);
+  LoweredModule m = lower(p.schedule, p.args);
+  ASSERT_EQ(m.funcs[0].tensor_maps.size(), 2u);
+  const TensorMapParam &x_map = m.funcs[0].tensor_maps[0];
+  EXPECT_TRUE(x_map.im2col);
+  EXPECT_EQ(x_map.traversal, (std::vector<int64_t>{1, 2, 2, 1}));
+  EXPECT_EQ(x_map.lower_corner, (std::vector<int64_t>{-1, -1}));
+  EXPECT_EQ(x_map.upper_corner, (std::vector<int64_t>{2 - 2 * 2, 2 - 2 * 2}));
   EXPECT_EQ(Conv2dTcShape({.height = 56, .width = 56, .kernel = 3, .pad = 1, .stride = 2})
                 .out_height(),
             28);
-  Conv2dTcShape strided{.batch = 4, .height = 16, .width = 16, .in_channels = 64,
-                        .out_channels = 64, .kernel = 3, .pad = 1, .stride = 2};
+  Conv2dTcShape strided{.batch = 4, .height = 40, .width = 40, .in_channels = 64,
+                        .out_channels = 64, .kernel = 1, .pad = 0, .stride = 9};
+  EXPECT_FALSE(conv2d_wgmma_tiles(strided).tma);
   GemmWgmmaTiles tma = conv2d_wgmma_tiles(strided);
   tma.tma = true;
   expect_error([&] { conv2d_wgmma(strided, tma); },
-               {"conv2d_wgmma", "stride 1, dilation 1 and symmetric padding", "TMA=0"});
+               {"conv2d_wgmma", "at most 8 pixels, got stride 9", "TMA=0"});
   expect_error([] { conv2d_tc({.kernel = 3, .stride = 0}); }, {"stride=0", "must be positive"});
   expect_error([] { conv2d_tc({.height = 4, .width = 4, .kernel = 3, .pad = 0, .dilation = 3}); },
                {"dilated to 7", "larger than the padded 4x4"});
