@@ -258,7 +258,8 @@ bool im2col_tma_fits(const Conv2dTcShape &sh) { return sh.stride <= 8; }
 GemmWgmmaTiles conv2d_wgmma_tiles(const Conv2dTcShape &sh) {
   check_shape(sh, /*fragment_rows=*/false);
   GemmWgmmaTiles t =
-      gemm_wgmma_tiles(sh.gemm_m(), sh.out_channels, sh.in_channels, "conv2d_wgmma");
+      gemm_wgmma_tiles(sh.gemm_m(), sh.out_channels, sh.in_channels, "conv2d_wgmma",
+                       /*partial_blocks=*/false);
   // TMA (im2col mode for x) wherever the K step lies in one filter tap; no rasterization
   // (measured no better on the bench's convs).
   t.tma = t.tma && sh.in_channels % t.block_k == 0 && im2col_tma_fits(sh);
@@ -274,7 +275,8 @@ ScheduledProgram conv2d_wgmma(const Conv2dTcShape &sh, const GemmWgmmaTiles &t,
                               const WgmmaEpilogue *epilogue) {
   check_shape(sh, /*fragment_rows=*/false);
   // The reduction is walked tap by tap, C channels each: the K step must divide C.
-  check_gemm_wgmma_tiles("conv2d_wgmma", sh.gemm_m(), sh.out_channels, sh.in_channels, t);
+  check_gemm_wgmma_tiles("conv2d_wgmma", sh.gemm_m(), sh.out_channels, sh.in_channels, t,
+                         /*partial_blocks=*/false);
   user_check(!t.tma || im2col_tma_fits(sh), "conv2d_wgmma")
       << "TMA's im2col copies step at most 8 pixels, got stride " << sh.stride
       << "; fill the tiles with cp.async (tma off, TMA=0)";

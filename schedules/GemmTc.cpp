@@ -97,8 +97,8 @@ ScheduledProgram gemm_tc(int64_t M, int64_t N, int64_t K, const GemmTcConfig &co
 ScheduledProgram gemm_tc(int64_t M, int64_t N, int64_t K) {
   // On a Hopper GPU the wgmma path, which measured 0.90-0.99x cuBLAS (1.29x at 1024^3) where the
   // best mma.sync configuration measured 0.49x (bench/RESULTS.md), wherever its tiles fit (any
-  // K and N: it pads what its copies cannot take).
-  if (hopper_gpu() && M >= 64 && N >= 32)
+  // M and K and N from 32: it pads what its copies and blocks cannot take).
+  if (hopper_gpu() && N >= 32)
     return gemm_wgmma(M, N, K);
   return gemm_tc(M, N, K, gemm_tc_config(M, N, K));
 }

@@ -6,10 +6,11 @@ namespace tessel {
 
 GemmOutputLoops tile_gemm_output(Stage sc, const GemmThreadAxes &axes, int block_m, int block_n,
                                  int groups_m, int groups_n, int tile_m, int tile_n,
-                                 int64_t raster_group, TailStrategy n_tail) {
-  // Blocks that do not divide M or N shift the last one inwards: every block is whole.
+                                 int64_t raster_group, TailStrategy n_tail, TailStrategy m_tail) {
+  // Blocks that do not divide M or N shift the last one inwards (every block is whole) or
+  // stay in place (stores of the part inside).
   auto [i, j] = sc.axes<2>();
-  auto [bi, i1] = sc.split(i, block_m, TailStrategy::ShiftInwards);
+  auto [bi, i1] = sc.split(i, block_m, m_tail);
   auto [bj, j1] = sc.split(j, block_n, n_tail);
   auto [wi, i2] = sc.split_nparts(i1, groups_m);
   auto [wj, j2] = sc.split_nparts(j1, groups_n);

@@ -25,17 +25,18 @@ struct GemmOutputLoops {
 };
 
 /// Cuts C (M x N) into block_m x block_n blocks (blockIdx.y / x, rasterized in groups of
-/// `raster_group` rows when nonzero; where block_m does not divide M, the last block shifts
-/// inwards to end at the edge, overlapping its neighbour: TailStrategy::ShiftInwards; so does
-/// the last block of columns, or with `n_tail` GuardWithIf it stays in place and stores only
-/// the columns inside, through an intrinsic that can: TensorIntrin::partial_output),
+/// `raster_group` rows when nonzero; where block_m or block_n does not divide M or N, the last
+/// block shifts inwards to end at the edge, overlapping its neighbour: TailStrategy::ShiftInwards;
+/// or, with `m_tail` / `n_tail` GuardWithIf, it stays in place and stores only the rows /
+/// columns inside, through an intrinsic that can: TensorIntrin::partial_output),
 /// each into groups_m x groups_n thread groups (threadIdx.y /
 /// z; a group is a warp or a warpgroup, its own threads on threadIdx.x), each group's part into
 /// tile_m x tile_n tiles.
 GemmOutputLoops tile_gemm_output(Stage sc, const GemmThreadAxes &axes, int block_m, int block_n,
                                  int groups_m, int groups_n, int tile_m, int tile_n,
                                  int64_t raster_group,
-                                 TailStrategy n_tail = TailStrategy::ShiftInwards);
+                                 TailStrategy n_tail = TailStrategy::ShiftInwards,
+                                 TailStrategy m_tail = TailStrategy::ShiftInwards);
 
 /// Splits the accumulator's one reduction axis into steps of block_k (the first loop) and the
 /// rest (the second). With a nonzero period (a multiple of block_k), the steps are counted

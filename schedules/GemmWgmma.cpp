@@ -25,9 +25,15 @@ constexpr int kSwizzle = 128;
 
 int64_t round_up(int64_t v, int64_t multiple) { return (v + multiple - 1) / multiple * multiple; }
 
-bool fits(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t) {
+// How the last block of columns covers N: shifted inwards where it can start on a 16-byte
+// boundary of B, else in place, storing the columns inside.
+TailStrategy column_tail(int64_t N) {
+  return N % kChunk == 0 ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf;
+}
+
+bool fits(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t, bool partial_blocks) {
   try {
-    check_gemm_wgmma_tiles("gemm_wgmma", M, N, K, t);
+    check_gemm_wgmma_tiles("gemm_wgmma", M, N, K, t, partial_blocks);
     return true;
   } catch (const Error &) {
     return false;
@@ -37,7 +43,7 @@ bool fits(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t) {
 } // namespace
 
 void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, int64_t K,
-                            const GemmWgmmaTiles &t) {
+                            const GemmWgmmaTiles &t, bool partial_blocks) {
   user_check(t.block_m > 0 && t.block_n > 0 && t.block_k > 0 && t.warpgroups_m > 0 &&
                  t.warpgroups_n > 0 && t.stages > 0 && t.wgmma_n >= 0,
              context)
@@ -78,14 +84,16 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
         << name << "=" << v << " must be a multiple of " << knob << "=" << block
         << "; pad it or choose tiles that divide it";
   };
-  // M and N need not divide: the last block shifts inwards (tile_gemm_output). It must fit.
-  // (gemm_wgmma pads K to whole steps and B's rows to whole 16-byte units: PaddedGemm.)
+  // M and N need not divide: the last block shifts inwards (tile_gemm_output), so it must fit.
+  // With partial_blocks M may be less than a block: gemm_wgmma then computes a block of rows
+  // (PaddedGemm, which also pads K to whole steps and B's rows to whole 16-byte units).
   auto at_least = [&](const char *name, int64_t v, int block, const char *knob) {
     user_check(v >= block, context)
         << name << "=" << v << " is smaller than " << knob << "=" << block
         << "; choose a smaller " << knob << " (the last block shifts inwards, so it must fit)";
   };
-  at_least("M", M, t.block_m, "block_m");
+  if (!partial_blocks)
+    at_least("M", M, t.block_m, "block_m");
   at_least("N", N, t.block_n, "block_n");
   divides("K", K, t.block_k, "block_k");
   int64_t per_step = int64_t(kChunk) * t.threads();
@@ -102,7 +110,11 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
       << " bytes of shared memory; a block has at most 227 KiB: use fewer stages or smaller tiles";
 }
 
-GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::string &context) {
+GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::string &context,
+                                bool partial_blocks) {
+  auto fits = [&](int64_t m, int64_t n, int64_t k, const GemmWgmmaTiles &t) {
+    return ::tessel::fits(m, n, k, t, partial_blocks);
+  };
   // A K that no K step divides is padded to whole steps of 64 (PaddedGemm).
   if (K % 32 != 0)
     K = round_up(K, 64);
@@ -141,7 +153,7 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::stri
   // Otherwise the tiles that waste least (in steps of 5%), swizzled, then, for grids of less
   // than a wave, those that keep most SMs busy (in steps of 10%; a batch-1 conv measured 2x
   // faster in 64 x 64 blocks than in 256 x 128), then the largest (128 x 256 before 256 x 128).
-  std::tuple<int64_t, int, int64_t, int64_t, int> best_score{-1, 0, 0, 0, 0};
+  std::tuple<int64_t, bool, int, int64_t, int64_t, int> best_score{-1, false, 0, 0, 0, 0};
   // 256 x 128 blocks (two warpgroups of 128 rows) where N is 128 keep the 128 x 256 blocks'
   // work per block (the ResNet res3 conv measured 5% faster than 128 x 128); between equal
   // areas 128 x 256 comes first.
@@ -159,14 +171,15 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::stri
           if (!fits(M, N, K, with_tma(t)))
             continue;
           int64_t busy = big ? 0 : int64_t(wave_use(t) * 10 + 1e-9);
-          std::tuple<int64_t, int, int64_t, int64_t, int> score{
-              int64_t(useful(t) * 20 + 1e-9), swizzle, busy, int64_t(bm) * bn, bk};
+          // Blocks of more rows than M take a padded copy of A and a copy of C's rows.
+          std::tuple<int64_t, bool, int, int64_t, int64_t, int> score{
+              int64_t(useful(t) * 20 + 1e-9), M >= bm, swizzle, busy, int64_t(bm) * bn, bk};
           if (score > best_score) {
             best_score = score;
             best = t;
           }
         }
-  user_check(std::get<3>(best_score) > 0, context)
+  user_check(std::get<4>(best_score) > 0, context)
       << M << "x" << N << "x" << K
       << " has no wgmma tiling: M must be at least 64 and N at least 32 (use gemm_tc / "
          "gemm_mma for smaller ones)";
@@ -182,7 +195,7 @@ std::vector<GemmWgmmaTiles> gemm_wgmma_candidates(int64_t M, int64_t N, int64_t 
         for (bool tma : {true, false}) {
           GemmWgmmaTiles t{.block_m = bm, .block_n = bn, .block_k = 64, .warpgroups_m = groups,
                            .stages = stages, .raster_group = raster, .tma = tma};
-          if (fits(M, N, K, t))
+          if (fits(M, N, K, t, /*partial_blocks=*/M < 64))
             out.push_back(t);
         }
   return out;
@@ -206,12 +219,14 @@ namespace {
 
 // The GEMM as the wgmma kernel reads it. TMA and 16-byte copies need rows of whole 16-byte
 // units, and the K loop whole steps of block_k: where A's or B's rows fall short, the kernel
-// reads copies padded with zeros (AP: M x Kp, BP: Kp x Np, Kp = K rounded up to a whole step,
-// Np = N up to a whole block_n where N is not a multiple of 8, then to whole 128-byte lines). Each copy is a stage in global memory, so a workspace written by
-// a kernel of its own before the GEMM's (LoweredModule); C keeps its M x N shape. Without
-// padding AP and BP are A and B: gemm_definition exactly.
+// reads copies padded with zeros (AP: Mp x Kp, BP: Kp x Np; Kp = K rounded up to a whole step,
+// Np = N up to a whole block_n where N is not a multiple of 8, then to whole 128-byte lines,
+// Mp = a whole block of rows where M is less). Each copy is a stage in global memory, so a
+// workspace written by a kernel of its own before the GEMM's (LoweredModule). C is the sum over
+// Mp x N: where Mp > M the caller keeps its first M rows (first_rows). Without padding AP and BP
+// are A and B: gemm_definition exactly.
 struct PaddedGemm {
-  GemmTensors g; ///< the arguments A, B and the result C (a sum over Kp)
+  GemmTensors g; ///< the arguments A, B and the sum C (Mp x N, over Kp)
   Tensor AP, BP; ///< what C reads
   int64_t K = 0; ///< Kp
 };
@@ -220,15 +235,15 @@ PaddedGemm padded_gemm_definition(int64_t M, int64_t N, int64_t K, const GemmWgm
                                   DataType in, const std::string &c_name) {
   // Where N is not a multiple of 8 the last block of columns stays in place (schedule_wgmma_gemm)
   // and reads B up to the next whole block.
-  const int64_t Kp = round_up(K, t.block_k);
-  int64_t Np = N % kChunk == 0 ? N : round_up(N, t.block_n);
+  const int64_t Kp = round_up(K, t.block_k), Mp = std::max<int64_t>(M, t.block_m);
+  int64_t Np = column_tail(N) == TailStrategy::ShiftInwards ? N : round_up(N, t.block_n);
   // Rows of B that are not whole 128-byte lines cost TMA's and the copies' sectors: padded to
   // them wherever B is copied anyway (3000x5000x700: 0.0812 -> 0.0694 ms on the H100), and for
   // a large B (4096x4088x4096: 0.2901 -> 0.2389 ms), but not for a small one, whose copy costs
   // more than it saves (2048x2040x2048: 0.0365 -> 0.0383, 1024x1000x1024: 0.0095 -> 0.0122).
   if (Np % 64 != 0 && (Np != N || Kp != K || K * N >= (int64_t(1) << 23)))
     Np = round_up(Np, 64);
-  if (Kp == K && Np == N) {
+  if (Kp == K && Np == N && Mp == M) {
     GemmTensors g = gemm_definition(M, N, K, in, c_name);
     return {g, g.A, g.B, K};
   }
@@ -237,22 +252,48 @@ PaddedGemm padded_gemm_definition(int64_t M, int64_t N, int64_t K, const GemmWgm
   p.g.A = placeholder({M, K}, in, "A");
   p.g.B = placeholder({K, N}, in, "B");
   Expr zero = make_const(in, 0);
-  p.AP = Kp == K ? p.g.A
-                 : compute({M, Kp},
-                           [&](Var i, Var k) { return if_then_else(k < Expr(int(K)), p.g.A(i, k), zero); },
-                           "A_pad", {"i", "k"});
-  p.BP = compute(
-      {Kp, Np},
-      [&](Var k, Var j) { return if_then_else(k < Expr(int(K)) && j < Expr(int(N)), p.g.B(k, j), zero); }, "B_pad",
-      {"k", "j"});
+  // `from` (rows x cols) padded with zeros to rows_p x cols_p, or itself.
+  auto padded = [&](const Tensor &from, int64_t rows, int64_t cols, int64_t rows_p,
+                    int64_t cols_p, const std::string &name, const char *r, const char *c) {
+    if (rows_p == rows && cols_p == cols)
+      return from;
+    return compute(
+        {rows_p, cols_p},
+        [&](Var i, Var j) {
+          std::vector<Expr> inside;
+          if (rows_p != rows)
+            inside.push_back(i < Expr(int(rows)));
+          if (cols_p != cols)
+            inside.push_back(j < Expr(int(cols)));
+          return if_then_else(all(inside), from(i, j), zero);
+        },
+        name, {r, c});
+  };
+  p.AP = padded(p.g.A, M, K, Mp, Kp, "A_pad", "i", "k");
+  p.BP = padded(p.g.B, K, N, Kp, Np, "B_pad", "k", "j");
   IterVar k = reduce_axis({0, Kp}, "k");
   p.g.C = compute(
-      {M, N},
+      {Mp, N},
       [&](Var i, Var j) {
         return sum(p.AP(i, k).astype(Float(32)) * p.BP(k, j).astype(Float(32)), {k});
       },
       c_name, {"i", "j"});
   return p;
+}
+
+// The first M rows of `full` (a block of rows computed where M is less than a block).
+Tensor first_rows(const Tensor &full, int64_t M, const std::string &name) {
+  int64_t N = *as_const_int(full.shape()[1]);
+  return compute({M, N}, [&](Var i, Var j) { return full(i, j); }, name, {"i", "j"});
+}
+
+// first_rows' kernel: an element a thread, consecutive threads along a row.
+void schedule_first_rows(Schedule &s, const Tensor &C) {
+  Stage sc = s[C];
+  auto [r, c] = sc.axes<2>();
+  auto [b, x] = sc.split(sc.fuse(r, c), 256);
+  sc.bind(b, thread_axis("blockIdx.x"));
+  sc.bind(x, thread_axis("threadIdx.x"));
 }
 
 // A padded copy's kernel: each thread reads 8 consecutive elements of a padded row one by one
@@ -282,21 +323,25 @@ ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTile
   user_check(in == Float(16) || in == BFloat(16), "gemm_wgmma")
       << "A and B must be float16 or bfloat16, got " << in;
   user_check(K > 0 && t.block_k > 0, "gemm_wgmma") << "K and block_k must be positive";
-  PaddedGemm p = padded_gemm_definition(M, N, K, t, in, "C");
+  const bool few_rows = M < t.block_m; // a block of rows computed, M of them kept
+  PaddedGemm p = padded_gemm_definition(M, N, K, t, in, few_rows ? "C_full" : "C");
   check_gemm_wgmma_tiles("gemm_wgmma", M, N, p.K, t);
-  const GemmTensors &g = p.g;
-  Schedule s = create_schedule({g.C});
+  const Tensor full = p.g.C;
+  const Tensor C = few_rows ? first_rows(full, M, "C") : full;
+  Schedule s = create_schedule({C});
   schedule_padding(s, p);
+  if (few_rows)
+    schedule_first_rows(s, C);
   // Memory hierarchy: global -> shared (swizzled) -> wgmma, accumulating in registers.
   WgmmaGemmStages st;
-  st.C = g.C;
-  st.AS = s.cache_read(p.AP, "shared", {g.C});
-  st.BS = s.cache_read(p.BP, "shared", {g.C});
-  st.CF = s.cache_write(g.C, "wgmma.accumulator");
+  st.C = full;
+  st.AS = s.cache_read(p.AP, "shared", {full});
+  st.BS = s.cache_read(p.BP, "shared", {full});
+  st.CF = s.cache_write(full, "wgmma.accumulator");
   st.in = in;
   schedule_wgmma_gemm(s, st, t);
 
-  return gemm_program(g, s, M, N, K);
+  return gemm_program({p.g.A, p.g.B, C}, s, M, N, K);
 }
 
 void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmmaTiles &t) {
@@ -309,10 +354,9 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
   Stage sc = s[st.C];
   // Columns whose last block cannot start on a 16-byte boundary of B (N not a multiple of 8)
   // keep that block in place and store only the columns inside (wgmma_store's limit).
-  const int64_t N = *as_const_int(st.C.shape()[1]);
-  GemmOutputLoops c = tile_gemm_output(
-      sc, idx, t.block_m, t.block_n, t.warpgroups_m, t.warpgroups_n, kRows, n, t.raster_group,
-      N % kChunk == 0 ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf);
+  GemmOutputLoops c =
+      tile_gemm_output(sc, idx, t.block_m, t.block_n, t.warpgroups_m, t.warpgroups_n, kRows, n,
+                       t.raster_group, column_tail(*as_const_int(st.C.shape()[1])));
 
   // The accumulator: a warpgroup's tiles, K in shared-tile steps (ko), then 16-wide slices.
   Stage sf = s[st.CF];
@@ -458,17 +502,21 @@ ScheduledProgram gemm_wgmma_fused(int64_t M, int64_t N, int64_t K, const GemmWgm
   const GemmTensors &g = pg.g;
   Tensor bias = placeholder({N}, epilogue.column_inputs[0], "bias");
   Tensor acc = g.C;
-  Tensor C = compute(
-      {M, N},
+  const bool few_rows = M < t.block_m; // a block of rows computed, M of them kept
+  Tensor full = compute(
+      acc.shape(),
       [&](Var i, Var j) {
         Expr v = epilogue.f(acc(i, j), {bias(j)});
         return out == Float(32) ? v : v.astype(out);
       },
-      "C", {"i", "j"});
+      few_rows ? "C_full" : "C", {"i", "j"});
+  Tensor C = few_rows ? first_rows(full, M, "C") : full;
   Schedule s = create_schedule({C});
   schedule_padding(s, pg);
+  if (few_rows)
+    schedule_first_rows(s, C);
   WgmmaGemmStages st;
-  st.C = C;
+  st.C = full;
   st.AS = s.cache_read(pg.AP, "shared", {acc});
   st.BS = s.cache_read(pg.BP, "shared", {acc});
   s[acc].set_scope("wgmma.accumulator");

@@ -55,15 +55,18 @@ struct GemmWgmmaTiles {
 };
 
 /// tessel::Error (naming `context`) unless `tiles` can compute an M x N x K GEMM; the message
-/// says which dimension or knob to change.
+/// says which dimension or knob to change. With `partial_blocks` M and N may be smaller than a
+/// block (its operands' copies cover whole blocks and its stores take limits, as gemm_wgmma's
+/// do); without, a block must fit (conv2d_wgmma reads its operands in place).
 void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, int64_t K,
-                            const GemmWgmmaTiles &tiles);
+                            const GemmWgmmaTiles &tiles, bool partial_blocks = true);
 
 /// The default tiles when they divide the shape, otherwise the largest block tile that does;
 /// filled by TMA and rasterized in groups of 8 wherever the tiles are swizzled and pipelined.
 /// tessel::Error if none does (M not a multiple of 64, N or K not of 32).
 GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K,
-                                const std::string &context = "gemm_wgmma");
+                                const std::string &context = "gemm_wgmma",
+                                bool partial_blocks = true);
 
 /// A and B of type `in`: float16 or bfloat16.
 ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, DataType in = Float(16));

@@ -190,14 +190,14 @@ std::shared_ptr<const TensorIntrin> wgmma_store_matrix(int64_t n, const std::str
         Expr tile = acc.tile_index(kRows, n, name);
         // The last block of columns that blocks do not divide stores those inside (the limit
         // is N minus the tile's first column: a multiple of the lanes wherever they are > 1).
-        const Expr limit = out.limit(1);
-        user_check(!out.limit(0).defined(), name)
-            << "the rows of a wgmma tile are stored whole; split the rows with "
-               "TailStrategy::ShiftInwards or by a factor that divides them";
+        // The same for the rows of the last block of rows (fewer rows than a block: M < 64).
+        const Expr limit = out.limit(1), row_limit = out.limit(0);
         std::vector<Expr> args = {acc.data(), tile, Expr(int(n)), out.access_ptr(row, col),
                                   Expr(int(ld)), Expr(quads ? 4 : sectors ? 8 : pairs ? 2 : 1)};
-        if (limit.defined())
-          args.push_back(limit);
+        if (limit.defined() || row_limit.defined())
+          args.push_back(limit.defined() ? limit : Expr(int(n)));
+        if (row_limit.defined())
+          args.push_back(row_limit);
         Stmt store = Evaluate::make(intrinsic_call(intrinsic::wgmma_store, args));
         TensorIntrinBodies bodies;
         bodies.body = store;

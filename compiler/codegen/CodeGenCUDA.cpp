@@ -1,5 +1,6 @@
 // CUDA code generation: the module, the kernel signature, statements and names.
 #include "compiler/codegen/CodeGenCUDA.h"
+#include "compiler/ir/WrittenBuffers.h"
 
 #include "compiler/codegen/CUDAKernelEmitter.h"
 #include "compiler/ir/FragmentScope.h"
@@ -66,36 +67,6 @@ bool is_cuda_thread_tag(const std::string &tag) {
          tag == "blockIdx.x" || tag == "blockIdx.y" || tag == "blockIdx.z";
 }
 
-/// Buffers the kernel writes: stored to, or pointed to by an intrinsic that may write.
-llvm::DenseSet<const Variable *> written_buffers(const Stmt &body) {
-  llvm::DenseSet<const Variable *> written;
-  auto mark_pointer = [&](const Expr &ptr) {
-    const auto *call = ptr.as<Call>();
-    if (call && call->is_intrinsic(intrinsic::address_of))
-      if (const auto *load = call->args[0].as<BufferLoad>())
-        written.insert(llvm::dyn_cast<Variable>(load->buffer->data.get()));
-    if (call && call->is_intrinsic(intrinsic::access_ptr) && call->args.size() == 5)
-      if (const auto *v = call->args[1].as<Variable>())
-        if (auto mask = as_const_int(call->args[4]); !mask || (*mask & 2))
-          written.insert(v);
-  };
-  post_order_visit(body, [&](const IRNode *n) {
-    if (const auto *store = llvm::dyn_cast<BufferStore>(n))
-      written.insert(llvm::dyn_cast<Variable>(store->buffer->data.get()));
-    if (const auto *call = llvm::dyn_cast<Call>(n)) {
-      if (call->is_intrinsic(intrinsic::wmma_store_matrix_sync) && call->args.size() > 5)
-        mark_pointer(call->args[5]);
-      if (call->is_intrinsic(intrinsic::mma_store_fragment) && call->args.size() > 2)
-        mark_pointer(call->args[2]);
-      if (call->is_intrinsic(intrinsic::wgmma_store) && call->args.size() > 3)
-        mark_pointer(call->args[3]);
-      // Pointers handed to anything but a load may be written through.
-      if (call->is_intrinsic(intrinsic::access_ptr))
-        mark_pointer(call);
-    }
-  });
-  return written;
-}
 
 } // namespace
 

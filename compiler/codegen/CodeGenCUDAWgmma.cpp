@@ -221,18 +221,21 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
     return true;
   }
   if (n == intrinsic::wgmma_store) {
-    user_check(a.size() == 6 || a.size() == 7, "codegen_cuda")
+    user_check(a.size() >= 6 && a.size() <= 8, "codegen_cuda")
         << name << " in kernel '" << f_.name
-        << "' takes (acc, index, n, ptr, stride, lanes[, limit]), got " << a.size()
+        << "' takes (acc, index, n, ptr, stride, lanes[, limit[, row_limit]]), got " << a.size()
         << " arguments";
-    // With a limit, a group of lanes whose first column is at or past it is not stored. (It is
-    // read once, before the store's own names are declared.)
-    std::string limit;
+    // With limits, a group of lanes whose first column is at or past `limit`, or whose row (h:
+    // the upper or lower 8 rows of the warp's 16) is at or past `row_limit`, is not stored.
+    // (They are read once, before the store's own names are declared.)
+    std::string limit, row_limit, row_of_thread;
     auto guarded = [&](const std::string &first_col, const std::string &store) {
-      if (limit.empty())
-        line(store);
-      else
-        line("if (" + first_col + " < " + limit + ") " + store);
+      std::string cond;
+      if (!limit.empty())
+        cond = first_col + " < " + limit;
+      if (!row_limit.empty())
+        cond += (cond.empty() ? "" : " && ") + row_of_thread + " + h * 8 < " + row_limit;
+      line(cond.empty() ? store : "if (" + cond + ") " + store);
     };
     int64_t cols = constant(a[2], "n");
     auto [acc, base] = tile_base(a[0], a[1], cols);
@@ -260,12 +263,18 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
     line("{");
     ++indent_;
     line(type_name(out) + "* " + p + " = " + print(a[3]) + ";");
-    if (a.size() == 7) {
+    if (a.size() >= 7) {
       limit = fresh_name("wgmma_limit");
       line("const int " + limit + " = " + print(a[6]) + ";");
     }
+    if (a.size() == 8) {
+      row_limit = fresh_name("wgmma_row_limit");
+      line("const int " + row_limit + " = " + print(a[7]) + ";");
+      const std::string tid = wgmma_thread_id().text;
+      row_of_thread = "(" + tid + " / 32 * 16 + " + tid + " % 32 / 4)";
+    }
     if (lanes == 8) {
-      emit_wgmma_sector_store(p, acc, base, cols, stride, limit);
+      emit_wgmma_sector_store(p, acc, base, cols, stride, limit, row_limit);
       close_block();
       return true;
     }
@@ -336,7 +345,8 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
 // row's first and last sectors) or at / past the limit are not stored.
 void CUDAKernelEmitter::emit_wgmma_sector_store(const std::string &p, const std::string &acc,
                                                 int64_t base, int64_t cols, int64_t stride,
-                                                const std::string &limit) {
+                                                const std::string &limit,
+                                                const std::string &row_limit) {
   const std::string tid = wgmma_thread_id().text;
   const std::string groups = std::to_string(cols / 8);
   const std::string lim = limit.empty() ? std::to_string(cols)
@@ -361,7 +371,12 @@ void CUDAKernelEmitter::emit_wgmma_sector_store(const std::string &p, const std:
        reg("lo", "1") + " : " + reg("lo", "0") + ");");
   line("v[j] = __shfl_sync(0xffffffffu, send, quad | (((2 * t + k) & 7) >> 1));");
   close_block();
-  line("const int c = 8 * s - o + 2 * t, lim = " + lim + ";");
+  // Rows at or past the row limit store nothing (after taking part in the shuffles).
+  line("const int c = 8 * s - o + 2 * t, lim = " +
+       (row_limit.empty() ? lim
+                          : "(" + tid + " / 32 * 16 + " + tid + " % 32 / 4 + h * 8 < " +
+                                row_limit + " ? " + lim + " : 0)") +
+       ";");
   open_block("if (c >= 0 && c + 1 < lim)");
   line("*(float2*)(row + c) = make_float2(v[0], v[1]);");
   close_block();

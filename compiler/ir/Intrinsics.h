@@ -94,7 +94,7 @@ inline constexpr const char *wgmma_commit = "wgmma_commit";
 // wgmma_wait(n): wgmma.wait_group.sync.aligned n: waits until at most n committed groups are
 // incomplete.
 inline constexpr const char *wgmma_wait = "wgmma_wait";
-// wgmma_store(acc, index, n, ptr, stride, lanes[, limit]): each thread stores its n / 2
+// wgmma_store(acc, index, n, ptr, stride, lanes[, limit[, row_limit]]): each thread stores its n / 2
 // registers of accumulator tile `index`: register i at ptr + 8 ((i / 2) % 2) stride + 8 (i / 4) +
 // i % 2, where ptr is the thread's own pointer (to its row 16 w + l / 4 and column 2 (l % 4) of
 // the tile), `lanes` at a time: 1; 2 (one aligned pair per register pair); 4 (16-bit outputs, n
@@ -104,7 +104,8 @@ inline constexpr const char *wgmma_wait = "wgmma_wait";
 // row). The stored values and places are those of 1 whatever `lanes`. Narrower outputs than
 // float32 are rounded to nearest. With a 7th argument `limit` (an int32, the same in every
 // thread) only the tile's columns c < limit are stored (the last block of a dimension that
-// blocks do not divide); for lanes 2 and 4, limit must be a multiple of `lanes`.
+// blocks do not divide); for lanes 2 and 4, limit must be a multiple of `lanes`. With an 8th,
+// `row_limit`, only its rows r < row_limit.
 inline constexpr const char *wgmma_store = "wgmma_store";
 // wgmma_reg(acc, index, n, r): the value (Float(32), Call::Intrinsic) of the calling thread's
 // register r (0 <= r < n / 2) of accumulator tile `index`, whose row and column are those above;

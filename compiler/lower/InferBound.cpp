@@ -111,7 +111,9 @@ DomainMap infer_bound(const ScheduleNode *sch, const StageBodies &bodies) {
       continue;
     std::vector<Expr> shape = c->output_shape(0);
     std::vector<std::optional<IndexInterval>> region(shape.size());
-    if (s->is_output) {
+    // Outputs, and workspaces (global stages at the root: a kernel of their own writes them
+    // whole, LoweredModule), cover their shape.
+    if (s->is_output || (s->scope == "global" && s->attach_type == AttachType::Root)) {
       for (size_t d = 0; d < shape.size(); ++d)
         region[d] = IndexInterval::constant(0, *as_const_int(shape[d]) - 1);
     } else {

@@ -4,6 +4,7 @@
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
 #include "compiler/ir/IRVisitor.h"
+#include "compiler/ir/WrittenBuffers.h"
 #include "compiler/support/Error.h"
 
 #include <llvm/ADT/StringMap.h>
@@ -58,16 +59,13 @@ private:
   llvm::StringMap<int64_t> seen_;
 };
 
-// The first workspace (of `workspaces`) that `s` stores to, or null.
+// The first workspace (of `workspaces`) that `s` writes, or null.
 const BufferNode *written_workspace(const Stmt &s, const std::vector<Buffer> &workspaces) {
-  const BufferNode *found = nullptr;
-  post_order_visit(s, [&](const IRNode *n) {
-    if (const auto *st = llvm::dyn_cast<BufferStore>(n))
-      for (const Buffer &w : workspaces)
-        if (!found && st->buffer->data.same_as(w->data))
-          found = w.get();
-  });
-  return found;
+  llvm::DenseSet<const Variable *> written = written_buffers(s);
+  for (const Buffer &w : workspaces)
+    if (written.count(llvm::dyn_cast<Variable>(w->data.get())))
+      return w.get();
+  return nullptr;
 }
 
 } // namespace

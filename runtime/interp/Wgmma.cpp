@@ -116,7 +116,7 @@ public:
   int swizzle = 0;                           ///< mma: bytes of the swizzled layouts (0: none)
   Memory *ptr_mem = nullptr;                 ///< store
   int lanes = 1;                             ///< store: elements per access
-  bool limited = false;                      ///< store: has a column limit
+  int limits = 0;                            ///< store: 1 with a column limit, 2 also rows
   uint32_t wait_n = 0;                       ///< wait
 
 private:
@@ -135,7 +135,8 @@ private:
     case Wait:
       return run_wait(M, w);
     case Store:
-      return run_store(M, w, a[0], a[1], limited ? a[2] : INT64_MAX, lane_args[0]);
+      return run_store(M, w, a[0], a[1], limits >= 1 ? a[2] : INT64_MAX,
+                       limits == 2 ? a[3] : INT64_MAX, lane_args[0]);
     case Set:
       return run_set(M, w, a[0], a[1], lane_args[0]);
     }
@@ -269,9 +270,10 @@ private:
   }
 
   // Each thread writes register i at ptr + 8 ((i / 2) % 2) stride + 8 (i / 4) + i % 2.
-  // Stores the tile's columns below `limit` (counted from its first column).
+  // Stores the tile's columns below `limit` and rows below `row_limit` (counted from its first
+  // column and row).
   void run_store(Machine &M, uint32_t w, int64_t tile, int64_t stride, int64_t limit,
-                 const LaneValues &ptr) {
+                 int64_t row_limit, const LaneValues &ptr) {
     Memory &mem = *ptr_mem;
     const int64_t first = tile_first(M, w, tile);
     check_filled(M, w, tile);
@@ -298,7 +300,8 @@ private:
           << " elements at '" << mem.name << "' + " << first_of_access
           << ", which is not aligned to " << lanes * mem.dtype.bytes() << " bytes";
       for (int i = 0; i < n / 2; ++i) {
-        if (2 * (l % 4) + 8 * (i / 4) + i % 2 >= limit)
+        if (2 * (l % 4) + 8 * (i / 4) + i % 2 >= limit ||
+            16 * (w % 4) + l / 4 + 8 * ((i / 2) % 2) >= row_limit)
           continue;
         int64_t e = ptr[l] + 8 * ((i / 2) % 2) * stride + 8 * (i / 4) + i % 2;
         if (e < 0 || e >= mem.size)
@@ -448,15 +451,17 @@ StmtPtr compile_wgmma(Compiler &C, const Call *call) {
     return code;
   }
   if (n == intrinsic::wgmma_store) {
-    user_check(a.size() == 6 || a.size() == 7, "interp")
-        << n << " takes 6 or 7 arguments (acc, index, n, ptr, stride, lanes[, limit]), got "
-        << a.size() << ": " << Expr(call);
+    user_check(a.size() >= 6 && a.size() <= 8, "interp")
+        << n << " takes 6 to 8 arguments (acc, index, n, ptr, stride, lanes[, limit[, "
+        << "row_limit]]), got " << a.size() << ": " << Expr(call);
     code->op = WgmmaCode::Store;
     accumulator();
     uniform(a[4], "stride");
-    code->limited = a.size() == 7;
-    if (code->limited)
+    code->limits = int(a.size()) - 6;
+    if (code->limits >= 1)
       uniform(a[6], "limit");
+    if (code->limits == 2)
+      uniform(a[7], "row_limit");
     code->lanes = int(const_arg(call, 5, "lanes"));
     user_check(code->lanes == 1 || code->lanes == 2 || code->lanes == 4 || code->lanes == 8,
                "interp")

@@ -70,9 +70,10 @@ TEST(RandomSchedules, GemmWgmma) {
   for (uint64_t seed : seeds(4, 20261123)) {
     std::mt19937_64 rng(seed);
     GemmWgmmaTiles t = random_tiles(rng);
-    // M and N from one block to about three, K from 1 to 4 steps: any of them ragged (K or
-    // rows that are not whole 16-byte units run on padded copies).
-    int64_t M = in_range(rng, t.block_m, 3 * t.block_m);
+    // M from 1 to about three blocks (fewer rows than a block: a block computed, M kept), N from
+    // one block to about three, K from 1 to 4 steps: any of them ragged (K or rows that are not
+    // whole 16-byte units run on padded copies).
+    int64_t M = in_range(rng, 1, 3 * t.block_m);
     int64_t N = in_range(rng, t.block_n, 2 * t.block_n + 32);
     int64_t K = in_range(rng, 1, 4 * t.block_k);
     DataType in = pick<DataType>(rng, {Float(16), BFloat(16)});
