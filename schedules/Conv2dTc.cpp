@@ -63,12 +63,6 @@ void check_shape(const Conv2dTcShape &sh, bool fragment_rows = true) {
            pad_to(sh.in_channels) + " with zero channels in x and w");
 }
 
-Conv2dTcShape conv2d_shape_of(const ShapeParams &p) {
-  return {.batch = int(p.at("N")), .height = int(p.at("H")), .width = int(p.at("W")),
-          .in_channels = int(p.at("C")), .out_channels = int(p.at("K")), .kernel = int(p.at("R")),
-          .pad = int(p.at("pad")), .stride = int(p.at("stride")),
-          .dilation = int(p.at("dil"))};
-}
 
 GemmWmmaTiles gemm_tiles(const Conv2dTcTiles &t) {
   return {.block_row_warps = t.block_row_warps, .block_col_warps = t.block_col_warps,
@@ -93,6 +87,13 @@ void check_tiles(const Conv2dTcShape &sh, const Conv2dTcTiles &t) {
 }
 
 } // namespace
+
+Conv2dTcShape conv2d_shape_of(const ShapeParams &p) {
+  return {.batch = int(p.at("N")), .height = int(p.at("H")), .width = int(p.at("W")),
+          .in_channels = int(p.at("C")), .out_channels = int(p.at("K")), .kernel = int(p.at("R")),
+          .pad = int(p.at("pad")), .stride = int(p.at("stride")),
+          .dilation = int(p.at("dil"))};
+}
 
 Conv2dTcTensors conv2d_tc_definition(const Conv2dTcShape &sh, const WgmmaEpilogue *epilogue) {
   check_shape(sh, /*fragment_rows=*/false);

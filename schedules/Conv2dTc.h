@@ -48,6 +48,9 @@ struct Conv2dTcShape {
   double flops() const { return 2.0 * double(gemm_m()) * double(gemm_n()) * double(gemm_k()); }
 };
 
+/// The shape the registry's conv entries take: N, H, W, C, K, R, pad, stride, dil.
+Conv2dTcShape conv2d_shape_of(const ShapeParams &p);
+
 struct Conv2dTcTiles {
   int block_row_warps = 2; ///< warps along the output pixels, bound to threadIdx.y
   int block_col_warps = 4; ///< warps along the output channels, bound to threadIdx.z

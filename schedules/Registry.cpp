@@ -1,6 +1,7 @@
 #include "schedules/Registry.h"
 
 #include "compiler/support/Error.h"
+#include "schedules/Conv2dGrouped.h"
 #include "schedules/Conv2dTc.h"
 #include "schedules/Conv2dTensorCoreTutorial.h"
 #include "schedules/Gemm.h"
@@ -22,7 +23,8 @@ const std::map<std::string, ScheduleEntry> &schedule_registry() {
     for (ScheduleEntry e : {gemm_naive_entry(), gemm_shared_entry(), gemm_wmma_entry(),
                             gemm_tc_entry(), gemm_mma_entry(), gemm_wgmma_entry(),
                             gemm_bias_gelu_entry(), conv2d_tensorcore_tutorial_entry(),
-                            conv2d_wgmma_entry(), conv2d_bias_relu_entry(), conv2d_tc_entry()})
+                            conv2d_wgmma_entry(), conv2d_bias_relu_entry(), conv2d_tc_entry(),
+                            conv2d_grouped_entry()})
       r.emplace(e.name, std::move(e));
     return r;
   }();

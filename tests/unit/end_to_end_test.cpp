@@ -113,6 +113,9 @@ TEST(EndToEnd, RegisteredSchedulesMatchReferenceOnCpu) {
       {"conv2d_tc",
        {{{"N", 2}, {"H", 8}, {"W", 8}, {"C", 32}, {"K", 32}},
         {{"N", 1}, {"H", 12}, {"W", 12}, {"C", 16}, {"K", 48}, {"R", 1}, {"pad", 0}}}},
+      {"conv2d_grouped",
+       {{{"N", 2}, {"H", 6}, {"W", 6}, {"C", 16}, {"K", 16}, {"G", 16}},
+        {{"N", 1}, {"H", 9}, {"W", 9}, {"C", 16}, {"K", 32}, {"G", 4}, {"stride", 2}}}},
   };
   for (const auto &[name, entry] : schedule_registry()) {
     auto it = shapes.find(name);
