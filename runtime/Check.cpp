@@ -30,12 +30,24 @@ Tensor summed_stage(const Tensor &out) {
   return out;
 }
 
-// The number of terms each element of `t` sums: the product of the reduce axes' extents.
+// The number of terms each element of `t` sums: the product of the reduce axes' extents, times
+// the terms of each sum it adds where it adds sums of one other stage (split-K's partial sums).
 int64_t reduction_length(const Tensor &t) {
   int64_t n = 1;
-  if (const auto *c = t.op().as<ComputeOpNode>())
-    for (const IterVar &r : c->reduce_axis)
-      n *= *as_const_int(r->dom.extent);
+  const auto *c = t.op().as<ComputeOpNode>();
+  if (!c)
+    return n;
+  for (const IterVar &r : c->reduce_axis)
+    n *= *as_const_int(r->dom.extent);
+  std::vector<Tensor> computed;
+  for (const Tensor &in : c->input_tensors())
+    if (in.op().as<ComputeOpNode>())
+      computed.push_back(in);
+  if (!c->reduce_axis.empty() && computed.size() == 1) {
+    Tensor inner = summed_stage(computed[0]);
+    if (const auto *ic = inner.op().as<ComputeOpNode>(); ic && !ic->reduce_axis.empty())
+      n *= reduction_length(inner);
+  }
   return n;
 }
 

@@ -8,8 +8,12 @@ GemmOutputLoops tile_gemm_output(Stage sc, const GemmThreadAxes &axes, int block
                                  int groups_m, int groups_n, int tile_m, int tile_n,
                                  int64_t raster_group, TailStrategy n_tail, TailStrategy m_tail) {
   // Blocks that do not divide M or N shift the last one inwards (every block is whole) or
-  // stay in place (stores of the part inside).
-  auto [i, j] = sc.axes<2>();
+  // stay in place (stores of the part inside). A leading axis (split-K's partial sums) is the
+  // grid's z.
+  const std::vector<IterVar> &all = sc.op_axis();
+  internal_check(all.size() == 2 || all.size() == 3)
+      << "tile_gemm_output takes a 2-D output or a 3-D one with a leading axis";
+  IterVar i = all[all.size() - 2], j = all.back();
   auto [bi, i1] = sc.split(i, block_m, m_tail);
   auto [bj, j1] = sc.split(j, block_n, n_tail);
   auto [wi, i2] = sc.split_nparts(i1, groups_m);
@@ -21,6 +25,8 @@ GemmOutputLoops tile_gemm_output(Stage sc, const GemmThreadAxes &axes, int block
   sc.bind(bj, axes.block_x);
   sc.bind(wi, axes.thread_y);
   sc.bind(wj, axes.thread_z);
+  if (all.size() == 3)
+    sc.bind(all[0], thread_axis("blockIdx.z"));
   if (raster_group != 0)
     sc.rasterize(bi, bj, raster_group);
   return {wj, fi, fj, ii};

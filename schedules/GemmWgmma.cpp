@@ -95,7 +95,8 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
   if (!partial_blocks)
     at_least("M", M, t.block_m, "block_m");
   at_least("N", N, t.block_n, "block_n");
-  divides("K", K, t.block_k, "block_k");
+  user_check(t.split_k >= 1, context) << "split_k must be at least 1, got " << t.split_k;
+  divides("K", K, t.block_k * t.split_k, "block_k x split_k");
   int64_t per_step = int64_t(kChunk) * t.threads();
   user_check((int64_t(t.block_m) * t.block_k) % per_step == 0 &&
                  (int64_t(t.block_k) * t.block_n) % per_step == 0,
@@ -183,6 +184,14 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::stri
       << M << "x" << N << "x" << K
       << " has no wgmma tiling: M must be at least 64 and N at least 32 (use gemm_tc / "
          "gemm_mma for smaller ones)";
+  // Grids under half a wave (a few rows of C: 16 x 4096 x 4096 makes 64 blocks) split K into
+  // parts enough to fill the GPU, each of 8 K steps or more (gemm_wgmma, whose operands and
+  // stores allow it).
+  const int64_t steps = K / best.block_k;
+  for (int parts : {4, 2})
+    if (partial_blocks && best.split_k == 1 && blocks(best) * parts <= 132 &&
+        steps % parts == 0 && steps / parts >= 8)
+      best.split_k = parts;
   return with_tma(best);
 }
 
@@ -206,7 +215,8 @@ std::string to_string(const GemmWgmmaTiles &t) {
          " bk=" + std::to_string(t.block_k) + " wg=" + std::to_string(t.warpgroups_m) + "x" +
          std::to_string(t.warpgroups_n) + " n=" + std::to_string(t.instruction_n()) +
          " stages=" + std::to_string(t.stages) + " raster=" + std::to_string(t.raster_group) +
-         " swizzle=" + std::to_string(t.swizzle) + (t.tma ? " tma" : "");
+         " swizzle=" + std::to_string(t.swizzle) + (t.tma ? " tma" : "") +
+         (t.split_k > 1 ? " split_k=" + std::to_string(t.split_k) : "");
 }
 
 bool hopper_gpu() { return Device::available() && Device::get().arch() == "sm_90"; }
@@ -235,7 +245,8 @@ PaddedGemm padded_gemm_definition(int64_t M, int64_t N, int64_t K, const GemmWgm
                                   DataType in, const std::string &c_name) {
   // Where N is not a multiple of 8 the last block of columns stays in place (schedule_wgmma_gemm)
   // and reads B up to the next whole block.
-  const int64_t Kp = round_up(K, t.block_k), Mp = std::max<int64_t>(M, t.block_m);
+  const int64_t Kp = round_up(K, int64_t(t.block_k) * t.split_k),
+                Mp = std::max<int64_t>(M, t.block_m);
   int64_t Np = column_tail(N) == TailStrategy::ShiftInwards ? N : round_up(N, t.block_n);
   // Rows of B that are not whole 128-byte lines cost TMA's and the copies' sectors: padded to
   // them wherever B is copied anyway (3000x5000x700: 0.0812 -> 0.0694 ms on the H100), and for
@@ -243,7 +254,7 @@ PaddedGemm padded_gemm_definition(int64_t M, int64_t N, int64_t K, const GemmWgm
   // more than it saves (2048x2040x2048: 0.0365 -> 0.0383, 1024x1000x1024: 0.0095 -> 0.0122).
   if (Np % 64 != 0 && (Np != N || Kp != K || K * N >= (int64_t(1) << 23)))
     Np = round_up(Np, 64);
-  if (Kp == K && Np == N && Mp == M) {
+  if (Kp == K && Np == N && Mp == M && t.split_k == 1) {
     GemmTensors g = gemm_definition(M, N, K, in, c_name);
     return {g, g.A, g.B, K};
   }
@@ -271,29 +282,56 @@ PaddedGemm padded_gemm_definition(int64_t M, int64_t N, int64_t K, const GemmWgm
   };
   p.AP = padded(p.g.A, M, K, Mp, Kp, "A_pad", "i", "k");
   p.BP = padded(p.g.B, K, N, Kp, Np, "B_pad", "k", "j");
-  IterVar k = reduce_axis({0, Kp}, "k");
+  if (t.split_k == 1) {
+    IterVar k = reduce_axis({0, Kp}, "k");
+    p.g.C = compute(
+        {Mp, N},
+        [&](Var i, Var j) {
+          return sum(p.AP(i, k).astype(Float(32)) * p.BP(k, j).astype(Float(32)), {k});
+        },
+        c_name, {"i", "j"});
+    return p;
+  }
+  // Split-K: part s sums K's s-th run of Kp / split_k.
+  const int64_t run = Kp / t.split_k;
+  IterVar k = reduce_axis({0, run}, "k");
   p.g.C = compute(
-      {Mp, N},
-      [&](Var i, Var j) {
-        return sum(p.AP(i, k).astype(Float(32)) * p.BP(k, j).astype(Float(32)), {k});
+      {int64_t(t.split_k), Mp, N},
+      [&](Var s, Var i, Var j) {
+        Expr kk = s * int(run) + k.var();
+        return sum(p.AP(i, kk).astype(Float(32)) * p.BP(kk, j).astype(Float(32)), {k});
       },
-      c_name, {"i", "j"});
+      c_name, {"s", "i", "j"});
   return p;
 }
 
-// The first M rows of `full` (a block of rows computed where M is less than a block).
+// C (M x N) from what the wgmma kernel computed: the first M rows of `full` (a block of rows
+// computed where M is less than a block), summed over its parts in order (split-K: `full` is
+// parts x rows x N).
 Tensor first_rows(const Tensor &full, int64_t M, const std::string &name) {
-  int64_t N = *as_const_int(full.shape()[1]);
-  return compute({M, N}, [&](Var i, Var j) { return full(i, j); }, name, {"i", "j"});
+  int64_t N = *as_const_int(full.shape().back());
+  if (full.shape().size() == 2)
+    return compute({M, N}, [&](Var i, Var j) { return full(i, j); }, name, {"i", "j"});
+  IterVar part = reduce_axis({0, *as_const_int(full.shape()[0])}, "part");
+  return compute(
+      {M, N}, [&](Var i, Var j) { return sum(full(part.var(), i, j), {part}); }, name,
+      {"i", "j"});
 }
 
-// first_rows' kernel: an element a thread, consecutive threads along a row.
+// first_rows' kernel: an element a thread, consecutive threads along a row; the parts added in
+// a register, in order.
 void schedule_first_rows(Schedule &s, const Tensor &C) {
+  const bool parts = !s[C].reduce_axis().empty();
+  Tensor acc = parts ? s.cache_write(C, "local") : C;
   Stage sc = s[C];
   auto [r, c] = sc.axes<2>();
   auto [b, x] = sc.split(sc.fuse(r, c), 256);
   sc.bind(b, thread_axis("blockIdx.x"));
   sc.bind(x, thread_axis("threadIdx.x"));
+  if (parts) {
+    s[acc].compute_at(sc, x);
+    s[acc].unroll(s[acc].reduce_axis()[0]);
+  }
 }
 
 // A padded copy's kernel: each thread reads 8 consecutive elements of a padded row one by one
@@ -323,8 +361,10 @@ ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTile
   user_check(in == Float(16) || in == BFloat(16), "gemm_wgmma")
       << "A and B must be float16 or bfloat16, got " << in;
   user_check(K > 0 && t.block_k > 0, "gemm_wgmma") << "K and block_k must be positive";
-  const bool few_rows = M < t.block_m; // a block of rows computed, M of them kept
-  PaddedGemm p = padded_gemm_definition(M, N, K, t, in, few_rows ? "C_full" : "C");
+  // A block of rows computed and M of them kept, or partial sums added: a second kernel.
+  const bool few_rows = M < t.block_m || t.split_k > 1;
+  PaddedGemm p = padded_gemm_definition(M, N, K, t, in,
+                                        t.split_k > 1 ? "C_part" : few_rows ? "C_full" : "C");
   check_gemm_wgmma_tiles("gemm_wgmma", M, N, p.K, t);
   const Tensor full = p.g.C;
   const Tensor C = few_rows ? first_rows(full, M, "C") : full;
@@ -356,12 +396,13 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
   // keep that block in place and store only the columns inside (wgmma_store's limit).
   GemmOutputLoops c =
       tile_gemm_output(sc, idx, t.block_m, t.block_n, t.warpgroups_m, t.warpgroups_n, kRows, n,
-                       t.raster_group, column_tail(*as_const_int(st.C.shape()[1])));
+                       t.raster_group, column_tail(*as_const_int(st.C.shape().back())));
 
   // The accumulator: a warpgroup's tiles, K in shared-tile steps (ko), then 16-wide slices.
   Stage sf = s[st.CF];
   sf.compute_at(sc, c.group_j);
-  auto [ci, cj] = sf.axes<2>();
+  // The last two axes (a leading one is split-K's part, one per block).
+  IterVar ci = sf.op_axis(-2), cj = sf.op_axis(-1);
   auto [ko, k1] = split_gemm_reduction(sf, t.block_k, st.k_period);
   auto [ki, kk] = sf.split(k1, kK);
   auto [cfi, cii] = sf.split(ci, kRows);
@@ -457,6 +498,8 @@ GemmWgmmaTiles tiles_from_knobs(const ShapeParams &p) {
     t.swizzle = int(get("SW"));
   t.raster_group = get("G");
   t.tma = get("TMA") != 0 && t.swizzle != 0 && t.stages >= 2;
+  if (get("SK"))
+    t.split_k = int(get("SK"));
   return t;
 }
 
@@ -466,8 +509,9 @@ ScheduleEntry wgmma_gemm_entry(const char *name, const char *description) {
   e.name = name;
   e.description = description;
   e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"G", 8},    {"BM", 0},
-                     {"BN", 0},   {"BK", 0},   {"S", 0},    {"SW", 128}, {"TMA", 1}};
-  e.nonnegative = {"G", "BM", "BN", "BK", "S", "SW", "TMA"};
+                     {"BN", 0},   {"BK", 0},   {"S", 0},    {"SW", 128}, {"TMA", 1},
+                     {"SK", 0}};
+  e.nonnegative = {"G", "BM", "BN", "BK", "S", "SW", "TMA", "SK"};
   e.dtypes = {Float(16), BFloat(16)};
   return e;
 }
@@ -483,7 +527,8 @@ ScheduleEntry gemm_wgmma_entry() {
                     "BM, BN, BK, S (stages), G (rasterization group), SW "
                     "(swizzle: 128, 64, 32 or 0) override the tiles; TMA=1 (the default) fills "
                     "swizzled, pipelined tiles with TMA bulk copies on an mbarrier ring, TMA=0 "
-                    "with cp.async");
+                    "with cp.async; SK splits K into that many parts (0: the tiles' choice, "
+                    "which splits grids under half a wave), added by a second kernel");
   e.build = [](const ShapeParams &p, DataType in) {
     return gemm_wgmma(p.at("M"), p.at("N"), p.at("K"), tiles_from_knobs(p), in);
   };
@@ -497,6 +542,9 @@ ScheduledProgram gemm_wgmma_fused(int64_t M, int64_t N, int64_t K, const GemmWgm
   user_check(epilogue.f && epilogue.column_inputs.size() == 1, "gemm_wgmma_fused")
       << "the epilogue '" << epilogue.name << "' must take one column vector (the bias)";
   user_check(K > 0 && t.block_k > 0, "gemm_wgmma_fused") << "K and block_k must be positive";
+  user_check(t.split_k == 1, "gemm_wgmma_fused")
+      << "the fused epilogue is applied in the wgmma kernel's store, so K cannot be split "
+         "(split_k=" << t.split_k << "); use split_k = 1";
   PaddedGemm pg = padded_gemm_definition(M, N, K, t, in, "C_acc");
   check_gemm_wgmma_tiles("gemm_wgmma_fused", M, N, pg.K, t);
   const GemmTensors &g = pg.g;
@@ -540,8 +588,10 @@ ScheduleEntry gemm_bias_gelu_entry() {
       "bfloat16), one kernel: gemm_wgmma's schedule (sm_90a, same knobs) with bias and GELU "
       "(erf form) applied to the float32 accumulators in registers before the store");
   e.build = [](const ShapeParams &p, DataType in) {
-    return gemm_wgmma_fused(p.at("M"), p.at("N"), p.at("K"), tiles_from_knobs(p), in, in,
-                            bias_gelu_epilogue(in));
+    GemmWgmmaTiles t = tiles_from_knobs(p);
+    if (!p.at("SK")) // the epilogue is in the wgmma kernel's store: K whole
+      t.split_k = 1;
+    return gemm_wgmma_fused(p.at("M"), p.at("N"), p.at("K"), t, in, in, bias_gelu_epilogue(in));
   };
   return e;
 }

@@ -43,6 +43,10 @@ struct GemmWgmmaTiles {
   /// completing on a ring of mbarriers, instead of 16-byte cp.async by every thread. Needs
   /// swizzle 128, 64 or 32 and 2+ stages.
   bool tma = false;
+  /// Split-K: the reduction cut into this many parts, each block summing one part of K into a
+  /// float32 workspace of partial sums (the grid's z), which a second kernel adds in a fixed
+  /// order (deterministic) into C. For grids too small to fill the GPU (a few rows of C).
+  int split_k = 1;
 
   int threads() const { return 128 * warpgroups_m * warpgroups_n; }
   int group_m() const { return block_m / warpgroups_m; } ///< rows of C per warpgroup

@@ -272,6 +272,45 @@ TEST(GemmWgmma, FewerRowsThanABlock) {
                {"M=40 is smaller than block_m=64"});
 }
 
+// Grids under half a wave split K: each block sums one part into a float32 workspace of
+// partial sums (blockIdx.z), which a second kernel adds in order into C (deterministic), its
+// first M rows where M is less than a block. Exact on the executor.
+TEST(GemmWgmma, SplitKAddsPartsInOrder) {
+  GemmWgmmaTiles t = gemm_wgmma_tiles(16, 4096, 1024);
+  EXPECT_EQ(t.split_k, 2); // 64 blocks of 64 x 64: two parts of 8 K steps fill 128 SMs
+  EXPECT_EQ(gemm_wgmma_tiles(4096, 4096, 4096).split_k, 1);
+  ScheduledProgram p = gemm_wgmma(16, 4096, 1024);
+  LoweredModule m = lower(p.schedule, p.args);
+  ASSERT_EQ(m.funcs.size(), 3u);
+  EXPECT_EQ(m.funcs[1].name, "default_function_C_part");
+  EXPECT_EQ(m.funcs[1].launch.grid[2], 2);
+  EXPECT_EQ(m.funcs[1].arg_shapes[4], (std::vector<int64_t>{2, 64, 4096}));
+  std::string ir = to_string(m);
+  // The parts added in order, in a register (the loop unrolled).
+  EXPECT_NE(ir.find("  C.local[0] = C.local[0] + C_part[threadIdx.x + blockIdx.x * 256]\n"
+                    "  C.local[0] = C.local[0] + C_part[threadIdx.x + blockIdx.x * 256 + 262144]\n"
+                    "  C[threadIdx.x + blockIdx.x * 256] = C.local[0]"),
+            std::string::npos)
+      << ir;
+  EXPECT_EQ(mismatch(gemm_wgmma(16, 256, 512, {.block_m = 64, .block_n = 128, .warpgroups_m = 1,
+                                               .stages = 2, .tma = true, .split_k = 4}),
+                     16, 256, 512),
+            "");
+  EXPECT_EQ(mismatch(gemm_wgmma(130, 72, 192, {.block_m = 64, .block_n = 64, .block_k = 32,
+                                               .warpgroups_m = 1, .stages = 2, .swizzle = 0,
+                                               .split_k = 3}),
+                     130, 72, 192),
+            "");
+  expect_error([] { gemm_wgmma(256, 256, 256, {.split_k = 0}); }, {"split_k must be at least 1"});
+  expect_error(
+      [] {
+        gemm_wgmma_fused(64, 64, 256, {.block_m = 64, .block_n = 64, .warpgroups_m = 1,
+                                       .stages = 2, .split_k = 2},
+                         Float(16), Float(16), bias_gelu_epilogue(Float(16)));
+      },
+      {"gemm_wgmma_fused", "K cannot be split", "split_k=2"});
+}
+
 // With 3 or more stages the fills stay one more step behind, so each K step's wgmma group can
 // stay in flight across the next barrier: wait(1) in the loop, wait(0) after it.
 TEST(GemmWgmma, DeepPipelinesLeaveOneGroupInFlight) {

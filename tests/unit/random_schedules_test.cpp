@@ -78,6 +78,7 @@ TEST(RandomSchedules, GemmWgmma) {
     int64_t K = in_range(rng, 1, 4 * t.block_k);
     DataType in = pick<DataType>(rng, {Float(16), BFloat(16)});
     bool fused = rng() % 3 == 0;
+    t.split_k = fused ? 1 : pick<int>(rng, {1, 1, 2, 3}); // the epilogue needs K whole
     std::ostringstream what;
     what << "seed " << seed << ": " << M << "x" << N << "x" << K << " " << in << " "
          << to_string(t) << (fused ? " + bias + GELU" : "");
