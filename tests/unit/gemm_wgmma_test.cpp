@@ -277,7 +277,8 @@ TEST(GemmWgmma, FewerRowsThanABlock) {
 // first M rows where M is less than a block. Exact on the executor.
 TEST(GemmWgmma, SplitKAddsPartsInOrder) {
   GemmWgmmaTiles t = gemm_wgmma_tiles(16, 4096, 1024);
-  EXPECT_EQ(t.split_k, 2); // 64 blocks of 64 x 64: two parts of 8 K steps fill 128 SMs
+  EXPECT_EQ(t.split_k, 2); // 64 blocks of 64 x 64, 16 K steps: two parts of 8
+  EXPECT_EQ(gemm_wgmma_tiles(16, 4096, 4096).split_k, 4); // 64 K steps: four parts of 16
   EXPECT_EQ(gemm_wgmma_tiles(4096, 4096, 4096).split_k, 1);
   ScheduledProgram p = gemm_wgmma(16, 4096, 1024);
   LoweredModule m = lower(p.schedule, p.args);
