@@ -246,6 +246,7 @@ PaddedGemm padded_gemm_definition(int64_t M, int64_t N, int64_t K, const GemmWgm
                                   DataType in, const std::string &c_name) {
   // Where N is not a multiple of 8 the last block of columns stays in place (schedule_wgmma_gemm)
   // and reads B up to the next whole block.
+  user_check(t.split_k >= 1, "gemm_wgmma") << "split_k must be at least 1, got " << t.split_k;
   const int64_t Kp = round_up(K, int64_t(t.block_k) * t.split_k),
                 Mp = std::max<int64_t>(M, t.block_m);
   int64_t Np = column_tail(N) == TailStrategy::ShiftInwards ? N : round_up(N, t.block_n);
