@@ -190,8 +190,8 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::stri
   // 0.0150 in 4.
   const int64_t steps = K / best.block_k;
   for (int parts : {4, 2})
-    if (partial_blocks && best.split_k == 1 && blocks(best) * parts <= 2 * 132 &&
-        steps % parts == 0 && steps / parts >= 8)
+    if (partial_blocks && best.split_k == 1 && 2 * blocks(best) <= 132 &&
+        blocks(best) * parts <= 2 * 132 && steps % parts == 0 && steps / parts >= 8)
       best.split_k = parts;
   return with_tma(best);
 }

@@ -280,6 +280,9 @@ TEST(GemmWgmma, SplitKAddsPartsInOrder) {
   EXPECT_EQ(t.split_k, 2); // 64 blocks of 64 x 64, 16 K steps: two parts of 8
   EXPECT_EQ(gemm_wgmma_tiles(16, 4096, 4096).split_k, 4); // 64 K steps: four parts of 16
   EXPECT_EQ(gemm_wgmma_tiles(4096, 4096, 4096).split_k, 1);
+  // A wave of blocks already (1024^3: 128 blocks of 128 x 64; 2048^3: 128 of 128 x 256): whole K.
+  EXPECT_EQ(gemm_wgmma_tiles(1024, 1024, 1024).split_k, 1);
+  EXPECT_EQ(gemm_wgmma_tiles(2048, 2048, 2048).split_k, 1);
   ScheduledProgram p = gemm_wgmma(16, 4096, 1024);
   LoweredModule m = lower(p.schedule, p.args);
   ASSERT_EQ(m.funcs.size(), 3u);
