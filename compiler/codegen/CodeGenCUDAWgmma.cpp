@@ -359,24 +359,34 @@ void CUDAKernelEmitter::emit_wgmma_sector_store(const std::string &p, const std:
   open_block("for (int h = 0; h < 2; ++h)");
   line("float* row = " + p + " + h * " + std::to_string(8 * stride) + " - 2 * t;");
   line("const int o = (int)((reinterpret_cast<unsigned long long>(row) >> 2) & 7);");
+  // Rows at or past the row limit store nothing (after taking part in the shuffles).
+  line("const int lim = " +
+       (row_limit.empty() ? lim
+                          : "(" + tid + " / 32 * 16 + " + tid + " % 32 / 4 + h * 8 < " +
+                                row_limit + " ? " + lim + " : 0)") +
+       ";");
+  // Element j of a lane's pair at step s is column 8 s + k, k = j - o + 2 t. What the lane
+  // sends for its asker (a register of group s + back, back = -1 or 0, of parity e) and which
+  // quad lane it takes from are the same at every step.
+  line("int e[2], back[2], from[2];");
+  line("#pragma unroll");
+  open_block("for (int j = 0; j < 2; ++j)");
+  line("const int k = j - o;");
+  line("e[j] = k & 1;");
+  line("back[j] = (2 * (((2 * t + e[j] - k) & 7) >> 1) + k) >> 3;");
+  line("from[j] = quad | (((2 * t + k) & 7) >> 1);");
+  close_block();
   line("#pragma unroll");
   open_block("for (int s = 0; s <= " + groups + "; ++s)");
   line("const int lo = s > 0 ? s - 1 : 0, hi = s < " + groups + " ? s : " + groups + " - 1;");
   line("float v[2];");
   line("#pragma unroll");
   open_block("for (int j = 0; j < 2; ++j)");
-  line("const int k = 8 * s - o + j, e = k & 1;");
-  line("const int q = (2 * (((2 * t + e - k) & 7) >> 1) + k) >> 3;");
-  line("const float send = q == s ? (e ? " + reg("hi", "1") + " : " + reg("hi", "0") + ") : (e ? " +
-       reg("lo", "1") + " : " + reg("lo", "0") + ");");
-  line("v[j] = __shfl_sync(0xffffffffu, send, quad | (((2 * t + k) & 7) >> 1));");
+  line("const float send = back[j] == 0 ? (e[j] ? " + reg("hi", "1") + " : " + reg("hi", "0") +
+       ") : (e[j] ? " + reg("lo", "1") + " : " + reg("lo", "0") + ");");
+  line("v[j] = __shfl_sync(0xffffffffu, send, from[j]);");
   close_block();
-  // Rows at or past the row limit store nothing (after taking part in the shuffles).
-  line("const int c = 8 * s - o + 2 * t, lim = " +
-       (row_limit.empty() ? lim
-                          : "(" + tid + " / 32 * 16 + " + tid + " % 32 / 4 + h * 8 < " +
-                                row_limit + " ? " + lim + " : 0)") +
-       ";");
+  line("const int c = 8 * s - o + 2 * t;");
   open_block("if (c >= 0 && c + 1 < lim)");
   line("*(float2*)(row + c) = make_float2(v[0], v[1]);");
   close_block();

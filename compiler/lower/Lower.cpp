@@ -166,11 +166,9 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
 
   LoweredModule m;
   m.num_workspaces = num_workspaces;
-  m.funcs = split_host_device(body, options.name, flat_args, arg_shapes, num_workspaces);
+  m.funcs =
+      split_host_device(body, options.name, flat_args, arg_shapes, num_workspaces, tensor_maps);
   for (LoweredFunc &f : m.funcs) {
-    for (const TensorMapParam &map : tensor_maps)
-      if (uses_var(f.body, map.var))
-        f.tensor_maps.push_back(map);
     // A kernel may declare at most 48 KiB of shared memory statically; beyond that (deep
     // pipelines, big tiles) it takes all of it dynamically, and the launch asks for it.
     if (int64_t smem = cuda_shared_memory_bytes(f); smem > 48 * 1024)

@@ -1,7 +1,9 @@
 #include "compiler/passes/SplitHostDevice.h"
 
 #include "compiler/arith/Analyzer.h"
+#include "compiler/ir/IRMutator.h"
 #include "compiler/ir/IROperator.h"
+#include "compiler/ir/Substitute.h"
 #include "compiler/ir/IRPrinter.h"
 #include "compiler/ir/IRVisitor.h"
 #include "compiler/ir/WrittenBuffers.h"
@@ -68,38 +70,125 @@ const BufferNode *written_workspace(const Stmt &s, const std::vector<Buffer> &wo
   return nullptr;
 }
 
+// Whether `s` reads (or writes) a buffer in `written`: directly, or through a tensor map of one.
+bool touches(const Stmt &s, const llvm::DenseSet<const Variable *> &written,
+             const std::vector<Buffer> &args, const std::vector<TensorMapParam> &maps) {
+  for (const Variable *v : written)
+    if (uses_var(s, Var(v)))
+      return true;
+  for (const TensorMapParam &m : maps)
+    if (written.count(llvm::dyn_cast<Variable>(args.at(size_t(m.arg))->data.get())) &&
+        uses_var(s, m.var))
+      return true;
+  return false;
+}
+
+// Declares `tag` with extent `extent` where it was declared smaller, the body guarded to the
+// old extent.
+class WidenThreadExtent : public IRMutator {
+public:
+  WidenThreadExtent(std::string tag, int64_t extent) : tag_(std::move(tag)), extent_(extent) {}
+  bool found = false;
+
+protected:
+  Stmt visit(const AttrStmt *op) override {
+    const IterVar *iv = std::get_if<IterVar>(&op->node);
+    if (!iv || op->key != attr::thread_extent || iv->thread_tag() != tag_)
+      return IRMutator::visit(op);
+    found = true;
+    Stmt body = mutate(op->body);
+    return AttrStmt::make(*iv, op->key, Expr(int(extent_)),
+                          IfThenElse::make(iv->var() < op->value, body));
+  }
+
+private:
+  std::string tag_;
+  int64_t extent_;
+};
+
+// Launches `s` (made for `own`) in a grid of `grid` blocks: blocks past its own grid skip it.
+Stmt widen_grid(Stmt s, const LaunchConfig &own, const std::array<int64_t, 3> &grid) {
+  static const char *const tags[] = {"blockIdx.x", "blockIdx.y", "blockIdx.z"};
+  for (int d = 0; d < 3; ++d) {
+    if (own.grid[d] == grid[d])
+      continue;
+    WidenThreadExtent widen(tags[d], grid[d]);
+    s = widen.mutate(s);
+    bool bound = widen.found;
+    if (!bound) {
+      IterVar iv = thread_axis(tags[d]);
+      s = AttrStmt::make(iv, attr::thread_extent, Expr(int(grid[d])),
+                         IfThenElse::make(iv.var() == Expr(0), s));
+    }
+  }
+  return s;
+}
+
 } // namespace
 
 std::vector<LoweredFunc> split_host_device(Stmt s, const std::string &name,
                                            const std::vector<Buffer> &flat_args,
                                            const std::vector<std::vector<int64_t>> &arg_shapes,
-                                           size_t num_workspaces) {
+                                           size_t num_workspaces,
+                                           const std::vector<TensorMapParam> &tensor_maps) {
   internal_check(flat_args.size() == arg_shapes.size() && num_workspaces <= flat_args.size())
       << "kernel '" << name << "' has " << flat_args.size() << " arguments, "
       << arg_shapes.size() << " argument shapes and " << num_workspaces << " workspaces";
-  std::vector<Stmt> bodies{s};
+  std::vector<Stmt> stmts{s};
   if (num_workspaces > 0)
     if (const auto *seq = llvm::dyn_cast<Seq>(s.get()))
-      bodies = seq->stmts;
+      stmts = seq->stmts;
   std::vector<Buffer> workspaces(flat_args.end() - num_workspaces, flat_args.end());
+
+  // Kernels: consecutive statements share one unless a statement reads what an earlier one of
+  // the kernel writes (a kernel's blocks cannot wait for each other) or the two need different
+  // blocks of threads; a grid is the largest of its statements', each guarded to its own.
+  struct Kernel {
+    std::vector<Stmt> stmts;
+    std::vector<LaunchConfig> configs;
+    llvm::DenseSet<const Variable *> written;
+  };
+  std::vector<Kernel> kernels;
+  for (const Stmt &st : stmts) {
+    LaunchConfigFinder finder;
+    finder.visit_stmt(st);
+    Kernel *k = kernels.empty() ? nullptr : &kernels.back();
+    if (!k || touches(st, k->written, flat_args, tensor_maps) ||
+        k->configs.front().block != finder.config.block) {
+      kernels.emplace_back();
+      k = &kernels.back();
+    }
+    k->stmts.push_back(st);
+    k->configs.push_back(finder.config);
+    for (const Variable *v : written_buffers(st))
+      k->written.insert(v);
+  }
+
   std::vector<LoweredFunc> funcs;
   llvm::StringMap<int> names;
-  for (size_t i = 0; i < bodies.size(); ++i) {
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    Kernel &k = kernels[i];
     LoweredFunc f;
     f.name = name;
-    if (i + 1 < bodies.size()) {
-      const BufferNode *w = written_workspace(bodies[i], workspaces);
+    if (i + 1 < kernels.size()) {
+      const BufferNode *w = written_workspace(Seq::make(k.stmts), workspaces);
       f.name += "_" + (w ? w->name : std::to_string(i));
     }
     if (int n = names[f.name]++)
       f.name += "_" + std::to_string(n);
-    LaunchConfigFinder finder;
-    finder.visit_stmt(bodies[i]);
+    f.launch = k.configs.front();
+    for (const LaunchConfig &c : k.configs)
+      for (int d = 0; d < 3; ++d)
+        f.launch.grid[d] = std::max(f.launch.grid[d], c.grid[d]);
+    for (size_t j = 0; j < k.stmts.size(); ++j)
+      k.stmts[j] = widen_grid(k.stmts[j], k.configs[j], f.launch.grid);
+    f.body = Seq::make(k.stmts);
+    f.launch.dynamic_shared_bytes = 0;
     f.args = flat_args;
     f.arg_shapes = arg_shapes;
-    f.body = bodies[i];
-    f.launch = finder.config;
-    f.launch.dynamic_shared_bytes = 0;
+    for (const TensorMapParam &m : tensor_maps)
+      if (uses_var(f.body, m.var))
+        f.tensor_maps.push_back(m);
     funcs.push_back(std::move(f));
   }
   return funcs;

@@ -191,8 +191,9 @@ TEST(GemmWgmma, RaggedShapesShiftTheLastBlockInwards) {
 }
 
 // K that no K step divides, and rows of A or B that are not whole 16-byte units (K or N not a
-// multiple of 8 halves), run on copies padded with zeros: workspaces, each written by a kernel
-// of its own that runs before the GEMM's. C keeps its shape: its last block row shifts inwards;
+// multiple of 8 halves), run on copies padded with zeros: workspaces, written by a kernel that
+// runs before the GEMM's (the two copies, independent, share one: its grid the larger of
+// theirs, each guarded to its own). C keeps its shape: its last block row shifts inwards;
 // where N is not a multiple of 8 its last block column cannot (B's copies would start off a
 // 16-byte boundary), so it stays in place, reads B padded to whole blocks and stores only the
 // columns inside (wgmma_store's limit), a float at a time where C's rows are odd. Exact on the
@@ -200,21 +201,22 @@ TEST(GemmWgmma, RaggedShapesShiftTheLastBlockInwards) {
 TEST(GemmWgmma, RaggedKAndUnalignedRowsRunOnPaddedCopies) {
   ScheduledProgram p = gemm_wgmma(100, 99, 100);
   LoweredModule m = lower(p.schedule, p.args);
-  ASSERT_EQ(m.funcs.size(), 3u);
+  ASSERT_EQ(m.funcs.size(), 2u);
   EXPECT_EQ(m.num_workspaces, 2u);
   EXPECT_EQ(m.funcs[0].name, "default_function_A_pad");
-  EXPECT_EQ(m.funcs[1].name, "default_function_B_pad");
-  ASSERT_EQ(m.funcs[2].args.size(), 5u);
-  EXPECT_EQ(m.funcs[2].arg_shapes[3], (std::vector<int64_t>{100, 128})); // K to 2 steps of 64
+  EXPECT_EQ(m.funcs[0].launch.grid[0], 8); // B_pad's 8 blocks; A_pad's 7 guarded
+  EXPECT_NE(to_string(m.funcs[0]).find("if (blockIdx.x < 7) {"), std::string::npos);
+  ASSERT_EQ(m.funcs[1].args.size(), 5u);
+  EXPECT_EQ(m.funcs[1].arg_shapes[3], (std::vector<int64_t>{100, 128})); // K to 2 steps of 64
   // B's rows: to a whole block past 99, then to 128-byte lines (64 halves).
   GemmWgmmaTiles chosen = gemm_wgmma_tiles(100, 99, 100);
   int64_t np = (99 / chosen.block_n + 1) * chosen.block_n;
-  EXPECT_EQ(m.funcs[2].arg_shapes[4], (std::vector<int64_t>{128, (np + 63) / 64 * 64}));
+  EXPECT_EQ(m.funcs[1].arg_shapes[4], (std::vector<int64_t>{128, (np + 63) / 64 * 64}));
   // Only the GEMM's kernel has tensor maps, of the padded copies.
   EXPECT_TRUE(m.funcs[0].tensor_maps.empty());
-  ASSERT_EQ(m.funcs[2].tensor_maps.size(), 2u);
-  EXPECT_EQ(m.funcs[2].tensor_maps[0].arg, 3);
-  EXPECT_EQ(m.funcs[2].tensor_maps[0].strides.at(1), 128);
+  ASSERT_EQ(m.funcs[1].tensor_maps.size(), 2u);
+  EXPECT_EQ(m.funcs[1].tensor_maps[0].arg, 3);
+  EXPECT_EQ(m.funcs[1].tensor_maps[0].strides.at(1), 128);
   EXPECT_EQ(mismatch(p, 100, 99, 100), "");
   // Odd rows of C: the quads store whole sectors (wgmma_store lanes 8), up to the limit.
   std::string cuda = codegen_cuda(m);
@@ -224,10 +226,10 @@ TEST(GemmWgmma, RaggedKAndUnalignedRowsRunOnPaddedCopies) {
             std::string::npos)
       << cuda;
   EXPECT_NE(cuda.find("*(float2*)(row + c) = make_float2(v[0], v[1]);"), std::string::npos);
-  // The three kernels compile for Hopper; the sector store's register choices stay constant
+  // The two kernels compile for Hopper; the sector store's register choices stay constant
   // (no local memory).
   CompiledKernel k = tessel::test::compile_for_sm90(m, cuda, "ragged.cu");
-  ASSERT_EQ(k.kernels.size(), 3u) << k.log;
+  ASSERT_EQ(k.kernels.size(), 2u) << k.log;
   for (const KernelStats &ks : k.kernels)
     EXPECT_EQ(ks.stack_bytes, 0) << ks.name << "\n" << k.log;
   chosen.tma = false; // cp.async: the block column in place starts on a 16-byte boundary

@@ -1,5 +1,6 @@
 // split_host_device: launch configuration from thread_extent attrs.
 #include "compiler/passes/SplitHostDevice.h"
+#include "compiler/lower/Lower.h"
 #include "compiler/support/Error.h"
 #include "passes_test_util.h"
 
@@ -54,21 +55,37 @@ TEST(PassSplitHostDevice, DisagreeingExtentsNameTheTag) {
   EXPECT_THROW(split_host_device(body, "k", {C}, {}, 0), InternalError);
 }
 
-// With workspaces, each top-level statement is a kernel, named after the workspace it writes,
-// with its own launch configuration; every kernel takes all buffers.
-TEST(PassSplitHostDevice, OneKernelPerStatementWithWorkspaces) {
-  Buffer A = Buffer::make("A", Float(32), {64}), P = Buffer::make("P", Float(32), {64});
+// With workspaces, a statement that reads what an earlier one writes starts a kernel of its
+// own (named after the workspace it writes, with its own launch configuration); independent
+// statements with the same block share a kernel whose grid is the larger, each guarded to its
+// own. Every kernel takes all buffers.
+TEST(PassSplitHostDevice, KernelsSplitWhereAStatementReadsAWorkspace) {
+  Buffer A = Buffer::make("A", Float(32), {64}), P = Buffer::make("P", Float(32), {64}),
+         Q = Buffer::make("Q", Float(32), {64});
   Stmt pad = bind("blockIdx.x", 8, bind("threadIdx.x", 8, BufferStore::make(P, 1.0f, {0})));
-  Stmt use = bind("blockIdx.x", 2, bind("threadIdx.x", 32, BufferStore::make(A, 2.0f, {0})));
-  std::vector<LoweredFunc> funcs =
-      split_host_device(Seq::make({pad, use}), "k", {A, P}, {{64}, {64}}, 1);
+  Stmt pad2 = bind("blockIdx.x", 3,
+                   bind("blockIdx.y", 2, bind("threadIdx.x", 8, BufferStore::make(Q, 1.0f, {0}))));
+  Stmt use = bind("blockIdx.x", 2,
+                  bind("threadIdx.x", 32,
+                       BufferStore::make(A, BufferLoad::make(P, {0}) + BufferLoad::make(Q, {1}),
+                                         {0})));
+  std::vector<LoweredFunc> funcs = split_host_device(Seq::make({pad, pad2, use}), "k",
+                                                     {A, P, Q}, {{64}, {64}, {64}}, 2);
   ASSERT_EQ(funcs.size(), 2u);
   EXPECT_EQ(funcs[0].name, "k_P");
   EXPECT_EQ(funcs[1].name, "k");
-  EXPECT_TRUE(funcs[0].body.same_as(pad));
-  EXPECT_EQ(funcs[0].launch.grid[0], 8);
+  EXPECT_EQ(funcs[0].launch.grid, (std::array<int64_t, 3>{8, 2, 1}));
+  std::string ir = to_string(funcs[0]);
+  EXPECT_NE(ir.find("if (blockIdx.y == 0) {"), std::string::npos) << ir; // pad: no y
+  EXPECT_NE(ir.find(" < 3) {"), std::string::npos) << ir; // pad2: 3 blocks of 8
+  EXPECT_TRUE(funcs[1].body.same_as(use));
   EXPECT_EQ(funcs[1].launch.block[0], 32);
-  EXPECT_EQ(funcs[1].args.size(), 2u);
-  // Without workspaces the same body is one kernel, whose blocks could not wait for each other.
+  EXPECT_EQ(funcs[1].args.size(), 3u);
+  // Statements that need other blocks of threads do not share a kernel.
+  Stmt wide = bind("blockIdx.x", 8, bind("threadIdx.x", 64, BufferStore::make(Q, 1.0f, {0})));
+  EXPECT_EQ(split_host_device(Seq::make({pad, wide, use}), "k", {A, P, Q}, {{64}, {64}, {64}}, 2)
+                .size(),
+            3u);
+  // Without workspaces the body is one kernel, whose blocks could not wait for each other.
   EXPECT_THROW(split_host_device(Seq::make({pad, use}), "k", {A, P}, {{64}, {64}}, 0), Error);
 }
