@@ -244,9 +244,9 @@ struct PaddedGemm {
 
 PaddedGemm padded_gemm_definition(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t,
                                   DataType in, const std::string &c_name) {
+  user_check(t.split_k >= 1, "gemm_wgmma") << "split_k must be at least 1, got " << t.split_k;
   // Where N is not a multiple of 8 the last block of columns stays in place (schedule_wgmma_gemm)
   // and reads B up to the next whole block.
-  user_check(t.split_k >= 1, "gemm_wgmma") << "split_k must be at least 1, got " << t.split_k;
   const int64_t Kp = round_up(K, int64_t(t.block_k) * t.split_k),
                 Mp = std::max<int64_t>(M, t.block_m);
   int64_t Np = column_tail(N) == TailStrategy::ShiftInwards ? N : round_up(N, t.block_n);
@@ -284,26 +284,20 @@ PaddedGemm padded_gemm_definition(int64_t M, int64_t N, int64_t K, const GemmWgm
   };
   p.AP = padded(p.g.A, M, K, Mp, Kp, "A_pad", "i", "k");
   p.BP = padded(p.g.B, K, N, Kp, Np, "B_pad", "k", "j");
-  if (t.split_k == 1) {
-    IterVar k = reduce_axis({0, Kp}, "k");
-    p.g.C = compute(
-        {Mp, N},
-        [&](Var i, Var j) {
-          return sum(p.AP(i, k).astype(Float(32)) * p.BP(k, j).astype(Float(32)), {k});
-        },
-        c_name, {"i", "j"});
-    return p;
-  }
   // Split-K: part s sums K's s-th run of Kp / split_k.
   const int64_t run = Kp / t.split_k;
   IterVar k = reduce_axis({0, run}, "k");
-  p.g.C = compute(
-      {int64_t(t.split_k), Mp, N},
-      [&](Var s, Var i, Var j) {
-        Expr kk = s * int(run) + k.var();
-        return sum(p.AP(i, kk).astype(Float(32)) * p.BP(kk, j).astype(Float(32)), {k});
-      },
-      c_name, {"s", "i", "j"});
+  auto product = [&](const Expr &i, const Expr &kk, const Expr &j) {
+    return sum(p.AP(i, kk).astype(Float(32)) * p.BP(kk, j).astype(Float(32)), {k});
+  };
+  if (t.split_k == 1)
+    p.g.C = compute(
+        {Mp, N}, [&](Var i, Var j) { return product(i, k.var(), j); }, c_name, {"i", "j"});
+  else
+    p.g.C = compute(
+        {int64_t(t.split_k), Mp, N},
+        [&](Var s, Var i, Var j) { return product(i, s * int(run) + k.var(), j); }, c_name,
+        {"s", "i", "j"});
   return p;
 }
 

@@ -3,9 +3,9 @@
 #include "compiler/arith/Analyzer.h"
 #include "compiler/ir/IRMutator.h"
 #include "compiler/ir/IROperator.h"
-#include "compiler/ir/Substitute.h"
 #include "compiler/ir/IRPrinter.h"
 #include "compiler/ir/IRVisitor.h"
+#include "compiler/ir/Substitute.h"
 #include "compiler/ir/WrittenBuffers.h"
 #include "compiler/support/Error.h"
 
@@ -114,8 +114,7 @@ Stmt widen_grid(Stmt s, const LaunchConfig &own, const std::array<int64_t, 3> &g
       continue;
     WidenThreadExtent widen(tags[d], grid[d]);
     s = widen.mutate(s);
-    bool bound = widen.found;
-    if (!bound) {
+    if (!widen.found) { // not bound: only the first block row / layer runs it
       IterVar iv = thread_axis(tags[d]);
       s = AttrStmt::make(iv, attr::thread_extent, Expr(int(grid[d])),
                          IfThenElse::make(iv.var() == Expr(0), s));
