@@ -72,11 +72,9 @@ GemmWmmaTiles gemm_tiles(const Conv2dTcTiles &t) {
 
 void check_tiles(const Conv2dTcShape &sh, const Conv2dTcTiles &t) {
   check_shape(sh);
-  user_check(sh.out_dtype == Float(32) && sh.in_dtype == Float(16), "conv2d_tc")
-      << "the WMMA path takes float16 x and w and stores y from float32 fragments as float32, "
-         "got x of "
-      << sh.in_dtype << " and y of " << sh.out_dtype
-      << "; bfloat16 inputs and narrower outputs are on the wgmma path (conv2d_wgmma, sm_90a)";
+  user_check(sh.out_dtype == Float(32), "conv2d_tc")
+      << "the WMMA path stores y from float32 fragments as float32, got y of " << sh.out_dtype
+      << "; narrower outputs are on the wgmma path (conv2d_wgmma, sm_90a)";
   // The reduction is walked tap by tap, C channels each, so the K step must divide C (not only
   // R*S*C).
   check_wmma_gemm_tiles("conv2d_tc", {"N*P*Q", sh.gemm_m()}, {"K", sh.out_channels},
@@ -241,6 +239,7 @@ ScheduledProgram conv2d_tc(const Conv2dTcShape &sh, const Conv2dTcTiles &t) {
   st.CF = s.cache_write(d.y, "wmma.accumulator");
   st.b_layout = "col_major";
   st.k_period = sh.in_channels;
+  st.in = sh.in_dtype;
   schedule_wmma_gemm(s, st, gemm_tiles(t));
 
   ScheduledProgram p;
@@ -409,12 +408,16 @@ ScheduleEntry conv2d_tc_entry() {
   ScheduleEntry e;
   e.name = "conv2d_tc";
   e.description = "conv2d as an implicit GEMM on Tensor Cores (WMMA) on cuDNN's layouts: x NHWC, "
-                  "w KRSC fp16, y NPQK fp32; stride, dil(ation), zero padding";
+                  "w KRSC fp16 or bf16, y NPQK fp32; stride, dil(ation), zero padding";
   e.default_shape = {{"N", 256}, {"H", 14}, {"W", 14},     {"C", 256},  {"K", 512},
                      {"R", 3},   {"pad", 1}, {"stride", 1}, {"dil", 1}};
   e.nonnegative = {"pad"};
-  e.dtypes = {Float(16)};
-  e.build = [](const ShapeParams &p, DataType) { return conv2d_tc(conv2d_shape_of(p)); };
+  e.dtypes = {Float(16), BFloat(16)};
+  e.build = [](const ShapeParams &p, DataType in) {
+    Conv2dTcShape sh = conv2d_shape_of(p);
+    sh.in_dtype = in;
+    return conv2d_tc(sh);
+  };
   return e;
 }
 

@@ -134,10 +134,17 @@ ScheduledProgram gemm_wmma(int64_t M, int64_t N, int64_t K, const GemmWmmaTiles 
   return tensor_core_gemm("gemm_wmma", M, N, K, t, /*ptx_mma=*/false);
 }
 
+ScheduledProgram gemm_wmma(int64_t M, int64_t N, int64_t K, const GemmWmmaTiles &t, DataType in) {
+  return tensor_core_gemm("gemm_wmma", M, N, K, t, /*ptx_mma=*/false, in);
+}
+
 ScheduledProgram tensor_core_gemm(const std::string &context, int64_t M, int64_t N, int64_t K,
-                                  const GemmWmmaTiles &t, bool ptx_mma) {
+                                  const GemmWmmaTiles &t, bool ptx_mma, DataType in) {
   check_tiles(context, M, N, K, t);
-  GemmTensors g = gemm_definition(M, N, K, Float(16));
+  user_check(in == Float(16) || (in == BFloat(16) && !ptx_mma), context)
+      << "A and B must be float16" << (ptx_mma ? "" : " or bfloat16") << ", got " << in
+      << (ptx_mma ? "; bfloat16 runs on gemm_wmma (WMMA) and gemm_wgmma" : "");
+  GemmTensors g = gemm_definition(M, N, K, in);
   Schedule s = create_schedule({g.C});
 
   // Memory hierarchy: global -> shared -> fragments -> accumulator -> global.
@@ -150,6 +157,7 @@ ScheduledProgram tensor_core_gemm(const std::string &context, int64_t M, int64_t
   st.BF = s.cache_read(st.BS, frag + "matrix_b", {g.C});
   st.CF = s.cache_write(g.C, frag + "accumulator");
   st.ptx_mma = ptx_mma;
+  st.in = in;
   schedule_wmma_gemm(s, st, t);
 
   return gemm_program(g, s, M, N, K);
@@ -218,9 +226,9 @@ void schedule_wmma_gemm(Schedule &s, const WmmaGemmStages &st, const GemmWmmaTil
     sf.tensorize(cii, mma_gemm());
     sc.tensorize(c.inner_i, mma_store_matrix());
   } else if (t.tensorize) {
-    af.tensorize(aii, wmma_load_matrix("wmma.matrix_a"));
-    bf.tensorize(bk, wmma_load_matrix("wmma.matrix_b", st.b_layout));
-    sf.tensorize(cii, wmma_gemm());
+    af.tensorize(aii, wmma_load_matrix("wmma.matrix_a", "row_major", {}, st.in));
+    bf.tensorize(bk, wmma_load_matrix("wmma.matrix_b", st.b_layout, {}, st.in));
+    sf.tensorize(cii, wmma_gemm({}, Float(32), st.in));
     sc.tensorize(c.inner_i, wmma_store_matrix());
   }
 }
@@ -228,7 +236,7 @@ void schedule_wmma_gemm(Schedule &s, const WmmaGemmStages &st, const GemmWmmaTil
 ScheduleEntry gemm_wmma_entry() {
   return tensor_core_gemm_entry(
       "gemm_wmma",
-      "GEMM on Tensor Cores (WMMA), fp16 in, fp32 out; 128x128 blocks of 2x4 warps, 64x32 per "
+      "GEMM on Tensor Cores (WMMA), fp16 or bf16 in, fp32 out; 128x128 blocks of 2x4 warps, 64x32 per "
       "warp, K step 32 through padded shared tiles; blocks rasterized in groups of G rows",
       /*ptx_mma=*/false);
 }
@@ -240,13 +248,14 @@ ScheduleEntry tensor_core_gemm_entry(const std::string &name, const std::string 
   e.description = description;
   // G: the blocks' rasterization group (GemmWmmaTiles::raster_group); 1 is the row-major order.
   e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"G", 1}};
-  e.dtypes = {Float(16)};
-  e.build = [name, ptx_mma](const ShapeParams &p, DataType) {
+  e.dtypes = ptx_mma ? std::vector<DataType>{Float(16)}
+                     : std::vector<DataType>{Float(16), BFloat(16)};
+  e.build = [name, ptx_mma](const ShapeParams &p, DataType in) {
     GemmWmmaTiles t = gemm_wmma_tiles(p.at("M"), p.at("N"), p.at("K"), name);
     // Callers that build with M, N, K only (bench/bench.cpp) get the row-major order.
     auto g = p.find("G");
     t.raster_group = g == p.end() ? 0 : g->second;
-    return tensor_core_gemm(name, p.at("M"), p.at("N"), p.at("K"), t, ptx_mma);
+    return tensor_core_gemm(name, p.at("M"), p.at("N"), p.at("K"), t, ptx_mma, in);
   };
   return e;
 }

@@ -57,14 +57,18 @@ int64_t gemm_wmma_shared_bytes(const GemmWmmaTiles &tiles);
 /// The Tensor Core GEMM with the given tiles; tessel::Error up front if they do not divide the
 /// shape.
 ScheduledProgram gemm_wmma(int64_t M, int64_t N, int64_t K, const GemmWmmaTiles &tiles);
+/// gemm_wmma on A and B of type `in`: float16, or bfloat16 (sm_80 and later).
+ScheduledProgram gemm_wmma(int64_t M, int64_t N, int64_t K, const GemmWmmaTiles &tiles,
+                           DataType in);
 
 ScheduleEntry gemm_wmma_entry();
 
 /// gemm_wmma's whole program (definition, memory hierarchy, schedule, shape checks naming
 /// `context`) on WMMA fragments, or with `ptx_mma` on the register fragments of PTX ldmatrix /
-/// mma.sync (gemm_mma).
+/// mma.sync (gemm_mma; float16 only). A and B of type `in`.
 ScheduledProgram tensor_core_gemm(const std::string &context, int64_t M, int64_t N, int64_t K,
-                                  const GemmWmmaTiles &tiles, bool ptx_mma);
+                                  const GemmWmmaTiles &tiles, bool ptx_mma,
+                                  DataType in = Float(16));
 /// The registry entry of tensor_core_gemm: shape M, N, K and the rasterization group G.
 ScheduleEntry tensor_core_gemm_entry(const std::string &name, const std::string &description,
                                      bool ptx_mma);
@@ -88,6 +92,8 @@ struct WmmaGemmStages {
   /// multiplied with mma.sync.m16n8k16 (MmaIntrinsics.h) instead of WMMA fragments. The loops
   /// over fragments are then unrolled: register arrays must be indexed by constants.
   bool ptx_mma = false;
+  /// A's and B's type: float16, or bfloat16 (WMMA only, sm_80 and later).
+  DataType in = Float(16);
 };
 
 /// A dimension of the GEMM as the caller's user knows it, for errors: {"N*P*Q", 72}.

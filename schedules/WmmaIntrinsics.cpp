@@ -50,8 +50,11 @@ void check_leading_dim(const BoundBuffer &b, const std::string &intrin) {
 } // namespace
 
 std::shared_ptr<const TensorIntrin> wmma_load_matrix(const std::string &scope,
-                                                     const std::string &layout, WmmaShape s) {
+                                                     const std::string &layout, WmmaShape s,
+                                                     DataType in) {
   check_shape(s, "wmma_load_matrix");
+  user_check(in == Float(16) || in == BFloat(16), "wmma_load_matrix")
+      << "WMMA fragments here hold float16 or bfloat16, got " << in;
   user_check(scope == "wmma.matrix_a" || scope == "wmma.matrix_b", "wmma_load_matrix")
       << "scope must be wmma.matrix_a or wmma.matrix_b, got '" << scope << "'";
   user_check(layout == "row_major" || layout == "col_major", "wmma_load_matrix")
@@ -59,11 +62,11 @@ std::shared_ptr<const TensorIntrin> wmma_load_matrix(const std::string &scope,
   int rows = scope == "wmma.matrix_a" ? s.m : s.k;
   int cols = scope == "wmma.matrix_a" ? s.k : s.n;
   bool col = layout == "col_major";
-  Tensor A = col ? placeholder({cols, rows}, Float(16), "A") : placeholder({rows, cols}, Float(16), "A");
+  Tensor A = col ? placeholder({cols, rows}, in, "A") : placeholder({rows, cols}, in, "A");
   Tensor C = compute(
       {rows, cols}, [&](Var i, Var j) { return col ? A(j, i) : A(i, j); }, "C", {"i", "j"});
-  Buffer BA = memory_decl("BA", Float(16), A.shape(), "shared");
-  Buffer BC = fragment_decl("BC", Float(16), rows, cols, scope);
+  Buffer BA = memory_decl("BA", in, A.shape(), "shared");
+  Buffer BC = fragment_decl("BC", in, rows, cols, scope);
   std::string name = "wmma_load_matrix(" + scope + ", " + layout + ")";
   return decl_tensor_intrin(
       C, {{A, BA}, {C, BC}},
@@ -79,12 +82,16 @@ std::shared_ptr<const TensorIntrin> wmma_load_matrix(const std::string &scope,
       name);
 }
 
-std::shared_ptr<const TensorIntrin> wmma_gemm(WmmaShape s, DataType acc) {
+std::shared_ptr<const TensorIntrin> wmma_gemm(WmmaShape s, DataType acc, DataType in) {
   check_shape(s, "wmma_gemm");
   user_check(acc == Float(32) || acc == Float(16), "wmma_gemm")
       << "the accumulator must be float32 or float16, got " << acc;
-  Tensor A = placeholder({s.m, s.k}, Float(16), "A");
-  Tensor B = placeholder({s.k, s.n}, Float(16), "B");
+  user_check(in == Float(16) || (in == BFloat(16) && acc == Float(32)), "wmma_gemm")
+      << "WMMA multiplies float16 (float16 or float32 accumulator) or bfloat16 (float32 "
+         "accumulator), got "
+      << in << " into " << acc;
+  Tensor A = placeholder({s.m, s.k}, in, "A");
+  Tensor B = placeholder({s.k, s.n}, in, "B");
   IterVar k = reduce_axis({0, s.k}, "k");
   Tensor C = compute(
       {s.m, s.n},
@@ -93,8 +100,8 @@ std::shared_ptr<const TensorIntrin> wmma_gemm(WmmaShape s, DataType acc) {
         return sum(prod, {k});
       },
       "C", {"i", "j"});
-  Buffer BA = fragment_decl("BA", Float(16), s.m, s.k, "wmma.matrix_a");
-  Buffer BB = fragment_decl("BB", Float(16), s.k, s.n, "wmma.matrix_b");
+  Buffer BA = fragment_decl("BA", in, s.m, s.k, "wmma.matrix_a");
+  Buffer BB = fragment_decl("BB", in, s.k, s.n, "wmma.matrix_b");
   Buffer BC = fragment_decl("BC", acc, s.m, s.n, "wmma.accumulator");
   return decl_tensor_intrin(
       C, {{A, BA}, {B, BB}, {C, BC}},

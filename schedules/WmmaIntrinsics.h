@@ -14,17 +14,20 @@ struct WmmaShape {
   int m = 16, n = 16, k = 16;
 };
 
-/// Loads a tile from shared memory into a fragment of `scope` ("wmma.matrix_a": an m x k tile,
-/// "wmma.matrix_b": k x n). `layout` is how the tile is stored: "row_major", or "col_major"
-/// (the stored tile is the transpose).
+/// Loads a tile of `in` (float16 or bfloat16) from shared memory into a fragment of `scope`
+/// ("wmma.matrix_a": an m x k tile, "wmma.matrix_b": k x n). `layout` is how the tile is
+/// stored: "row_major", or "col_major" (the stored tile is the transpose).
 std::shared_ptr<const TensorIntrin> wmma_load_matrix(const std::string &scope,
                                                      const std::string &layout = "row_major",
-                                                     WmmaShape shape = {});
+                                                     WmmaShape shape = {},
+                                                     DataType in = Float(16));
 
-/// C[i, j] += sum_k A[i, k] * B[k, j] on fragments; the reset fills C with zeros.
-/// `accumulator` is Float(32) (inputs cast up) or Float(16).
+/// C[i, j] += sum_k A[i, k] * B[k, j] on fragments of `in` (float16, or bfloat16 with a float32
+/// accumulator: sm_80 and later); the reset fills C with zeros. `accumulator` is Float(32)
+/// (inputs cast up) or Float(16).
 std::shared_ptr<const TensorIntrin> wmma_gemm(WmmaShape shape = {},
-                                              DataType accumulator = Float(32));
+                                              DataType accumulator = Float(32),
+                                              DataType in = Float(16));
 
 /// Stores an accumulator fragment (m x n of `dtype`) to memory of `scope`, row major.
 std::shared_ptr<const TensorIntrin> wmma_store_matrix(WmmaShape shape = {},

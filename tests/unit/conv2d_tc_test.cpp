@@ -422,10 +422,13 @@ TEST(Conv2dWgmma, NarrowOutputRoundsTheSum) {
     EXPECT_EQ(sass->find("STG.E "), std::string::npos) << *sass; // no 4-byte stores
   }
 
-  // The WMMA path takes float16 and stores float32 fragments only.
+  // The WMMA path stores float32 fragments only; it takes bfloat16 x and w (sm_80 WMMA).
   expect_error([&] { conv2d_tc(sh, conv2d_tc_tiles(sh)); },
                {"conv2d_tc", "float32", "y of float16", "conv2d_wgmma"});
-  expect_error([&] { conv2d_tc(bf, conv2d_tc_tiles(bf)); }, {"x of bfloat16"});
+  expect_error([&] { conv2d_tc(bf, conv2d_tc_tiles(bf)); }, {"y of bfloat16"});
+  Conv2dTcShape bf_in = bf;
+  bf_in.out_dtype = Float(32);
+  expect_direct_conv(conv2d_tc(bf_in, conv2d_tc_tiles(bf_in)), bf_in);
   Conv2dTcShape bad = sh;
   bad.out_dtype = Int(32);
   expect_error([&] { conv2d_wgmma(bad); }, {"y's type must be float32, float16 or bfloat16"});

@@ -42,6 +42,21 @@ TEST(GemmWmma, CpuExecutorMatchesReference) {
   check_on_executor(gemm_wmma(48, 32, 80), 48, 32, 80);   // 3 fragments per warp
 }
 
+// bfloat16 A and B on WMMA fragments (sm_80 and later; float32 accumulator): exact on the
+// executor, bf16 fragments in the CUDA, compiled for sm_80. gemm_mma stays float16 and says so.
+TEST(GemmWmma, BFloat16Inputs) {
+  ScheduledProgram p = gemm_wmma(128, 128, 64, gemm_wmma_tiles(128, 128, 64), BFloat(16));
+  EXPECT_EQ(p.args[0].dtype(), BFloat(16));
+  check_on_executor(p, 128, 128, 64);
+  std::string src = codegen_cuda(lower(p.schedule, p.args));
+  EXPECT_NE(src.find("__nv_bfloat16, nvcuda::wmma::row_major>"), std::string::npos) << src;
+  CompileOptions o;
+  o.arch = "sm_80";
+  EXPECT_FALSE(nvrtc_compile(src, nvrtc_options(o), "gemm_wmma_bf16.cu").cubin.empty());
+  expect_error([] { tensor_core_gemm("gemm_mma", 64, 64, 32, gemm_wmma_tiles(64, 64, 32), true, BFloat(16)); },
+               {"gemm_mma", "must be float16, got bfloat16", "gemm_wmma (WMMA) and gemm_wgmma"});
+}
+
 TEST(GemmWmma, ExplicitTilesAndDoubleBuffer) {
   GemmWmmaTiles t{.block_row_warps = 1, .block_col_warps = 2, .warp_row_tiles = 2,
                   .warp_col_tiles = 2, .chunk = 1};
