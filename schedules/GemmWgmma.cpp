@@ -5,6 +5,7 @@
 #include "runtime/Device.h"
 #include "schedules/Gemm.h"
 #include "schedules/Epilogues.h"
+#include "schedules/GemmPadding.h"
 #include "schedules/GemmTiling.h"
 #include "schedules/WgmmaIntrinsics.h"
 
@@ -234,7 +235,7 @@ namespace {
 // Np = N up to a whole block_n where N is not a multiple of 8, then to whole 128-byte lines,
 // Mp = a whole block of rows where M is less). Each copy is a stage in global memory, so a
 // workspace written by a kernel of its own before the GEMM's (LoweredModule). C is the sum over
-// Mp x N: where Mp > M the caller keeps its first M rows (first_rows). Without padding AP and BP
+// Mp x N: where Mp > M the caller keeps its first M rows (leading_block). Without padding AP and BP
 // are A and B: gemm_definition exactly.
 struct PaddedGemm {
   GemmTensors g; ///< the arguments A, B and the sum C (Mp x N, over Kp)
@@ -264,26 +265,8 @@ PaddedGemm padded_gemm_definition(int64_t M, int64_t N, int64_t K, const GemmWgm
   p.K = Kp;
   p.g.A = placeholder({M, K}, in, "A");
   p.g.B = placeholder({K, N}, in, "B");
-  Expr zero = make_const(in, 0);
-  // `from` (rows x cols) padded with zeros to rows_p x cols_p, or itself.
-  auto padded = [&](const Tensor &from, int64_t rows, int64_t cols, int64_t rows_p,
-                    int64_t cols_p, const std::string &name, const char *r, const char *c) {
-    if (rows_p == rows && cols_p == cols)
-      return from;
-    return compute(
-        {rows_p, cols_p},
-        [&](Var i, Var j) {
-          std::vector<Expr> inside;
-          if (rows_p != rows)
-            inside.push_back(i < Expr(int(rows)));
-          if (cols_p != cols)
-            inside.push_back(j < Expr(int(cols)));
-          return if_then_else(all(inside), from(i, j), zero);
-        },
-        name, {r, c});
-  };
-  p.AP = padded(p.g.A, M, K, Mp, Kp, "A_pad", "i", "k");
-  p.BP = padded(p.g.B, K, N, Kp, Np, "B_pad", "k", "j");
+  p.AP = padded_copy(p.g.A, Mp, Kp, "A_pad");
+  p.BP = padded_copy(p.g.B, Kp, Np, "B_pad");
   // Split-K: part s sums K's s-th run of Kp / split_k.
   const int64_t run = Kp / t.split_k;
   IterVar k = reduce_axis({0, run}, "k");
@@ -301,55 +284,6 @@ PaddedGemm padded_gemm_definition(int64_t M, int64_t N, int64_t K, const GemmWgm
   return p;
 }
 
-// C (M x N) from what the wgmma kernel computed: the first M rows of `full` (a block of rows
-// computed where M is less than a block), summed over its parts in order (split-K: `full` is
-// parts x rows x N).
-Tensor first_rows(const Tensor &full, int64_t M, const std::string &name) {
-  int64_t N = *as_const_int(full.shape().back());
-  if (full.shape().size() == 2)
-    return compute({M, N}, [&](Var i, Var j) { return full(i, j); }, name, {"i", "j"});
-  IterVar part = reduce_axis({0, *as_const_int(full.shape()[0])}, "part");
-  return compute(
-      {M, N}, [&](Var i, Var j) { return sum(full(part.var(), i, j), {part}); }, name,
-      {"i", "j"});
-}
-
-// first_rows' kernel: an element a thread, consecutive threads along a row; the parts added in
-// a register, in order.
-void schedule_first_rows(Schedule &s, const Tensor &C) {
-  const bool parts = !s[C].reduce_axis().empty();
-  Tensor acc = parts ? s.cache_write(C, "local") : C;
-  Stage sc = s[C];
-  auto [r, c] = sc.axes<2>();
-  auto [b, x] = sc.split(sc.fuse(r, c), 256);
-  sc.bind(b, thread_axis("blockIdx.x"));
-  sc.bind(x, thread_axis("threadIdx.x"));
-  if (parts) {
-    s[acc].compute_at(sc, x);
-    s[acc].unroll(s[acc].reduce_axis()[0]);
-  }
-}
-
-// A padded copy's kernel: each thread reads 8 consecutive elements of a padded row one by one
-// (the source rows are not aligned; the guard zero-fills past them) into registers and stores
-// them as one 16-byte vector.
-void schedule_padding(Schedule &s, const PaddedGemm &p) {
-  for (const Tensor &t : {p.AP, p.BP}) {
-    if (t == p.g.A || t == p.g.B)
-      continue;
-    Tensor regs = s.cache_write(t, "local");
-    Stage sp = s[t];
-    auto [r, c] = sp.axes<2>();
-    auto [c1, vec] = sp.split(c, kChunk);
-    auto [b, x] = sp.split(sp.fuse(r, c1), 256);
-    sp.bind(b, thread_axis("blockIdx.x"));
-    sp.bind(x, thread_axis("threadIdx.x"));
-    sp.vectorize(vec);
-    s[regs].compute_at(sp, x);
-    s[regs].unroll(s[regs].axes<2>()[1]);
-  }
-}
-
 } // namespace
 
 ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t,
@@ -363,11 +297,13 @@ ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTile
                                         t.split_k > 1 ? "C_part" : few_rows ? "C_full" : "C");
   check_gemm_wgmma_tiles("gemm_wgmma", M, N, p.K, t);
   const Tensor full = p.g.C;
-  const Tensor C = few_rows ? first_rows(full, M, "C") : full;
+  const Tensor C = few_rows ? leading_block(full, M, N, "C") : full;
   Schedule s = create_schedule({C});
-  schedule_padding(s, p);
+  for (const Tensor &copy : {p.AP, p.BP})
+    if (copy != p.g.A && copy != p.g.B)
+      schedule_padded_copy(s, copy);
   if (few_rows)
-    schedule_first_rows(s, C);
+    schedule_leading_block(s, C);
   // Memory hierarchy: global -> shared (swizzled) -> wgmma, accumulating in registers.
   WgmmaGemmStages st;
   st.C = full;
@@ -554,11 +490,13 @@ ScheduledProgram gemm_wgmma_fused(int64_t M, int64_t N, int64_t K, const GemmWgm
         return out == Float(32) ? v : v.astype(out);
       },
       few_rows ? "C_full" : "C", {"i", "j"});
-  Tensor C = few_rows ? first_rows(full, M, "C") : full;
+  Tensor C = few_rows ? leading_block(full, M, N, "C") : full;
   Schedule s = create_schedule({C});
-  schedule_padding(s, pg);
+  for (const Tensor &copy : {pg.AP, pg.BP})
+    if (copy != pg.g.A && copy != pg.g.B)
+      schedule_padded_copy(s, copy);
   if (few_rows)
-    schedule_first_rows(s, C);
+    schedule_leading_block(s, C);
   WgmmaGemmStages st;
   st.C = full;
   st.AS = s.cache_read(pg.AP, "shared", {acc});

@@ -1,7 +1,9 @@
 #include "schedules/GemmWmma.h"
 
 #include "compiler/support/Error.h"
+#include "compiler/te/Compute.h"
 #include "schedules/Gemm.h"
+#include "schedules/GemmPadding.h"
 #include "schedules/GemmTiling.h"
 #include "schedules/MmaIntrinsics.h"
 #include "schedules/WmmaIntrinsics.h"
@@ -35,19 +37,11 @@ bool tiles_fit(int64_t M, int64_t N, int64_t K, const GemmWmmaTiles &t) {
          loads_divide(int64_t(t.block_k()) * t.block_n(), t);
 }
 
-void check_multiple_of_fragment(const std::string &context, const char *name, int64_t v) {
-  user_check(v > 0 && v % kFragment == 0, context)
-      << name << "=" << v << " must be a multiple of " << kFragment
-      << " (the 16x16x16 Tensor Core fragment) so that a block tile divides it; pad it to "
-      << (v + kFragment - 1) / kFragment * kFragment << " or use gemm_shared";
-}
-
-void check_tiles(const std::string &context, int64_t M, int64_t N, int64_t K,
-                 const GemmWmmaTiles &t) {
-  check_multiple_of_fragment(context, "M", M);
-  check_multiple_of_fragment(context, "N", N);
-  check_multiple_of_fragment(context, "K", K);
-  check_wmma_gemm_tiles(context, {"M", M}, {"N", N}, {"K", K}, t);
+// A GEMM dimension as the fragments walk it: rounded up to whole 16x16x16 fragments (the
+// operands then run on padded copies: tensor_core_gemm).
+int64_t in_fragments(const std::string &context, const char *name, int64_t v) {
+  user_check(v > 0, context) << name << "=" << v << " must be positive";
+  return (v + kFragment - 1) / kFragment * kFragment;
 }
 
 } // namespace
@@ -95,9 +89,9 @@ int64_t gemm_wmma_shared_bytes(const GemmWmmaTiles &t) {
 }
 
 GemmWmmaTiles gemm_wmma_tiles(int64_t M, int64_t N, int64_t K, const std::string &context) {
-  check_multiple_of_fragment(context, "M", M);
-  check_multiple_of_fragment(context, "N", N);
-  check_multiple_of_fragment(context, "K", K);
+  M = in_fragments(context, "M", M);
+  N = in_fragments(context, "N", N);
+  K = in_fragments(context, "K", K);
   GemmWmmaTiles best;
   if (tiles_fit(M, N, K, best))
     return best;
@@ -140,22 +134,45 @@ ScheduledProgram gemm_wmma(int64_t M, int64_t N, int64_t K, const GemmWmmaTiles 
 
 ScheduledProgram tensor_core_gemm(const std::string &context, int64_t M, int64_t N, int64_t K,
                                   const GemmWmmaTiles &t, bool ptx_mma, DataType in) {
-  check_tiles(context, M, N, K, t);
+  // Dimensions that are not whole fragments run on copies padded with zeros, into a padded C
+  // whose leading M x N block a last kernel copies out (GemmPadding.h).
+  const int64_t Mp = in_fragments(context, "M", M), Np = in_fragments(context, "N", N),
+                Kp = in_fragments(context, "K", K);
+  check_wmma_gemm_tiles(context, {"M", Mp}, {"N", Np}, {"K", Kp}, t);
   user_check(in == Float(16) || (in == BFloat(16) && !ptx_mma), context)
       << "A and B must be float16" << (ptx_mma ? "" : " or bfloat16") << ", got " << in
       << (ptx_mma ? "; bfloat16 runs on gemm_wmma (WMMA) and gemm_wgmma" : "");
+  const bool padded = Mp != M || Np != N || Kp != K;
   GemmTensors g = gemm_definition(M, N, K, in);
+  Tensor AP = g.A, BP = g.B, full = g.C;
+  if (padded) {
+    AP = padded_copy(g.A, Mp, Kp, "A_pad");
+    BP = padded_copy(g.B, Kp, Np, "B_pad");
+    IterVar k = reduce_axis({0, Kp}, "k");
+    full = compute(
+        {Mp, Np},
+        [&](Var i, Var j) {
+          return sum(AP(i, k).astype(Float(32)) * BP(k, j).astype(Float(32)), {k});
+        },
+        Mp != M || Np != N ? "C_full" : "C", {"i", "j"});
+    g.C = Mp != M || Np != N ? leading_block(full, M, N, "C") : full;
+  }
   Schedule s = create_schedule({g.C});
+  for (const Tensor &copy : {AP, BP})
+    if (copy != g.A && copy != g.B)
+      schedule_padded_copy(s, copy);
+  if (full != g.C)
+    schedule_leading_block(s, g.C);
 
   // Memory hierarchy: global -> shared -> fragments -> accumulator -> global.
   std::string frag = ptx_mma ? "mma." : "wmma.";
   WmmaGemmStages st;
-  st.C = g.C;
-  st.AS = s.cache_read(g.A, "shared", {g.C});
-  st.BS = s.cache_read(g.B, "shared", {g.C});
-  st.AF = s.cache_read(st.AS, frag + "matrix_a", {g.C});
-  st.BF = s.cache_read(st.BS, frag + "matrix_b", {g.C});
-  st.CF = s.cache_write(g.C, frag + "accumulator");
+  st.C = full;
+  st.AS = s.cache_read(AP, "shared", {full});
+  st.BS = s.cache_read(BP, "shared", {full});
+  st.AF = s.cache_read(st.AS, frag + "matrix_a", {full});
+  st.BF = s.cache_read(st.BS, frag + "matrix_b", {full});
+  st.CF = s.cache_write(full, frag + "accumulator");
   st.ptx_mma = ptx_mma;
   st.in = in;
   schedule_wmma_gemm(s, st, t);

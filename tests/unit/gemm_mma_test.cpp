@@ -25,7 +25,7 @@ using tessel::test::expect_error;
 namespace {
 
 std::string mismatch(const ScheduledProgram &p, int64_t M, int64_t N, int64_t K) {
-  return exact_gemm_mismatch(lower(p.schedule, p.args).funcs[0], M, N, K);
+  return exact_gemm_mismatch(lower(p.schedule, p.args), M, N, K);
 }
 
 } // namespace
@@ -115,15 +115,24 @@ TEST(GemmMma, PipelinedCompilesForSm80AndSm90) {
     GTEST_SKIP() << tessel::test::kNoCuobjdump;
 }
 
+// Dimensions that are not whole 16x16x16 fragments run on zero-padded copies of A and B (one
+// kernel), the GEMM over the padded shape, and a last kernel copying C's leading block: exact.
+TEST(GemmMma, RaggedShapesRunOnPaddedCopies) {
+  ScheduledProgram p = gemm_mma(100, 24, 40);
+  LoweredModule m = lower(p.schedule, p.args);
+  // The copies (one kernel each here: B's is one block of 192 threads), the GEMM, C's block.
+  ASSERT_EQ(m.funcs.size(), 4u);
+  EXPECT_EQ(m.funcs[2].name, "default_function_C_full");
+  EXPECT_EQ(m.funcs[2].arg_shapes[5], (std::vector<int64_t>{112, 32})); // C_full
+  EXPECT_EQ(mismatch(p, 100, 24, 40), "");
+  EXPECT_EQ(mismatch(find_schedule("gemm_mma").build({{"M", 64}, {"N", 64}, {"K", 40}}, Float(16)),
+                     64, 64, 40),
+            ""); // K alone: A and B padded, C as it is
+}
+
 TEST(GemmMmaErrors, ShapesThatNoTileDivides) {
-  expect_error([] { gemm_mma(1000, 1024, 1024); },
-               {"gemm_mma", "M=1000 must be a multiple of 16", "pad it to 1008"});
-  expect_error([] { gemm_mma(1024, 24, 1024); }, {"gemm_mma", "N=24 must be a multiple of 16"});
-  expect_error([] { gemm_mma(1024, 1024, 1000); }, {"K=1000 must be a multiple of 16"});
   expect_error([] { gemm_mma(1008, 1024, 1024, GemmMmaTiles{}); },
                {"gemm_mma", "M=1008 must be a multiple of 128 (the block tile: 2 warps x 4 fragments x 16)"});
   expect_error([] { gemm_mma(1024, 1024, 1040, GemmMmaTiles{}); },
                {"K=1040 must be a multiple of 32 (the K step"});
-  expect_error([] { find_schedule("gemm_mma").build({{"M", 64}, {"N", 64}, {"K", 40}}, Float(16)); },
-               {"gemm_mma", "K=40 must be a multiple of 16"});
 }

@@ -18,7 +18,7 @@ using namespace tessel;
 namespace {
 
 void check_on_executor(const ScheduledProgram &p, int64_t M, int64_t N, int64_t K) {
-  EXPECT_EQ(tessel::test::exact_gemm_mismatch(lower(p.schedule, p.args).funcs[0], M, N, K), "");
+  EXPECT_EQ(tessel::test::exact_gemm_mismatch(lower(p.schedule, p.args), M, N, K), "");
 }
 
 } // namespace

@@ -1,0 +1,68 @@
+#include "schedules/GemmPadding.h"
+
+#include "compiler/support/Error.h"
+#include "compiler/te/Compute.h"
+
+namespace tessel {
+
+Tensor padded_copy(const Tensor &from, int64_t rows, int64_t cols, const std::string &name) {
+  internal_check(from.shape().size() == 2) << "padded_copy takes a matrix";
+  const int64_t r = *as_const_int(from.shape()[0]), c = *as_const_int(from.shape()[1]);
+  internal_check(rows >= r && cols >= c) << "padded_copy cannot shrink " << from.name();
+  if (rows == r && cols == c)
+    return from;
+  Expr zero = make_const(from.dtype(), 0);
+  return compute(
+      {rows, cols},
+      [&](Var i, Var j) {
+        std::vector<Expr> inside;
+        if (rows != r)
+          inside.push_back(i < Expr(int(r)));
+        if (cols != c)
+          inside.push_back(j < Expr(int(c)));
+        return if_then_else(all(inside), from(i, j), zero);
+      },
+      name, {"i", "j"});
+}
+
+void schedule_padded_copy(Schedule &s, const Tensor &copy) {
+  constexpr int kChunk = 8;
+  internal_check(*as_const_int(copy.shape()[1]) % kChunk == 0)
+      << "padded copy " << copy.name() << " has rows of " << *as_const_int(copy.shape()[1])
+      << " elements, not whole 16-byte vectors";
+  Tensor regs = s.cache_write(copy, "local");
+  Stage sp = s[copy];
+  auto [r, c] = sp.axes<2>();
+  auto [c1, vec] = sp.split(c, kChunk);
+  auto [b, x] = sp.split(sp.fuse(r, c1), 256);
+  sp.bind(b, thread_axis("blockIdx.x"));
+  sp.bind(x, thread_axis("threadIdx.x"));
+  sp.vectorize(vec);
+  s[regs].compute_at(sp, x);
+  s[regs].unroll(s[regs].axes<2>()[1]);
+}
+
+Tensor leading_block(const Tensor &full, int64_t rows, int64_t cols, const std::string &name) {
+  if (full.shape().size() == 2)
+    return compute({rows, cols}, [&](Var i, Var j) { return full(i, j); }, name, {"i", "j"});
+  IterVar part = reduce_axis({0, *as_const_int(full.shape()[0])}, "part");
+  return compute(
+      {rows, cols}, [&](Var i, Var j) { return sum(full(part.var(), i, j), {part}); }, name,
+      {"i", "j"});
+}
+
+void schedule_leading_block(Schedule &s, const Tensor &block) {
+  const bool parts = !s[block].reduce_axis().empty();
+  Tensor acc = parts ? s.cache_write(block, "local") : block;
+  Stage sc = s[block];
+  auto [r, c] = sc.axes<2>();
+  auto [b, x] = sc.split(sc.fuse(r, c), 256);
+  sc.bind(b, thread_axis("blockIdx.x"));
+  sc.bind(x, thread_axis("threadIdx.x"));
+  if (parts) {
+    s[acc].compute_at(sc, x);
+    s[acc].unroll(s[acc].reduce_axis()[0]);
+  }
+}
+
+} // namespace tessel

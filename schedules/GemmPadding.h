@@ -1,0 +1,36 @@
+// Zero-padded copies of GEMM operands, and the part of a padded result a caller keeps: how the
+// Tensor Core GEMMs run shapes their copies and blocks cannot take directly. Each copy and the
+// padded result are stages in global memory that are not arguments, so workspaces, each written
+// by a kernel of its own (LoweredModule).
+//
+//   Tensor AP = padded_copy(A, 112, 128, "A_pad");          // A: 100 x 120
+//   ... C_full (112 x N) = sum_k AP(i, k) * BP(k, j) ...
+//   Tensor C = leading_block(C_full, 100, N, "C");
+//   schedule_padded_copy(s, AP);
+//   schedule_leading_block(s, C);
+#pragma once
+
+#include "compiler/schedule/Schedule.h"
+
+#include <string>
+
+namespace tessel {
+
+/// `from` (2-D) padded with zeros to rows x cols, named `name`; `from` itself when that is its
+/// shape.
+Tensor padded_copy(const Tensor &from, int64_t rows, int64_t cols, const std::string &name);
+
+/// padded_copy's kernel: each thread reads 8 consecutive elements of a padded row one by one (the
+/// source rows need not be aligned; the guard zero-fills past them) into registers and stores
+/// them as one 16-byte vector. `cols` of the copy must be a multiple of 8.
+void schedule_padded_copy(Schedule &s, const Tensor &copy);
+
+/// The first rows x cols of `full` (rows x cols x ... of a padded result), or, where `full` has
+/// a leading axis of parts (split-K's partial sums), their sum in order.
+Tensor leading_block(const Tensor &full, int64_t rows, int64_t cols, const std::string &name);
+
+/// leading_block's kernel: an element a thread, consecutive threads along a row; parts added in
+/// a register.
+void schedule_leading_block(Schedule &s, const Tensor &block);
+
+} // namespace tessel
