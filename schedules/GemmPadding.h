@@ -22,7 +22,8 @@ Tensor padded_copy(const Tensor &from, int64_t rows, int64_t cols, const std::st
 
 /// padded_copy's kernel: each thread reads 8 consecutive elements of a padded row one by one (the
 /// source rows need not be aligned; the guard zero-fills past them) into registers and stores
-/// them as one 16-byte vector. `cols` of the copy must be a multiple of 8.
+/// them as one 16-byte vector. `cols` of the copy must be a multiple of 8. Nothing where `copy`
+/// is an input (padded_copy returned the operand itself).
 void schedule_padded_copy(Schedule &s, const Tensor &copy);
 
 /// The first rows x cols of `full` (rows x cols x ... of a padded result), or, where `full` has

@@ -291,18 +291,17 @@ ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTile
   user_check(in == Float(16) || in == BFloat(16), "gemm_wgmma")
       << "A and B must be float16 or bfloat16, got " << in;
   user_check(K > 0 && t.block_k > 0, "gemm_wgmma") << "K and block_k must be positive";
-  // A block of rows computed and M of them kept, or partial sums added: a second kernel.
-  const bool few_rows = M < t.block_m || t.split_k > 1;
+  // A block of rows computed and M of them kept, or partial sums added: C by a second kernel.
+  const bool block_kept = M < t.block_m || t.split_k > 1;
   PaddedGemm p = padded_gemm_definition(M, N, K, t, in,
-                                        t.split_k > 1 ? "C_part" : few_rows ? "C_full" : "C");
+                                        t.split_k > 1 ? "C_part" : block_kept ? "C_full" : "C");
   check_gemm_wgmma_tiles("gemm_wgmma", M, N, p.K, t);
   const Tensor full = p.g.C;
-  const Tensor C = few_rows ? leading_block(full, M, N, "C") : full;
+  const Tensor C = block_kept ? leading_block(full, M, N, "C") : full;
   Schedule s = create_schedule({C});
   for (const Tensor &copy : {p.AP, p.BP})
-    if (copy != p.g.A && copy != p.g.B)
-      schedule_padded_copy(s, copy);
-  if (few_rows)
+    schedule_padded_copy(s, copy);
+  if (block_kept)
     schedule_leading_block(s, C);
   // Memory hierarchy: global -> shared (swizzled) -> wgmma, accumulating in registers.
   WgmmaGemmStages st;
@@ -482,20 +481,19 @@ ScheduledProgram gemm_wgmma_fused(int64_t M, int64_t N, int64_t K, const GemmWgm
   const GemmTensors &g = pg.g;
   Tensor bias = placeholder({N}, epilogue.column_inputs[0], "bias");
   Tensor acc = g.C;
-  const bool few_rows = M < t.block_m; // a block of rows computed, M of them kept
+  const bool block_kept = M < t.block_m; // a block of rows computed, M of them kept
   Tensor full = compute(
       acc.shape(),
       [&](Var i, Var j) {
         Expr v = epilogue.f(acc(i, j), {bias(j)});
         return out == Float(32) ? v : v.astype(out);
       },
-      few_rows ? "C_full" : "C", {"i", "j"});
-  Tensor C = few_rows ? leading_block(full, M, N, "C") : full;
+      block_kept ? "C_full" : "C", {"i", "j"});
+  Tensor C = block_kept ? leading_block(full, M, N, "C") : full;
   Schedule s = create_schedule({C});
   for (const Tensor &copy : {pg.AP, pg.BP})
-    if (copy != pg.g.A && copy != pg.g.B)
-      schedule_padded_copy(s, copy);
-  if (few_rows)
+    schedule_padded_copy(s, copy);
+  if (block_kept)
     schedule_leading_block(s, C);
   WgmmaGemmStages st;
   st.C = full;

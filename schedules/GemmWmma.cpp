@@ -159,8 +159,7 @@ ScheduledProgram tensor_core_gemm(const std::string &context, int64_t M, int64_t
   }
   Schedule s = create_schedule({g.C});
   for (const Tensor &copy : {AP, BP})
-    if (copy != g.A && copy != g.B)
-      schedule_padded_copy(s, copy);
+    schedule_padded_copy(s, copy);
   if (full != g.C)
     schedule_leading_block(s, g.C);
 
