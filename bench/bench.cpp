@@ -194,6 +194,41 @@ std::vector<Row> bench_bias_relu(const Conv2dTcShape &shape, const Row &base, co
   return {fused_row, separate_row};
 }
 
+// `schedule` on `sh` with y of type `out`, on cuDNN's own arrays x, w (NHWC, KRSC): a row on top
+// of `base` (cuDNN's time), y compared with cuDNN's `dy` (N x P x Q x K).
+Row bench_implicit_gemm(Row base, const std::string &name, Conv2dTcShape sh, DataType out,
+                        const std::function<ScheduledProgram(const Conv2dTcShape &)> &schedule,
+                        const DeviceArray &dx, const DeviceArray &dw, const DeviceArray &dy) {
+  Row row = std::move(base);
+  row.ours_name = name;
+  const int N = sh.batch, P = sh.out_height(), Q = sh.out_width(), K = sh.out_channels;
+  try {
+    sh.out_dtype = out;
+    ScheduledProgram p = schedule(sh);
+    Module m = build(p.schedule, p.args);
+    // y is (N*P*Q) x K: the memory of N x P x Q x K, cuDNN's layout.
+    DeviceArray y(out, {int64_t(N) * P * Q, K});
+    y.poison();
+    m.run({&dx, &dw, &y});
+    row.ours_ms = m.time({&dx, &dw, &y}, timing()).median_ms;
+    std::vector<float> got(y.numel());
+    if (out == Float(32)) {
+      y.copy_to_host(got.data(), y.bytes());
+    } else {
+      std::vector<uint16_t> halves(y.numel());
+      y.copy_to_host(halves.data(), y.bytes());
+      for (size_t i = 0; i < halves.size(); ++i)
+        got[i] = half_to_float(halves[i]);
+    }
+    compare_with_cudnn(row, dy, N, P, Q, K, [&](int n, int h, int ww, int k) {
+      return got[nhwc(n, h, ww, k, P, Q, K)];
+    });
+  } catch (const Error &e) {
+    row.note += std::string("n/a: ") + e.what();
+  }
+  return row;
+}
+
 // The seed tutorial's schedule (NHWCnc: x and w relaid out on the host first) and conv2d_tc
 // (cuDNN's own NHWC / KRSC arrays, as they are), each against cuDNN on the same data.
 std::vector<Row> bench_conv(const std::string &label, const Conv2dTutorialShape &s) {
@@ -252,34 +287,7 @@ std::vector<Row> bench_conv(const std::string &label, const Conv2dTutorialShape 
                       .kernel = R, .pad = s.pad};
   auto implicit_gemm = [&](const std::string &name, DataType out,
                            ScheduledProgram (*schedule)(const Conv2dTcShape &)) {
-    Row row = tc;
-    row.ours_name = name;
-    try {
-      Conv2dTcShape sh = shape;
-      sh.out_dtype = out;
-      ScheduledProgram p = schedule(sh);
-      Module m = build(p.schedule, p.args);
-      // y is (N*H*W) x K: the memory of N x H x W x K, cuDNN's layout.
-      DeviceArray y(out, {int64_t(N) * H * W, K});
-      y.poison();
-      m.run({&dx, &dw, &y});
-      row.ours_ms = m.time({&dx, &dw, &y}, timing()).median_ms;
-      std::vector<float> ours(y.numel());
-      if (out == Float(32)) {
-        y.copy_to_host(ours.data(), y.bytes());
-      } else {
-        std::vector<uint16_t> halves(y.numel());
-        y.copy_to_host(halves.data(), y.bytes());
-        for (size_t i = 0; i < halves.size(); ++i)
-          ours[i] = half_to_float(halves[i]);
-      }
-      compare_with_cudnn(row, dy, N, H, W, K, [&](int n, int h, int ww, int k) {
-        return ours[nhwc(n, h, ww, k, H, W, K)];
-      });
-    } catch (const Error &e) {
-      row.note += std::string("n/a: ") + e.what();
-    }
-    return row;
+    return bench_implicit_gemm(tc, name, shape, out, schedule, dx, dw, dy);
   };
   // conv2d_tc's WMMA path explicitly (on a Hopper GPU conv2d_tc(shape) is conv2d_wgmma).
   auto wmma = [](const Conv2dTcShape &sh) { return conv2d_tc(sh, conv2d_tc_tiles(sh)); };
@@ -314,34 +322,9 @@ std::vector<Row> bench_conv_strided(const std::string &label, const Conv2dTcShap
   r.vendor_ms = time_launches([&] { cudnn.run(dx, dw, dy); }, timing()).median_ms;
   r.note = "cuDNN " + cudnn.algorithm() + "; ";
   std::vector<Row> rows;
-  auto ours = [&](const std::string &name, DataType out, const std::function<ScheduledProgram(const Conv2dTcShape &)> &schedule) {
-    Row row = r;
-    row.ours_name = name;
-    try {
-      Conv2dTcShape sh = s;
-      sh.out_dtype = out;
-      ScheduledProgram p = schedule(sh);
-      Module m = build(p.schedule, p.args);
-      DeviceArray y(out, {int64_t(N) * P * Q, K});
-      y.poison();
-      m.run({&dx, &dw, &y});
-      row.ours_ms = m.time({&dx, &dw, &y}, timing()).median_ms;
-      std::vector<float> got(y.numel());
-      if (out == Float(32)) {
-        y.copy_to_host(got.data(), y.bytes());
-      } else {
-        std::vector<uint16_t> halves(y.numel());
-        y.copy_to_host(halves.data(), y.bytes());
-        for (size_t i = 0; i < halves.size(); ++i)
-          got[i] = half_to_float(halves[i]);
-      }
-      compare_with_cudnn(row, dy, N, P, Q, K, [&](int n, int h, int ww, int k) {
-        return got[nhwc(n, h, ww, k, P, Q, K)];
-      });
-    } catch (const Error &e) {
-      row.note += std::string("n/a: ") + e.what();
-    }
-    rows.push_back(row);
+  auto ours = [&](const std::string &name, DataType out,
+                  const std::function<ScheduledProgram(const Conv2dTcShape &)> &schedule) {
+    rows.push_back(bench_implicit_gemm(r, name, s, out, schedule, dx, dw, dy));
   };
   ours("conv2d_tc", Float(32), [](const Conv2dTcShape &sh) { return conv2d_tc(sh, conv2d_tc_tiles(sh)); });
   if (hopper_gpu())
