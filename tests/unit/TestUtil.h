@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <initializer_list>
+#include <random>
 #include <string>
+#include <vector>
 
 namespace tessel::test {
 
@@ -29,6 +31,17 @@ inline int count_of(const std::string &hay, const std::string &needle) {
   for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1))
     ++n;
   return n;
+}
+
+/// `n` multiples of 1/8 in [-1, 1] drawn with `seed`: exact in float16 and bfloat16, products
+/// and sums of a few thousand exact in float32, so a kernel's result must equal a float64
+/// reference exactly.
+inline std::vector<double> dyadic_values(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<double> v(n);
+  for (double &x : v)
+    x = (int(rng() % 17) - 8) / 8.0;
+  return v;
 }
 
 } // namespace tessel::test

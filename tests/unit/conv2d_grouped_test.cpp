@@ -14,21 +14,12 @@
 
 #include <gtest/gtest.h>
 
-#include <random>
 
 using namespace tessel;
+using tessel::test::dyadic_values;
 using tessel::test::expect_error;
 
 namespace {
-
-// Multiples of 1/8 in [-1, 1]: exact in fp16 and bf16, their short sums exact in fp32.
-std::vector<double> dyadic(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<double> v(n);
-  for (double &x : v)
-    x = (int(rng() % 17) - 8) / 8.0;
-  return v;
-}
 
 // "" when y equals the direct grouped convolution everywhere, else the first difference.
 std::string direct_mismatch(const Conv2dTcShape &sh, int groups) {
@@ -36,7 +27,8 @@ std::string direct_mismatch(const Conv2dTcShape &sh, int groups) {
   const int N = sh.batch, H = sh.height, W = sh.width, C = sh.in_channels, K = sh.out_channels,
             R = sh.kernel, P = sh.out_height(), Q = sh.out_width(), Cg = C / groups,
             Kg = K / groups;
-  std::vector<double> x = dyadic(size_t(N) * H * W * C, 1), w = dyadic(size_t(K) * R * R * Cg, 2);
+  std::vector<double> x = dyadic_values(size_t(N) * H * W * C, 1),
+                      w = dyadic_values(size_t(K) * R * R * Cg, 2);
   interp::HostBuffer bx = interp::HostBuffer::from_doubles(sh.in_dtype, x);
   interp::HostBuffer bw = interp::HostBuffer::from_doubles(sh.in_dtype, w);
   interp::HostBuffer by =

@@ -25,19 +25,10 @@
 #include <tuple>
 
 using namespace tessel;
+using tessel::test::dyadic_values;
 using tessel::test::expect_error;
 
 namespace {
-
-// Multiples of 1/8 in [-1, 1]: exact in fp16, products and sums of a few thousand exact in
-// fp32, so the executor's result must equal the direct convolution exactly.
-std::vector<double> dyadic_values(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<double> v(n);
-  for (double &x : v)
-    x = (int(rng() % 17) - 8) / 8.0;
-  return v;
-}
 
 // y[n, p, q, k] = sum_{r, s, c} x[n, p stride + r dilation - pad, q stride + s dilation - pad,
 // c] * w[k, r, s, c], zero outside x, straight from cuDNN's NHWC / KRSC definition.

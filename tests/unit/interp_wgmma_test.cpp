@@ -7,8 +7,9 @@
 #include "TestUtil.h"
 #include "interp_kernels.h"
 
+#include "SassUtil.h"
+
 #include "compiler/codegen/CodeGenCUDA.h"
-#include "runtime/Nvrtc.h"
 
 #include <gtest/gtest.h>
 
@@ -234,9 +235,7 @@ TEST(InterpWgmma, StoreLimitsWriteOnlyWhatIsInside) {
   std::string src = codegen_cuda(m);
   EXPECT_NE(src.find("const int wgmma_row_limit = 19;"), std::string::npos) << src;
   EXPECT_NE(src.find(" + h * 8 < wgmma_row_limit) *(float2*)"), std::string::npos) << src;
-  CompileOptions o;
-  o.arch = "sm_90a";
-  CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "wgmma_store_limits.cu");
+  CompiledKernel k = tessel::test::compile_for_sm90(m, src, "wgmma_store_limits.cu");
   EXPECT_EQ(k.kernels.size(), 1u) << k.log;
 }
 
