@@ -11,6 +11,15 @@ namespace tessel {
 
 namespace {
 
+// The computed (not placeholder) tensors `c` reads.
+std::vector<Tensor> computed_inputs(const ComputeOpNode *c) {
+  std::vector<Tensor> computed;
+  for (const Tensor &in : c->input_tensors())
+    if (in.op().as<ComputeOpNode>())
+      computed.push_back(in);
+  return computed;
+}
+
 // The stage whose sum the output holds: the output itself, or, where it is an elementwise
 // epilogue of one reduction's result (y = acc.astype(float16), y = relu(acc + bias[k])), that
 // reduction; the output when it sums nothing.
@@ -19,10 +28,7 @@ Tensor summed_stage(const Tensor &out) {
   while (const auto *c = t.op().as<ComputeOpNode>()) {
     if (!c->reduce_axis.empty())
       return t;
-    std::vector<Tensor> computed;
-    for (const Tensor &in : c->input_tensors())
-      if (in.op().as<ComputeOpNode>())
-        computed.push_back(in);
+    std::vector<Tensor> computed = computed_inputs(c);
     if (computed.size() != 1)
       break;
     t = computed[0];
@@ -39,10 +45,7 @@ int64_t reduction_length(const Tensor &t) {
     return n;
   for (const IterVar &r : c->reduce_axis)
     n *= *as_const_int(r->dom.extent);
-  std::vector<Tensor> computed;
-  for (const Tensor &in : c->input_tensors())
-    if (in.op().as<ComputeOpNode>())
-      computed.push_back(in);
+  std::vector<Tensor> computed = computed_inputs(c);
   if (!c->reduce_axis.empty() && computed.size() == 1) {
     Tensor inner = summed_stage(computed[0]);
     if (const auto *ic = inner.op().as<ComputeOpNode>(); ic && !ic->reduce_axis.empty())

@@ -181,7 +181,7 @@ private:
   CExpr wgmma_thread_id();
   void emit_wgmma_sector_store(const std::string &p, const std::string &acc, int64_t base,
                                int64_t cols, int64_t stride, const std::string &limit,
-                               const std::string &row_limit);
+                               const std::string &row_inside);
   /// `acc[first + r]` for wgmma_reg(acc, index, n, r) and wgmma_reg_set(acc, index, n, r, v).
   std::string wgmma_register(const Call *op);
   /// Empty asm statements that claim to modify every accumulator register in scope.

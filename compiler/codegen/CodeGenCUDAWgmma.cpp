@@ -228,13 +228,13 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
     // With limits, a group of lanes whose first column is at or past `limit`, or whose row (h:
     // the upper or lower 8 rows of the warp's 16) is at or past `row_limit`, is not stored.
     // (They are read once, before the store's own names are declared.)
-    std::string limit, row_limit, row_of_thread;
+    std::string limit, row_inside; // row_inside: whether the thread's row h is below the limit
     auto guarded = [&](const std::string &first_col, const std::string &store) {
       std::string cond;
       if (!limit.empty())
         cond = first_col + " < " + limit;
-      if (!row_limit.empty())
-        cond += (cond.empty() ? "" : " && ") + row_of_thread + " + h * 8 < " + row_limit;
+      if (!row_inside.empty())
+        cond += (cond.empty() ? "" : " && ") + row_inside;
       line(cond.empty() ? store : "if (" + cond + ") " + store);
     };
     int64_t cols = constant(a[2], "n");
@@ -268,13 +268,13 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
       line("const int " + limit + " = " + print(a[6]) + ";");
     }
     if (a.size() == 8) {
-      row_limit = fresh_name("wgmma_row_limit");
+      const std::string row_limit = fresh_name("wgmma_row_limit");
       line("const int " + row_limit + " = " + print(a[7]) + ";");
       const std::string tid = wgmma_thread_id().text;
-      row_of_thread = "(" + tid + " / 32 * 16 + " + tid + " % 32 / 4)";
+      row_inside = "(" + tid + " / 32 * 16 + " + tid + " % 32 / 4) + h * 8 < " + row_limit;
     }
     if (lanes == 8) {
-      emit_wgmma_sector_store(p, acc, base, cols, stride, limit, row_limit);
+      emit_wgmma_sector_store(p, acc, base, cols, stride, limit, row_inside);
       close_block();
       return true;
     }
@@ -346,7 +346,7 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
 void CUDAKernelEmitter::emit_wgmma_sector_store(const std::string &p, const std::string &acc,
                                                 int64_t base, int64_t cols, int64_t stride,
                                                 const std::string &limit,
-                                                const std::string &row_limit) {
+                                                const std::string &row_inside) {
   const std::string tid = wgmma_thread_id().text;
   const std::string groups = std::to_string(cols / 8);
   const std::string lim = limit.empty() ? std::to_string(cols)
@@ -360,10 +360,7 @@ void CUDAKernelEmitter::emit_wgmma_sector_store(const std::string &p, const std:
   line("float* row = " + p + " + h * " + std::to_string(8 * stride) + " - 2 * t;");
   line("const int o = (int)((reinterpret_cast<unsigned long long>(row) >> 2) & 7);");
   // Rows at or past the row limit store nothing (after taking part in the shuffles).
-  line("const int lim = " +
-       (row_limit.empty() ? lim
-                          : "(" + tid + " / 32 * 16 + " + tid + " % 32 / 4 + h * 8 < " +
-                                row_limit + " ? " + lim + " : 0)") +
+  line("const int lim = " + (row_inside.empty() ? lim : row_inside + " ? " + lim + " : 0") +
        ";");
   // Element j of a lane's pair at step s is column 8 s + k, k = j - o + 2 t. What the lane
   // sends for its asker (a register of group s + back, back = -1 or 0, of parity e) and which

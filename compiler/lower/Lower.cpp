@@ -84,6 +84,14 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
   llvm::DenseSet<const StageNode *> arg_stages;
   std::vector<Buffer> arg_buffers;
   std::vector<std::vector<int64_t>> arg_shapes;
+  // A kernel parameter: its buffer and constant shape.
+  auto add_param = [&](const Buffer &b) {
+    arg_buffers.push_back(b);
+    std::vector<int64_t> shape;
+    for (const Expr &e : b->shape)
+      shape.push_back(*as_const_int(e));
+    arg_shapes.push_back(shape);
+  };
   for (const Tensor &t : args) {
     StageNode *st = stage_of(sch, t);
     user_check(st, "lower") << "argument '" << t.name() << "' is not part of the schedule";
@@ -96,11 +104,7 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
         << "' scope; arguments live in global memory";
     Buffer b = Buffer::make(t.name(), t.dtype(), t.shape(), "global");
     buffers[st] = b;
-    arg_buffers.push_back(b);
-    std::vector<int64_t> shape;
-    for (const Expr &e : t.shape())
-      shape.push_back(*as_const_int(e));
-    arg_shapes.push_back(shape);
+    add_param(b);
   }
   // Workspaces: stages stored in global memory that are not arguments (LoweredModule).
   size_t num_workspaces = 0;
@@ -122,11 +126,7 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
         << "'; a global stage that is not an argument is a workspace, written by a kernel of its "
            "own: leave it at the root, or give it a 'shared' or 'local' scope";
     arg_stages.insert(st.get());
-    arg_buffers.push_back(b);
-    std::vector<int64_t> shape;
-    for (const Expr &e : b->shape)
-      shape.push_back(*as_const_int(e));
-    arg_shapes.push_back(shape);
+    add_param(b);
     ++num_workspaces;
   }
 

@@ -310,10 +310,6 @@ void execute(const LoweredFunc &f, const std::vector<HostBuffer *> &args,
     }
 }
 
-} // namespace tessel::interp
-
-namespace tessel::interp {
-
 void execute(const LoweredModule &m, const std::vector<HostBuffer *> &args,
              const ExecOptions &options) {
   user_check(!m.funcs.empty(), "interp") << "the module has no kernel";
@@ -322,8 +318,8 @@ void execute(const LoweredModule &m, const std::vector<HostBuffer *> &args,
   user_check(args.size() == num_args, "interp")
       << "kernel '" << first.name << "' takes " << num_args << " buffers, " << args.size()
       << " were given";
-  // Workspaces start as NaN (floats) or all ones: a read of an element no kernel wrote shows
-  // up in the result.
+  // Workspaces start as NaN (floats) or -1 (integers): a read of an element no kernel wrote
+  // shows up in the result.
   std::vector<HostBuffer> workspaces;
   for (size_t i = num_args; i < first.args.size(); ++i) {
     int64_t n = expected_elements(first, i);
