@@ -5,16 +5,18 @@
 // tensorize calls (as the tutorial does), the CUDA source, and then, on a GPU, runs the kernel
 // on random data, checks it against a float64 reference and times it.
 //
-//   ./build/tutorials/conv2d_tensorcore            # the tutorial's shape
-//   ./build/tutorials/conv2d_tensorcore --quiet    # only the check and the time
+//   ./build/tutorials/conv2d_tensorcore              # the tutorial's shape (batch 256, 14 x 14)
+//   ./build/tutorials/conv2d_tensorcore --quiet      # only the check and the time
+//   ./build/tutorials/conv2d_tensorcore --batch 32   # any batch that is a multiple of 16
 #include "compiler/tessel.h"
 #include "runtime/Build.h"
 #include "runtime/Device.h"
 #include "runtime/Half.h"
 #include "schedules/Conv2dTensorCoreTutorial.h"
 
+#include <llvm/Support/CommandLine.h>
+
 #include <cmath>
-#include <cstring>
 #include <iostream>
 #include <random>
 
@@ -68,9 +70,19 @@ bool check(const Conv2dTutorialShape &sh, const std::vector<uint16_t> &a,
 } // namespace
 
 int main(int argc, char **argv) {
-  bool quiet = argc > 1 && std::strcmp(argv[1], "--quiet") == 0;
+  Conv2dTutorialShape shape; // batch 256, 14x14, 256 -> 512 channels, 3x3, pad 1
+  llvm::cl::OptionCategory options("tutorial options");
+  llvm::cl::opt<bool> quiet("quiet", llvm::cl::desc("print only the check and the time"),
+                            llvm::cl::cat(options));
+  llvm::cl::opt<int> batch("batch", llvm::cl::desc("the batch (a multiple of 16)"),
+                           llvm::cl::init(shape.batch), llvm::cl::cat(options));
+  llvm::cl::opt<int> size("size", llvm::cl::desc("the image's height and width"),
+                          llvm::cl::init(shape.height), llvm::cl::cat(options));
+  llvm::cl::HideUnrelatedOptions(options);
+  llvm::cl::ParseCommandLineOptions(argc, argv, "TVM's Tensor Core conv2d tutorial in tessel\n");
+  shape.batch = batch;
+  shape.height = shape.width = size;
   try {
-    Conv2dTutorialShape shape; // batch 256, 14x14, 256 -> 512 channels, 3x3, pad 1
     if (!quiet) {
       ScheduledProgram before = conv2d_tensorcore_tutorial(shape, {.tensorize = false});
       std::cout << "// ---- lowered IR before tensorize ----\n"

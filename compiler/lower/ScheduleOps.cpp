@@ -6,6 +6,7 @@
 #include "compiler/ir/IRPrinter.h"
 #include "compiler/lower/Rasterize.h"
 #include "compiler/lower/Tensorize.h"
+#include "compiler/lower/ThreadExtents.h"
 #include "compiler/support/Error.h"
 
 namespace tessel {
@@ -40,9 +41,9 @@ class StageNestBuilder {
 public:
   StageNestBuilder(const ScheduleNode *sch, const StageBodies &bodies, const DomainMap &dom,
                    const StageBuffers &buffers, const BufferLayouts &layouts,
-                   const VarIntervals &global_env)
+                   const VarIntervals &global_env, const ThreadExtents &threads)
       : sch_(sch), bodies_(bodies), dom_(dom), buffers_(buffers), layouts_(layouts),
-        global_env_(global_env) {}
+        global_env_(global_env), threads_(threads) {}
 
   Stmt build(const StageNode *s) {
     for (size_t t = 0; t < s->leaf_iter_vars.size(); ++t)
@@ -67,15 +68,16 @@ private:
     size_t k = 0;
     while (k < t && !is_reduce_leaf(s, leaves[k]))
       ++k;
+    const std::vector<Expr> thread_guards = threads_.guards(s);
     if (!body.as<Reduce>() || k == t) {
       Stmt whole = b.body.defined() ? b.body : Seq::make({b.reset, b.update});
       user_check(whole.defined(), context) << "the intrinsic emitted no body";
-      return wrap_loops(s, leaves, 0, t, whole, true);
+      return wrap_loops(s, leaves, 0, t, guard(whole, thread_guards), true);
     }
     user_check(b.reset.defined() && b.update.defined(), context)
         << "the reduction is split around the tensorized loops, so the intrinsic must provide "
            "reset and update bodies";
-    Stmt update_nest = wrap_loops(s, leaves, k, t, b.update, true);
+    Stmt update_nest = wrap_loops(s, leaves, k, t, guard(b.update, thread_guards), true);
     // The init nest runs the reset on ".init" copies of the data-parallel loops in [k, t).
     llvm::DenseMap<const IterVarNode *, Expr> init_value = leaf_value;
     std::vector<std::pair<IterVar, IterVar>> init_loops;
@@ -89,7 +91,8 @@ private:
       init_loops.emplace_back(IterVar::make(dom_.lookup(leaves[i].get()), v, IterVarType::DataPar),
                               leaves[i]);
     }
-    Stmt init = tensorize_stage(s, t, body, dom_, init_value, buffers_, layouts_, sch_).reset;
+    Stmt init = guard(tensorize_stage(s, t, body, dom_, init_value, buffers_, layouts_, sch_).reset,
+                      thread_guards);
     for (size_t i = init_loops.size(); i-- > 0;)
       init = make_loop(s, init_loops[i].first, init_loops[i].second, init, false);
     return wrap_loops(s, leaves, 0, k, Seq::make({init, update_nest}), true);
@@ -159,17 +162,19 @@ private:
     return wrap_loops(s, leaves, 0, k, Seq::make({init_nest, update_nest}), true);
   }
 
-  // Conditions that keep a store inside the stage's range and the tensor's shape.
+  // Conditions that keep a store inside the stage's range and the tensor's shape, and on the
+  // threads of the stage's own bindings where its kernel launches more (ThreadExtents).
   std::vector<Expr> guards(const StageNode *s, const std::vector<IterVar> &roots,
                            const llvm::DenseMap<const IterVarNode *, Expr> &leaf_value) {
     VarMap root_value = pass_up_index(s, dom_, leaf_value);
     VarMap root_offset = pass_up_index(s, dom_, leaf_value, /*add_root_min=*/false);
     // Loops of this nest that no other nest has (the ".init" copies) range over their leaf's.
     VarIntervals env = global_env_;
+    threads_.narrow(s, env);
     for (const IterVar &iv : s->leaf_iter_vars)
       if (const auto *v = leaf_value.lookup(iv.get()).as<Variable>(); v && !env.count(v))
         env[v] = IndexInterval::constant(0, const_extent(dom_, iv) - 1);
-    std::vector<Expr> out;
+    std::vector<Expr> out = threads_.guards(s);
     const auto *c = s->op.as<ComputeOpNode>();
     std::vector<Expr> shape = c->output_shape(0);
     for (size_t r = 0; r < roots.size(); ++r) {
@@ -216,7 +221,8 @@ private:
       if (t.thread_tag().rfind("vthread", 0) == 0)
         loop = For::make(t.var(), 0, int(extent), ForKind::Unrolled, body);
       else
-        loop = AttrStmt::make(t, attr::thread_extent, Expr(int(extent)), body);
+        loop = AttrStmt::make(t, attr::thread_extent,
+                              Expr(int(threads_.launch(s, t.thread_tag(), extent))), body);
     } else {
       ForKind kind = a ? a->for_kind : ForKind::Serial;
       if (kind == ForKind::Vectorized)
@@ -244,6 +250,7 @@ private:
   const StageBuffers &buffers_;
   const BufferLayouts &layouts_;
   const VarIntervals &global_env_;
+  const ThreadExtents &threads_;
   llvm::DenseMap<const Variable *, IterVar> init_of_;
 };
 
@@ -335,7 +342,8 @@ Stmt schedule_ops(const ScheduleNode *sch, const StageBodies &bodies, const Doma
     layouts[st.get()] = std::move(layout);
   }
 
-  StageNestBuilder builder(sch, bodies, dom, buffers, layouts, global_env);
+  ThreadExtents threads(sch, dom);
+  StageNestBuilder builder(sch, bodies, dom, buffers, layouts, global_env, threads);
   Stmt body;
   for (auto it = sch->stages.rbegin(); it != sch->stages.rend(); ++it) {
     const StageNode *s = it->get();
@@ -344,7 +352,9 @@ Stmt schedule_ops(const ScheduleNode *sch, const StageBodies &bodies, const Doma
     Stmt nest = builder.build(s);
     const Buffer &buf = buffers.lookup(s);
     for (auto t = s->env_threads.rbegin(); t != s->env_threads.rend(); ++t)
-      nest = AttrStmt::make(*t, attr::thread_extent, t->dom().extent, nest);
+      nest = AttrStmt::make(
+          *t, attr::thread_extent,
+          Expr(int(threads.launch(s, t->thread_tag(), *as_const_int(t->dom().extent)))), nest);
     if (s->bulk_copy) {
       user_check(s->scope == "shared" && s->pipeline_stages > 1, "bulk_copy")
           << "stage '" << s->op.name() << "' is filled by TMA (bulk_copy), which needs a "
