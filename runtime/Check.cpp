@@ -1,9 +1,12 @@
 #include "runtime/Check.h"
 
 #include "compiler/ir/IROperator.h"
+#include "compiler/ir/IRVisitor.h"
 #include "compiler/support/Error.h"
 #include "runtime/interp/Executor.h"
+#include "runtime/interp/Magnitude.h"
 
+#include <cmath>
 #include <cstring>
 #include <sstream>
 
@@ -11,61 +14,100 @@ namespace tessel {
 
 namespace {
 
-// The computed (not placeholder) tensors `c` reads.
-std::vector<Tensor> computed_inputs(const ComputeOpNode *c) {
-  std::vector<Tensor> computed;
-  for (const Tensor &in : c->input_tensors())
-    if (in.op().as<ComputeOpNode>())
-      computed.push_back(in);
-  return computed;
-}
-
-// The stage whose sum the output holds: the output itself, or, where it is an elementwise
-// epilogue of one reduction's result (y = acc.astype(float16), y = relu(acc + bias[k])), that
-// reduction; the output when it sums nothing.
-Tensor summed_stage(const Tensor &out) {
-  Tensor t = out;
-  while (const auto *c = t.op().as<ComputeOpNode>()) {
-    if (!c->reduce_axis.empty())
-      return t;
-    std::vector<Tensor> computed = computed_inputs(c);
-    if (computed.size() != 1)
-      break;
-    t = computed[0];
+// How a floating-point kernel computing a definition rounds (Magnitude.h): each rounding errs
+// by at most u times the magnitude of what it rounds, so the error on an element stays below
+// lambda sqrt(steps) u M, M its magnitude: steps the longest chain of roundings from an input
+// (a sum of K terms is K of them, each stage one more), u the largest unit roundoff among the
+// operations before the output's own rounding, which errs by u_out |ref| and is the relative
+// part. Random rounding errors grow as sqrt(steps) (Higham & Mary 2019; tolerance_for in
+// ResultCheck.cpp has the measurements), and lambda = 2 leaves room over thousands of outputs.
+class RoundingAnalysis : public IRVisitor {
+public:
+  explicit RoundingAnalysis(const Tensor &out) {
+    for (const Operation &op : topological_order({out})) {
+      const auto *c = op.as<ComputeOpNode>();
+      if (!c)
+        continue;
+      int64_t before = 0;
+      for (const Tensor &in : c->input_tensors())
+        before = std::max(before, steps_.lookup(in.op().get()));
+      int64_t own = 1;
+      if (const Reduce *r = c->reduction(); r && r->combiner == Reduce::Sum)
+        for (const IterVar &iv : r->axis)
+          own *= *as_const_int(iv->dom.extent);
+      steps_[c] = before + own + 1; // + 1: a product of inputs rounds too
+      top_ = op.get() == out.op().get() ? c->body.get() : nullptr;
+      visit_expr(c->body);
+    }
+    steps = steps_.lookup(out.op().get());
   }
-  return out;
-}
 
-// The number of terms each element of `t` sums: the product of the reduce axes' extents, times
-// the terms of each sum it adds where it adds sums of one other stage (split-K's partial sums).
-int64_t reduction_length(const Tensor &t) {
-  int64_t n = 1;
-  const auto *c = t.op().as<ComputeOpNode>();
-  if (!c)
-    return n;
-  for (const IterVar &r : c->reduce_axis)
-    n *= *as_const_int(r->dom.extent);
-  std::vector<Tensor> computed = computed_inputs(c);
-  if (!c->reduce_axis.empty() && computed.size() == 1) {
-    Tensor inner = summed_stage(computed[0]);
-    if (const auto *ic = inner.op().as<ComputeOpNode>(); ic && !ic->reduce_axis.empty())
-      n *= reduction_length(inner);
+  int64_t steps = 0;
+  double unit = 0; ///< 0: integer arithmetic only
+
+protected:
+  void rounds(DataType t) {
+    if (t.is_float())
+      unit = std::max(unit, std::ldexp(1.0, -t.significand_bits()));
   }
-  return n;
-}
+  void visit(const Add *op) override {
+    rounds(op->type);
+    IRVisitor::visit(op);
+  }
+  void visit(const Sub *op) override {
+    rounds(op->type);
+    IRVisitor::visit(op);
+  }
+  void visit(const Mul *op) override {
+    rounds(op->type);
+    IRVisitor::visit(op);
+  }
+  void visit(const Div *op) override {
+    rounds(op->type);
+    IRVisitor::visit(op);
+  }
+  void visit(const Reduce *op) override {
+    rounds(op->type);
+    IRVisitor::visit(op);
+  }
+  void visit(const Call *op) override {
+    if (op->call_kind == Call::PureExtern)
+      rounds(op->type);
+    IRVisitor::visit(op);
+  }
+  void visit(const Cast *op) override {
+    if (op != top_) // the output's own rounding is relative
+      rounds(op->type);
+    IRVisitor::visit(op);
+  }
 
-// The sum's tolerance in its own type; a narrower output adds its rounding (relative).
-Tolerance output_tolerance(const Tensor &out, DataType in) {
-  const Tensor acc = summed_stage(out);
-  Tolerance tol = tolerance_for(acc.dtype(), in, reduction_length(acc));
-  if (acc != out)
-    tol.rel += tolerance_for(out.dtype(), in, 1).rel;
+private:
+  llvm::DenseMap<const OperationNode *, int64_t> steps_;
+  const ExprNode *top_ = nullptr;
+};
+
+} // namespace
+
+Tolerance output_tolerance(const Tensor &out) {
+  const DataType t = out.dtype();
+  if (!t.is_float())
+    return {}; // integer arithmetic is exact and wraps the same way everywhere
+  RoundingAnalysis a(out);
+  const int p = t.significand_bits(), exponent_bits = t.bits() - p;
+  Tolerance tol;
+  tol.magnitude = 2.0 * std::sqrt(double(a.steps)) * a.unit;
+  tol.rel = 2 * std::ldexp(1.0, -p);
+  // The spacing of the output's subnormals: a result rounded there errs by that much.
+  tol.abs = std::ldexp(1.0, 3 - (1 << (exponent_bits - 1)) - p);
   return tol;
 }
+
+namespace {
 
 struct Problem {
   std::vector<HostTensor> inputs;
   std::vector<double> reference;
+  std::vector<double> magnitudes; ///< of the reference's elements, for the tolerance
   Tolerance tolerance;
 };
 
@@ -81,7 +123,9 @@ Problem make_problem(const std::vector<Tensor> &args, size_t num_inputs, uint64_
     bindings.push_back({args[i], p.inputs[i]});
   const Tensor &out = args.back();
   p.reference = evaluate_reference(out, bindings);
-  p.tolerance = output_tolerance(out, args[0].dtype());
+  p.tolerance = output_tolerance(out);
+  if (p.tolerance.magnitude != 0)
+    p.magnitudes = evaluate_reference(magnitude_of(out), bindings);
   return p;
 }
 
@@ -89,7 +133,7 @@ CheckResult finish(const Problem &p, const interp::HostBuffer &out) {
   CheckResult r;
   r.tolerance = p.tolerance;
   std::vector<double> got = out.to_doubles();
-  r.compare = compare(p.reference, got.data(), got.size(), p.tolerance);
+  r.compare = compare(p.reference, got.data(), got.size(), p.tolerance, p.magnitudes);
   return r;
 }
 
@@ -97,7 +141,7 @@ CheckResult finish(const Problem &p, const interp::HostBuffer &out) {
 
 std::string CheckResult::str() const {
   std::ostringstream os;
-  os << compare.str() << " (tolerance abs " << tolerance.abs << " + rel " << tolerance.rel << ")";
+  os << compare.str();
   if (time)
     os << "; " << time->str();
   return os.str();

@@ -18,9 +18,16 @@ struct CheckResult {
   Tolerance tolerance;
   /// On the GPU, when timing was asked for.
   std::optional<TimeResult> time;
-  /// "max abs error 1.2e-06, max rel error 3.4e-07 (tolerance abs 1e-05 + rel 1e-07): ok".
+  /// CompareResult::str(): "ok: 0 of 4096 elements outside |got - ref| <= ...", and the time.
   std::string str() const;
 };
+
+/// The tolerance check_on_cpu / check_on_gpu compare `out` with, element by element: a multiple
+/// of the unit roundoff of the definition's arithmetic times the element's magnitude (the same
+/// definition on the absolute values of its terms, magnitude_of in interp/Magnitude.h), the
+/// output type's rounding relative to the value, and its subnormal spacing. A value near zero
+/// made of large terms that cancel is within it; a missing or wrong term is not.
+Tolerance output_tolerance(const Tensor &out);
 
 /// `args` are the kernel's arguments as given to lower(): the first `num_inputs` are inputs
 /// (placeholders), the last one is the output.

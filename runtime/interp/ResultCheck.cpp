@@ -101,9 +101,12 @@ Tolerance tolerance_for(DataType out, DataType in, int64_t reduction_length) {
 }
 
 CompareResult compare(const std::vector<double> &ref, llvm::function_ref<double(size_t)> got,
-                      size_t n, Tolerance tol) {
+                      size_t n, Tolerance tol, llvm::ArrayRef<double> magnitudes) {
   user_check(ref.size() == n, "compare")
       << "the reference has " << ref.size() << " values but " << n << " were given";
+  user_check(tol.magnitude == 0 || magnitudes.size() == n, "compare")
+      << "the tolerance follows the elements' magnitudes, but " << magnitudes.size()
+      << " magnitudes were given for " << n << " values";
   CompareResult r;
   r.count = n;
   r.tolerance = tol;
@@ -117,7 +120,9 @@ CompareResult compare(const std::vector<double> &ref, llvm::function_ref<double(
       err = 0;
     else
       err = std::fabs(g - e);
-    const double allowed = tol.abs + tol.rel * std::fabs(e);
+    double allowed = tol.abs + tol.rel * std::fabs(e);
+    if (tol.magnitude != 0)
+      allowed += tol.magnitude * magnitudes[i];
     const bool bad = !(err <= allowed);
     r.num_mismatches += bad;
     r.max_abs_error = std::max(r.max_abs_error, err);
@@ -148,8 +153,11 @@ std::string CompareResult::str() const {
   std::ostringstream os;
   os.precision(9);
   os << (ok ? "ok: " : "MISMATCH: ") << num_mismatches << " of " << count
-     << " elements outside |got - ref| <= " << tolerance.abs << " + " << tolerance.rel
-     << " |ref|; max abs error " << max_abs_error << ", max rel error " << max_rel_error;
+     << " elements outside |got - ref| <= " << tolerance.abs << " + ";
+  if (tolerance.magnitude != 0)
+    os << tolerance.magnitude << " M + ";
+  os << tolerance.rel << " |ref|" << (tolerance.magnitude != 0 ? " (M: the terms' magnitude)" : "")
+     << "; max abs error " << max_abs_error << ", max rel error " << max_rel_error;
   if (count)
     os << "; worst [" << worst_index << "]: got " << worst_got << ", expected " << worst_expected;
   return os.str();

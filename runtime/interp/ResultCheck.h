@@ -9,6 +9,7 @@
 
 #include "runtime/interp/Reference.h"
 
+#include <llvm/ADT/ArrayRef.h>
 #include <llvm/ADT/STLFunctionalExtras.h>
 
 #include <cstdint>
@@ -24,10 +25,12 @@ namespace tessel {
 /// exception and get random 0/1.
 HostTensor random_tensor(const Tensor &t, uint64_t seed, double lo = -1.0, double hi = 1.0);
 
-/// |got - ref| <= abs + rel * |ref| element by element.
+/// |got - ref| <= abs + magnitude * M + rel * |ref| element by element, M the element's
+/// magnitude (magnitude_of in Magnitude.h) where the comparison is given magnitudes.
 struct Tolerance {
   double rel = 0;
   double abs = 0;
+  double magnitude = 0;
 };
 
 /// The tolerance for a kernel whose output of type `out` accumulates `reduction_length` terms
@@ -51,18 +54,21 @@ struct CompareResult {
   std::string str() const;
 };
 
-/// Compares `n` values read through `got` with `ref` (which must hold n values). NaN where the
-/// reference is not NaN is a mismatch.
+/// Compares `n` values read through `got` with `ref` (which must hold n values), with the
+/// elements' magnitudes (n values, or none when tol.magnitude is 0). NaN where the reference is
+/// not NaN is a mismatch.
 CompareResult compare(const std::vector<double> &ref, llvm::function_ref<double(size_t)> got,
-                      size_t n, Tolerance tol);
+                      size_t n, Tolerance tol, llvm::ArrayRef<double> magnitudes = {});
 
 /// compare() for a kernel's output array of float, double or integers. 16-bit floats come as raw
 /// bits: use compare_16bit, which knows whether they are half or bfloat16.
 template <typename T>
-CompareResult compare(const std::vector<double> &ref, const T *got, size_t n, Tolerance tol) {
+CompareResult compare(const std::vector<double> &ref, const T *got, size_t n, Tolerance tol,
+                      llvm::ArrayRef<double> magnitudes = {}) {
   static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, uint16_t>,
                 "uint16_t is ambiguous (half, bfloat16 or an integer): use compare_16bit");
-  return compare(ref, [got](size_t i) { return static_cast<double>(got[i]); }, n, tol);
+  return compare(ref, [got](size_t i) { return static_cast<double>(got[i]); }, n, tol,
+                 magnitudes);
 }
 
 /// compare() for float16 or bfloat16 outputs held as their 16-bit encodings.

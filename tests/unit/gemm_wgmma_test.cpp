@@ -111,8 +111,9 @@ TEST(GemmWgmma, Bfloat16Inputs) {
   EXPECT_NE(src.find("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16"), std::string::npos);
   CompiledKernel k = tessel::test::compile_for_sm90(m, src, "gemm_wgmma_bf16.cu");
   std::optional<std::string> sass = tessel::test::sass_of(k.cubin, "gemm_wgmma_bf16");
-  if (sass)
+  if (sass) {
     EXPECT_NE(sass->find("HGMMA.64x256x16.F32.BF16"), std::string::npos) << sass->substr(0, 3000);
+  }
   expect_error([] { gemm_wgmma(128, 256, 64, Float(32)); }, {"float16 or bfloat16", "float32"});
 }
 
