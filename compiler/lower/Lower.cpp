@@ -143,7 +143,7 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
   body = lower_bulk_copy(body, arg_buffers, &tensor_maps);
   printer.after("lower_bulk_copy", body);
   std::vector<Buffer> flat_args;
-  body = storage_flatten(body, arg_buffers, &flat_args);
+  body = storage_flatten(body, arg_buffers, &flat_args, options.wide_index_elements);
   body = arith::simplify(body);
   printer.after("storage_flatten", body);
   body = vectorize_loops(body);

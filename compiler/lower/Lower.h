@@ -25,6 +25,10 @@ struct LowerOptions {
   /// Serial loops with at most this many iterations in all are unrolled (TVM's
   /// tir.UnrollLoop auto_max_step); 0 unrolls only loops marked with unroll().
   int auto_unroll_max_step = 0;
+  /// Arguments (and workspaces) with at least this many elements are indexed in int64, the
+  /// others in int32 (storage_flatten). 2^31: where int32 stops holding the indices; lower it to
+  /// run the int64 path at small sizes (tests).
+  int64_t wide_index_elements = int64_t(1) << 31;
 };
 
 /// The names of the lowering steps, in order (for --print-after).

@@ -34,6 +34,10 @@ void pass_down_domain(const StageNode *s, DomainMap &dom) {
     } else {
       const auto &f = std::get<FuseRelation>(rel);
       int64_t e = const_extent(dom, f.outer) * const_extent(dom, f.inner);
+      user_check(e <= INT32_MAX, "fuse")
+          << "stage '" << s->op.name() << "': fusing '" << f.outer.name() << "' and '"
+          << f.inner.name() << "' gives a loop of " << e
+          << " iterations, more than a 32-bit loop counter holds; split it";
       dom[f.fused.get()] = Range(0, int(e));
     }
   }

@@ -34,7 +34,52 @@ struct FlatLayout {
   /// chunk / unit units: 2, 4 or 8) the units are permuted: unit u of row r is stored at
   /// u ^ ((r / (8 / U)) % U), the Swizzle<log2 U, 4, 3> pattern on byte addresses.
   int64_t swizzle_unit = 0;
+  /// 2^31 elements or more: indices are computed in int64 (widen_index).
+  bool wide = false;
 };
+
+// Whether a buffer of these (constant) extents holds `threshold` elements or more.
+bool holds_at_least(const std::vector<Expr> &extents, int64_t threshold) {
+  int64_t n = 1;
+  for (const Expr &e : extents) {
+    auto v = as_const_int(e);
+    if (!v)
+      return false;
+    if (__builtin_mul_overflow(n, *v, &n))
+      return true;
+  }
+  return n >= threshold;
+}
+
+// The int32 index `e` computed in int64 from its leaves: constants widened, arithmetic redone
+// in int64, anything else (variables, loads, calls) cast where it is read. Casting only the
+// result would keep the overflow inside it.
+Expr widen_index(const Expr &e) {
+  if (!e.type().is_int() || e.type().bits() >= 64)
+    return e;
+  if (auto v = as_const_int(e))
+    return make_const(Int(64, e.type().lanes()), *v);
+#define TESSEL_WIDEN(NODE, OP)                                                                    \
+  if (const auto *op = e.as<NODE>())                                                             \
+    return OP(widen_index(op->a), widen_index(op->b));
+  TESSEL_WIDEN(Add, operator+)
+  TESSEL_WIDEN(Sub, operator-)
+  TESSEL_WIDEN(Mul, operator*)
+  TESSEL_WIDEN(Div, truncdiv)
+  TESSEL_WIDEN(Mod, truncmod)
+  TESSEL_WIDEN(FloorDiv, floordiv)
+  TESSEL_WIDEN(FloorMod, floormod)
+  TESSEL_WIDEN(Min, min)
+  TESSEL_WIDEN(Max, max)
+#undef TESSEL_WIDEN
+  if (const auto *op = e.as<Select>())
+    return select(op->condition, widen_index(op->true_value), widen_index(op->false_value));
+  if (const auto *op = e.as<Ramp>())
+    return Ramp::make(widen_index(op->base), widen_index(op->stride), op->lanes);
+  if (const auto *op = e.as<Broadcast>())
+    return Broadcast::make(widen_index(op->value), op->lanes);
+  return cast(Int(64, e.type().lanes()), e);
+}
 
 // `a + b`, `a - b`, `a * b` that skip the identity cases, so flat indices stay readable
 // before the simplifier runs (the placeholder returns its input unchanged).
@@ -83,16 +128,28 @@ class StorageFlattener : public IRMutator {
 public:
   using IRMutator::mutate;
 
+  explicit StorageFlattener(int64_t wide_index_elements)
+      : wide_index_elements_(wide_index_elements) {}
+
   Buffer add_argument(const Buffer &b) {
     user_check(b.defined(), "storage_flatten") << "an argument buffer is undefined";
-    Expr size = make_const(Int(32), 1);
-    for (const Expr &e : b->shape)
-      size = mul(size.astype(e.type()), e);
     FlatLayout layout;
+    layout.wide = holds_at_least(b->shape, wide_index_elements_);
+    const DataType size_type = layout.wide ? Int(64) : Int(32);
+    Expr size = make_const(size_type, 1);
+    for (const Expr &e : b->shape)
+      size = mul(size, e.astype(size_type));
     layout.flat = passes_detail::make_flat_buffer(b.name(), b->data, b.dtype(), size, b.scope());
     for (const Expr &e : b->shape)
       layout.mins.push_back(make_zero(e.type()));
     layout.strides = b.effective_strides();
+    if (layout.wide && b->strides.empty()) { // compact: recomputed where int32 cannot hold them
+      Expr acc = make_const(Int(64), 1);
+      for (size_t d = b->shape.size(); d-- > 0;) {
+        layout.strides[d] = acc;
+        acc = mul(acc, b->shape[d].astype(Int(64)));
+      }
+    }
     layout.elem_offset = b->elem_offset;
     Buffer flat = layout.flat;
     layouts_[b.get()] = std::move(layout);
@@ -237,7 +294,7 @@ private:
     user_check(idx.size() == l.strides.size(), "storage_flatten")
         << "buffer '" << b.name() << "' has " << l.strides.size() << " dimensions but is accessed"
         << " with " << idx.size() << " indices";
-    DataType t = Int(32);
+    DataType t = l.wide ? Int(64) : Int(32);
     for (const Expr &i : idx)
       if (i.type().bits() > t.bits())
         t = i.type().element_of();
@@ -257,7 +314,7 @@ private:
         user_check(i.type().is_scalar(), "storage_flatten")
             << "index " << i << " of buffer '" << b.name() << "' is a vector but not a ramp";
       }
-      Expr rel = sub(i.astype(t), min);
+      Expr rel = sub((l.wide ? widen_index(i) : i).astype(t), min);
       if (l.chunk && d + 1 == idx.size()) {
         // Interleaved: whole chunks, then the place in the chunk. A vector must stay in one
         // chunk: unit stride, starting at a multiple of its width, which divides the chunk.
@@ -302,12 +359,14 @@ private:
   llvm::DenseMap<const BufferNode *, int64_t> interleave_;
   llvm::DenseSet<const BufferNode *> swizzled_;
   llvm::DenseSet<const BufferNode *> args_;
+  int64_t wide_index_elements_;
 };
 
 } // namespace
 
-Stmt storage_flatten(Stmt s, const std::vector<Buffer> &args, std::vector<Buffer> *flat_args) {
-  StorageFlattener flattener;
+Stmt storage_flatten(Stmt s, const std::vector<Buffer> &args, std::vector<Buffer> *flat_args,
+                     int64_t wide_index_elements) {
+  StorageFlattener flattener(wide_index_elements);
   for (const Buffer &b : args) {
     Buffer flat = flattener.add_argument(b);
     if (flat_args)

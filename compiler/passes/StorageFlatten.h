@@ -15,7 +15,10 @@ namespace tessel {
 /// data var) are appended to `flat_args`, in order, when it is given, so the caller can build
 /// LoweredFunc::args. `storage_align` attrs are consumed; `pipeline_scope` attrs are kept
 /// with the allocation's buffer var as node. Flat IR is what codegen and every later pass take.
+/// An argument of `wide_index_elements` elements or more (2^31 by default: int32 cannot hold
+/// its indices) is indexed in int64, computed so from its leaves; every other buffer keeps int32.
 Stmt storage_flatten(Stmt s, const std::vector<Buffer> &args,
-                     std::vector<Buffer> *flat_args = nullptr);
+                     std::vector<Buffer> *flat_args = nullptr,
+                     int64_t wide_index_elements = int64_t(1) << 31);
 
 } // namespace tessel

@@ -31,7 +31,8 @@ std::vector<Expr> checked_shape(const std::vector<Expr> &shape, const std::strin
                              << " must be positive, got " << *v;
     user_check(*v <= INT32_MAX, what)
         << "tensor '" << name << "': extent of dimension " << d << " is " << *v
-        << "; tessel indexes with 32-bit integers, so extents must be at most " << INT32_MAX;
+        << "; each index is a 32-bit integer, so an extent must be at most " << INT32_MAX
+        << " (a tensor past 2^31 elements is fine: lowering computes its flat indices in 64 bits)";
     result.push_back(Expr(int(*v)));
   }
   return result;

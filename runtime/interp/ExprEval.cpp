@@ -114,12 +114,15 @@ private:
   Numeric::Kind kind_;
 };
 
-// Integer ops wrap through uint64 so that overflow is defined here as it is on the GPU.
+// Integer ops wrap through uint64 so that overflow is defined here as it is on the GPU. In
+// an index (`checked`), a signed result of fewer than 64 bits that does not fit its type is an
+// error: the operands fit 32 bits, so f_ computes the exact result in int64.
 template <typename F, bool DivLike> class IntBinary : public ExprCode {
 public:
-  IntBinary(Expr src, uint32_t n, ExprPtr a, ExprPtr b, F f)
+  IntBinary(Expr src, uint32_t n, ExprPtr a, ExprPtr b, F f, bool checked)
       : ExprCode(src.type(), n), src_(std::move(src)), a_(std::move(a)), b_(std::move(b)), f_(f),
-        num_(Numeric::of(src_.type())) {}
+        num_(Numeric::of(src_.type())),
+        checked_(checked && num_.kind == Numeric::Int && num_.bits < 64) {}
   const Val *eval(Machine &M, const Mask &m) override {
     const Val *a = a_->eval(M, m), *b = b_->eval(M, m);
     const size_t L = lanes;
@@ -129,7 +132,13 @@ public:
         if constexpr (DivLike)
           user_check(b[i].i != 0, "interp") << "integer division by zero in '" << src_
                                             << "' by " << M.where(t);
-        o[i].i = num_.wrap(f_(a[i].i, b[i].i));
+        const int64_t exact = f_(a[i].i, b[i].i);
+        o[i].i = num_.wrap(exact);
+        user_check(!checked_ || o[i].i == exact, "interp")
+            << "index arithmetic overflows " << src_.type() << " in '" << src_ << "' (" << a[i].i
+            << ", " << b[i].i << " -> " << exact << ") by " << M.where(t)
+            << "; the index needs 64 bits (lowering computes a buffer's indices in int64 when it "
+               "has 2^31 elements or more)";
       }
     });
     return o;
@@ -140,6 +149,7 @@ private:
   ExprPtr a_, b_;
   F f_;
   Numeric num_;
+  bool checked_;
 };
 
 template <typename F, bool FloatOperands> class Compare : public ExprCode {
@@ -393,6 +403,14 @@ namespace {
 
 } // namespace
 
+ExprPtr Compiler::index(const Expr &e) {
+  bool outer = in_index_;
+  in_index_ = true;
+  ExprPtr code = expr(e);
+  in_index_ = outer;
+  return code;
+}
+
 ExprPtr Compiler::expr(const Expr &e) {
   internal_check(e.defined()) << "interp: undefined expression";
   const uint32_t n = M.n_threads;
@@ -425,7 +443,8 @@ ExprPtr Compiler::expr(const Expr &e) {
       return std::make_unique<FloatBinary<decltype(f)>>(t, n, std::move(a), std::move(b), f);      \
     }                                                                                              \
     auto f = INT_F;                                                                                \
-    return std::make_unique<IntBinary<decltype(f), DIV>>(e, n, std::move(a), std::move(b), f);     \
+    return std::make_unique<IntBinary<decltype(f), DIV>>(e, n, std::move(a), std::move(b), f,     \
+                                                         in_index_);                              \
   }
 #define TESSEL_COMPARE(NODE, OP)                                                                   \
   if (const auto *op = e.as<NODE>()) {                                                             \
@@ -492,7 +511,7 @@ ExprPtr Compiler::expr(const Expr &e) {
         << "load of '" << op->buffer.name() << "' has " << op->indices.size()
         << " indices: the executor takes flattened IR (run storage_flatten first)";
     Memory *mem = memory_of(op->buffer->data, "load");
-    ExprPtr index = expr(op->indices[0]);
+    ExprPtr index = this->index(op->indices[0]);
     switch (mem->scope) {
     case MemScope::Global:
       return std::make_unique<LoadCode<MemScope::Global>>(t, n, mem, std::move(index));
@@ -527,7 +546,7 @@ ExprPtr Compiler::expr(const Expr &e) {
           << "bitwise_xor takes two integers: " << e;
       auto f = [](int64_t x, int64_t y) { return x ^ y; };
       return std::make_unique<IntBinary<decltype(f), false>>(e, n, expr(op->args[0]),
-                                                             expr(op->args[1]), f);
+                                                             expr(op->args[1]), f, false);
     }
     if (op->args.size() == 1 && t.is_float()) {
       auto it = unary_math().find(op->name);

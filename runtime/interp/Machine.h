@@ -283,6 +283,9 @@ class Compiler {
 public:
   explicit Compiler(Machine &M) : M(M) {}
   ExprPtr expr(const Expr &e);
+  /// A buffer index: as expr(), but a signed integer operation in it that overflows its type
+  /// is an error (in the generated CUDA it is undefined behaviour, in practice a wrong address).
+  ExprPtr index(const Expr &e);
   StmtPtr stmt(const Stmt &s);
 
   /// The slot of a variable being bound (fresh per binding site).
@@ -296,6 +299,7 @@ public:
 private:
   llvm::DenseMap<const Variable *, int> slots_;
   llvm::DenseMap<const Variable *, Memory *> memories_;
+  bool in_index_ = false;
 };
 
 /// Code for an expression evaluated only for its effects.

@@ -318,7 +318,7 @@ StmtPtr compile_store(Compiler &C, const BufferStore *op) {
       << "store to '" << op->buffer.name() << "' has " << op->indices.size()
       << " indices: the executor takes flattened IR (run storage_flatten first)";
   Memory *mem = C.memory_of(op->buffer->data, "store");
-  ExprPtr index = C.expr(op->indices[0]);
+  ExprPtr index = C.index(op->indices[0]);
   ExprPtr value = C.expr(op->value);
   switch (mem->scope) {
   case MemScope::Global:
