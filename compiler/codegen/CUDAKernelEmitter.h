@@ -150,6 +150,8 @@ private:
 
   /// cp_async, cp_async_commit and cp_async_wait; false for other calls.
   bool emit_async_copy(const Call *op);
+  /// thread_allreduce (CodeGenCUDAReduce.cpp); false for other calls.
+  bool emit_thread_allreduce(const Call *op);
 
   // ---- WMMA (CodeGenCUDAWmma.cpp) ---------------------------------------------------------
   void analyze_fragments();

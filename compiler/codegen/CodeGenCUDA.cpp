@@ -402,7 +402,7 @@ void CUDAKernelEmitter::emit_evaluate(const Evaluate *op) {
   if (const auto *call = v.as<Call>()) {
     if (call->is_intrinsic(intrinsic::syncthreads))
       return line("__syncthreads();");
-    if (emit_async_copy(call))
+    if (emit_async_copy(call) || emit_thread_allreduce(call))
       return;
     if (emit_wmma(call) || emit_mma(call) || emit_wgmma(call) || emit_tma(call))
       return;

@@ -4,6 +4,7 @@
 #include "compiler/ir/IRMutator.h"
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
+#include "compiler/ir/Intrinsics.h"
 #include "compiler/lower/Rasterize.h"
 #include "compiler/lower/Tensorize.h"
 #include "compiler/lower/ThreadExtents.h"
@@ -46,9 +47,13 @@ public:
         global_env_(global_env), threads_(threads) {}
 
   Stmt build(const StageNode *s) {
-    for (size_t t = 0; t < s->leaf_iter_vars.size(); ++t)
-      if (const IterVarAttr *a = s->find_attr(s->leaf_iter_vars[t]); a && a->tensorize)
+    for (size_t t = 0; t < s->leaf_iter_vars.size(); ++t) {
+      const IterVarAttr *a = s->find_attr(s->leaf_iter_vars[t]);
+      if (a && a->tensorize)
         return build_tensorized(s, t);
+      if (a && a->bind_thread.defined() && is_reduce_leaf(s, s->leaf_iter_vars[t]))
+        return build_cross_thread(s);
+    }
     return build_loops(s);
   }
 
@@ -160,6 +165,87 @@ private:
       init_nest = make_loop(s, init_leaves[i], init_of_.lookup(init_leaves[i].var().get()),
                             init_nest, false);
     return wrap_loops(s, leaves, 0, k, Seq::make({init_nest, update_nest}), true);
+  }
+
+  // A reduction with a reduction loop bound to threadIdx.x: each thread folds its share (the
+  // serial reduction loops) into a register, @thread_allreduce combines the registers along
+  // threadIdx.x (warp shuffles, then a shared-memory step across warps) into every one of them,
+  // and the store takes it: every thread for a 'local' stage (each holds its own copy), the
+  // thread with threadIdx.x = 0 otherwise. The collective is reached by every thread: guards
+  // stay on the update and the store.
+  Stmt build_cross_thread(const StageNode *s) {
+    const auto *c = s->op.as<ComputeOpNode>();
+    const auto *red = bodies_.body.lookup(s).as<Reduce>();
+    const std::vector<IterVar> &leaves = s->leaf_iter_vars;
+    const std::string context = "stage '" + s->op.name() + "'";
+    size_t k = 0;
+    while (k < leaves.size() && !is_reduce_leaf(s, leaves[k]))
+      ++k;
+    std::vector<IterVar> serial;
+    IterVar bound, thread;
+    for (size_t i = k; i < leaves.size(); ++i) {
+      user_check(is_reduce_leaf(s, leaves[i]), "cross-thread reduction")
+          << context << " binds a reduction loop to a thread, so its data-parallel loops must "
+          << "all come before its reduction loops; '" << leaves[i].name()
+          << "' comes after one: reorder it outwards";
+      const IterVarAttr *a = s->find_attr(leaves[i]);
+      if (a && a->bind_thread.defined()) {
+        user_check(!bound.defined(), "cross-thread reduction")
+            << context << " binds two reduction loops to threads; bind one (fuse them first)";
+        bound = leaves[i];
+        thread = a->bind_thread;
+      } else {
+        serial.push_back(leaves[i]);
+      }
+    }
+    const int64_t extent = const_extent(dom_, bound);
+    user_check(threads_.launch(s, thread.thread_tag(), extent) == extent, "cross-thread reduction")
+        << context << " reduces '" << bound.name() << "' across " << extent << " threads of "
+        << thread.thread_tag() << ", but its kernel launches "
+        << threads_.launch(s, thread.thread_tag(), extent)
+        << "; every thread of the axis takes part in the reduction, so bind it with the "
+           "block's extent";
+
+    const Buffer &buf = buffers_.lookup(s);
+    Expr body = TensorToBuffer(sch_, buffers_).mutate(bodies_.body.lookup(s));
+    const auto *tb = body.as<Reduce>();
+    llvm::DenseMap<const IterVarNode *, Expr> leaf_value;
+    for (const IterVar &iv : leaves)
+      leaf_value[iv.get()] = loop_value_of(s, iv);
+    VarMap root_value = pass_up_index(s, dom_, leaf_value);
+    std::vector<Expr> data_idx;
+    for (const IterVar &iv : c->axis)
+      data_idx.push_back(root_value.lookup(iv.var().get()));
+
+    Buffer acc = Buffer::make(s->op.name() + ".red", buf.dtype(), {Expr(1)}, "local");
+    Expr acc0 = BufferLoad::make(acc, {Expr(0)});
+    Stmt update = BufferStore::make(
+        acc, Reduce::combine(red->combiner, acc0, substitute(tb->source, root_value)), {Expr(0)});
+    if (Expr cond = substitute(tb->condition, root_value); !is_one(cond))
+      update = IfThenElse::make(cond, update);
+    std::vector<IterVar> all_roots = c->axis;
+    all_roots.insert(all_roots.end(), c->reduce_axis.begin(), c->reduce_axis.end());
+    update = guard(update, guards(s, all_roots, leaf_value));
+    for (size_t i = serial.size(); i-- > 0;)
+      update = make_loop(s, serial[i], serial[i], update, true);
+
+    Stmt init = BufferStore::make(acc, Reduce::identity(red->combiner, buf.dtype()), {Expr(0)});
+    const char *combiner = red->combiner == Reduce::Sum ? "sum"
+                           : red->combiner == Reduce::Max ? "max"
+                                                           : "min";
+    Stmt allreduce = Evaluate::make(Call::make(
+        Handle(), intrinsic::thread_allreduce,
+        {StringImm::make(combiner),
+         Call::make(Handle(), intrinsic::address_of, {acc0}, Call::Intrinsic), Expr(int(extent))},
+        Call::Intrinsic));
+    std::vector<Expr> store_guards = guards(s, c->axis, leaf_value);
+    if (s->scope != "local")
+      store_guards.push_back(thread.var() == make_zero(thread.var().type()));
+    Stmt store = guard(BufferStore::make(buf, acc0, data_idx), store_guards);
+    Stmt nest = BufferRealize::make(acc, {Range(Expr(0), Expr(1))},
+                                    Seq::make({init, update, allreduce, store}));
+    nest = make_loop(s, bound, bound, nest, true);
+    return wrap_loops(s, leaves, 0, k, nest, true);
   }
 
   // Conditions that keep a store inside the stage's range and the tensor's shape, and on the

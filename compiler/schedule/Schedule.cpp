@@ -276,9 +276,11 @@ Stage &Stage::bind(const IterVar &iv, const IterVar &thread) {
   user_check(thread.defined() && thread.iter_type() == IterVarType::ThreadIndex, "bind")
       << "stage '" << name() << "', axis '" << iv.name()
       << "': bind to a thread axis made with thread_axis(\"threadIdx.x\") and the like";
-  user_check(iv.iter_type() != IterVarType::CommReduce, "bind")
-      << "stage '" << name() << "': reduction axis '" << iv.name()
-      << "' cannot be bound to a thread (cross-thread reductions are not supported)";
+  user_check(iv.iter_type() != IterVarType::CommReduce || thread.thread_tag() == "threadIdx.x",
+             "bind")
+      << "stage '" << name() << "': reduction axis '" << iv.name() << "' is bound to "
+      << thread.thread_tag() << "; a reduction across threads runs along threadIdx.x (the "
+      << "lanes of a warp): bind it to threadIdx.x and the data-parallel axes to the others";
   for (const auto &[node, attr] : n_->iter_var_attrs) {
     if (node == iv.get() || !attr.bind_thread.defined())
       continue;

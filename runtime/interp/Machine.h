@@ -304,6 +304,8 @@ private:
 
 /// Code for an expression evaluated only for its effects.
 StmtPtr compile_evaluate(Compiler &C, const Call *call);
+/// thread_allreduce (ThreadAllreduce.cpp).
+StmtPtr compile_thread_allreduce(Compiler &C, const Call *call);
 /// The WMMA intrinsics; `call` is one of wmma_* (Wmma.cpp).
 StmtPtr compile_wmma(Compiler &C, const Call *call);
 /// cp_async, cp_async_commit and cp_async_wait (AsyncCopy.cpp).

@@ -428,6 +428,8 @@ StmtPtr Compiler::stmt(const Stmt &s) {
 StmtPtr compile_evaluate(Compiler &C, const Call *call) {
   if (call->is_intrinsic(intrinsic::syncthreads))
     return std::make_unique<SyncCode>();
+  if (call->is_intrinsic(intrinsic::thread_allreduce))
+    return compile_thread_allreduce(C, call);
   if (call->name.rfind("wmma_", 0) == 0 && call->call_kind == Call::Intrinsic)
     return compile_wmma(C, call);
   if (call->name.rfind("cp_async", 0) == 0 && call->call_kind == Call::Intrinsic)

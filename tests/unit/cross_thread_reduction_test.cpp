@@ -1,0 +1,142 @@
+// Reductions across threads: a reduction loop bound to threadIdx.x is folded per thread, then
+// combined by @thread_allreduce (warp shuffles and a shared-memory step across warps), on the
+// executor against float64 and in CUDA compiled by NVRTC.
+#include "TestUtil.h"
+
+#include "compiler/codegen/CodeGenCUDA.h"
+#include "compiler/tessel.h"
+#include "runtime/Build.h"
+#include "runtime/Check.h"
+#include "runtime/Nvrtc.h"
+
+#include <gtest/gtest.h>
+
+using namespace tessel;
+
+namespace {
+
+struct RowReduce {
+  Tensor A, B;
+  Schedule s;
+};
+
+// B[i] = combiner_k A[i, k] over rows of `cols`, one block per row (or per `rows_per_block`
+// rows on threadIdx.y), k split by `threads` with the inner part on threadIdx.x.
+RowReduce row_reduce(int64_t rows, int64_t cols, int threads, const char *combiner,
+                     DataType dtype = Float(32), int rows_per_block = 1) {
+  RowReduce r;
+  r.A = placeholder({rows, cols}, dtype, "A");
+  IterVar k = reduce_axis({0, cols}, "k");
+  r.B = compute({rows}, [&](Var i) {
+    Expr v = r.A(i, k);
+    return std::string(combiner) == "sum" ? sum(v, {k}) : max(v, {k});
+  }, "B");
+  r.s = create_schedule({r.B});
+  auto [i] = r.s[r.B].axes<1>();
+  auto [ko, ki] = r.s[r.B].split(r.s[r.B].reduce_axis()[0], threads);
+  if (rows_per_block > 1) {
+    auto [bi, ti] = r.s[r.B].split(i, rows_per_block);
+    r.s[r.B].bind(bi, thread_axis("blockIdx.x"));
+    r.s[r.B].bind(ti, thread_axis("threadIdx.y"));
+  } else {
+    r.s[r.B].bind(i, thread_axis("blockIdx.x"));
+  }
+  r.s[r.B].bind(ki, thread_axis("threadIdx.x"));
+  (void)ko;
+  return r;
+}
+
+} // namespace
+
+TEST(CrossThreadReduction, RowSumAndMaxMatchTheReference) {
+  struct Case {
+    int64_t rows, cols;
+    int threads;
+    const char *combiner;
+    int rows_per_block;
+  };
+  for (const Case &c : std::vector<Case>{{8, 1000, 128, "sum", 1},
+                                        {8, 1000, 256, "max", 1},
+                                        {12, 100, 16, "sum", 4},   // narrower than a warp
+                                        {6, 77, 32, "max", 2},     // one warp, ragged k
+                                        {4, 3000, 1024, "sum", 1}}) {
+    SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " " + c.combiner +
+                 " over " + std::to_string(c.threads) + " threads");
+    RowReduce r = row_reduce(c.rows, c.cols, c.threads, c.combiner, Float(32), c.rows_per_block);
+    CheckResult res = check_on_cpu(r.s, {r.A, r.B}, 1, 3);
+    EXPECT_TRUE(res.compare.ok) << res.str();
+  }
+}
+
+TEST(CrossThreadReduction, IrAndCudaUseShufflesAndOneSharedStep) {
+  RowReduce r = row_reduce(8, 1000, 128, "sum");
+  LoweredModule m = lower(r.s, {r.A, r.B});
+  std::string ir = to_string(m);
+  EXPECT_NE(ir.find("@thread_allreduce(\"sum\", @address_of(B.red[0]), 128)"), std::string::npos)
+      << ir;
+  EXPECT_NE(ir.find("if (threadIdx.x == 0)"), std::string::npos) << ir;
+  std::string src = codegen_cuda(m);
+  EXPECT_EQ(test::count_of(src, "__shfl_xor_sync"), 5) << src;
+  EXPECT_NE(src.find("__shared__ float tessel_red[4];"), std::string::npos) << src;
+  for (const char *arch : {"sm_80", "sm_90"}) {
+    CompileOptions o;
+    o.arch = arch;
+    EXPECT_FALSE(nvrtc_compile(src, nvrtc_options(o), "row_sum.cu").cubin.empty()) << arch;
+  }
+}
+
+// A row's sum computed inside the kernel that uses it (C = A - rowsum(A), one block per row):
+// B is local, so every thread keeps the combined sum and no barrier or shared copy follows.
+TEST(CrossThreadReduction, LocalResultFeedsTheSameKernel) {
+  Tensor A = placeholder({8, 1000}, Float(32), "A");
+  IterVar k = reduce_axis({0, 1000}, "k");
+  Tensor B = compute({8}, [&](Var i) { return sum(A(i, k), {k}); }, "B");
+  Tensor C = compute({8, 1000}, [&](Var i, Var j) { return A(i, j) - B(i); }, "C");
+  Schedule s = create_schedule({C});
+  auto [ci, cj] = s[C].axes<2>();
+  auto [cjo, cji] = s[C].split(cj, 128);
+  s[C].bind(ci, thread_axis("blockIdx.x"));
+  s[C].bind(cji, thread_axis("threadIdx.x"));
+  s[B].compute_at(s[C], ci);
+  s[B].set_scope("local");
+  auto [ko, ki] = s[B].split(s[B].reduce_axis()[0], 128);
+  s[B].bind(ki, thread_axis("threadIdx.x"));
+  (void)cjo;
+  (void)ko;
+  LoweredModule m = lower(s, {A, C});
+  ASSERT_EQ(m.funcs.size(), 1u);
+  std::string ir = to_string(m);
+  EXPECT_NE(ir.find("  B[0] = B.red[0]"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("threadIdx.x == 0"), std::string::npos) << ir;
+  CheckResult r = check_on_cpu(s, {A, C}, 1, 4);
+  EXPECT_TRUE(r.compare.ok) << r.str();
+}
+
+TEST(CrossThreadReduction, Errors) {
+  RowReduce r = row_reduce(8, 1000, 128, "sum");
+  test::expect_error([&] { r.s[r.B].bind(r.s[r.B].leaf_iter_vars()[1], thread_axis("threadIdx.y")); },
+                     {"stage 'B'", "threadIdx.y", "bind it to threadIdx.x"});
+  // The row loop after the reduction loops.
+  r.s[r.B].reorder({r.s[r.B].leaf_iter_vars()[1], r.s[r.B].leaf_iter_vars()[2],
+                    r.s[r.B].leaf_iter_vars()[0]});
+  test::expect_error([&] { lower(r.s, {r.A, r.B}); },
+                     {"stage 'B'", "data-parallel loops must all come before", "reorder it outwards"});
+  // 64 threads reduce while the block has 128 (another stage binds threadIdx.x with 128).
+  Tensor A = placeholder({8, 1000}, Float(32), "A");
+  IterVar k = reduce_axis({0, 1000}, "k");
+  Tensor B = compute({8}, [&](Var i) { return sum(A(i, k), {k}); }, "B");
+  Tensor C = compute({8, 1000}, [&](Var i, Var j) { return A(i, j) - B(i); }, "C");
+  Schedule s = create_schedule({C});
+  auto [ci, cj] = s[C].axes<2>();
+  auto [cjo, cji] = s[C].split(cj, 128);
+  s[C].bind(ci, thread_axis("blockIdx.x"));
+  s[C].bind(cji, thread_axis("threadIdx.x"));
+  s[B].compute_at(s[C], ci);
+  s[B].set_scope("local");
+  auto [ko, ki] = s[B].split(s[B].reduce_axis()[0], 64);
+  s[B].bind(ki, thread_axis("threadIdx.x"));
+  (void)cjo;
+  (void)ko;
+  test::expect_error([&] { lower(s, {A, C}); },
+                     {"stage 'B'", "across 64 threads of threadIdx.x", "launches 128"});
+}
