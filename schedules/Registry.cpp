@@ -9,6 +9,7 @@
 #include "schedules/GemmTc.h"
 #include "schedules/GemmWgmma.h"
 #include "schedules/GemmWmma.h"
+#include "schedules/Normalization.h"
 
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/ADT/StringRef.h>
@@ -24,7 +25,7 @@ const std::map<std::string, ScheduleEntry> &schedule_registry() {
                             gemm_tc_entry(), gemm_mma_entry(), gemm_wgmma_entry(),
                             gemm_bias_gelu_entry(), conv2d_tensorcore_tutorial_entry(),
                             conv2d_wgmma_entry(), conv2d_bias_relu_entry(), conv2d_tc_entry(),
-                            conv2d_grouped_entry()})
+                            conv2d_grouped_entry(), softmax_entry(), layernorm_entry()})
       r.emplace(e.name, std::move(e));
     return r;
   }();

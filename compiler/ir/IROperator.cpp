@@ -159,6 +159,8 @@ Expr float_math(const char *name, Expr x) {
 Expr exp(Expr x) { return float_math("exp", std::move(x)); }
 Expr tanh(Expr x) { return float_math("tanh", std::move(x)); }
 Expr erf(Expr x) { return float_math("erf", std::move(x)); }
+Expr sqrt(Expr x) { return float_math("sqrt", std::move(x)); }
+Expr rsqrt(Expr x) { return float_math("rsqrt", std::move(x)); }
 
 Expr floordiv(Expr a, Expr b) {
   if (auto r = fold_int(a, b, [](int64_t x, int64_t y) -> std::optional<int64_t> {

@@ -99,6 +99,9 @@ inline Expr floormod(Expr a, int b) { DataType t = a.type(); return floormod(std
 Expr exp(Expr x);
 Expr tanh(Expr x);
 Expr erf(Expr x);
+Expr sqrt(Expr x);
+/// 1 / sqrt(x) (CUDA's rsqrtf): layernorm's scale.
+Expr rsqrt(Expr x);
 
 Expr cast(DataType t, Expr value);
 Expr select(Expr condition, Expr true_value, Expr false_value);

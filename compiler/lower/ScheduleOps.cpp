@@ -199,6 +199,11 @@ private:
       }
     }
     const int64_t extent = const_extent(dom_, bound);
+    user_check((extent & (extent - 1)) == 0 && extent <= 1024, "cross-thread reduction")
+        << context << " reduces '" << bound.name() << "' across " << extent
+        << " threads; a reduction across threads takes a power of two up to 1024 (a split "
+           "factor larger than its axis is cut to the axis' extent): split by a power of two "
+           "at most the extent";
     user_check(threads_.launch(s, thread.thread_tag(), extent) == extent, "cross-thread reduction")
         << context << " reduces '" << bound.name() << "' across " << extent << " threads of "
         << thread.thread_tag() << ", but its kernel launches "

@@ -116,6 +116,8 @@ TEST(EndToEnd, RegisteredSchedulesMatchReferenceOnCpu) {
       {"conv2d_grouped",
        {{{"N", 2}, {"H", 6}, {"W", 6}, {"C", 16}, {"K", 16}, {"G", 16}},
         {{"N", 1}, {"H", 9}, {"W", 9}, {"C", 16}, {"K", 32}, {"G", 4}, {"stride", 2}}}},
+      {"softmax", {{{"R", 3}, {"C", 512}}, {{"R", 2}, {"C", 100}, {"V", 2}}}},
+      {"layernorm", {{{"R", 3}, {"C", 512}}, {{"R", 2}, {"C", 100}, {"V", 2}}}},
   };
   for (const auto &[name, entry] : schedule_registry()) {
     auto it = shapes.find(name);

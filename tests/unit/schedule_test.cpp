@@ -153,7 +153,7 @@ TEST(ScheduleErrors, BindingOneThreadTagTwice) {
                {"thread tag 'threadIdx.x' is already bound"});
   expect_error([] { thread_axis("threadIdx.w"); }, {"unknown thread tag 'threadIdx.w'"});
   expect_error([&] { t.s[t.g.C].bind(t.s[t.g.C].reduce_axis()[0], thread_axis("blockIdx.x")); },
-               {"reduction axis 'k' cannot be bound"});
+               {"reduction axis 'k' is bound to blockIdx.x", "bind it to threadIdx.x"});
 }
 
 TEST(ScheduleErrors, VectorizeTooLongOrOfReduction) {
