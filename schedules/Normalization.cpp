@@ -32,29 +32,46 @@ RowTiles resolve(const char *name, int64_t cols, DataType dtype, RowTiles t) {
   return t;
 }
 
-// Binds a row stage: i to blockIdx.x, j as (outer, threadIdx.x, vector lanes).
-void schedule_row(Schedule &s, const Tensor &y, const RowTiles &t) {
+// The output stage: i on blockIdx.x, j as (outer, threadIdx.x, vector lanes); computed in
+// registers (a local stage at the thread's vector) and stored as one vector, its inputs `vecs`
+// (x, gamma, ...) read into registers as vectors.
+void schedule_row(Schedule &s, const Tensor &y, const std::vector<Tensor> &vecs,
+                  const RowTiles &t) {
+  Tensor yl = s.cache_write(y, "local");
   auto [i, j] = s[y].axes<2>();
   auto [jo, jv] = s[y].split(j, t.vector);
   auto [jr, jt] = s[y].split(jo, t.threads);
   s[y].bind(i, thread_axis("blockIdx.x"));
   s[y].bind(jt, thread_axis("threadIdx.x"));
   s[y].reorder({i, jr, jt, jv});
+  s[yl].compute_at(s[y], jt);
+  s[yl].unroll(s[yl].leaf_iter_vars().back());
+  for (const Tensor &in : vecs) {
+    Tensor r = s.cache_read(in, "local", {yl});
+    s[r].compute_at(s[y], jt);
+    if (t.vector > 1)
+      s[r].vectorize(s[r].leaf_iter_vars().back());
+  }
   if (t.vector > 1)
     s[y].vectorize(jv);
 }
 
-// A row reduction computed at y's row: local, its loop split as y's (vector lanes serial and
-// unrolled, the threads' share across threadIdx.x).
-void schedule_row_reduction(Schedule &s, const Tensor &r, const Tensor &y, const RowTiles &t) {
+// A row reduction computed at y's row: local, its loop split as y's (the threads' share of
+// vectors across threadIdx.x), each vector of x read into registers at once.
+void schedule_row_reduction(Schedule &s, const Tensor &r, const Tensor &x, const Tensor &y,
+                            const RowTiles &t) {
+  Tensor xr = s.cache_read(x, "local", {r});
   s[r].compute_at(s[y], s[y].leaf_iter_vars()[0]);
   s[r].set_scope("local");
   auto [ko, kv] = s[r].split(s[r].reduce_axis()[0], t.vector);
   auto [kr, kt] = s[r].split(ko, t.threads);
-  s[r].reorder({kr, kt, kv});
+  s[r].reorder({kt, kr, kv}); // the thread's loop outside: the cache below is per thread
   s[r].bind(kt, thread_axis("threadIdx.x"));
-  if (t.vector > 1)
+  s[xr].compute_at(s[r], kr);
+  if (t.vector > 1) {
+    s[xr].vectorize(s[xr].leaf_iter_vars().back());
     s[r].unroll(kv);
+  }
 }
 
 const DataType F32 = Float(32);
@@ -65,17 +82,16 @@ ScheduledProgram softmax(int64_t rows, int64_t cols, DataType dtype, RowTiles ti
   RowTiles t = resolve("softmax", cols, dtype, tiles);
   Tensor x = placeholder({rows, cols}, dtype, "x");
   IterVar k = reduce_axis({0, cols}, "k"), k2 = reduce_axis({0, cols}, "k2");
+  // exp(x - max) is written where it is used (the sum and the output), so that each reads x.
+  auto e = [&](Expr i, Expr j, Expr m) { return exp(x(i, j).astype(F32) - m); };
   Tensor mx = compute({rows}, [&](Var i) { return max(x(i, k).astype(F32), {k}); }, "row_max");
-  Tensor e = compute({rows, cols}, [&](Var i, Var j) { return exp(x(i, j).astype(F32) - mx(i)); },
-                     "e");
-  Tensor sm = compute({rows}, [&](Var i) { return sum(e(i, k2), {k2}); }, "row_sum");
-  Tensor y = compute({rows, cols}, [&](Var i, Var j) { return (e(i, j) / sm(i)).astype(dtype); },
-                     "y");
+  Tensor sm = compute({rows}, [&](Var i) { return sum(e(i, k2, mx(i)), {k2}); }, "row_sum");
+  Tensor y = compute({rows, cols},
+                     [&](Var i, Var j) { return (e(i, j, mx(i)) / sm(i)).astype(dtype); }, "y");
   Schedule s = create_schedule({y});
-  s[e].compute_inline();
-  schedule_row(s, y, t);
-  schedule_row_reduction(s, mx, y, t);
-  schedule_row_reduction(s, sm, y, t);
+  schedule_row_reduction(s, mx, x, y, t);
+  schedule_row_reduction(s, sm, x, y, t);
+  schedule_row(s, y, {x}, t);
   ScheduledProgram p;
   p.schedule = s;
   p.args = {x, y};
@@ -90,19 +106,18 @@ ScheduledProgram layernorm(int64_t rows, int64_t cols, DataType dtype, RowTiles 
   Tensor gamma = placeholder({cols}, dtype, "gamma"), beta = placeholder({cols}, dtype, "beta");
   IterVar k = reduce_axis({0, cols}, "k"), k2 = reduce_axis({0, cols}, "k2");
   const float inv_n = 1.0f / float(cols);
+  // x - mean is written where it is used (the variance and the output), so that each reads x.
   Tensor sx = compute({rows}, [&](Var i) { return sum(x(i, k).astype(F32), {k}); }, "row_sum");
-  Tensor d = compute({rows, cols},
-                     [&](Var i, Var j) { return x(i, j).astype(F32) - sx(i) * inv_n; }, "d");
+  auto d = [&](Expr i, Expr j) { return x(i, j).astype(F32) - sx(i) * inv_n; };
   Tensor sq = compute({rows}, [&](Var i) { return sum(d(i, k2) * d(i, k2), {k2}); }, "row_sq");
   Tensor y = compute({rows, cols}, [&](Var i, Var j) {
     Expr scale = rsqrt(sq(i) * inv_n + 1e-5f);
     return (d(i, j) * scale * gamma(j).astype(F32) + beta(j).astype(F32)).astype(dtype);
   }, "y");
   Schedule s = create_schedule({y});
-  s[d].compute_inline();
-  schedule_row(s, y, t);
-  schedule_row_reduction(s, sx, y, t);
-  schedule_row_reduction(s, sq, y, t);
+  schedule_row_reduction(s, sx, x, y, t);
+  schedule_row_reduction(s, sq, x, y, t);
+  schedule_row(s, y, {x, gamma, beta}, t);
   ScheduledProgram p;
   p.schedule = s;
   p.args = {x, gamma, beta, y};
