@@ -6,13 +6,14 @@
 // measurements of 10 launches). Prints a table and writes CSV. Convolutions get two rows: the seed
 // tutorial's schedule (on relaid-out copies) and conv2d_tc (on cuDNN's arrays themselves).
 //
-//   ./build/bench/tessel_bench [--csv results.csv] [--only gemm|conv] [--schedule gemm_wmma]
+//   ./build/bench/tessel_bench [--csv results.csv] [--only gemm|conv|norm] [--schedule gemm_wmma]
 //   ./build/bench/tessel_bench --tune [--only gemm|conv] [--tune-csv tune.csv]
 #include "bench/Tune.h"
 #include "bench/VendorLibraries.h"
 #include "compiler/te/Compute.h"
 #include "compiler/tessel.h"
 #include "runtime/Build.h"
+#include "runtime/Check.h"
 #include "runtime/Device.h"
 #include "runtime/Half.h"
 #include "schedules/Conv2dTc.h"
@@ -32,7 +33,8 @@ using namespace tessel;
 
 static llvm::cl::opt<std::string> csv_path("csv", llvm::cl::desc("write the table as CSV here"),
                                            llvm::cl::init("bench_results.csv"));
-static llvm::cl::opt<std::string> only("only", llvm::cl::desc("gemm or conv"), llvm::cl::init(""));
+static llvm::cl::opt<std::string> only("only", llvm::cl::desc("gemm, conv or norm"),
+                                       llvm::cl::init(""));
 static llvm::cl::list<std::string> gemm_schedules(
     "schedule", llvm::cl::desc("GEMM schedules to run (default: gemm_tc, which is gemm_wgmma on Hopper, gemm_mma, gemm_wmma)"));
 static llvm::cl::opt<bool> tune(
@@ -85,6 +87,44 @@ Row bench_gemm(const std::string &schedule, int64_t M, int64_t N, int64_t K, ben
     r.max_err = worst;
     // Both accumulate K fp16 products in fp32, in different orders.
     r.note = worst <= 1e-3 ? "ok" : "MISMATCH";
+  } catch (const Error &e) {
+    r.note = std::string("n/a: ") + e.what();
+  }
+  return r;
+}
+
+// softmax / layernorm over R rows of C float16 against a device-to-device copy of x (the same
+// bytes read and written): "vendor ms" is the copy's time, the ratio the fraction of the copy's
+// speed (these kernels are memory-bound), the TF/s columns TB/s. Checked at 64 rows against
+// float64 (the reference of 2^26 elements would take the CPU minutes).
+Row bench_norm(const std::string &name, int64_t R, int64_t C) {
+  Row r;
+  r.kernel = "norm";
+  r.shape = std::to_string(R) + "x" + std::to_string(C);
+  r.ours_name = name;
+  r.flops = 2.0 * 2.0 * double(R) * double(C); // bytes read + written
+  try {
+    const ScheduleEntry &e = find_schedule(name);
+    ScheduledProgram small = e.build(resolve_shape(e, {{"R", 64}, {"C", C}}), Float(16));
+    CheckResult c = check_on_gpu(small.schedule, small.args, small.num_inputs);
+    r.max_err = c.compare.max_abs_error;
+    r.note = c.compare.ok ? "ok" : "MISMATCH " + c.str();
+    ScheduledProgram p = e.build(resolve_shape(e, {{"R", R}, {"C", C}}), Float(16));
+    Module m = build(p.schedule, p.args);
+    std::vector<DeviceArray> arrays;
+    for (size_t i = 0; i < p.args.size(); ++i) {
+      arrays.emplace_back(Float(16), constant_shape(p.args[i]));
+      if (i < p.num_inputs) {
+        std::vector<uint16_t> h = random_halves(size_t(arrays.back().numel()), 10 + i);
+        arrays.back().copy_from_host(h.data(), arrays.back().bytes());
+      }
+    }
+    std::vector<const DeviceArray *> ptrs;
+    for (const DeviceArray &a : arrays)
+      ptrs.push_back(&a);
+    r.ours_ms = m.time(ptrs, timing()).median_ms;
+    DeviceArray copy(Float(16), {R, C});
+    r.vendor_ms = time_launches([&] { copy.copy_from(arrays[0]); }, timing()).median_ms;
   } catch (const Error &e) {
     r.note = std::string("n/a: ") + e.what();
   }
@@ -399,6 +439,12 @@ int main(int argc, char **argv) {
         print_row(r);
       }
     }
+    if (only.empty() || only == "norm")
+      for (const char *name : {"softmax", "layernorm"})
+        for (int64_t C : {1024, 2048, 4096, 8192}) {
+          rows.push_back(bench_norm(name, (int64_t(1) << 26) / C, C));
+          print_row(rows.back());
+        }
     std::ofstream csv(csv_path);
     csv << "kind,shape,ours,ours_ms,vendor_ms,ours_tflops,vendor_tflops,ratio,max_err,check\n";
     for (const Row &r : rows)

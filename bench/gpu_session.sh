@@ -12,16 +12,18 @@
 #
 # Steps of `run` (all by default, in this order; each one's log is $OUT/<step>.txt):
 #   tests     the GPU tests (*Gpu*): real launches checked against float64 references
-#   tutorial  the seed's conv tutorial, tensorized, checked and timed
+#   tutorial  the seed's conv tutorial, tensorized, checked and timed; then at batch 32 and 64
 #   tune      tessel_bench --tune: every gemm_tc / conv2d_tc candidate checked against
 #             cuBLAS / cuDNN and timed; its `best ...` lines are what schedules/GemmTc.cpp and
 #             schedules/Conv2dTc.cpp tabulate
 #   bench     tessel_bench --csv: the table bench/RESULTS.md records
+#   norm      tessel_bench --only norm: softmax / layernorm against a device-to-device copy
 #   sanitize  compute-sanitizer memcheck, racecheck and synccheck on gemm_tc at 512^3 (pipelined
 #             with cp.async; wgmma on a Hopper GPU) and on conv2d_tc (and conv2d_wgmma with a
 #             float16 y, the fused conv2d_bias_relu and gemm_bias_gelu, a ragged gemm_wgmma whose
 #             padded copies are kernels of their own, a split-K one of 16 rows, a strided
-#             conv2d_wgmma, a depthwise conv2d_grouped) at small shapes, racecheck
+#             conv2d_wgmma, a depthwise conv2d_grouped, softmax and layernorm with their
+#             reductions across threads, the tutorial at batch 32) at small shapes, racecheck
 #             on gemm_shared at 256^3; one timed launch each
 #             (tessel run --number 1 --repeat 1) after the check's run and the warm-up
 #   profile   ncu --set full on one launch of gemm_tc at 4096^3 and of conv2d_wgmma on ResNet's
@@ -69,9 +71,12 @@ run_step() {
   echo "== $step" | tee -a "$out/summary.txt"
   case $step in
     tests) ./tessel_tests --gtest_filter='*Gpu*' ;;
-    tutorial) ./conv2d_tensorcore ;;
+    tutorial)
+      ./conv2d_tensorcore && ./conv2d_tensorcore --batch 32 --quiet &&
+        ./conv2d_tensorcore --batch 64 --quiet ;;
     tune) ./tessel_bench --tune --tune-csv "$out/tune.csv" ;;
     bench) ./tessel_bench --csv "$out/bench.csv" ;;
+    norm) ./tessel_bench --only norm --csv "$out/norm.csv" ;;
     sanitize)
       # One timed launch each (--number 1 --repeat 1): under the sanitizer every launch is
       # slow, and racecheck took minutes over the default 30 x 10.
@@ -90,6 +95,9 @@ run_step() {
         sanitize_all gemm_wgmma --shape M=16,N=512,K=1024 "${once[@]}" &&
         sanitize_all conv2d_wgmma --shape N=8,H=16,W=16,C=64,K=128,stride=2,Y16=1 "${once[@]}" &&
         sanitize_all conv2d_grouped --shape N=2,H=16,W=16,C=64,K=64,G=64 "${once[@]}" &&
+        sanitize_all softmax --shape R=64,C=4096 "${once[@]}" &&
+        sanitize_all layernorm --shape R=64,C=1000,V=1 "${once[@]}" &&
+        sanitize_all conv2d_tensorcore_tutorial --shape batch=32,height=7,width=7 "${once[@]}" &&
         compute-sanitizer --tool racecheck --error-exitcode 1 \
           ./tessel run gemm_shared --shape M=256,N=256,K=256 "${once[@]}" ;;
     profile)
@@ -126,7 +134,7 @@ run() {
   export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >"$out/gpu.txt" 2>&1
   local steps=("$@") failed=0 s
-  [ ${#steps[@]} -eq 0 ] && steps=(tests tutorial tune bench sanitize profile)
+  [ ${#steps[@]} -eq 0 ] && steps=(tests tutorial tune bench norm sanitize profile)
   for s in "${steps[@]}"; do
     run_step "$s" "$out" || failed=$((failed + 1))
   done
