@@ -22,8 +22,12 @@ void pass_down_domain(const StageNode *s, DomainMap &dom) {
           << "stage '" << s->op.name() << "': axis '" << sp->parent.name() << "' has extent " << e
           << ", less than the split factor " << *sp->factor
           << " it shifts inwards by; use a factor of at most " << e << " or GuardWithIf";
+      // A factor past the extent is cut to it, except for a reduction across threads: its
+      // threads stay a power of two, the ones past the extent adding the identity.
+      const IterVarAttr *a = s->find_attr(sp->inner);
+      bool across_threads = a && a->bind_thread.defined() && is_reduce_leaf(s, sp->inner);
       if (sp->factor) {
-        inner = std::min(*sp->factor, e);
+        inner = across_threads ? *sp->factor : std::min(*sp->factor, e);
         outer = (e + inner - 1) / inner;
       } else {
         outer = std::min(*sp->nparts, e);

@@ -59,7 +59,8 @@ TEST(CrossThreadReduction, RowSumAndMaxMatchTheReference) {
                                         {8, 1000, 256, "max", 1},
                                         {12, 100, 16, "sum", 4},   // narrower than a warp
                                         {6, 77, 32, "max", 2},     // one warp, ragged k
-                                        {4, 3000, 1024, "sum", 1}}) {
+                                        {4, 3000, 1024, "sum", 1},
+                                        {5, 21, 32, "sum", 1}}) {  // fewer columns than threads
     SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " " + c.combiner +
                  " over " + std::to_string(c.threads) + " threads");
     RowReduce r = row_reduce(c.rows, c.cols, c.threads, c.combiner, Float(32), c.rows_per_block);
@@ -116,6 +117,10 @@ TEST(CrossThreadReduction, Errors) {
   RowReduce r = row_reduce(8, 1000, 128, "sum");
   test::expect_error([&] { r.s[r.B].bind(r.s[r.B].leaf_iter_vars()[1], thread_axis("threadIdx.y")); },
                      {"stage 'B'", "threadIdx.y", "bind it to threadIdx.x"});
+  // Threads that are not a power of two.
+  RowReduce odd = row_reduce(8, 1000, 24, "sum");
+  test::expect_error([&] { lower(odd.s, {odd.A, odd.B}); },
+                     {"stage 'B'", "across 24 threads", "power of two"});
   // The row loop after the reduction loops.
   r.s[r.B].reorder({r.s[r.B].leaf_iter_vars()[1], r.s[r.B].leaf_iter_vars()[2],
                     r.s[r.B].leaf_iter_vars()[0]});
