@@ -1,5 +1,8 @@
 #include "compiler/schedule/Schedule.h"
 
+#include "compiler/arith/IndexInterval.h"
+#include "compiler/lower/Relations.h"
+
 #include "compiler/ir/IRMutator.h"
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
@@ -643,6 +646,119 @@ Tensor Schedule::cache_write(const Tensor &t, const std::string &scope) {
   n_->stages.insert(n_->stages.begin() + stage_position(n_.get(), sn), std::move(cs));
   Stage(raw).set_scope(scope);
   return cache;
+}
+
+Tensor Schedule::rfactor(const Tensor &t, const IterVar &axis, int factor_axis) {
+  Stage st = (*this)[t];
+  Operation old = st.op(); // keeps `c` alive while the stage's op is replaced below
+  const auto *c = old.as<ComputeOpNode>();
+  const Reduce *red = c ? c->reduction() : nullptr;
+  user_check(red, "rfactor") << "'" << t.name() << "' is not a reduction; rfactor factors one";
+  StageNode *sn = st.get();
+  const std::vector<IterVar> &leaves = sn->leaf_iter_vars;
+  user_check(std::any_of(leaves.begin(), leaves.end(),
+                         [&](const IterVar &l) { return l.same_as(axis); }) &&
+                 axis.iter_type() == IterVarType::CommReduce,
+             "rfactor")
+      << "'" << axis.name() << "' is not a reduction loop of " << describe(sn)
+      << "; factor along one of its reduction loops (split the reduce axis first)";
+  user_check(factor_axis >= 0 && factor_axis <= int(c->axis.size()), "rfactor")
+      << "stage '" << t.name() << "': factor_axis " << factor_axis << " is not a position among "
+      << "its " << c->axis.size() << " axes and one more";
+  for (const IterVar &l : leaves)
+    if (const IterVarAttr *a = sn->find_attr(l); a && l.iter_type() == IterVarType::CommReduce)
+      user_check(!a->bind_thread.defined() && a->for_kind == ForKind::Serial && !a->tensorize,
+                 "rfactor")
+          << "stage '" << t.name() << "': reduction loop '" << l.name()
+          << "' is already bound or annotated; rfactor first, then schedule the new stages";
+
+  // The extents of the loops, and each reduction loop's new variable.
+  DomainMap dom;
+  for (const IterVar &iv : root_iter_vars(sn))
+    dom[iv.get()] = iv->dom;
+  pass_down_domain(sn, dom);
+  llvm::DenseMap<const IterVarNode *, Expr> leaf_value;
+  std::vector<IterVar> rf_reduce;
+  VarIntervals ranges;
+  Var factored(axis.name() + ".v");
+  for (const IterVar &l : leaves) {
+    if (l.iter_type() != IterVarType::CommReduce) {
+      leaf_value[l.get()] = make_zero(Int(32));
+      continue;
+    }
+    int64_t extent = *as_const_int(dom.lookup(l.get()).extent);
+    // The factored loop keeps its split factor where the axis was shorter (a reduction across
+    // that many threads stays a power of two; the predicate below drops the overshoot).
+    if (l.same_as(axis))
+      for (const IterVarRelation &rel : sn->relations)
+        if (const auto *sp = std::get_if<SplitRelation>(&rel); sp && sp->inner.same_as(l))
+          extent = sp->factor.value_or(extent);
+    Var v = l.same_as(axis) ? factored : Var(l.name() + ".r");
+    leaf_value[l.get()] = v;
+    ranges[v.get()] = IndexInterval::constant(0, extent - 1);
+    if (!l.same_as(axis))
+      rf_reduce.push_back(IterVar::make(Range(Expr(0), Expr(int(extent))), v,
+                                        IterVarType::CommReduce));
+  }
+  const int64_t factored_extent = ranges.lookup(factored.get()).hi + 1;
+  VarMap root = pass_up_index(sn, dom, leaf_value);
+  // The reduce roots in terms of the new variables; splits that do not divide overshoot.
+  VarMap vmap;
+  std::vector<Expr> inside;
+  for (const IterVar &r : c->reduce_axis) {
+    Expr v = root.lookup(r.var().get());
+    vmap[r.var().get()] = v;
+    int64_t lo = *as_const_int(r->dom.min), n = *as_const_int(r->dom.extent);
+    auto span = eval_interval(v, ranges);
+    if (!span || span->has_base() || span->hi >= lo + n)
+      inside.push_back(v < make_const(v.type(), lo + n));
+  }
+  std::vector<IterVar> rf_axis;
+  for (const IterVar &iv : c->axis) {
+    Var v(iv.name() + ".rf");
+    vmap[iv.var().get()] = v;
+    rf_axis.push_back(IterVar::make(iv->dom, v, IterVarType::DataPar));
+  }
+  rf_axis.insert(rf_axis.begin() + factor_axis,
+                 IterVar::make(Range(Expr(0), Expr(int(factored_extent))), factored,
+                               IterVarType::DataPar));
+  Expr cond = substitute(red->condition, vmap);
+  if (!inside.empty())
+    cond = is_one(cond) ? all(inside) : (cond && all(inside));
+  Expr rf_body = Reduce::make(red->combiner, substitute(red->source, vmap), rf_reduce,
+                              is_one(cond) ? Expr() : cond);
+  Operation rf_op(new ComputeOpNode(t.name() + ".rf", rf_axis, rf_reduce, rf_body));
+  Tensor rf = rf_op.output(0);
+
+  // t reduces the partial results over a new axis of the factored loop's extent.
+  IterVar k = IterVar::make(Range(Expr(0), Expr(int(factored_extent))), Var(axis.name() + ".k"),
+                            IterVarType::CommReduce);
+  std::vector<Expr> idx;
+  for (const IterVar &iv : c->axis)
+    idx.push_back(iv.var());
+  idx.insert(idx.begin() + factor_axis, k.var());
+  sn->op = Operation(new ComputeOpNode(c->name, c->axis, {k},
+                                       Reduce::make(red->combiner, rf(idx), {k})));
+  n_->stage_map[sn->op.get()] = sn;
+  // The reduction loops and their relations go; the data loops keep their schedule.
+  auto derived_from_reduce = [&](const IterVar &iv) {
+    return iv.iter_type() == IterVarType::CommReduce;
+  };
+  std::erase_if(sn->all_iter_vars, derived_from_reduce);
+  std::erase_if(sn->leaf_iter_vars, derived_from_reduce);
+  std::erase_if(sn->relations, [&](const IterVarRelation &rel) {
+    if (const auto *sp = std::get_if<SplitRelation>(&rel))
+      return derived_from_reduce(sp->parent);
+    return derived_from_reduce(std::get<FuseRelation>(rel).outer);
+  });
+  sn->all_iter_vars.push_back(k);
+  sn->leaf_iter_vars.push_back(k);
+
+  auto rs = make_stage(rf_op, n_.get());
+  StageNode *raw = rs.get();
+  n_->stage_map[rf_op.get()] = raw;
+  n_->stages.insert(n_->stages.begin() + stage_position(n_.get(), sn), std::move(rs));
+  return rf;
 }
 
 std::string describe(const StageNode *s) {

@@ -272,6 +272,14 @@ public:
   Tensor cache_read(const Tensor &t, const std::string &scope, const std::vector<Tensor> &readers);
   /// A stage that computes `t` in `scope`; `t` becomes a copy from it.
   Tensor cache_write(const Tensor &t, const std::string &scope);
+  /// Factors the reduction of `t` along `axis` (a reduction loop of t's stage, as split): a new
+  /// stage t.rf computes, for each value of `axis`, the partial reduction over t's other
+  /// reduction loops, with `axis` as a data axis (at position `factor_axis` of its axes); t
+  /// then reduces t.rf over a new reduction axis of `axis`'s extent, its reduction loops and
+  /// their schedule replaced by that one (TVM's rfactor). Bind the new axis
+  /// (s[t].reduce_axis()[0]) to threadIdx.x and compute t.rf at it for a reduction across
+  /// threads whose partial sums are computed per thread.
+  Tensor rfactor(const Tensor &t, const IterVar &axis, int factor_axis = 0);
 
   ScheduleNode *get() const { return n_.get(); }
 

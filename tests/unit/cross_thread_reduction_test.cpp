@@ -113,6 +113,43 @@ TEST(CrossThreadReduction, LocalResultFeedsTheSameKernel) {
   EXPECT_TRUE(r.compare.ok) << r.str();
 }
 
+// TVM's pattern: rfactor the row sum along the threads' part of k, so each thread sums its
+// share into B.rf (computed at the thread loop, in registers), then B reduces B.rf across the
+// threads. Ragged rows and several reduce axes included.
+TEST(CrossThreadReduction, RfactorThenReduceAcrossThreads) {
+  for (int64_t cols : {1000, 64, 7}) {
+    SCOPED_TRACE(cols);
+    Tensor A = placeholder({6, 3, cols}, Float(16), "A");
+    IterVar r = reduce_axis({0, 3}, "r"), k = reduce_axis({0, cols}, "k");
+    Tensor B = compute({6}, [&](Var i) { return sum(A(i, r, k).astype(Float(32)), {r, k}); }, "B");
+    Schedule s = create_schedule({B});
+    auto [ko, ki] = s[B].split(k, 32);
+    Tensor BF = s.rfactor(B, ki);
+    (void)ko;
+    IterVar tx = s[B].reduce_axis()[0];
+    s[B].bind(s[B].op_axis()[0], thread_axis("blockIdx.x"));
+    s[B].bind(tx, thread_axis("threadIdx.x"));
+    s[BF].compute_at(s[B], tx);
+    s[BF].set_scope("local");
+    EXPECT_EQ(BF.shape().size(), 2u);
+    EXPECT_EQ(*as_const_int(BF.shape()[0]), 32);
+    LoweredModule m = lower(s, {A, B});
+    ASSERT_EQ(m.funcs.size(), 1u);
+    std::string ir = to_string(m);
+    EXPECT_NE(ir.find("@thread_allreduce(\"sum\", @address_of(B.red[0]), 32)"), std::string::npos)
+        << ir;
+    CheckResult res = check_on_cpu(s, {A, B}, 1, 8);
+    EXPECT_TRUE(res.compare.ok) << res.str();
+  }
+  // rfactor of a loop that is not a reduction loop of the stage.
+  Tensor A = placeholder({6, 100}, Float(32), "A");
+  IterVar k = reduce_axis({0, 100}, "k");
+  Tensor B = compute({6}, [&](Var i) { return sum(A(i, k), {k}); }, "B");
+  Schedule s = create_schedule({B});
+  test::expect_error([&] { s.rfactor(B, s[B].op_axis()[0]); },
+                     {"'i0' is not a reduction loop of stage 'B'"});
+}
+
 TEST(CrossThreadReduction, Errors) {
   RowReduce r = row_reduce(8, 1000, 128, "sum");
   test::expect_error([&] { r.s[r.B].bind(r.s[r.B].leaf_iter_vars()[1], thread_axis("threadIdx.y")); },

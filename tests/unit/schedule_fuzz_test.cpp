@@ -1,14 +1,14 @@
 // A schedule fuzzer: random programs (elementwise chains, row reductions, GEMM-like
 // contractions, stencils over padded inputs) under random schedules (splits that do and do not
 // divide, fuse, reorder, bind to blocks and threads, cache_read / cache_write into shared and
-// local, compute_at, compute_inline, vectorize, unroll, reductions across threads), each run on
-// the CPU executor against the float64 reference. A case passes when its result is within the
+// local, compute_at, compute_inline, vectorize, unroll, reductions across threads, rfactor),
+// each run on the CPU executor against the float64 reference. A case passes when its result is within the
 // tolerance or when tessel refuses it with a tessel::Error that names a stage; an internal error
 // or a wrong result fails it, printing the seed and the schedule it drew. CI runs a fixed set;
 //
 //   TESSEL_FUZZ_CASES=2000 ./build/tests/tessel_tests --gtest_filter='ScheduleFuzz.*'
 //   TESSEL_FUZZ_SEED=1234 ./build/tests/tessel_tests --gtest_filter='ScheduleFuzz.*'  # replay
-//   TESSEL_FUZZ_VERBOSE=1 ...      # print every refusal with its schedule
+//   TESSEL_FUZZ_VERBOSE=1 ...      # print every refusal with its schedule (2: every case)
 #include "compiler/tessel.h"
 #include "runtime/Check.h"
 
@@ -195,10 +195,19 @@ void schedule_middle(Fuzzer &f, Schedule &s, const Program &p, const OutLoops &o
     std::vector<IterVar> axes = st.op_axis();
     auto [b, x] = f.split(st, axes[0], extent_of(axes[0]), {1, 4, 16});
     f.bind(st, b, "blockIdx.x");
-    if (reduction && f.coin()) { // across threads
+    if (reduction && f.coin(30)) { // across threads
       auto [ko, ki] = st.split(st.reduce_axis()[0], f.one_of<int64_t>({2, 8, 32}));
       f.log << "  s[" << t.name() << "]: reduce axis split, inner bound to threadIdx.x\n";
       f.bind(st, ki, "threadIdx.x");
+      (void)ko;
+      (void)x;
+    } else if (reduction && f.coin(40)) { // rfactor, then across threads
+      auto [ko, ki] = st.split(st.reduce_axis()[0], f.one_of<int64_t>({4, 16, 64}));
+      Tensor rf = s.rfactor(t, ki);
+      f.log << "  " << rf.name() << " = rfactor(" << t.name() << ", k.inner), computed per thread\n";
+      f.bind(st, st.reduce_axis()[0], "threadIdx.x");
+      s[rf].compute_at(st, st.reduce_axis()[0]);
+      s[rf].set_scope("local");
       (void)ko;
       (void)x;
     } else {
@@ -282,6 +291,8 @@ TEST(ScheduleFuzz, RandomProgramsAndSchedulesAreCorrectOrRefused) {
       CheckResult r = check_on_cpu(s, args, p.inputs.size(), seed);
       EXPECT_TRUE(r.compare.ok) << "seed " << seed << ": " << p.what << "\n"
                                 << f.log.str() << r.str() << "\nreplay: " << replay;
+      if (const char *v = std::getenv("TESSEL_FUZZ_VERBOSE"); v && std::string(v) == "2")
+        std::cout << "seed " << seed << " ran: " << p.what << "\n" << f.log.str();
       ++ran;
     } catch (const Error &e) {
       // A refusal: it must say which stage (or loop) to change.
