@@ -14,6 +14,32 @@ bool is_thread_index(const std::string &tag) { return tag.rfind("threadIdx.", 0)
 } // namespace
 
 ThreadExtents::ThreadExtents(const ScheduleNode *sch, const DomainMap &dom) : dom_(dom) {
+  // A root stage in shared or local memory is no kernel of its own (only global stages are):
+  // it runs in the kernel of a stage that reads it.
+  for (auto it = sch->stages.rbegin(); it != sch->stages.rend(); ++it) {
+    const StageNode *st = it->get();
+    if (st->attach_type != AttachType::Root || st->scope == "global")
+      continue;
+    for (const auto &reader : sch->stages) {
+      const auto *c = reader->op.as<ComputeOpNode>();
+      if (!c || reader->attach_type == AttachType::Inline)
+        continue;
+      for (const Tensor &in : c->input_tensors()) {
+        if (sch->stage_map.lookup(in.op().get()) != st)
+          continue;
+        const StageNode *k = kernel_root(reader.get());
+        auto [it, fresh] = kernel_of_.try_emplace(st, k);
+        user_check(fresh || it->second == k, "lower")
+            << "stage '" << st->op.name() << "' is stored in '" << st->scope
+            << "' memory at the root, but it is read in two kernels (by '"
+            << reader->op.name() << "', in the kernel of '" << k->op.name()
+            << "', and in the kernel of '" << it->second->op.name() << "'); '" << st->scope
+            << "' memory lives in one kernel: compute '" << st->op.name()
+            << "' at a loop of each reader (compute_at), inline it, or store it in global "
+               "memory";
+      }
+    }
+  }
   for (const auto &st : sch->stages) {
     if (st->attach_type == AttachType::Inline)
       continue;
@@ -23,10 +49,11 @@ ThreadExtents::ThreadExtents(const ScheduleNode *sch, const DomainMap &dom) : do
   }
 }
 
-const StageNode *ThreadExtents::kernel_root(const StageNode *s) {
+const StageNode *ThreadExtents::kernel_root(const StageNode *s) const {
   while (s->attach_type == AttachType::Scope && s->attach_stage)
     s = s->attach_stage;
-  return s;
+  auto it = kernel_of_.find(s);
+  return it == kernel_of_.end() ? s : it->second;
 }
 
 ThreadExtents::Bindings ThreadExtents::in_effect(const StageNode *s, size_t leaves) const {

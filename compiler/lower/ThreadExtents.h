@@ -38,9 +38,12 @@ private:
 
   /// The threadIdx bindings in effect inside `s`'s first `leaves` leaf loops.
   Bindings in_effect(const StageNode *s, size_t leaves) const;
-  static const StageNode *kernel_root(const StageNode *s);
+  /// The stage whose kernel `s` runs in: the root of its compute_at chain, or, for a root
+  /// stage in shared or local memory, the kernel of a stage that reads it.
+  const StageNode *kernel_root(const StageNode *s) const;
 
   const DomainMap &dom_;
+  llvm::DenseMap<const StageNode *, const StageNode *> kernel_of_;
   llvm::DenseMap<const StageNode *, llvm::StringMap<int64_t>> launch_; ///< by kernel root
 };
 

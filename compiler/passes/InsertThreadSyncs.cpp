@@ -178,13 +178,14 @@ public:
       pending.clear();
       return s;
     }
-    // Kernels start with no pending accesses; outside them there is nothing to synchronize.
+    // A thread_extent subtree at the top is (part of) a kernel. Its accesses stay pending
+    // after it: a shared buffer that the next subtree touches too is allocated around both
+    // (storage_rewrite), so both are one kernel's statements and may need a barrier between
+    // them; buffers of different kernels are different allocations and never conflict.
     if (const auto *a = s.as<AttrStmt>(); a && a->key == attr::thread_extent && !in_kernel_) {
       in_kernel_ = true;
-      AccessSet fresh;
-      Stmt out = visit_compound(s, fresh);
+      Stmt out = visit_compound(s, pending);
       in_kernel_ = false;
-      pending.clear();
       return out;
     }
     if (!in_kernel_)

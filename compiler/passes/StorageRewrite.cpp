@@ -18,18 +18,24 @@ bool is_thread_extent(const Stmt &s) {
 
 bool on_chip(const Allocate *op) { return op->scope != "global" && op->constant_size() >= 0; }
 
-// Whether a var is used outside / inside the kernels (thread_extent subtrees) of a statement.
+// Whether a var is used outside / inside the kernels (thread_extent subtrees) of a statement,
+// and in how many of them.
 class KernelUseFinder : public IRVisitor {
 public:
   explicit KernelUseFinder(const Variable *var) : var_(var) {}
   bool inside = false, outside = false;
+  int kernels = 0;
 
 protected:
   void visit(const AttrStmt *op) override {
     if (depth_ == 0 && op->key == attr::thread_extent) {
+      bool before = inside;
+      inside = false;
       ++depth_;
       IRVisitor::visit(op);
       --depth_;
+      kernels += inside;
+      inside = inside || before;
       return;
     }
     IRVisitor::visit(op);
@@ -87,7 +93,9 @@ protected:
     if (!in_kernel_ && on_chip(op)) {
       KernelUseFinder f(op->buffer_var.get());
       f.visit_stmt(op->body);
-      if (f.inside && !f.outside) {
+      // Used by two thread_extent subtrees: both are one kernel's (shared memory does not
+      // outlive a kernel), so the allocation stays around them, one buffer for both.
+      if (f.inside && !f.outside && f.kernels == 1) {
         pending_.push_back(op);
         Stmt body = mutate(op->body);
         pending_.pop_back();

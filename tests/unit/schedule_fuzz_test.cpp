@@ -146,8 +146,10 @@ OutLoops schedule_output(Fuzzer &f, Schedule &s, const Program &p) {
   auto [jo, ji] = f.split(st, j, extent_of(j), {4, 8, 16, 32, 7});
   f.log << "  s[out].reorder(i.outer, j.outer, i.inner, j.inner)\n";
   st.reorder({io, jo, ii, ji});
-  f.bind(st, io, "blockIdx.y");
-  f.bind(st, jo, "blockIdx.x");
+  if (f.coin(80)) { // else one block, its tile loops serial
+    f.bind(st, io, "blockIdx.y");
+    f.bind(st, jo, "blockIdx.x");
+  }
   o.block = jo;
   if (f.coin(70)) {
     f.bind(st, ji, "threadIdx.x");
@@ -188,6 +190,12 @@ void schedule_middle(Fuzzer &f, Schedule &s, const Program &p, const OutLoops &o
   if (choice == 0 && !reduction) {
     f.log << "  s[" << t.name() << "].compute_inline()\n";
     st.compute_inline();
+    return;
+  }
+  if (choice == 4 && o.tx && !reduction) { // at the root, in shared memory: every block's copy
+    f.log << "  " << t.name() << " at the root, shared\n";
+    st.set_scope("shared");
+    share_among_threads(f, s, t);
     return;
   }
   if (choice == 1 || !o.block.defined()) { // its own kernel (a workspace)
