@@ -152,11 +152,44 @@ const std::map<std::string, std::function<std::string()>> &examples() {
          auto [i, j] = s[B].axes<2>();
          s[B].bind(i, thread_axis("threadIdx.y"));
          s[B].bind(j, thread_axis("threadIdx.x"));
-         s[AS].compute_at(s[B], s[B].leaf_iter_vars()[0]);
          auto [ai, aj] = s[AS].axes<2>();
          s[AS].bind(ai, thread_axis("threadIdx.y"));
          s[AS].bind(aj, thread_axis("threadIdx.x"));
-         s[AS].compute_root();
+         return lowered(s, {A, B});
+       }},
+      // Refusals: each prints the tessel::Error.
+      {"refuse_compute_at_outside", [] {
+         Tensor A = placeholder({8, 6}, Float(32), "A");
+         Tensor T = compute({8, 6}, [&](Var i, Var j) { return A(i, j) * 3.0f; }, "T");
+         Tensor B = compute({8, 6}, [&](Var i, Var j) { return T(i, j) - 1.0f; }, "B");
+         Schedule s = create_schedule({B});
+         Tensor BL = s.cache_write(B, "local");
+         auto [i, j] = s[B].axes<2>();
+         s[BL].compute_at(s[B], i);
+         s[T].compute_at(s[B], j); // T's reader BL is computed at i, outside j
+         s[T].set_scope("local");
+         return lowered(s, {A, B});
+       }},
+      {"refuse_reduce_on_y", [] {
+         RowSum r;
+         Schedule s = create_schedule({r.B});
+         s[r.B].bind(r.k, thread_axis("threadIdx.y"));
+         return lowered(s, {r.A, r.B});
+       }},
+      {"refuse_shared_in_two_kernels", [] {
+         Tensor A = placeholder({8}, Float(32), "A");
+         Tensor T = compute({8}, [&](Var i) { return A(i) * 2.0f; }, "T");
+         Tensor U = compute({8}, [&](Var i) { return T(i) + 1.0f; }, "U");
+         Tensor B = compute({8}, [&](Var i) { return T(i) * U(i); }, "B");
+         Schedule s = create_schedule({B});
+         s[T].set_scope("shared"); // U (a global workspace: its own kernel) and B both read T
+         return lowered(s, {A, B});
+       }},
+      {"refuse_vectorize_long", [] {
+         Tensor A = placeholder({100}, Float(32), "A");
+         Tensor B = compute({100}, [&](Var i) { return A(i); }, "B");
+         Schedule s = create_schedule({B});
+         s[B].vectorize(s[B].op_axis(0));
          return lowered(s, {A, B});
        }},
   };

@@ -94,3 +94,8 @@ tessel_filecheck_test(NAME cuda.gemm_wgmma_tma CHECKS cuda_gemm_wgmma_tma.txt CO
 tessel_filecheck_test(NAME lower.conv2d_wgmma_tma CHECKS conv2d_wgmma_tma.txt
   COMMAND lower conv2d_wgmma --shape N=2,H=8,W=8,C=128,K=128
   FILECHECK_ARGS --implicit-check-not=cp_async)
+# docs/SCHEDULING.md: every IR excerpt it shows is what tutorials/scheduling_primitives prints.
+add_test(NAME filecheck.docs_scheduling
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/filecheck/check_doc.sh ${TESSEL_FILECHECK_EXE}
+          $<TARGET_FILE:scheduling_primitives> ${PROJECT_SOURCE_DIR}/docs/SCHEDULING.md)
+set_tests_properties(filecheck.docs_scheduling PROPERTIES ENVIRONMENT "TESSEL_PRINT_AFTER=")
