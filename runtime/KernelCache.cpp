@@ -1,6 +1,8 @@
 #include "runtime/KernelCache.h"
 
 #include "compiler/support/Error.h"
+#include "runtime/Log.h"
+#include "runtime/PrivateDirectory.h"
 
 #include <llvm/ADT/SmallString.h>
 #include <llvm/ADT/StringExtras.h>
@@ -18,9 +20,12 @@ namespace tessel {
 
 namespace {
 
-// File layout: the magic, then arch, log and cubin, each as a little-endian u64 size and bytes.
-// A new layout gets a new magic; an old or damaged file is then just a miss.
-constexpr llvm::StringLiteral kMagic("TESSELK1");
+// File layout: the magic, then key, arch, log and cubin, each as a little-endian u64 size and
+// bytes, then the SHA-1 of everything before it. A file whose checksum does not match (truncated
+// or damaged), or whose key is not its name's (copied from elsewhere), is skipped with a warning
+// and rebuilt. A new layout gets a new magic; files of an older one are rebuilt silently.
+constexpr llvm::StringLiteral kMagic("TESSELK2");
+constexpr size_t kChecksumBytes = 20;
 
 void write_field(llvm::raw_ostream &os, llvm::StringRef s) {
   char size[8];
@@ -47,6 +52,11 @@ void warn_unwritable(const std::string &what, const std::error_code &ec) {
   if (!warned.exchange(true))
     llvm::errs() << "tessel: warning: kernel cache not written (" << what << ": " << ec.message()
                  << "); set TESSEL_CACHE_DIR to a writable directory or to 'off'\n";
+}
+
+void warn_skipped(const std::string &file, const std::string &why) {
+  log_message(LogLevel::Warning, "kernel cache entry " + file + " skipped (" + why +
+                                     "); the kernel is compiled again and the entry rewritten");
 }
 
 } // namespace
@@ -91,38 +101,77 @@ std::string KernelCache::path_of(const std::string &key) const {
   return std::string(p.str());
 }
 
+bool KernelCache::disk_usable() const {
+  std::call_once(disk_checked_, [this] {
+    std::string why = prepare_private_directory(disk_dir_);
+    if (why.empty())
+      return;
+    disk_refused_ = true;
+    log_message(LogLevel::Warning, "kernel cache: " + why +
+                                       "; compiled kernels are kept in memory only (or set "
+                                       "TESSEL_CACHE_DIR to a private directory, or 'off')");
+  });
+  return !disk_refused_;
+}
+
 bool KernelCache::load(const std::string &key, CompiledKernel &out) const {
-  auto buf = llvm::MemoryBuffer::getFile(path_of(key), /*IsText=*/false,
+  const std::string file = path_of(key);
+  auto buf = llvm::MemoryBuffer::getFile(file, /*IsText=*/false,
                                          /*RequiresNullTerminator=*/false);
   if (!buf)
+    return false; // not cached
+  llvm::StringRef all = (*buf)->getBuffer();
+  if (!all.startswith(kMagic))
+    return false; // another layout (an older tessel): rebuilt and replaced without a word
+  if (all.size() < kMagic.size() + kChecksumBytes) {
+    warn_skipped(file, "truncated");
     return false;
-  llvm::StringRef in = (*buf)->getBuffer();
-  if (!in.consume_front(kMagic))
+  }
+  llvm::StringRef body = all.drop_back(kChecksumBytes);
+  auto digest = llvm::SHA1::hash(llvm::arrayRefFromStringRef(body));
+  if (llvm::StringRef(reinterpret_cast<const char *>(digest.data()), digest.size()) !=
+      all.take_back(kChecksumBytes)) {
+    warn_skipped(file, "checksum mismatch: truncated or damaged");
     return false;
+  }
+  llvm::StringRef in = body.drop_front(kMagic.size());
   CompiledKernel k;
-  if (!read_field(in, k.arch) || !read_field(in, k.log) || !read_field(in, k.cubin) ||
-      !in.empty() || k.cubin.empty())
+  std::string stored_key;
+  if (!read_field(in, stored_key) || !read_field(in, k.arch) || !read_field(in, k.log) ||
+      !read_field(in, k.cubin) || !in.empty() || k.cubin.empty()) {
+    warn_skipped(file, "malformed");
     return false;
+  }
+  if (stored_key != key) {
+    warn_skipped(file, "it holds the kernel of key " + stored_key + ", not its name's");
+    return false;
+  }
   k.kernels = parse_ptxas_report(k.log);
   out = std::move(k);
   return true;
 }
 
 void KernelCache::store(const std::string &key, const CompiledKernel &k) const {
-  if (std::error_code ec = llvm::sys::fs::create_directories(disk_dir_))
-    return warn_unwritable(disk_dir_, ec);
   // Write a unique temporary, then rename it over the final name: readers (other processes
-  // too) see either no file or a whole one.
+  // too) see either no file or a whole one, and of concurrent writers of one key one wins whole.
   int fd = -1;
   llvm::SmallString<256> tmp;
-  if (std::error_code ec = llvm::sys::fs::createUniqueFile(path_of(key) + ".%%%%%%%%.tmp", fd, tmp))
+  if (std::error_code ec = llvm::sys::fs::createUniqueFile(path_of(key) + ".%%%%%%%%.tmp", fd, tmp,
+                                                           llvm::sys::fs::OF_None, 0600))
     return warn_unwritable(path_of(key), ec);
   {
+    std::string body;
+    llvm::raw_string_ostream bs(body);
+    bs << kMagic;
+    write_field(bs, key);
+    write_field(bs, k.arch);
+    write_field(bs, k.log);
+    write_field(bs, k.cubin);
+    bs.flush();
+    auto digest = llvm::SHA1::hash(llvm::arrayRefFromStringRef(body));
     llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << kMagic;
-    write_field(os, k.arch);
-    write_field(os, k.log);
-    write_field(os, k.cubin);
+    os << body;
+    os.write(reinterpret_cast<const char *>(digest.data()), digest.size());
     os.close();
     if (os.has_error()) {
       std::error_code ec = os.error();
@@ -150,10 +199,11 @@ CompiledKernel KernelCache::compile(const std::string &source, const CompileOpti
   }
   // Disk reads and NVRTC run outside the lock so that independent kernels build in parallel.
   CompiledKernel result;
-  bool from_disk = disk_enabled() && load(k, result);
+  const bool disk = disk_enabled() && disk_usable();
+  bool from_disk = disk && load(k, result);
   if (!from_disk) {
     result = nvrtc_compile(source, opts, program_name);
-    if (disk_enabled())
+    if (disk)
       store(k, result);
   }
   std::lock_guard<std::mutex> lock(mutex_);

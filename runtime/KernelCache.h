@@ -2,8 +2,13 @@
 // handed to NVRTC again: not in this process, and not in the next one.
 //
 // The key is the SHA-1 of the source, the full NVRTC option list and NVRTC's version; a file
-// <dir>/<key>.tkc holds the cubin and NVRTC's log. The directory is $TESSEL_CACHE_DIR, else
-// $XDG_CACHE_HOME/tessel, else ~/.cache/tessel; TESSEL_CACHE_DIR=off keeps the cache in memory.
+// <dir>/<key>.tkc holds the key, the cubin and NVRTC's log, and a checksum of them: a truncated,
+// damaged or foreign file is skipped with a warning and rebuilt, never loaded. Files are written
+// whole under a temporary name and renamed, so concurrent processes (MPI ranks on a shared file
+// system) never see half a file. The directory is $TESSEL_CACHE_DIR, else $XDG_CACHE_HOME/tessel,
+// else ~/.cache/tessel; TESSEL_CACHE_DIR=off keeps the cache in memory. It is created 0700; one
+// that other users can write is refused (the cache then stays in memory) with a warning saying
+// why: they could plant cubins that tessel would run.
 #pragma once
 
 #include "runtime/Nvrtc.h"
@@ -51,8 +56,12 @@ private:
   bool load(const std::string &key, CompiledKernel &out) const;
   void store(const std::string &key, const CompiledKernel &k) const;
 
+  bool disk_usable() const; ///< the directory is private (checked once)
+
   std::string disk_dir_;
   bool disk_enabled_ = true;
+  mutable std::once_flag disk_checked_;
+  mutable bool disk_refused_ = false;
   mutable std::mutex mutex_;
   std::unordered_map<std::string, CompiledKernel> memory_;
   Counters counters_;

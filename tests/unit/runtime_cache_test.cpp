@@ -11,6 +11,10 @@
 
 #include <cstdlib>
 
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 using namespace tessel;
 
 namespace {
@@ -158,4 +162,121 @@ TEST(RuntimeKernelCache, DefaultDirectoryFromEnvironment) {
   if (old)
     setenv("TESSEL_CACHE_DIR", saved.c_str(), 1);
   EXPECT_FALSE(KernelCache("").disk_enabled());
+}
+
+namespace {
+
+const char *kOffset = R"(
+extern "C" __global__ void offset(float *x, float s, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n)
+    x[i] += s;
+}
+)";
+
+std::string read_file(const std::string &path) {
+  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  return buf ? (*buf)->getBuffer().str() : "";
+}
+
+void write_file(const std::string &path, const std::string &bytes) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  os << bytes;
+}
+
+// Whether a fresh cache over `dir` finds the kernel on disk (no NVRTC call).
+bool disk_hit(const std::string &dir, const char *source) {
+  KernelCache cache(dir);
+  int64_t before = nvrtc_invocation_count();
+  cache.compile(source, kSm90);
+  return nvrtc_invocation_count() == before;
+}
+
+} // namespace
+
+// A damaged entry (a byte of the cubin flipped, or the file cut short) fails its checksum: it is
+// compiled again, never loaded, and the rewritten entry is good.
+TEST(RuntimeKernelCache, EntryFailingItsChecksumIsRebuilt) {
+  TempDir dir;
+  std::string path = dir.path() + "/" + KernelCache::key(kScale, nvrtc_options(kSm90)) + ".tkc";
+  KernelCache(dir.path()).compile(kScale, kSm90);
+  const std::string good = read_file(path);
+  ASSERT_GT(good.size(), 100u);
+
+  std::string flipped = good;
+  flipped[good.size() / 2] ^= 0x20;
+  write_file(path, flipped);
+  EXPECT_FALSE(disk_hit(dir.path(), kScale));
+  EXPECT_TRUE(disk_hit(dir.path(), kScale)) << "rewritten whole";
+
+  write_file(path, good.substr(0, good.size() - 7));
+  EXPECT_FALSE(disk_hit(dir.path(), kScale));
+  EXPECT_TRUE(disk_hit(dir.path(), kScale));
+}
+
+// An entry copied under another kernel's name (a foreign file) is not that kernel's cubin.
+TEST(RuntimeKernelCache, EntryUnderAnotherKeysNameIsNotLoaded) {
+  TempDir dir;
+  KernelCache(dir.path()).compile(kScale, kSm90);
+  std::string scale = dir.path() + "/" + KernelCache::key(kScale, nvrtc_options(kSm90)) + ".tkc";
+  std::string offset = dir.path() + "/" + KernelCache::key(kOffset, nvrtc_options(kSm90)) + ".tkc";
+  write_file(offset, read_file(scale));
+  KernelCache cache(dir.path());
+  CompiledKernel k = cache.compile(kOffset, kSm90);
+  EXPECT_EQ(cache.counters().misses, 1);
+  EXPECT_NE(k.stats("offset"), nullptr) << "the offset kernel, not the planted scale one";
+}
+
+TEST(RuntimeKernelCache, DirectoryIsCreatedPrivateAndAWritableOneIsRefused) {
+  TempDir dir;
+  std::string sub = dir.path() + "/kernels";
+  KernelCache(sub).compile(kScale, kSm90);
+  struct stat st;
+  ASSERT_EQ(::stat(sub.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+
+  std::string open = dir.path() + "/open";
+  ASSERT_FALSE(llvm::sys::fs::create_directory(open));
+  ::chmod(open.c_str(), 0777);
+  KernelCache cache(open);
+  int64_t before = nvrtc_invocation_count();
+  cache.compile(kScale, kSm90); // still compiles, in memory only
+  EXPECT_EQ(nvrtc_invocation_count(), before + 1);
+  std::error_code ec;
+  EXPECT_EQ(llvm::sys::fs::directory_iterator(open, ec), llvm::sys::fs::directory_iterator())
+      << "nothing written to a directory other users can write";
+}
+
+// Processes compiling the same kernels into one directory at once (MPI ranks on a shared file
+// system): every entry ends up whole and loadable, no temporaries are left.
+TEST(RuntimeKernelCache, ConcurrentProcessesLeaveWholeEntries) {
+  TempDir dir;
+  constexpr int kProcesses = 4;
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int status = 0;
+      try {
+        KernelCache cache(dir.path());
+        cache.compile(p % 2 ? kScale : kOffset, kSm90);
+        cache.compile(p % 2 ? kOffset : kScale, kSm90);
+      } catch (...) {
+        status = 1;
+      }
+      ::_exit(status);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  std::vector<std::string> files = dir.files();
+  EXPECT_EQ(files.size(), 2u) << "two entries, no temporaries";
+  EXPECT_TRUE(disk_hit(dir.path(), kScale));
+  EXPECT_TRUE(disk_hit(dir.path(), kOffset));
 }
