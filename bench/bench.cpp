@@ -16,6 +16,7 @@
 #include "runtime/Check.h"
 #include "runtime/Device.h"
 #include "runtime/Half.h"
+#include "runtime/TuningDb.h"
 #include "schedules/Conv2dTc.h"
 #include "schedules/Conv2dTensorCoreTutorial.h"
 #include "schedules/Registry.h"
@@ -76,11 +77,16 @@ Row bench_gemm(const std::string &schedule, int64_t M, int64_t N, int64_t K, ben
   r.vendor_ms = time_launches([&] { cublas.run(A, B, Cv, M, N, K); }, timing()).median_ms;
   try {
     const ScheduleEntry &e = find_schedule(schedule);
-    ScheduledProgram p = e.build(resolve_shape(e, {{"M", M}, {"N", N}, {"K", K}}), Float(16));
+    // The best record of `tessel tune` for the shape, if any (TESSEL_LOG_LEVEL=info says which).
+    ScheduledProgram p = build_tuned(e, {{"M", M}, {"N", N}, {"K", K}}, Float(16), tuning_arch());
     Module m = build(p.schedule, p.args);
     C.poison();
-    m.run({&A, &B, &C});
-    r.ours_ms = m.time({&A, &B, &C}, timing()).median_ms;
+    // Ours on cuBLAS's own A and B, as raw device pointers on cuBLAS's (default) stream: the
+    // launch an application holding those buffers would make (Module::launch, TensorView).
+    std::vector<TensorView> args = {{A.data(), Float(16), {M, K}}, {B.data(), Float(16), {K, N}},
+                                    {C.data(), Float(32), {M, N}}};
+    m.launch(args, nullptr);
+    r.ours_ms = m.time(args, timing()).median_ms;
     std::vector<float> vendor(M * N);
     Cv.copy_to_host(vendor.data(), Cv.bytes());
     double worst = bench::max_rel_error(C, vendor);
@@ -109,7 +115,7 @@ Row bench_norm(const std::string &name, int64_t R, int64_t C) {
     CheckResult c = check_on_gpu(small.schedule, small.args, small.num_inputs);
     r.max_err = c.compare.max_abs_error;
     r.note = c.compare.ok ? "ok" : "MISMATCH " + c.str();
-    ScheduledProgram p = e.build(resolve_shape(e, {{"R", R}, {"C", C}}), Float(16));
+    ScheduledProgram p = build_tuned(e, {{"R", R}, {"C", C}}, Float(16), tuning_arch());
     Module m = build(p.schedule, p.args);
     std::vector<DeviceArray> arrays;
     for (size_t i = 0; i < p.args.size(); ++i) {

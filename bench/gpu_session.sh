@@ -13,9 +13,12 @@
 # Steps of `run` (all by default, in this order; each one's log is $OUT/<step>.txt):
 #   tests     the GPU tests (*Gpu*): real launches checked against float64 references
 #   tutorial  the seed's conv tutorial, tensorized, checked and timed; then at batch 32 and 64
-#   tune      tessel_bench --tune: every gemm_tc / conv2d_tc candidate checked against
-#             cuBLAS / cuDNN and timed; its `best ...` lines are what schedules/GemmTc.cpp and
-#             schedules/Conv2dTc.cpp tabulate
+#   tune      tessel tune gemm_tc at 4096^3 into $OUT/tuning.jsonl (every candidate checked
+#             against float64 at sampled outputs, then timed), then `tessel run gemm_tc` on the
+#             same shape twice with TESSEL_LOG_LEVEL=info: it must pick the record (the log says
+#             which) and run within 5% of the tuned time
+#   bench_tune  tessel_bench --tune: the Ampere-path (WMMA / mma.sync) gemm_tc and conv2d_tc
+#             candidates checked against cuBLAS / cuDNN and timed
 #   bench     tessel_bench --csv: the table bench/RESULTS.md records
 #   norm      tessel_bench --only norm: softmax / layernorm against a device-to-device copy
 #   sanitize  compute-sanitizer memcheck, racecheck and synccheck on gemm_tc at 512^3 (pipelined
@@ -43,8 +46,9 @@ programs=(tests/tessel_tests tutorials/conv2d_tensorcore bench/tessel_bench tool
 
 pack() {
   local build="${TESSEL_GPU_BUILD:-$here/build-gpu}"
+  # Without MPI: the GPU machine has no Open MPI libraries for `tessel` to load.
   cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSEL_BUILD_BENCH=ON \
-    -DTESSEL_BUILD_TESTS=ON >/dev/null &&
+    -DTESSEL_BUILD_TESTS=ON -DTESSEL_MPI=OFF >/dev/null &&
     cmake --build "$build" --target "${targets[@]}" || return 1
   # Start empty, so that no stale program from an earlier pack travels.
   rm -rf "$gpu" && mkdir -p "$gpu" || return 1
@@ -74,7 +78,12 @@ run_step() {
     tutorial)
       ./conv2d_tensorcore && ./conv2d_tensorcore --batch 32 --quiet &&
         ./conv2d_tensorcore --batch 64 --quiet ;;
-    tune) ./tessel_bench --tune --tune-csv "$out/tune.csv" ;;
+    tune)
+      local gemm=(gemm_tc --shape M=4096,N=4096,K=4096)
+      TESSEL_TUNING_DB="$out/tuning.jsonl" ./tessel tune "${gemm[@]}" &&
+        TESSEL_TUNING_DB="$out/tuning.jsonl" TESSEL_LOG_LEVEL=info ./tessel run "${gemm[@]}" --no-check &&
+        TESSEL_TUNING_DB="$out/tuning.jsonl" TESSEL_LOG_LEVEL=info ./tessel run "${gemm[@]}" --no-check ;;
+    bench_tune) ./tessel_bench --tune --tune-csv "$out/tune.csv" ;;
     bench) ./tessel_bench --csv "$out/bench.csv" ;;
     norm) ./tessel_bench --only norm --csv "$out/norm.csv" ;;
     sanitize)

@@ -5,6 +5,7 @@
 
 #include "compiler/schedule/Schedule.h"
 #include "runtime/Build.h"
+#include "runtime/interp/Executor.h"
 #include "runtime/interp/ResultCheck.h"
 
 #include <optional>
@@ -28,6 +29,29 @@ struct CheckResult {
 /// output type's rounding relative to the value, and its subnormal spacing. A value near zero
 /// made of large terms that cancel is within it; a missing or wrong term is not.
 Tolerance output_tolerance(const Tensor &out);
+
+/// A check's data: random inputs for a kernel's arguments and the float64 reference of its
+/// output, in full or at sampled elements (a large output whose full reference would take the
+/// CPU minutes: `tessel tune` checks each candidate at a few thousand outputs).
+struct CheckProblem {
+  std::vector<HostTensor> inputs;
+  /// The output's row-major indices the reference holds; empty: every element.
+  std::vector<int64_t> samples;
+  std::vector<double> reference;
+  std::vector<double> magnitudes; ///< of the reference's elements, for the tolerance
+  Tolerance tolerance;
+  DataType out_dtype;
+  std::vector<int64_t> out_shape;
+};
+
+/// The problem of `args` (inputs then the output) with inputs from `seed`; `samples` > 0 and
+/// smaller than the output: the reference at that many distinct outputs chosen from `seed`
+/// (the first and last elements among them), else at all of them.
+CheckProblem make_check_problem(const std::vector<Tensor> &args, size_t num_inputs, uint64_t seed,
+                                size_t samples = 0);
+/// Compares a kernel's whole output (row-major, as read back from the device or the executor)
+/// with the problem's reference at its samples.
+CheckResult check_output(const CheckProblem &p, const interp::HostBuffer &out);
 
 /// `args` are the kernel's arguments as given to lower(): the first `num_inputs` are inputs
 /// (placeholders), the last one is the output.

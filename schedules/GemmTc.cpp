@@ -1,33 +1,49 @@
 #include "schedules/GemmTc.h"
 
+#include "compiler/support/Error.h"
+#include "runtime/TuningDb.h"
 #include "schedules/GemmMma.h"
+
+#include <llvm/ADT/StringExtras.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <map>
+#include <tuple>
 
 namespace tessel {
 
 namespace {
 
-// Winners of `tessel_bench --tune`: for each shape tuned, the fastest candidate whose output
-// matched cuBLAS's. The table does not know the GPU (gemm_tc has no target to key on): these were
-// measured on an NVIDIA H100 80GB HBM3 (sm_90; driver 580.159.04, CUDA 13.0) on 2026-11-23 by
-// `tessel_bench --tune` built from commit e47e2e3 (the tune step of bench/gpu_session.sh). Best
-// of 216 candidates each: 4096^3 0.3933 ms (349.5 TFLOP/s, 0.485 x cuBLAS), 8192^3 3.2393 ms
-// (339.4 TFLOP/s, 0.490 x cuBLAS). Another GPU wants its own run.
+// The measured winners of gemm_mma and gemm_wmma shipped with tessel (shipped_tuning_records:
+// `tessel_bench --tune` on an H100, 2026-11-23), per shape the fastest. The records name the
+// GPU; gemm_tc has no target to key them on off Hopper (where it runs gemm_wgmma), so they are
+// taken on any GPU as the best measurement there is. Another GPU wants its own `tessel tune`.
 const std::vector<GemmTcMeasured> &tuned() {
-  // "mma brw=2 bcw=4 wrt=4 wct=4 chunk=4 stages=4 raster=8": 128 x 256 blocks of 2 x 4 warps,
-  // K step 64, 4 stages, ldmatrix + mma.sync, blocks rasterized in groups of 8 rows.
-  static const GemmTcConfig mma_128x256x64{
-      .tiles = {.block_row_warps = 2, .block_col_warps = 4, .warp_row_tiles = 4,
-                .warp_col_tiles = 4, .chunk = 4, .stages = 4, .raster_group = 8},
-      .ptx_mma = true};
-  static const std::vector<GemmTcMeasured> table = {
-      {4096, 4096, 4096, mma_128x256x64},
-      {8192, 8192, 8192, mma_128x256x64},
-  };
+  static const std::vector<GemmTcMeasured> table = [] {
+    std::map<std::tuple<int64_t, int64_t, int64_t>, std::pair<double, GemmTcMeasured>> best;
+    for (const TuningRecord &r : shipped_tuning_records()) {
+      bool mma = r.schedule == "gemm_mma";
+      if ((!mma && r.schedule != "gemm_wmma") || !r.ok())
+        continue;
+      auto knob = [&](const char *k) { return int(r.config.at(k)); };
+      GemmTcConfig c{.tiles = {.block_row_warps = knob("BRW"), .block_col_warps = knob("BCW"),
+                               .warp_row_tiles = knob("WRT"), .warp_col_tiles = knob("WCT"),
+                               .chunk = knob("CHUNK"), .stages = knob("S"),
+                               .raster_group = knob("G")},
+                     .ptx_mma = mma};
+      int64_t M = r.shape.at("M"), N = r.shape.at("N"), K = r.shape.at("K");
+      auto it = best.find({M, N, K});
+      if (it == best.end() || r.median_ms < it->second.first)
+        best[{M, N, K}] = {r.median_ms, GemmTcMeasured{M, N, K, c}};
+    }
+    std::vector<GemmTcMeasured> out;
+    for (auto &[shape, entry] : best)
+      out.push_back(entry.second);
+    return out;
+  }();
   return table;
 }
 
@@ -106,11 +122,37 @@ ScheduledProgram gemm_tc(int64_t M, int64_t N, int64_t K) {
 ScheduleEntry gemm_tc_entry() {
   ScheduleEntry e;
   e.name = "gemm_tc";
-  e.description = "tuned Tensor Core GEMM, fp16 in, fp32 out: gemm_wmma with cp.async-pipelined "
-                  "shared tiles, rasterized blocks and tiles measured per shape";
-  e.default_shape = {{"M", 4096}, {"N", 4096}, {"K", 4096}};
+  e.description = "tuned Tensor Core GEMM, fp16 in, fp32 out: on Hopper gemm_wgmma (knobs BM, BN, "
+                  "BK, S, G, SK as gemm_wgmma's; 0: its own choice), elsewhere gemm_mma / "
+                  "gemm_wmma with cp.async-pipelined shared tiles, rasterized blocks and tiles "
+                  "measured per shape";
+  e.default_shape = {{"M", 4096}, {"N", 4096}, {"K", 4096}, {"BM", 0}, {"BN", 0},
+                     {"BK", 0},   {"S", 0},    {"G", 0},    {"SK", 0}};
+  e.nonnegative = {"BM", "BN", "BK", "S", "G", "SK"};
+  e.knobs = gemm_wgmma_knobs();
   e.dtypes = {Float(16)};
-  e.build = [](const ShapeParams &p, DataType) { return gemm_tc(p.at("M"), p.at("N"), p.at("K")); };
+  e.build = [](const ShapeParams &p, DataType) {
+    const int64_t M = p.at("M"), N = p.at("N"), K = p.at("K");
+    std::vector<std::string> set;
+    for (const char *k : {"BM", "BN", "BK", "S", "G", "SK"})
+      if (p.count(k) && p.at(k))
+        set.push_back(k);
+    if (set.empty())
+      return gemm_tc(M, N, K);
+    user_check(hopper_gpu() && N >= 32, "gemm_tc")
+        << "the knobs " << llvm::join(set, ", ")
+        << " choose the tiles of gemm_tc's Hopper kernel (gemm_wgmma, sm_90 and N >= 32); "
+        << (hopper_gpu() ? "N = " + std::to_string(N) + " is too narrow"
+                         : std::string("this run has no Hopper GPU"))
+        << ": leave them 0 (gemm_tc's measured table), or tune gemm_mma / gemm_wmma, whose "
+           "knobs are their tiles";
+    // gemm_wgmma's defaults (rasterization, swizzle, TMA) with the knobs given.
+    ShapeParams w = find_schedule("gemm_wgmma").default_shape;
+    for (const auto &[k, v] : p)
+      if (v || !w.count(k))
+        w[k] = v;
+    return gemm_wgmma(M, N, K, gemm_wgmma_tiles_from_knobs(w));
+  };
   return e;
 }
 

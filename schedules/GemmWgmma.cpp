@@ -399,10 +399,7 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
                               : wgmma_store_matrix(n, "global", st.C.dtype()));
 }
 
-namespace {
-
-// The registry knobs of gemm_wgmma (and gemm_bias_gelu) over the tiles chosen for the shape.
-GemmWgmmaTiles tiles_from_knobs(const ShapeParams &p) {
+GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p) {
   auto get = [&](const char *k) {
     auto it = p.find(k);
     return it == p.end() ? int64_t(0) : it->second;
@@ -434,6 +431,16 @@ GemmWgmmaTiles tiles_from_knobs(const ShapeParams &p) {
   return t;
 }
 
+const std::map<std::string, std::vector<int64_t>> &gemm_wgmma_knobs() {
+  // What `tessel tune` tries: block tiles of 1, 2 or 4 warpgroups, stages to fill shared
+  // memory, rasterization groups. Tiles that do not fit are refused and recorded as such.
+  static const std::map<std::string, std::vector<int64_t>> knobs = {
+      {"BM", {64, 128, 256}}, {"BN", {128, 256}}, {"S", {3, 4, 5}}, {"G", {8, 16}}};
+  return knobs;
+}
+
+namespace {
+
 // An entry over gemm_wgmma's shape and knobs (M, N, K; G, BM, BN, BK, S, SW, TMA), f16 or bf16.
 ScheduleEntry wgmma_gemm_entry(const char *name, const char *description) {
   ScheduleEntry e;
@@ -443,6 +450,7 @@ ScheduleEntry wgmma_gemm_entry(const char *name, const char *description) {
                      {"BN", 0},   {"BK", 0},   {"S", 0},    {"SW", 128}, {"TMA", 1},
                      {"SK", 0}};
   e.nonnegative = {"G", "BM", "BN", "BK", "S", "SW", "TMA", "SK"};
+  e.knobs = gemm_wgmma_knobs();
   e.dtypes = {Float(16), BFloat(16)};
   return e;
 }
@@ -461,7 +469,7 @@ ScheduleEntry gemm_wgmma_entry() {
                     "with cp.async; SK splits K into that many parts (0: the tiles' choice, "
                     "which splits grids under half a wave), added by a second kernel");
   e.build = [](const ShapeParams &p, DataType in) {
-    return gemm_wgmma(p.at("M"), p.at("N"), p.at("K"), tiles_from_knobs(p), in);
+    return gemm_wgmma(p.at("M"), p.at("N"), p.at("K"), gemm_wgmma_tiles_from_knobs(p), in);
   };
   return e;
 }
@@ -520,7 +528,7 @@ ScheduleEntry gemm_bias_gelu_entry() {
       "bfloat16), one kernel: gemm_wgmma's schedule (sm_90a, same knobs) with bias and GELU "
       "(erf form) applied to the float32 accumulators in registers before the store");
   e.build = [](const ShapeParams &p, DataType in) {
-    GemmWgmmaTiles t = tiles_from_knobs(p);
+    GemmWgmmaTiles t = gemm_wgmma_tiles_from_knobs(p);
     if (!p.at("SK")) // the epilogue is in the wgmma kernel's store: K whole
       t.split_k = 1;
     return gemm_wgmma_fused(p.at("M"), p.at("N"), p.at("K"), t, in, in, bias_gelu_epilogue(in));

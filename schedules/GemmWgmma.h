@@ -98,6 +98,13 @@ ScheduleEntry gemm_bias_gelu_entry();
 /// gemm_tc and conv2d_tc take their wgmma path. False without a GPU.
 bool hopper_gpu();
 
+/// gemm_wgmma's tiles from the registry's knobs in `p` (M, N, K; BM, BN, BK, S, SW, TMA, G, SK:
+/// 0 or absent is gemm_wgmma_tiles' choice), as gemm_wgmma, gemm_bias_gelu and gemm_tc on
+/// Hopper take them.
+GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p);
+/// The values `tessel tune` tries for those knobs.
+const std::map<std::string, std::vector<int64_t>> &gemm_wgmma_knobs();
+
 // ---- The same schedule for other GEMM-shaped computations (conv2d_wgmma) -------------------
 
 /// The stages of C (M x N) = sum over its one reduction axis of A (M x K) x B, with AS (A's

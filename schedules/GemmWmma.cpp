@@ -263,14 +263,29 @@ ScheduleEntry tensor_core_gemm_entry(const std::string &name, const std::string 
   e.name = name;
   e.description = description;
   // G: the blocks' rasterization group (GemmWmmaTiles::raster_group); 1 is the row-major order.
-  e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"G", 1}};
+  // BRW, BCW: warps along M and N; WRT, WCT: 16x16 fragments per warp along M and N; CHUNK:
+  // the K step in 16s; S: stages. 0 is gemm_wmma_tiles' choice for the shape.
+  e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"G", 1},   {"BRW", 0},
+                     {"BCW", 0},  {"WRT", 0},  {"WCT", 0},  {"CHUNK", 0}, {"S", 0}};
+  e.nonnegative = {"G", "BRW", "BCW", "WRT", "WCT", "CHUNK", "S"};
+  // The grid `tessel_bench --tune` searched on the H100 (bench/Tune.cpp).
+  e.knobs = {{"BRW", {2, 4}},   {"BCW", {2, 4}},    {"WRT", {2, 4}}, {"WCT", {2, 4}},
+             {"CHUNK", {2, 4}}, {"S", {2, 3, 4}}, {"G", {1, 8}}};
   e.dtypes = ptx_mma ? std::vector<DataType>{Float(16)}
                      : std::vector<DataType>{Float(16), BFloat(16)};
   e.build = [name, ptx_mma](const ShapeParams &p, DataType in) {
+    auto get = [&](const char *k) {
+      auto it = p.find(k);
+      return it == p.end() ? int64_t(0) : it->second;
+    };
     GemmWmmaTiles t = gemm_wmma_tiles(p.at("M"), p.at("N"), p.at("K"), name);
+    for (auto [knob, field] : {std::pair{"BRW", &t.block_row_warps}, {"BCW", &t.block_col_warps},
+                               {"WRT", &t.warp_row_tiles}, {"WCT", &t.warp_col_tiles},
+                               {"CHUNK", &t.chunk}, {"S", &t.stages}})
+      if (get(knob))
+        *field = int(get(knob));
     // Callers that build with M, N, K only (bench/bench.cpp) get the row-major order.
-    auto g = p.find("G");
-    t.raster_group = g == p.end() ? 0 : g->second;
+    t.raster_group = get("G");
     return tensor_core_gemm(name, p.at("M"), p.at("N"), p.at("K"), t, ptx_mma, in);
   };
   return e;

@@ -80,4 +80,12 @@ ShapeParams parse_shape(const std::string &text) {
   return out;
 }
 
+ShapeParams problem_shape(const ScheduleEntry &entry, const ShapeParams &shape) {
+  ShapeParams out;
+  for (const auto &[k, v] : shape)
+    if (!entry.knobs.count(k))
+      out[k] = v;
+  return out;
+}
+
 } // namespace tessel

@@ -34,6 +34,9 @@ struct ScheduleEntry {
   std::vector<std::string> nonnegative;
   /// The input element types it supports; the first is the default.
   std::vector<DataType> dtypes;
+  /// Tuning knobs: parameters of default_shape that choose how, not what (tiles, stages; 0 is
+  /// the schedule's own choice), with the values `tessel tune` tries for each.
+  std::map<std::string, std::vector<int64_t>> knobs;
   /// Builds the program; `shape` has every key of default_shape, `dtype` is one of dtypes.
   std::function<ScheduledProgram(const ShapeParams &shape, DataType dtype)> build;
 };
@@ -46,6 +49,9 @@ const ScheduleEntry &find_schedule(const std::string &name);
 
 /// The entry's default shape with `overrides` applied; an unknown key is a tessel::Error.
 ShapeParams resolve_shape(const ScheduleEntry &entry, const ShapeParams &overrides);
+
+/// `shape` without the entry's knobs: the problem's own parameters (a tuning record's key).
+ShapeParams problem_shape(const ScheduleEntry &entry, const ShapeParams &shape);
 
 /// Parses "M=1000,N=1000,K=64" into shape parameters.
 ShapeParams parse_shape(const std::string &text);

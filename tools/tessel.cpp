@@ -8,6 +8,13 @@
 //   tessel run NAME [--shape ...] [--no-check] [--number N] [--repeat R]
 //                                                 GPU vs float64 reference, timed: R
 //                                                 measurements of N launches each
+//   tessel tune NAME [--shape ...] [--trials N] [--time-budget S] [--cpu] [--db FILE]
+//                                                 search the schedule's knobs, append every
+//                                                 candidate to the tuning database
+//
+// run, compile, lower, cuda and interpret build a schedule with the knobs of the fastest record
+// in the tuning database for the shape (runtime/TuningDb.h; TESSEL_LOG_LEVEL=info says which),
+// where --shape does not set them.
 //
 // Exit codes: 0 success, 1 a tessel::Error (the user's mistake; printed as "tessel: error: ...")
 // or a result outside the tolerance, 2 a command-line mistake, 3 an internal error.
@@ -20,8 +27,10 @@
 #include "runtime/DeviceArray.h"
 #include "runtime/KernelCache.h"
 #include "runtime/Timer.h"
+#include "runtime/TuningDb.h"
 #include "runtime/interp/Executor.h"
 #include "schedules/Registry.h"
+#include "tools/TuneCommand.h"
 
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/Config/llvm-config.h>
@@ -53,20 +62,43 @@ cl::SubCommand run_cmd("run", "Run a registered schedule on the GPU on random in
 cl::SubCommand interpret_cmd("interpret", "Run a registered schedule on the CPU executor (GPU "
                                           "semantics) on random inputs and check it against a "
                                           "float64 reference; give small shapes");
+cl::SubCommand tune_cmd("tune", "Search a registered schedule's tuning knobs on the GPU (or the CPU "
+                                "executor with --cpu) and record every candidate in the tuning "
+                                "database");
 
 // Options shared by every subcommand that builds a schedule. cl::sub may be given several times.
 cl::opt<std::string> schedule_name(cl::Positional, cl::Required, cl::desc("<schedule>"),
                                    cl::sub(lower_cmd), cl::sub(cuda_cmd), cl::sub(compile_cmd),
-                                   cl::sub(run_cmd), cl::sub(interpret_cmd),
+                                   cl::sub(run_cmd), cl::sub(interpret_cmd), cl::sub(tune_cmd),
                                    cl::cat(tessel_category));
 cl::opt<std::string> shape_opt("shape", cl::desc("Shape parameters, e.g. M=1000,N=1000,K=64"),
                                cl::value_desc("K=V,..."), cl::sub(lower_cmd), cl::sub(cuda_cmd),
                                cl::sub(compile_cmd), cl::sub(run_cmd), cl::sub(interpret_cmd),
-                               cl::cat(tessel_category));
+                               cl::sub(tune_cmd), cl::cat(tessel_category));
 cl::opt<std::string> dtype_opt("dtype", cl::desc("Input element type (default: the schedule's first)"),
                                cl::value_desc("float16|float32|..."), cl::sub(lower_cmd),
                                cl::sub(cuda_cmd), cl::sub(compile_cmd), cl::sub(run_cmd),
-                               cl::sub(interpret_cmd), cl::cat(tessel_category));
+                               cl::sub(interpret_cmd), cl::sub(tune_cmd), cl::cat(tessel_category));
+
+// tessel tune.
+cl::opt<int64_t> trials_opt("trials", cl::desc("At most N candidates: the schedule's default and "
+                                               "an even spread of its knob grid (default: all)"),
+                            cl::value_desc("N"), cl::init(0), cl::sub(tune_cmd),
+                            cl::cat(tessel_category));
+cl::opt<double> budget_opt("time-budget", cl::desc("Start no candidate after S seconds; the same "
+                                                   "command resumes (default: no limit)"),
+                           cl::value_desc("S"), cl::init(0), cl::sub(tune_cmd),
+                           cl::cat(tessel_category));
+cl::opt<bool> cpu_opt("cpu", cl::desc("Check each candidate on the CPU executor at a small shape "
+                                      "instead of timing it on the GPU (records arch 'cpu')"),
+                      cl::sub(tune_cmd), cl::cat(tessel_category));
+cl::opt<std::string> db_opt("db", cl::desc("The tuning database (default: $TESSEL_TUNING_DB, else "
+                                           "~/.cache/tessel/tuning.jsonl)"),
+                            cl::value_desc("file.jsonl"), cl::sub(tune_cmd),
+                            cl::cat(tessel_category));
+cl::opt<int> jobs_opt("j", cl::desc("Threads compiling candidates with NVRTC (default: every core)"),
+                      cl::value_desc("N"), cl::init(0), cl::sub(tune_cmd),
+                      cl::cat(tessel_category));
 
 // The description names the steps; main() fills it in from lowering_steps().
 cl::list<std::string> print_after_opt("print-after", cl::CommaSeparated, cl::value_desc("step|all"),
@@ -111,9 +143,8 @@ struct Selected {
   ScheduledProgram program;
 };
 
-Selected select_schedule() {
-  const ScheduleEntry &e = find_schedule(schedule_name);
-  ShapeParams shape = resolve_shape(e, shape_opt.empty() ? ShapeParams{} : parse_shape(shape_opt));
+// The input type asked for, checked against the entry's.
+DataType selected_dtype(const ScheduleEntry &e) {
   DataType dtype = e.dtypes.at(0);
   if (!dtype_opt.empty()) {
     dtype = DataType::parse(dtype_opt);
@@ -125,8 +156,21 @@ Selected select_schedule() {
                             << "; it supports: " << llvm::join(names, ", ");
     }
   }
-  return {&e, shape, dtype, e.build(shape, dtype)};
+  return dtype;
 }
+
+// The schedule at the requested shape and dtype, its knobs from the tuning database's best
+// record for `arch` where --shape leaves them (none: the schedule's own choices).
+Selected select_schedule(const std::string &arch) {
+  const ScheduleEntry &e = find_schedule(schedule_name);
+  ShapeParams overrides = shape_opt.empty() ? ShapeParams{} : parse_shape(shape_opt);
+  DataType dtype = selected_dtype(e);
+  ShapeParams shape;
+  ScheduledProgram p = build_tuned(e, overrides, dtype, arch, &shape);
+  return {&e, shape, dtype, std::move(p)};
+}
+
+Selected select_schedule() { return select_schedule(tuning_arch()); }
 
 // The kernel is named after the schedule so that CUDA source and cubin symbols are readable.
 LoweredModule lower_selected(const Selected &sel, const LowerOptions &base = {}) {
@@ -141,8 +185,21 @@ int cmd_list() {
     std::vector<std::string> dtypes;
     for (const DataType &t : e.dtypes)
       dtypes.push_back(t.str());
-    os << name << "\n    " << e.description << "\n    shape: " << join_shape(e.default_shape)
-       << "\n    dtypes: " << llvm::join(dtypes, ", ") << "\n";
+    os << name << "\n    " << e.description << "\n    shape: "
+       << join_shape(problem_shape(e, e.default_shape)) << "\n";
+    if (!e.knobs.empty()) {
+      // Each knob's default, and the values `tessel tune` tries.
+      std::vector<std::string> knobs;
+      for (const auto &[k, values] : e.knobs) {
+        std::vector<std::string> vs;
+        for (int64_t v : values)
+          vs.push_back(std::to_string(v));
+        knobs.push_back(k + "=" + std::to_string(e.default_shape.at(k)) + " {" +
+                        llvm::join(vs, ",") + "}");
+      }
+      os << "    knobs: " << llvm::join(knobs, " ") << "\n";
+    }
+    os << "    dtypes: " << llvm::join(dtypes, ", ") << "\n";
   }
   return 0;
 }
@@ -169,7 +226,7 @@ int cmd_cuda() {
 }
 
 int cmd_compile() {
-  Selected sel = select_schedule();
+  Selected sel = select_schedule(arch_opt.empty() ? tuning_arch() : arch_opt.getValue());
   LoweredModule lowered = lower_selected(sel);
   std::string source = codegen_cuda(lowered);
   CompileOptions options;
@@ -220,7 +277,7 @@ int report_check(const Selected &sel, const CheckResult &r, const std::string &w
 
 // The CPU executor interprets every thread of the grid: give small shapes (--shape).
 int cmd_interpret() {
-  Selected sel = select_schedule();
+  Selected sel = select_schedule("cpu"); // records of `tessel tune --cpu`
   const ScheduledProgram &p = sel.program;
   return report_check(sel, check_on_cpu(p.schedule, p.args, p.num_inputs),
                       "on the CPU executor vs float64 reference");
@@ -286,6 +343,23 @@ int cmd_run() {
   return report_check(sel, r, "on the GPU vs float64 reference");
 }
 
+int cmd_tune() {
+  const ScheduleEntry &e = find_schedule(schedule_name);
+  TuneOptions o;
+  o.schedule = e.name;
+  o.shape = shape_opt.empty() ? ShapeParams{} : parse_shape(shape_opt);
+  o.dtype = selected_dtype(e);
+  o.cpu = cpu_opt;
+  user_check(trials_opt >= 0, "tune") << "--trials must be 0 (all) or more, got " << trials_opt.getValue();
+  user_check(budget_opt >= 0, "tune") << "--time-budget must be 0 (none) or more seconds, got "
+                                      << budget_opt.getValue();
+  o.trials = trials_opt;
+  o.time_budget_s = budget_opt;
+  o.db_path = db_opt;
+  o.jobs = jobs_opt;
+  return run_tune_command(std::move(o));
+}
+
 int dispatch() {
   if (list_cmd)
     return cmd_list();
@@ -299,6 +373,8 @@ int dispatch() {
     return cmd_run();
   if (interpret_cmd)
     return cmd_interpret();
+  if (tune_cmd)
+    return cmd_tune();
   llvm::errs() << "tessel: error: no subcommand given; run 'tessel --help' for the list\n";
   return 2;
 }
@@ -312,7 +388,8 @@ int main(int argc, char **argv) {
        << v % 1000 / 10 << "\n";
   });
   cl::HideUnrelatedOptions(tessel_category, *cl::TopLevelSubCommand);
-  for (cl::SubCommand *sub : {&lower_cmd, &cuda_cmd, &compile_cmd, &run_cmd, &interpret_cmd})
+  for (cl::SubCommand *sub :
+       {&lower_cmd, &cuda_cmd, &compile_cmd, &run_cmd, &interpret_cmd, &tune_cmd})
     cl::HideUnrelatedOptions(tessel_category, *sub);
   static const std::string print_after_desc =
       "Print the IR after these lowering steps, or after all of them: " +

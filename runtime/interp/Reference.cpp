@@ -308,21 +308,23 @@ public:
   explicit Evaluator(const std::map<const OperationNode *, const HostTensor *> &inputs)
       : inputs_(inputs) {}
 
-  std::vector<double> run(const Tensor &output) {
+  /// The output's values; with `at`, only those elements (row-major indices) of it, every
+  /// other tensor still in full.
+  std::vector<double> run(const Tensor &output, const std::vector<int64_t> *at = nullptr) {
     user_check(output.defined(), "reference") << "the output tensor is undefined";
     for (const Operation &op : topological_order({output})) {
       internal_check(op->num_outputs() == 1) << "reference: multi-output operation " << op.name();
       if (const auto *ph = op.as<PlaceholderOpNode>())
         bind(ph, op.output(0), output.name());
       else if (const auto *c = op.as<ComputeOpNode>())
-        compute(c, op.output(0));
+        compute(c, op.output(0), op.get() == output.op().get() ? at : nullptr);
       else
         internal_error << "reference: unknown operation " << op.name();
     }
     const TensorData &t = data(output.op().get());
-    std::vector<double> out(t.values.size());
+    std::vector<double> out(at ? at->size() : t.values.size());
     for (size_t i = 0; i < out.size(); ++i)
-      out[i] = to_double(t.values[i], t.dtype);
+      out[i] = to_double(t.values[at ? size_t((*at)[i]) : i], t.dtype);
     return out;
   }
 
@@ -356,7 +358,7 @@ private:
     tensors_[ph] = std::move(td);
   }
 
-  void compute(const ComputeOpNode *op, const Tensor &t) {
+  void compute(const ComputeOpNode *op, const Tensor &t, const std::vector<int64_t> *at) {
     auto td = std::make_unique<TensorData>(op->name, t.dtype(), constant_shape(t));
     BodyCompiler bc(*this, &td->name);
     const size_t rank = op->axis.size();
@@ -391,6 +393,18 @@ private:
 
     std::vector<Scalar> frame(size_t(bc.num_slots()), int_value(0));
     Scalar *fr = frame.data();
+    if (at) { // only these elements
+      for (int64_t flat : *at) {
+        user_check(flat >= 0 && size_t(flat) < td->values.size(), "reference")
+            << "element " << flat << " asked of '" << td->name << "', which has "
+            << td->values.size();
+        for (size_t d = 0; d < rank; ++d)
+          fr[d].i = flat / td->strides[d] % td->shape[d];
+        td->values[size_t(flat)] = red ? reduce(rl, fr) : body->eval(fr);
+      }
+      tensors_[op] = std::move(td);
+      return;
+    }
     for (Scalar &out : td->values) {
       out = red ? reduce(rl, fr) : body->eval(fr);
       // Odometer over the output indices, last fastest (row-major).
@@ -763,14 +777,31 @@ std::vector<double> evaluate_reference(const Tensor &output,
   return Evaluator(inputs).run(output);
 }
 
-std::vector<double> evaluate_reference(const Tensor &output, const std::vector<TensorBinding> &inputs) {
-  std::map<const OperationNode *, const HostTensor *> by_op;
+namespace {
+
+std::map<const OperationNode *, const HostTensor *> by_op(const std::vector<TensorBinding> &inputs) {
+  std::map<const OperationNode *, const HostTensor *> out;
   for (const TensorBinding &b : inputs) {
     user_check(b.tensor.defined(), "reference") << "an input is bound to an undefined tensor";
-    user_check(by_op.emplace(b.tensor.op().get(), b.value).second, "reference")
+    user_check(out.emplace(b.tensor.op().get(), b.value).second, "reference")
         << "two inputs are given for '" << b.tensor.name() << "'";
+    user_check(llvm::isa<PlaceholderOpNode>(b.tensor.op().get()), "reference")
+        << "inputs are given for placeholders only; '" << b.tensor.name()
+        << "' is computed from its definition";
   }
-  return evaluate_reference(output, by_op);
+  return out;
+}
+
+} // namespace
+
+std::vector<double> evaluate_reference(const Tensor &output, const std::vector<TensorBinding> &inputs) {
+  return evaluate_reference(output, by_op(inputs));
+}
+
+std::vector<double> evaluate_reference_at(const Tensor &output,
+                                          const std::vector<TensorBinding> &inputs,
+                                          const std::vector<int64_t> &at) {
+  return Evaluator(by_op(inputs)).run(output, &at);
 }
 
 std::vector<int64_t> constant_shape(const Tensor &t) {

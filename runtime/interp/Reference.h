@@ -50,6 +50,11 @@ struct TensorBinding {
 std::vector<double> evaluate_reference(const Tensor &output,
                                        const std::map<const OperationNode *, const HostTensor *> &inputs);
 std::vector<double> evaluate_reference(const Tensor &output, const std::vector<TensorBinding> &inputs);
+/// The output's elements at `at` (row-major indices) only, in that order: a check of a large
+/// kernel on sampled outputs. The tensors the output reads are still evaluated in full.
+std::vector<double> evaluate_reference_at(const Tensor &output,
+                                          const std::vector<TensorBinding> &inputs,
+                                          const std::vector<int64_t> &at);
 
 /// The shape of a tensor whose extents are constants (as every tensor in tessel).
 std::vector<int64_t> constant_shape(const Tensor &t);

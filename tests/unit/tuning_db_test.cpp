@@ -1,0 +1,324 @@
+// The tuning database (runtime/TuningDb.h) and the search that fills it (runtime/Tuner.h), in
+// its CPU-executor mode. No GPU needed: these run in CI.
+#include "compiler/support/Error.h"
+#include "runtime/Tuner.h"
+#include "runtime/TuningDb.h"
+
+#include <llvm/ADT/SmallString.h>
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/Path.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+
+using namespace tessel;
+
+namespace {
+
+class TempDir {
+public:
+  TempDir() {
+    std::error_code ec = llvm::sys::fs::createUniqueDirectory("tessel-tuning-test", path_);
+    EXPECT_FALSE(ec) << ec.message();
+    ::chmod(path_.c_str(), 0700);
+  }
+  ~TempDir() { llvm::sys::fs::remove_directories(path_); }
+  std::string path(const std::string &name = "") const {
+    llvm::SmallString<128> p(path_);
+    if (!name.empty())
+      llvm::sys::path::append(p, name);
+    return std::string(p.str());
+  }
+
+private:
+  llvm::SmallString<128> path_;
+};
+
+TuningRecord record(const std::string &config_bm, double ms, const std::string &check = "ok",
+                    const std::string &arch = "sm_90") {
+  TuningRecord r;
+  r.schedule = "gemm_wgmma";
+  r.shape = {{"M", 4096}, {"N", 4096}, {"K", 4096}};
+  r.dtype = "float16";
+  r.config = {{"BM", std::stoll(config_bm)}, {"BN", 256}};
+  r.device = "NVIDIA H100 80GB HBM3";
+  r.arch = arch;
+  r.driver = 13000;
+  r.cuda = 13000;
+  r.tessel_version = tessel_version();
+  r.median_ms = ms;
+  r.min_ms = ms * 0.99;
+  r.max_ms = ms * 1.02;
+  r.check = check;
+  return r;
+}
+
+std::vector<std::string> lines_of(const std::string &path) {
+  std::vector<std::string> out;
+  std::ifstream f(path);
+  for (std::string line; std::getline(f, line);)
+    out.push_back(line);
+  return out;
+}
+
+} // namespace
+
+TEST(TuningDb, RecordRoundTripsThroughItsLine) {
+  TuningRecord r = record("128", 0.4123);
+  r.max_ms = NAN; // a missing measurement is null in JSON, NaN again when read
+  std::string line = TuningDb::to_line(r);
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  std::string why;
+  std::optional<TuningRecord> back = TuningDb::from_line(line, &why);
+  ASSERT_TRUE(back) << why;
+  EXPECT_EQ(back->schedule, r.schedule);
+  EXPECT_EQ(back->shape, r.shape);
+  EXPECT_EQ(back->config, r.config);
+  EXPECT_EQ(back->device, r.device);
+  EXPECT_EQ(back->driver, 13000);
+  EXPECT_DOUBLE_EQ(back->median_ms, 0.4123);
+  EXPECT_TRUE(std::isnan(back->max_ms));
+  EXPECT_EQ(back->config_str(), "BM=128,BN=256");
+}
+
+TEST(TuningDb, DamagedTruncatedAndForeignLinesAreSkippedWithAWarning) {
+  TempDir dir;
+  TuningDb db(dir.path("t.jsonl"));
+  db.append(record("128", 0.5));
+  std::string good = TuningDb::to_line(record("64", 0.3));
+  std::string edited = good;
+  edited.replace(edited.find("0.29999"), 3, "0.1"); // a faster time typed in by hand
+  {
+    std::ofstream f(db.path(), std::ios::app);
+    f << good.substr(0, good.size() / 2) << "\n";         // truncated (a crash mid-write)
+    f << edited << "\n";                                  // checksum no longer matches
+    f << R"({"schedule":"gemm_wgmma","median_ms":0.01})" << "\n"; // no checksum: foreign
+    f << "not json at all\n";
+    f << good << "\n";
+  }
+  std::vector<std::string> warnings;
+  std::vector<TuningRecord> rs = db.load(&warnings);
+  ASSERT_EQ(rs.size(), 2u);
+  EXPECT_DOUBLE_EQ(rs[0].median_ms, 0.5);
+  EXPECT_DOUBLE_EQ(rs[1].median_ms, 0.3);
+  EXPECT_EQ(rs[1].origin, db.path() + ":6");
+  ASSERT_EQ(warnings.size(), 4u);
+  EXPECT_NE(warnings[0].find(":2: skipped: not JSON"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[1].find(":3: skipped: checksum mismatch"), std::string::npos) << warnings[1];
+  EXPECT_NE(warnings[2].find(":4: skipped: no checksum"), std::string::npos) << warnings[2];
+  EXPECT_NE(warnings[3].find(":5: skipped: not JSON"), std::string::npos) << warnings[3];
+  // The hand-edited 0.1 ms is not the best: it was never loaded.
+  EXPECT_DOUBLE_EQ(db.best("gemm_wgmma", record("1", 1).shape, "float16", "sm_90")->median_ms, 0.3);
+}
+
+TEST(TuningDb, ConcurrentProcessesAppendWholeLines) {
+  TempDir dir;
+  const std::string path = dir.path("shared.jsonl");
+  constexpr int kProcesses = 6, kRecords = 40;
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int status = 0;
+      try {
+        TuningDb db(path);
+        for (int i = 0; i < kRecords; ++i) {
+          TuningRecord r = record(std::to_string(p * 1000 + i), 1.0 + i);
+          r.check = std::string(1000 + 37 * i, 'x'); // long lines: more than one page per write
+          db.append(r);
+        }
+      } catch (...) {
+        status = 1;
+      }
+      ::_exit(status);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  std::vector<std::string> warnings;
+  std::vector<TuningRecord> rs = TuningDb(path).load(&warnings);
+  EXPECT_TRUE(warnings.empty()) << warnings.front();
+  EXPECT_EQ(rs.size(), size_t(kProcesses * kRecords));
+  std::set<int64_t> seen;
+  for (const TuningRecord &r : rs)
+    seen.insert(r.config.at("BM"));
+  EXPECT_EQ(seen.size(), size_t(kProcesses * kRecords)) << "every record once";
+}
+
+TEST(TuningDb, DirectoryIsCreatedPrivateAndAWritableOneIsRefused) {
+  TempDir dir;
+  TuningDb db(dir.path("a/b/tuning.jsonl"));
+  db.append(record("128", 0.5));
+  struct stat st;
+  ASSERT_EQ(::stat(dir.path("a/b").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ASSERT_EQ(::stat(db.path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0077, 0u) << "the file is private too";
+
+  ::chmod(dir.path("a/b").c_str(), 0777);
+  try {
+    db.append(record("64", 0.4));
+    FAIL() << "appending in a directory anyone can write must be refused";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("can be written by other users"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("chmod 700"), std::string::npos) << e.what();
+  }
+  std::vector<std::string> warnings;
+  EXPECT_TRUE(db.load(&warnings).empty()) << "records that others could have planted are not read";
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("not reading"), std::string::npos) << warnings[0];
+  ::chmod(dir.path("a/b").c_str(), 0700);
+  EXPECT_EQ(db.load().size(), 1u);
+}
+
+TEST(TuningDb, BestIsTheFastestCheckedRecordForTheArchThenAShippedOne) {
+  TempDir dir;
+  TuningDb db(dir.path("t.jsonl"));
+  db.append(record("128", 0.50));
+  db.append(record("64", 0.20, "mismatch: 12 of 4096 elements outside"));
+  db.append(record("256", 0.45));
+  db.append(record("32", 0.10, "ok", "sm_80"));
+  std::optional<TuningRecord> b = db.best("gemm_wgmma", record("1", 1).shape, "float16", "sm_90");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->config.at("BM"), 256);
+  EXPECT_FALSE(db.best("gemm_wgmma", {{"M", 1}}, "float16", "sm_90"));
+  EXPECT_FALSE(db.best("gemm_wgmma", record("1", 1).shape, "bfloat16", "sm_90"));
+
+  // Nothing of the user's for gemm_mma at 4096^3 on sm_90: the record shipped with tessel.
+  ShapeParams s4096 = {{"M", 4096}, {"N", 4096}, {"K", 4096}};
+  std::optional<TuningRecord> shipped = db.best("gemm_mma", s4096, "float16", "sm_90");
+  ASSERT_TRUE(shipped);
+  EXPECT_NE(shipped->origin.find("shipped"), std::string::npos);
+  EXPECT_FALSE(db.best("gemm_mma", s4096, "float16", "sm_90", /*shipped=*/false));
+}
+
+TEST(TuningDb, ApplyTuningFillsOnlyTheKnobsTheUserLeft) {
+  TempDir dir;
+  TuningDb db(dir.path("t.jsonl"));
+  const ScheduleEntry &e = find_schedule("gemm_wgmma");
+  ShapeParams shape = resolve_shape(e, {{"M", 256}, {"N", 256}, {"K", 128}});
+  TuningRecord r;
+  r.schedule = e.name;
+  r.shape = problem_shape(e, shape);
+  r.dtype = "float16";
+  r.config = {{"BM", 64}, {"BN", 128}, {"S", 3}, {"G", 16}};
+  r.device = "cpu-executor";
+  r.arch = "cpu";
+  r.median_ms = 1;
+  r.check = "ok";
+  db.append(r);
+  ShapeParams tuned = apply_tuning(e, shape, {{"M", 256}, {"N", 256}, {"K", 128}}, Float(16), "cpu", db);
+  EXPECT_EQ(tuned.at("BM"), 64);
+  EXPECT_EQ(tuned.at("S"), 3);
+  ShapeParams mine = shape;
+  mine["S"] = 5;
+  ShapeParams kept = apply_tuning(e, mine, {{"S", 5}}, Float(16), "cpu", db);
+  EXPECT_EQ(kept.at("S"), 5) << "a knob given on the command line wins";
+  EXPECT_EQ(kept.at("BM"), 64);
+  // Another arch, another shape: the schedule's own choices.
+  EXPECT_EQ(apply_tuning(e, shape, {}, Float(16), "sm_90", db), shape);
+}
+
+TEST(Tuner, CandidatesStartWithTheDefaultAndHoldFixedKnobs) {
+  const ScheduleEntry &e = find_schedule("gemm_wgmma");
+  std::vector<ShapeParams> all = tuning_candidates(e, {{"M", 256}});
+  size_t grid = 1;
+  for (const auto &[k, v] : e.knobs)
+    grid *= v.size();
+  EXPECT_EQ(all.size(), grid + 1); // the default (zeros: the tiles' choice) is not in the grid
+  EXPECT_EQ(all[0], resolve_shape(e, {{"M", 256}}));
+  std::set<ShapeParams> distinct(all.begin(), all.end());
+  EXPECT_EQ(distinct.size(), all.size());
+
+  std::vector<ShapeParams> fixed = tuning_candidates(e, {{"M", 256}, {"BM", 128}}, 0);
+  for (const ShapeParams &c : fixed)
+    EXPECT_EQ(c.at("BM"), 128);
+  EXPECT_EQ(fixed.size(), grid / e.knobs.at("BM").size() + 1);
+
+  std::vector<ShapeParams> some = tuning_candidates(e, {{"M", 256}}, 5);
+  ASSERT_EQ(some.size(), 5u);
+  EXPECT_EQ(some[0], all[0]);
+  EXPECT_EQ(some, tuning_candidates(e, {{"M", 256}}, 5)) << "the same on every run";
+}
+
+// gemm_wgmma at a small shape on the CPU executor: every candidate is checked against float64,
+// a refused tile is recorded as such, and a second run resumes with nothing left to do.
+TEST(Tuner, CpuModeWritesEveryCandidateAndResumes) {
+  TempDir dir;
+  TuneOptions o;
+  o.schedule = "gemm_wgmma";
+  o.shape = {{"M", 64}, {"N", 128}, {"K", 64}};
+  o.cpu = true;
+  o.trials = 6;
+  o.db_path = dir.path("t.jsonl");
+  std::string progress;
+  llvm::raw_string_ostream os(progress);
+  o.progress = &os;
+  TuneSummary first = tune(o);
+  EXPECT_EQ(first.total, 6u);
+  EXPECT_EQ(first.mine, 6u);
+  EXPECT_EQ(first.records.size(), 6u);
+  EXPECT_GE(first.measured, 3u) << os.str();
+  EXPECT_GE(first.failed, 1u) << "BN=256 > N=128 must be refused:\n" << os.str();
+  for (const TuningRecord &r : first.records) {
+    EXPECT_EQ(r.arch, "cpu");
+    EXPECT_TRUE(r.ok() || r.check.rfind("refused", 0) == 0) << r.check;
+  }
+  EXPECT_EQ(TuningDb(o.db_path).load().size(), 6u);
+  EXPECT_NE(os.str().find("[6/6]"), std::string::npos) << os.str();
+  EXPECT_NE(os.str().find("best gemm_wgmma"), std::string::npos) << os.str();
+
+  TuneSummary again = tune(o);
+  EXPECT_EQ(again.resumed, 6u);
+  EXPECT_EQ(again.mine, 0u);
+  EXPECT_TRUE(again.records.empty());
+  EXPECT_EQ(TuningDb(o.db_path).load().size(), 6u);
+}
+
+TEST(Tuner, StopFlagInterruptsBeforeTheNextCandidate) {
+  TempDir dir;
+  TuneOptions o;
+  o.schedule = "gemm_wgmma";
+  o.shape = {{"M", 64}, {"N", 128}, {"K", 64}};
+  o.cpu = true;
+  o.trials = 4;
+  o.db_path = dir.path("t.jsonl");
+  o.progress = nullptr;
+  std::atomic<bool> stop{true};
+  o.stop = &stop;
+  TuneSummary s = tune(o);
+  EXPECT_TRUE(s.interrupted);
+  EXPECT_TRUE(s.records.empty());
+  stop = false;
+  o.ranks = 2; // this process takes candidates 0 and 2
+  TuneSummary half = tune(o);
+  EXPECT_EQ(half.mine, 2u);
+  EXPECT_EQ(TuningDb(o.db_path).load().size(), 2u);
+}
+
+TEST(Tuner, ScheduleWithoutKnobsIsRefusedNamingTheTunableOnes) {
+  TuneOptions o;
+  o.schedule = "gemm_naive";
+  o.cpu = true;
+  try {
+    tune(o);
+    FAIL();
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("declares no tuning knobs"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("gemm_wgmma"), std::string::npos) << e.what();
+  }
+}
