@@ -52,6 +52,16 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
   user_check(t.threads() <= 1024, context)
       << t.warpgroups_m << " x " << t.warpgroups_n << " warpgroups make " << t.threads()
       << " threads; a block has at most 1024";
+  // A thread holds group_m x group_n / 128 float32 accumulators in registers, and needs about
+  // 30 more (addresses, loop counters, descriptors: ptxas asked for 154 where 256x256 blocks of
+  // 4 warpgroups left 128). A block's threads share 64K registers, at most 255 each.
+  const int64_t accumulators = int64_t(t.group_m()) * t.group_n() / 128;
+  const int64_t registers = std::min<int64_t>(255, 65536 / std::max(1, t.threads()));
+  user_check(accumulators + 30 <= registers, context)
+      << t.block_m << "x" << t.block_n << " blocks of " << t.warpgroups_m * t.warpgroups_n
+      << " warpgroups hold " << accumulators << " float32 accumulators per thread, and with "
+      << t.threads() << " threads a thread has at most " << registers
+      << " registers (about 30 go to addresses and counters): use smaller tiles";
   user_check(t.block_m % (kRows * t.warpgroups_m) == 0, context)
       << "block_m=" << t.block_m
       << " must be a multiple of 64 x warpgroups_m = " << kRows * t.warpgroups_m
