@@ -11,6 +11,7 @@
 #include "runtime/Device.h"
 #include "runtime/KernelCache.h"
 
+#include <mutex>
 #include <optional>
 
 namespace tessel {
@@ -51,26 +52,29 @@ std::string target_arch(const LoweredModule &m, const std::string &arch) {
 
 struct Module::State {
   LoweredModule lowered;
+  ModuleParams params;
   std::string source;
   CompiledKernel compiled;
-  std::optional<CudaModule> loaded; ///< on first run
-  std::vector<DeviceArray> workspaces; ///< LoweredModule's workspaces, on first run
+  std::mutex mutex;                    ///< guards loaded and workspace
+  std::optional<CudaModule> loaded;    ///< on the first launch
+  std::vector<CudaFunction> functions; ///< of lowered.funcs, on the first launch
+  DeviceArray workspace; ///< params.workspace_bytes, on the first launch that needs it
 };
 
 const LoweredModule &Module::lowered() const { return state_->lowered; }
+const ModuleParams &Module::params() const { return state_->params; }
 const std::string &Module::source() const { return state_->source; }
 const CompiledKernel &Module::compiled() const { return state_->compiled; }
 const LaunchConfig &Module::launch() const { return state_->lowered.funcs.back().launch; }
 
-CUtensorMap encode_tensor_map(const TensorMapParam &m, const DeviceArray &array) {
-  CUtensorMapDataType type;
-  DataType t = array.dtype();
+TensorMapEncoding tensor_map_encoding(const TensorMapParam &m, DataType t) {
+  TensorMapEncoding e;
   if (t == Float(16))
-    type = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    e.type = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   else if (t == BFloat(16))
-    type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    e.type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
   else if (t == Float(32))
-    type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    e.type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
   else
     user_error("tensor map") << "tensor map '" << m.var.name() << "': TMA copies of " << t
                              << " are not supported (float16, bfloat16, float32)";
@@ -79,20 +83,19 @@ CUtensorMap encode_tensor_map(const TensorMapParam &m, const DeviceArray &array)
                  (m.box.size() == rank || m.im2col),
              "tensor map")
       << "tensor map '" << m.var.name() << "' has " << rank << " dimensions; TMA takes 1 to 5";
-  cuuint64_t dims[5], strides[4];
-  cuuint32_t box[5], elem_strides[5];
+  e.im2col = m.im2col;
   for (size_t d = 0; d < rank; ++d) {
-    dims[d] = cuuint64_t(m.dims[d]);
-    box[d] = d < m.box.size() ? cuuint32_t(m.box[d]) : 1;
-    elem_strides[d] = 1;
+    e.dims.push_back(cuuint64_t(m.dims[d]));
+    e.elem_strides.push_back(1);
     if (d > 0)
-      strides[d - 1] = cuuint64_t(m.strides[d]) * t.bytes();
+      e.strides.push_back(cuuint64_t(m.strides[d]) * cuuint64_t(t.bytes()));
   }
-  CUtensorMapSwizzle swizzle = m.swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
-                               : m.swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
-                               : m.swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
-                                                 : CU_TENSOR_MAP_SWIZZLE_NONE;
-  CUtensorMap map;
+  for (int64_t b : m.box)
+    e.box.push_back(cuuint32_t(b));
+  e.swizzle = m.swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+              : m.swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+              : m.swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                : CU_TENSOR_MAP_SWIZZLE_NONE;
   if (m.im2col) {
     user_check(rank == 4 && m.box.size() == 2 && m.lower_corner.size() == 2 &&
                    m.upper_corner.size() == 2 && (m.traversal.empty() || m.traversal.size() == 4),
@@ -100,92 +103,153 @@ CUtensorMap encode_tensor_map(const TensorMapParam &m, const DeviceArray &array)
         << "im2col tensor map '" << m.var.name()
         << "' must view a 4-D NHWC tensor with a 2-entry box and corners";
     for (size_t d = 0; d < rank; ++d)
-      elem_strides[d] = m.traversal.empty() ? 1 : cuuint32_t(m.traversal[d]);
-    int lower[2] = {int(m.lower_corner[0]), int(m.lower_corner[1])};
-    int upper[2] = {int(m.upper_corner[0]), int(m.upper_corner[1])};
-    TESSEL_CU(cuTensorMapEncodeIm2col, &map, type, cuuint32_t(rank),
-              reinterpret_cast<void *>(array.data()), dims, strides, lower, upper,
-              cuuint32_t(m.box[0]), cuuint32_t(m.box[1]), elem_strides,
-              CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      e.elem_strides[d] = m.traversal.empty() ? 1 : cuuint32_t(m.traversal[d]);
+    e.lower_corner = {int(m.lower_corner[0]), int(m.lower_corner[1])};
+    e.upper_corner = {int(m.upper_corner[0]), int(m.upper_corner[1])};
+  }
+  return e;
+}
+
+CUtensorMap encode_tensor_map(const TensorMapParam &m, CUdeviceptr ptr, DataType dtype) {
+  TensorMapEncoding e = tensor_map_encoding(m, dtype);
+  CUtensorMap map;
+  auto rank = cuuint32_t(e.dims.size());
+  if (e.im2col) {
+    TESSEL_CU(cuTensorMapEncodeIm2col, &map, e.type, rank, reinterpret_cast<void *>(ptr),
+              e.dims.data(), e.strides.data(), e.lower_corner.data(), e.upper_corner.data(),
+              e.box[0], e.box[1], e.elem_strides.data(), CU_TENSOR_MAP_INTERLEAVE_NONE, e.swizzle,
+              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     return map;
   }
-  TESSEL_CU(cuTensorMapEncodeTiled, &map, type, cuuint32_t(rank),
-            reinterpret_cast<void *>(array.data()), dims, strides, box, elem_strides,
-            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+  TESSEL_CU(cuTensorMapEncodeTiled, &map, e.type, rank, reinterpret_cast<void *>(ptr),
+            e.dims.data(), e.strides.data(), e.box.data(), e.elem_strides.data(),
+            CU_TENSOR_MAP_INTERLEAVE_NONE, e.swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return map;
 }
 
-static std::vector<KernelArg> kernel_args(const LoweredFunc &f,
-                                          const std::vector<const DeviceArray *> &args) {
-  internal_check(args.size() == f.args.size())
-      << "kernel '" << f.name << "' takes " << f.args.size() << " arguments, got " << args.size();
-  std::vector<KernelArg> out;
-  for (size_t i = 0; i < args.size(); ++i) {
-    int64_t n = 1;
-    for (int64_t e : f.arg_shapes[i])
-      n *= e;
-    user_check(args[i] && args[i]->dtype() == f.args[i].dtype() && args[i]->numel() == n,
-               "Module::run")
-        << "argument " << i << " ('" << f.args[i].name() << "') must be " << f.args[i].dtype()
-        << " with " << n << " elements, got "
-        << (args[i] ? args[i]->dtype().str() + " with " + std::to_string(args[i]->numel()) +
-                          " elements"
-                    : std::string("nothing"));
-    out.emplace_back(*args[i]);
+CUtensorMap encode_tensor_map(const TensorMapParam &m, const DeviceArray &array) {
+  return encode_tensor_map(m, array.data(), array.dtype());
+}
+
+namespace {
+
+using Launches = std::vector<std::pair<CudaFunction, std::vector<KernelArg>>>;
+
+// The streams that name no stream of a context: the default ones.
+bool is_default_stream(CUstream stream) {
+  return stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD;
+}
+
+// The kernels' launches in order, with their arguments: the caller's pointers, then the
+// workspaces' (the caller's block, or the Module's, allocated on the first launch and kept),
+// then the tensor maps over them. Checks everything launch() promises to check.
+Launches prepare(Module::State &s, const std::vector<TensorView> &args, CUstream stream,
+                 CUdeviceptr workspace, const char *where) {
+  const ModuleParams &params = s.params;
+  check_arguments(params, args, where);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.loaded) {
+    CudaModule loaded = CudaModule::load(s.compiled);
+    std::vector<CudaFunction> functions;
+    for (const LoweredFunc &f : s.lowered.funcs)
+      functions.push_back(loaded.function(f.name));
+    s.loaded = std::move(loaded);
+    s.functions = std::move(functions);
   }
-  for (const TensorMapParam &m : f.tensor_maps)
-    out.emplace_back(encode_tensor_map(m, *args.at(m.arg)));
+  Device &device = s.loaded->device();
+  check_device_memory(params, args, workspace, device, where);
+  if (!is_default_stream(stream)) {
+    CUcontext ctx = nullptr;
+    TESSEL_CU(cuStreamGetCtx, stream, &ctx);
+    user_check(ctx == device.context(), where)
+        << "the stream belongs to another CUDA context than the module's (device "
+        << device.ordinal() << "'s primary context, which the CUDA runtime uses too); create it "
+        << "with cudaStreamCreate, or with cuStreamCreate while the primary context is current";
+  }
+  if (!workspace && params.workspace_bytes > 0) {
+    if (!s.workspace.defined())
+      s.workspace = DeviceArray(UInt(8), {params.workspace_bytes}, &device);
+    workspace = s.workspace.data();
+  }
+  // Every kernel's parameters: the arguments, then the workspaces; their tensor maps after.
+  std::vector<CUdeviceptr> pointers;
+  std::vector<DataType> dtypes;
+  for (const TensorView &v : args) {
+    pointers.push_back(v.ptr);
+    dtypes.push_back(v.dtype);
+  }
+  for (size_t i = 0; i < params.workspaces.size(); ++i) {
+    pointers.push_back(workspace + static_cast<CUdeviceptr>(params.workspace_offsets[i]));
+    dtypes.push_back(params.workspaces[i].dtype);
+  }
+  Launches out;
+  for (size_t k = 0; k < s.lowered.funcs.size(); ++k) {
+    const LoweredFunc &f = s.lowered.funcs[k];
+    internal_check(f.args.size() == pointers.size())
+        << "kernel '" << f.name << "' takes " << f.args.size() << " parameters, not "
+        << pointers.size();
+    std::vector<KernelArg> kargs;
+    for (CUdeviceptr p : pointers)
+      kargs.emplace_back(p);
+    for (const TensorMapParam &m : f.tensor_maps)
+      kargs.emplace_back(encode_tensor_map(m, pointers.at(size_t(m.arg)), dtypes.at(size_t(m.arg))));
+    out.emplace_back(s.functions[k], std::move(kargs));
+  }
   return out;
 }
 
-static const CudaModule &loaded(Module::State &s) {
-  if (!s.loaded)
-    s.loaded = CudaModule::load(s.compiled);
-  return *s.loaded;
+// Views of `arrays` in the parameters' shapes where the element counts agree (run() and time()
+// take a DeviceArray as a dense buffer; check_arguments reports the others).
+std::vector<TensorView> views_of(const ModuleParams &params,
+                                 const std::vector<const DeviceArray *> &arrays) {
+  std::vector<TensorView> views;
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    user_check(arrays[i] && arrays[i]->defined(), "Module::run")
+        << "argument " << i
+        << (i < params.args.size() ? " ('" + params.args[i].name + "')" : std::string())
+        << " is " << (arrays[i] ? "an empty DeviceArray (moved from?)" : "a null DeviceArray pointer");
+    TensorView v = TensorView::of(*arrays[i]);
+    if (i < params.args.size() && v.numel() == params.args[i].numel())
+      v.shape = params.args[i].shape;
+    views.push_back(std::move(v));
+  }
+  return views;
 }
 
-// The kernels' launches in order, with their arguments: the caller's, then the workspaces
-// (allocated on the first run, kept for the next).
-static std::vector<std::pair<CudaFunction, std::vector<KernelArg>>>
-launches(Module::State &s, const std::vector<const DeviceArray *> &args) {
-  const LoweredModule &m = s.lowered;
-  const LoweredFunc &first = m.funcs.at(0);
-  size_t num_args = first.args.size() - m.num_workspaces;
-  user_check(args.size() == num_args, "Module::run")
-      << "kernel '" << first.name << "' takes " << num_args << " arguments, got " << args.size();
-  if (s.workspaces.empty())
-    for (size_t i = num_args; i < first.args.size(); ++i)
-      s.workspaces.emplace_back(first.args[i].dtype(), first.arg_shapes[i]);
-  std::vector<const DeviceArray *> all = args;
-  for (const DeviceArray &w : s.workspaces)
-    all.push_back(&w);
-  std::vector<std::pair<CudaFunction, std::vector<KernelArg>>> out;
-  for (const LoweredFunc &f : m.funcs)
-    out.emplace_back(loaded(s).function(f.name), kernel_args(f, all));
-  return out;
+void enqueue(const Module::State &s, const Launches &ls, CUstream stream) {
+  for (size_t i = 0; i < ls.size(); ++i)
+    ls[i].first.launch(s.lowered.funcs[i].launch, ls[i].second, stream);
+}
+
+} // namespace
+
+void Module::launch(const std::vector<TensorView> &args, CUstream stream,
+                    CUdeviceptr workspace) const {
+  enqueue(*state_, prepare(*state_, args, stream, workspace, "Module::launch"), stream);
 }
 
 void Module::run(const std::vector<const DeviceArray *> &args) const {
-  auto ls = launches(*state_, args);
-  for (size_t i = 0; i < ls.size(); ++i)
-    ls[i].first.launch(state_->lowered.funcs[i].launch, ls[i].second);
+  std::vector<TensorView> views = views_of(state_->params, args);
+  enqueue(*state_, prepare(*state_, views, nullptr, 0, "Module::run"), nullptr);
+}
+
+TimeResult Module::time(const std::vector<TensorView> &args, const TimeOptions &options) const {
+  Launches ls = prepare(*state_, args, nullptr, 0, "Module::time");
+  return time_launches([&] { enqueue(*state_, ls, nullptr); }, options,
+                       &state_->loaded->device());
 }
 
 TimeResult Module::time(const std::vector<const DeviceArray *> &args,
                         const TimeOptions &options) const {
-  auto ls = launches(*state_, args);
-  return time_launches([&] {
-    for (size_t i = 0; i < ls.size(); ++i)
-      ls[i].first.launch(state_->lowered.funcs[i].launch, ls[i].second);
-  }, options);
+  return time(views_of(state_->params, args), options);
 }
 
 Module build(const LoweredModule &lowered, const Target &target) {
   user_check(!lowered.funcs.empty(), "build") << "the module has no kernel";
   auto state = std::make_shared<Module::State>();
   state->lowered = lowered;
+  state->params = module_params(lowered);
   state->source = codegen_cuda(lowered);
   CompileOptions options;
   options.arch = target_arch(lowered, target.arch);

@@ -4,11 +4,13 @@
 //   std::cout << m.source();
 //   m.run({&a, &w, &c});                                  // needs a GPU
 //   TimeResult t = m.time({&a, &w, &c}, {.number = 10, .repeat = 30});
+//   m.launch({{x_ptr, Float(16), {N, H, W, C}}, ...}, stream);   // the caller's memory and stream
 #pragma once
 
 #include "compiler/lower/Lower.h"
 #include "runtime/DeviceArray.h"
 #include "runtime/Nvrtc.h"
+#include "runtime/TensorView.h"
 #include "runtime/Timer.h"
 
 #include <cuda.h>
@@ -31,8 +33,28 @@ struct Target {
 /// mbarriers and `arch` is older than sm_90.
 std::string target_arch(const LoweredModule &m, const std::string &arch);
 
-/// The TMA descriptor of tensor map `m` over `array` (its argument), through the driver's
-/// cuTensorMapEncodeTiled; tessel::Error when the driver rejects it.
+/// What cuTensorMapEncodeTiled (or cuTensorMapEncodeIm2col) is given for tensor map `m` over
+/// a tensor of `dtype`, all but the global address: the runtime encodes these at launch, and
+/// exported headers (runtime/Export.h) bake them in. tessel::Error for an element type TMA does
+/// not copy or a map of the wrong rank.
+struct TensorMapEncoding {
+  CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  std::vector<cuuint64_t> dims;         ///< rank entries, innermost first
+  std::vector<cuuint64_t> strides;      ///< rank - 1 entries, in bytes
+  std::vector<cuuint32_t> box;          ///< tiled: rank entries; im2col: channels, pixels
+  std::vector<cuuint32_t> elem_strides; ///< rank entries
+  CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_NONE;
+  bool im2col = false;
+  std::vector<int> lower_corner, upper_corner; ///< im2col: W, H
+  // Always: CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+  // CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE.
+};
+TensorMapEncoding tensor_map_encoding(const TensorMapParam &m, DataType dtype);
+
+/// The TMA descriptor of tensor map `m` over the tensor of `dtype` at `ptr` (its argument),
+/// through the driver's cuTensorMapEncodeTiled / Im2col; tessel::Error when the driver rejects
+/// it.
+CUtensorMap encode_tensor_map(const TensorMapParam &m, CUdeviceptr ptr, DataType dtype);
 CUtensorMap encode_tensor_map(const TensorMapParam &m, const DeviceArray &array);
 
 class Module {
@@ -46,13 +68,33 @@ public:
   /// The launch configuration of the last kernel (the one that writes the outputs).
   const LaunchConfig &launch() const;
 
-  /// Runs the module's kernels once, in order, on the GPU; `args` in the order given to build().
-  /// Their types and sizes are checked against the kernels' parameters. Workspaces are
-  /// allocated on the first run and kept.
+  /// What the kernels expect of each argument (type, shape, alignment) and the workspace they
+  /// need (runtime/TensorView.h).
+  const ModuleParams &params() const;
+
+  /// Enqueues the module's kernels, in order, on `stream` (a CUstream of the module's device's
+  /// primary context, the one the CUDA runtime uses; null: the default stream) on the caller's
+  /// device memory, `args` in the order given to build(); does not wait. Each argument is
+  /// checked against params(): element type, rank and shape, a non-null pointer aligned as the
+  /// kernels need, and, through the driver, device memory of the module's device whose
+  /// allocation holds the whole tensor; tessel::Error names the argument that is not.
+  /// `workspace`: device memory of at least params().workspace_bytes bytes, 256-byte aligned,
+  /// that the kernels use as scratch until they finish; 0 (or a module without workspaces):
+  /// the Module's own, allocated at the first launch and kept, which launches of this Module
+  /// on several streams at once would share: give each stream its own workspace then.
+  void launch(const std::vector<TensorView> &args, CUstream stream = nullptr,
+              CUdeviceptr workspace = 0) const;
+
+  /// Runs the module's kernels once, in order, on the GPU (launch() on the default stream with
+  /// the Module's workspace); `args` in the order given to build(). Each array's type and
+  /// element count are checked against the kernels' parameters (its shape may differ: a
+  /// DeviceArray is taken as a dense buffer of the parameter's shape).
   void run(const std::vector<const DeviceArray *> &args) const;
   /// Times the module's kernels (all of them, back to back) with CUDA events (warm-up, `number`
   /// runs per measurement, median of `repeat` measurements).
   TimeResult time(const std::vector<const DeviceArray *> &args, const TimeOptions &options = {}) const;
+  /// The same on the caller's device memory (checked as launch() checks it).
+  TimeResult time(const std::vector<TensorView> &args, const TimeOptions &options = {}) const;
 
   struct State;
 

@@ -34,6 +34,11 @@
   X(cuMemcpyDtoD_v2)                                                                               \
   X(cuMemsetD8_v2)                                                                                 \
   X(cuMemsetD8Async)                                                                               \
+  X(cuPointerGetAttributes)                                                                        \
+  X(cuStreamGetCtx)                                                                                \
+  X(cuStreamCreate)                                                                                \
+  X(cuStreamDestroy_v2)                                                                            \
+  X(cuStreamSynchronize)                                                                           \
   X(cuModuleLoadData)                                                                              \
   X(cuModuleUnload)                                                                                \
   X(cuModuleGetFunction)                                                                           \

@@ -11,6 +11,10 @@
 //   tessel tune NAME [--shape ...] [--trials N] [--time-budget S] [--cpu] [--db FILE]
 //                                                 search the schedule's knobs, append every
 //                                                 candidate to the tuning database
+//   tessel export NAME [--shape ...] [--dtype T] --arch sm_80,sm_90a -o DIR [--name N]
+//                                                 ahead of time: DIR/N.h, a header that embeds
+//                                                 the cubins and launches them with the CUDA
+//                                                 driver API alone, and DIR/N.<arch>.cubin
 //
 // run, compile, lower, cuda and interpret build a schedule with the knobs of the fastest record
 // in the tuning database for the shape (runtime/TuningDb.h; TESSEL_LOG_LEVEL=info says which),
@@ -25,6 +29,7 @@
 #include "runtime/Check.h"
 #include "runtime/Device.h"
 #include "runtime/DeviceArray.h"
+#include "runtime/Export.h"
 #include "runtime/KernelCache.h"
 #include "runtime/Timer.h"
 #include "runtime/TuningDb.h"
@@ -65,20 +70,24 @@ cl::SubCommand interpret_cmd("interpret", "Run a registered schedule on the CPU 
 cl::SubCommand tune_cmd("tune", "Search a registered schedule's tuning knobs on the GPU (or the CPU "
                                 "executor with --cpu) and record every candidate in the tuning "
                                 "database");
+cl::SubCommand export_cmd("export", "Compile a registered schedule ahead of time for the given "
+                                    "architectures: its cubins and a self-contained C++ header "
+                                    "that launches them with the CUDA driver API alone");
 
 // Options shared by every subcommand that builds a schedule. cl::sub may be given several times.
 cl::opt<std::string> schedule_name(cl::Positional, cl::Required, cl::desc("<schedule>"),
                                    cl::sub(lower_cmd), cl::sub(cuda_cmd), cl::sub(compile_cmd),
                                    cl::sub(run_cmd), cl::sub(interpret_cmd), cl::sub(tune_cmd),
-                                   cl::cat(tessel_category));
+                                   cl::sub(export_cmd), cl::cat(tessel_category));
 cl::opt<std::string> shape_opt("shape", cl::desc("Shape parameters, e.g. M=1000,N=1000,K=64"),
                                cl::value_desc("K=V,..."), cl::sub(lower_cmd), cl::sub(cuda_cmd),
                                cl::sub(compile_cmd), cl::sub(run_cmd), cl::sub(interpret_cmd),
-                               cl::sub(tune_cmd), cl::cat(tessel_category));
+                               cl::sub(tune_cmd), cl::sub(export_cmd), cl::cat(tessel_category));
 cl::opt<std::string> dtype_opt("dtype", cl::desc("Input element type (default: the schedule's first)"),
                                cl::value_desc("float16|float32|..."), cl::sub(lower_cmd),
                                cl::sub(cuda_cmd), cl::sub(compile_cmd), cl::sub(run_cmd),
-                               cl::sub(interpret_cmd), cl::sub(tune_cmd), cl::cat(tessel_category));
+                               cl::sub(interpret_cmd), cl::sub(tune_cmd), cl::sub(export_cmd),
+                               cl::cat(tessel_category));
 
 // tessel tune.
 cl::opt<int64_t> trials_opt("trials", cl::desc("At most N candidates: the schedule's default and "
@@ -127,6 +136,21 @@ cl::opt<std::string> arch_opt("arch", cl::desc("Target architecture (default: th
 cl::opt<std::string> output_opt("o", cl::desc("Write the cubin to this file"),
                                 cl::value_desc("file.cubin"), cl::sub(compile_cmd),
                                 cl::cat(tessel_category));
+
+// tessel export.
+cl::list<std::string> export_arch_opt("arch", cl::CommaSeparated, cl::OneOrMore,
+                                      cl::desc("Architectures to compile for, e.g. sm_80,sm_90a "
+                                               "(sm_90a: Hopper's wgmma)"),
+                                      cl::value_desc("sm_XX,..."), cl::sub(export_cmd),
+                                      cl::cat(tessel_category));
+cl::opt<std::string> export_dir_opt("o", cl::Required,
+                                    cl::desc("Directory to write NAME.h and the cubins into"),
+                                    cl::value_desc("dir"), cl::sub(export_cmd),
+                                    cl::cat(tessel_category));
+cl::opt<std::string> export_name_opt("name", cl::desc("Name of the header and prefix of what it "
+                                                      "declares (default: the schedule's)"),
+                                     cl::value_desc("N"), cl::sub(export_cmd),
+                                     cl::cat(tessel_category));
 
 std::string join_shape(const ShapeParams &shape) {
   std::string s;
@@ -360,6 +384,37 @@ int cmd_tune() {
   return run_tune_command(std::move(o));
 }
 
+// The schedule lowered for each --arch (with the knobs of that GPU's tuning records), compiled
+// and written out by runtime/Export.h.
+int cmd_export() {
+  std::vector<ExportTarget> targets;
+  ExportOptions options;
+  options.name = export_name_opt.empty() ? schedule_name.getValue() : export_name_opt.getValue();
+  std::string command = "tessel export " + schedule_name.getValue();
+  if (!shape_opt.empty())
+    command += " --shape " + shape_opt.getValue();
+  if (!dtype_opt.empty())
+    command += " --dtype " + dtype_opt.getValue();
+  std::vector<std::string> archs =
+      parse_arch_list(llvm::join(export_arch_opt.begin(), export_arch_opt.end(), ","));
+  command += " --arch " + llvm::join(archs, ",");
+  for (const std::string &arch : archs) {
+    // Tuning records are per GPU ("sm_90"), whatever the target's suffix.
+    Selected sel = select_schedule(arch.back() == 'a' ? arch.substr(0, arch.size() - 1) : arch);
+    if (targets.empty()) {
+      options.description.push_back(sel.entry->name + ": " + sel.entry->description);
+      options.num_inputs = sel.program.num_inputs;
+    }
+    options.description.push_back("for " + arch + ": " + join_shape(sel.shape) + ", " +
+                                  sel.dtype.str());
+    targets.push_back({arch, lower_selected(sel)});
+  }
+  options.description.push_back(command);
+  for (const std::string &path : write_export(export_dir_opt, options, compile_for_export(targets)))
+    llvm::outs() << "wrote " << path << "\n";
+  return 0;
+}
+
 int dispatch() {
   if (list_cmd)
     return cmd_list();
@@ -375,6 +430,8 @@ int dispatch() {
     return cmd_interpret();
   if (tune_cmd)
     return cmd_tune();
+  if (export_cmd)
+    return cmd_export();
   llvm::errs() << "tessel: error: no subcommand given; run 'tessel --help' for the list\n";
   return 2;
 }
@@ -389,7 +446,7 @@ int main(int argc, char **argv) {
   });
   cl::HideUnrelatedOptions(tessel_category, *cl::TopLevelSubCommand);
   for (cl::SubCommand *sub :
-       {&lower_cmd, &cuda_cmd, &compile_cmd, &run_cmd, &interpret_cmd, &tune_cmd})
+       {&lower_cmd, &cuda_cmd, &compile_cmd, &run_cmd, &interpret_cmd, &tune_cmd, &export_cmd})
     cl::HideUnrelatedOptions(tessel_category, *sub);
   static const std::string print_after_desc =
       "Print the IR after these lowering steps, or after all of them: " +

@@ -8,8 +8,9 @@
 // Ramp(base, 1, lanes) accesses of 4, 8 or 16 bytes as single vector loads and stores.
 //
 // Assumptions the generated code relies on: argument pointers are aligned to 16 bytes (device
-// allocations are aligned to 256), and the kernel is launched with the LaunchConfig it was
-// generated for (blockDim is not checked at run time).
+// allocations are aligned to 256; module_params() in runtime/TensorView.h says exactly what each
+// argument needs, which Module::launch checks of the caller's pointers), and the kernel is
+// launched with the LaunchConfig it was generated for (blockDim is not checked at run time).
 #pragma once
 
 #include "compiler/lower/LoweredFunc.h"
