@@ -122,10 +122,10 @@ ScheduledProgram gemm_tc(int64_t M, int64_t N, int64_t K) {
 ScheduleEntry gemm_tc_entry() {
   ScheduleEntry e;
   e.name = "gemm_tc";
-  e.description = "tuned Tensor Core GEMM, fp16 in, fp32 out: on Hopper gemm_wgmma (knobs BM, BN, "
-                  "BK, S, G, SK as gemm_wgmma's; 0: its own choice), elsewhere gemm_mma / "
-                  "gemm_wmma with cp.async-pipelined shared tiles, rasterized blocks and tiles "
-                  "measured per shape";
+  e.description = "tuned Tensor Core GEMM, fp16 in, fp32 out: on Hopper gemm_wgmma, elsewhere "
+                  "gemm_mma / gemm_wmma with cp.async-pipelined shared tiles, rasterized blocks "
+                  "and tiles measured per shape; knobs BM, BN, BK, S, G, SK (gemm_wgmma's; 0: "
+                  "the schedule's choice) make it gemm_wgmma with those tiles on any GPU";
   e.default_shape = {{"M", 4096}, {"N", 4096}, {"K", 4096}, {"BM", 0}, {"BN", 0},
                      {"BK", 0},   {"S", 0},    {"G", 0},    {"SK", 0}};
   e.nonnegative = {"BM", "BN", "BK", "S", "G", "SK"};
@@ -139,13 +139,13 @@ ScheduleEntry gemm_tc_entry() {
         set.push_back(k);
     if (set.empty())
       return gemm_tc(M, N, K);
-    user_check(hopper_gpu() && N >= 32, "gemm_tc")
-        << "the knobs " << llvm::join(set, ", ")
-        << " choose the tiles of gemm_tc's Hopper kernel (gemm_wgmma, sm_90 and N >= 32); "
-        << (hopper_gpu() ? "N = " + std::to_string(N) + " is too narrow"
-                         : std::string("this run has no Hopper GPU"))
-        << ": leave them 0 (gemm_tc's measured table), or tune gemm_mma / gemm_wmma, whose "
-           "knobs are their tiles";
+    // The knobs are the Hopper kernel's tiles: with any of them set (by hand or by a tuning
+    // record of an sm_90 GPU) gemm_tc is gemm_wgmma, whatever GPU this process sees, so that
+    // `compile --arch sm_90` and `export` build what was tuned; on an older GPU its compile is
+    // refused naming wgmma's sm_90a.
+    user_check(N >= 32, "gemm_tc")
+        << "the knobs " << llvm::join(set, ", ") << " choose the tiles of gemm_tc's Hopper kernel "
+        << "(gemm_wgmma), which needs N >= 32, got N=" << N << ": leave them 0";
     // gemm_wgmma's defaults (rasterization, swizzle, TMA) with the knobs given.
     ShapeParams w = find_schedule("gemm_wgmma").default_shape;
     for (const auto &[k, v] : p)
