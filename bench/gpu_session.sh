@@ -19,7 +19,9 @@
 #             which) and run within 5% of the tuned time
 #   bench_tune  tessel_bench --tune: the Ampere-path (WMMA / mma.sync) gemm_tc and conv2d_tc
 #             candidates checked against cuBLAS / cuDNN and timed
-#   bench     tessel_bench --csv: the table bench/RESULTS.md records
+#   bench     tessel_bench --csv: the table bench/RESULTS.md records. Its picture is drawn here
+#             afterwards (the GPU machine has no matplotlib): python3 bench/plot.py bench.csv
+#             -o bench/plots/DATE-GPU-COMMIT.svg --gpu GPU --date DATE --commit COMMIT
 #   norm      tessel_bench --only norm: softmax / layernorm against a device-to-device copy
 #   sanitize  compute-sanitizer memcheck, racecheck and synccheck on gemm_tc at 512^3 (pipelined
 #             with cp.async; wgmma on a Hopper GPU) and on conv2d_tc (and conv2d_wgmma with a
