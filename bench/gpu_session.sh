@@ -76,7 +76,10 @@ run_step() {
   local start=$SECONDS status
   echo "== $step" | tee -a "$out/summary.txt"
   case $step in
-    tests) ./tessel_tests --gtest_filter='*Gpu*' ;;
+    tests)
+      # The exported-header test builds tests/export/export_main.cpp with the machine's c++.
+      TESSEL_EXPORT_MAIN="$here/tests/export/export_main.cpp" TESSEL_TEST_CXX=c++ \
+        TESSEL_LIBCUDA=/usr/local/cuda/lib64/stubs/libcuda.so ./tessel_tests --gtest_filter='*Gpu*' ;;
     tutorial)
       ./conv2d_tensorcore && ./conv2d_tensorcore --batch 32 --quiet &&
         ./conv2d_tensorcore --batch 64 --quiet ;;
