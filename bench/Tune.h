@@ -1,8 +1,9 @@
-// The parameter search behind gemm_tc and conv2d_tc: every candidate tiling of a shape is
-// compiled (NVRTC, in parallel), run once and checked against the vendor's result on the same
-// random inputs, then timed; every candidate is logged (stdout and CSV) so the search can be
-// read and repeated, and the fastest correct one is printed as the line to keep in the
-// schedule's table.
+// The vendor-checked parameter search behind gemm_tc's and conv2d_tc's Ampere paths: every
+// candidate tiling of a shape is compiled (NVRTC, in parallel), run once and checked against the
+// vendor's result on the same random inputs, then timed; every candidate is logged (stdout and
+// CSV). Its GEMM winners on the H100 ship as tuning records (runtime/TuningDefaults.cpp).
+// `tessel tune` (runtime/Tuner.h) is the user's search: no vendor library, any registered
+// schedule's knobs, a database that run / bench / build_tuned() read.
 #pragma once
 
 #include "bench/VendorLibraries.h"

@@ -30,13 +30,6 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-std::string shape_str(const ShapeParams &p) {
-  std::string s;
-  for (const auto &[k, v] : p)
-    s += (s.empty() ? "" : ",") + k + "=" + std::to_string(v);
-  return s;
-}
-
 std::string clock_str(double s) {
   long t = std::lround(s);
   char buf[32];
@@ -290,7 +283,7 @@ TuneSummary tune(const TuneOptions &o) {
     }
   };
   {
-    std::string line = "tune " + e.name + " " + shape_str(problem) + " " + dtype.str() + " on " +
+    std::string line = "tune " + e.name + " " + params_string(problem) + " " + dtype.str() + " on " +
                        target.device + " (" + target.arch + "): " + std::to_string(all.size()) +
                        " candidates, " + std::to_string(summary.resumed) + " already in " +
                        db.path();
@@ -380,7 +373,7 @@ TuneSummary tune(const TuneOptions &o) {
         ") after " + std::to_string(summary.records.size()) + " of " +
         std::to_string(cands.size()) + " candidates; the same command resumes\n");
   if (best)
-    say("best " + e.name + " " + shape_str(problem) + ": " + best->config_str() +
+    say("best " + e.name + " " + params_string(problem) + ": " + best->config_str() +
         llvm::formatv(", median {0:F4} ms\n", best->median_ms).str());
   return summary;
 }

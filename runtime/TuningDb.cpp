@@ -97,10 +97,7 @@ std::string directory_of(const std::string &path) {
 const char *tessel_version() { return TESSEL_VERSION; }
 
 std::string TuningRecord::config_str() const {
-  std::string s;
-  for (const auto &[k, v] : config)
-    s += (s.empty() ? "" : ",") + k + "=" + std::to_string(v);
-  return s.empty() ? "(defaults)" : s;
+  return config.empty() ? "(defaults)" : params_string(config);
 }
 
 TuningDb::TuningDb(std::string path) : path_(path.empty() ? default_path() : std::move(path)) {}

@@ -80,6 +80,13 @@ ShapeParams parse_shape(const std::string &text) {
   return out;
 }
 
+std::string params_string(const ShapeParams &params) {
+  std::string s;
+  for (const auto &[k, v] : params)
+    s += (s.empty() ? "" : ",") + k + "=" + std::to_string(v);
+  return s;
+}
+
 ShapeParams problem_shape(const ScheduleEntry &entry, const ShapeParams &shape) {
   ShapeParams out;
   for (const auto &[k, v] : shape)

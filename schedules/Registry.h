@@ -53,6 +53,9 @@ ShapeParams resolve_shape(const ScheduleEntry &entry, const ShapeParams &overrid
 /// `shape` without the entry's knobs: the problem's own parameters (a tuning record's key).
 ShapeParams problem_shape(const ScheduleEntry &entry, const ShapeParams &shape);
 
+/// "K=64,M=1000,N=1000": the parameters as --shape takes them (keys in order).
+std::string params_string(const ShapeParams &params);
+
 /// Parses "M=1000,N=1000,K=64" into shape parameters.
 ShapeParams parse_shape(const std::string &text);
 

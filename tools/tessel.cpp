@@ -152,13 +152,6 @@ cl::opt<std::string> export_name_opt("name", cl::desc("Name of the header and pr
                                      cl::value_desc("N"), cl::sub(export_cmd),
                                      cl::cat(tessel_category));
 
-std::string join_shape(const ShapeParams &shape) {
-  std::string s;
-  for (const auto &[k, v] : shape)
-    s += (s.empty() ? "" : ",") + k + "=" + std::to_string(v);
-  return s;
-}
-
 // The selected schedule built at the requested shape and dtype.
 struct Selected {
   const ScheduleEntry *entry;
@@ -210,7 +203,7 @@ int cmd_list() {
     for (const DataType &t : e.dtypes)
       dtypes.push_back(t.str());
     os << name << "\n    " << e.description << "\n    shape: "
-       << join_shape(problem_shape(e, e.default_shape)) << "\n";
+       << params_string(problem_shape(e, e.default_shape)) << "\n";
     if (!e.knobs.empty()) {
       // Each knob's default, and the values `tessel tune` tries.
       std::vector<std::string> knobs;
@@ -261,7 +254,7 @@ int cmd_compile() {
   CompiledKernel k = KernelCache::global().compile(source, options, sel.entry->name + ".cu");
 
   llvm::raw_ostream &os = llvm::outs();
-  os << sel.entry->name << " (" << join_shape(sel.shape) << ", " << sel.dtype << ") for "
+  os << sel.entry->name << " (" << params_string(sel.shape) << ", " << sel.dtype << ") for "
      << k.arch << ": cubin " << k.cubin.size() << " bytes\n";
   for (const KernelStats &s : k.kernels)
     os << "  kernel " << s.name << ": " << s.registers << " registers, "
@@ -289,7 +282,7 @@ int cmd_compile() {
 
 // Prints the check's outcome; a result outside the tolerance is an error (exit 1).
 int report_check(const Selected &sel, const CheckResult &r, const std::string &where) {
-  llvm::outs() << sel.entry->name << " (" << join_shape(sel.shape) << ", " << sel.dtype << ") "
+  llvm::outs() << sel.entry->name << " (" << params_string(sel.shape) << ", " << sel.dtype << ") "
                << where << ": " << r.str() << "\n";
   if (r.compare.ok)
     return 0;
@@ -405,7 +398,7 @@ int cmd_export() {
       options.description.push_back(sel.entry->name + ": " + sel.entry->description);
       options.num_inputs = sel.program.num_inputs;
     }
-    options.description.push_back("for " + arch + ": " + join_shape(sel.shape) + ", " +
+    options.description.push_back("for " + arch + ": " + params_string(sel.shape) + ", " +
                                   sel.dtype.str());
     targets.push_back({arch, lower_selected(sel)});
   }

@@ -1,6 +1,7 @@
 // The tuning database (runtime/TuningDb.h) and the search that fills it (runtime/Tuner.h), in
 // its CPU-executor mode. No GPU needed: these run in CI.
 #include "compiler/support/Error.h"
+#include "runtime/Device.h"
 #include "runtime/Tuner.h"
 #include "runtime/TuningDb.h"
 
@@ -321,4 +322,42 @@ TEST(Tuner, ScheduleWithoutKnobsIsRefusedNamingTheTunableOnes) {
     EXPECT_NE(std::string(e.what()).find("declares no tuning knobs"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("gemm_wgmma"), std::string::npos) << e.what();
   }
+}
+
+// On the GPU: candidates compiled with NVRTC, checked at sampled outputs, timed; a record names
+// the GPU and its arch, and run-time lookup (build_tuned) then finds the fastest.
+TEST(Tuner, GpuTunesChecksAndRecords) {
+  if (!Device::available())
+    GTEST_SKIP() << "no GPU: " << Device::unavailable_reason();
+  if (Device::get().arch() != "sm_90")
+    GTEST_SKIP() << "gemm_wgmma needs a Hopper GPU";
+  TempDir dir;
+  TuneOptions o;
+  o.schedule = "gemm_wgmma";
+  o.shape = {{"M", 512}, {"N", 512}, {"K", 256}};
+  o.trials = 4;
+  o.samples = 512;
+  o.db_path = dir.path("t.jsonl");
+  o.timing = {.number = 2, .repeat = 3, .warmup = 1};
+  o.progress = nullptr;
+  TuneSummary s = tune(o);
+  EXPECT_EQ(s.records.size(), 4u);
+  EXPECT_GE(s.measured, 2u);
+  for (const TuningRecord &r : s.records) {
+    EXPECT_EQ(r.arch, "sm_90");
+    EXPECT_EQ(r.device, Device::get().name());
+    if (r.ok()) {
+      EXPECT_GT(r.median_ms, 0);
+      EXPECT_LE(r.min_ms, r.median_ms);
+    }
+  }
+  TuningDb db(o.db_path);
+  const ScheduleEntry &e = find_schedule("gemm_wgmma");
+  ShapeParams used;
+  build_tuned(e, o.shape, Float(16), "sm_90", &used, db);
+  std::optional<TuningRecord> best =
+      db.best("gemm_wgmma", problem_shape(e, resolve_shape(e, o.shape)), "float16", "sm_90");
+  ASSERT_TRUE(best);
+  for (const auto &[k, v] : best->config)
+    EXPECT_EQ(used.at(k), v) << k;
 }
