@@ -184,6 +184,14 @@ private:
   void emit_wgmma_sector_store(const std::string &p, const std::string &acc, int64_t base,
                                int64_t cols, int64_t stride, const std::string &limit,
                                const std::string &row_inside);
+  /// The same stores through shared memory: false (nothing emitted) where the kernel has no
+  /// wgmma operand tile large enough to lend (see wgmma_staging_offset).
+  bool emit_wgmma_staged_store(const std::string &p, const std::string &acc, int64_t base,
+                               int64_t cols, int64_t stride, const std::string &limit,
+                               const std::string &row_limit);
+  /// The dynamic shared memory offset of the largest wgmma operand tile (A or B, dead once
+  /// the accumulators are complete) if it holds `bytes`; -1 otherwise.
+  int64_t wgmma_staging_offset(int64_t bytes) const;
   /// `acc[first + r]` for wgmma_reg(acc, index, n, r) and wgmma_reg_set(acc, index, n, r, v).
   std::string wgmma_register(const Call *op);
   /// Empty asm statements that claim to modify every accumulator register in scope.

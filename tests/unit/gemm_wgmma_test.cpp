@@ -219,20 +219,39 @@ TEST(GemmWgmma, RaggedKAndUnalignedRowsRunOnPaddedCopies) {
   EXPECT_EQ(m.funcs[1].tensor_maps[0].arg, 3);
   EXPECT_EQ(m.funcs[1].tensor_maps[0].strides.at(1), 128);
   EXPECT_EQ(mismatch(p, 100, 99, 100), "");
-  // Odd rows of C: the quads store whole sectors (wgmma_store lanes 8), up to the limit.
+  // Odd rows of C (wgmma_store lanes 8), up to the limit: each warp's rows through a tile of
+  // shared memory lent by the largest operand tile (B_pad_shared, after the barriers), stored
+  // a row at a time.
   std::string cuda = codegen_cuda(m);
   EXPECT_EQ(cuda.find("*(float2*)(wgmma_out"), std::string::npos) << cuda;
   EXPECT_NE(cuda.find("const int wgmma_limit = 99 - j_outer_raster * " +
                       std::to_string(chosen.block_n) + ";"),
             std::string::npos)
       << cuda;
-  EXPECT_NE(cuda.find("*(float2*)(row + c) = make_float2(v[0], v[1]);"), std::string::npos);
-  // The two kernels compile for Hopper; the sector store's register choices stay constant
-  // (no local memory).
+  EXPECT_TRUE(std::regex_search(
+      cuda, std::regex(R"(float\* tile = \(float\*\)\(tessel_dynamic_smem \+ \d+\) \+ warp \* 640;)")))
+      << cuda;
+  EXPECT_NE(cuda.find("if (c < lim) rows[r * 99 + c] = tile[r * 40 + lane];"), std::string::npos);
+  EXPECT_EQ(cuda.find("*(float2*)(row + c)"), std::string::npos);
+  // The two kernels compile for Hopper; the stores' register choices stay constant (no local
+  // memory).
   CompiledKernel k = tessel::test::compile_for_sm90(m, cuda, "ragged.cu");
   ASSERT_EQ(k.kernels.size(), 2u) << k.log;
   for (const KernelStats &ks : k.kernels)
     EXPECT_EQ(ks.stack_bytes, 0) << ks.name << "\n" << k.log;
+  // Tiles whose operands hold less than the warps' 2560 bytes each (4 KiB of B, 8 KiB of A
+  // against 10 KiB): the quads exchange registers so that each store writes whole sectors.
+  ScheduledProgram narrow = gemm_wgmma(
+      100, 99, 100,
+      {.block_m = 64, .block_n = 32, .block_k = 32, .warpgroups_m = 1, .stages = 2, .swizzle = 64});
+  LoweredModule small = lower(narrow.schedule, narrow.args);
+  std::string sectors = codegen_cuda(small);
+  EXPECT_NE(sectors.find("*(float2*)(row + c) = make_float2(v[0], v[1]);"), std::string::npos)
+      << sectors;
+  EXPECT_EQ(sectors.find(") + warp * 640;"), std::string::npos);
+  CompiledKernel ks = tessel::test::compile_for_sm90(small, sectors, "ragged_sectors.cu");
+  for (const KernelStats &s : ks.kernels)
+    EXPECT_EQ(s.stack_bytes, 0) << s.name << "\n" << ks.log;
   chosen.tma = false; // cp.async: the block column in place starts on a 16-byte boundary
   chosen.raster_group = 0;
   EXPECT_EQ(mismatch(gemm_wgmma(100, 99, 100, chosen), 100, 99, 100), "");

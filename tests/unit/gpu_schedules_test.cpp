@@ -131,6 +131,18 @@ TEST(GpuSchedules, GemmWgmma) {
     return gemm_wgmma(M, N, K, {.block_m = 128, .block_n = 256, .block_k = 64, .warpgroups_m = 2,
                                 .warpgroups_n = 2, .stages = 3});
   }, 256, 512, 256, Float(16));
+  // Ragged shapes on padded copies; float32 rows of odd width stored through shared memory
+  // (8 and 16 warps), or by the quads' sector exchange where the operand tiles are too small
+  // to lend it (64 x 32 blocks).
+  run_gemm(wgmma, 300, 301, 77, Float(16));
+  run_gemm([](int64_t M, int64_t N, int64_t K, DataType) {
+    return gemm_wgmma(M, N, K, {.block_m = 256, .block_n = 128, .block_k = 64, .warpgroups_m = 4,
+                                .stages = 3});
+  }, 300, 301, 256, Float(16));
+  run_gemm([](int64_t M, int64_t N, int64_t K, DataType) {
+    return gemm_wgmma(M, N, K, {.block_m = 64, .block_n = 32, .block_k = 32, .warpgroups_m = 1,
+                                .stages = 2, .swizzle = 64});
+  }, 100, 99, 100, Float(16));
 }
 
 // GEMM + bias + GELU fused into the wgmma kernel's store, against float64.

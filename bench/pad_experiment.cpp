@@ -1,0 +1,227 @@
+// Experiment (issue 13): where the 4095^3 GEMM's time over 4096^3 goes, and whether L2 cache
+// hints on the padded copies (reads evict-first, writes evict-last, so the copies' writes are
+// still in L2 when the GEMM reads them and are written back while it computes) or 16-byte
+// window loads shorten them. Runs a hand-written padded copy in variants (the same operands
+// from each, compared), the GEMM on the padded operands, both in sequence, and tessel's own
+// 4095^3 / 4096^3 / 4096x4095x4096 / 4095x4096x4096 modules, all timed alike. Results and
+// what they decided: bench/RESULTS.md, 2026-11-25 04:00.
+//
+//   pad_experiment            (on a GPU; prints one line per measurement)
+//   pad_experiment --compile-only   (here: the copy variants through NVRTC)
+//   ncu -k regex:^gemm_wgmma$ pad_experiment --profile   (odd against aligned C rows)
+#include "runtime/Build.h"
+#include "runtime/CudaModule.h"
+#include "runtime/DeviceArray.h"
+#include "runtime/Nvrtc.h"
+#include "runtime/Half.h"
+#include "runtime/TensorView.h"
+#include "runtime/Timer.h"
+#include "schedules/GemmWgmma.h"
+
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace tessel;
+
+namespace {
+
+const char *kCopySource = R"(
+#include <cuda_fp16.h>
+__device__ __forceinline__ unsigned long long policy_first() {
+  unsigned long long p; asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p)); return p; }
+__device__ __forceinline__ unsigned long long policy_last() {
+  unsigned long long p; asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p)); return p; }
+__device__ __forceinline__ unsigned short load16(const half *p, unsigned long long pol) {
+#if LOAD_FIRST
+  unsigned short v;
+  asm("ld.global.L1::no_allocate.L2::cache_hint.b16 %0, [%1], %2;" : "=h"(v) : "l"(p), "l"(pol));
+  return v;
+#else
+  return __half_as_ushort(*p);
+#endif
+}
+__device__ __forceinline__ uint4 load128(const half *p, unsigned long long pol) {
+#if LOAD_FIRST
+  uint4 v;
+  asm("ld.global.L1::no_allocate.L2::cache_hint.v4.b32 {%0,%1,%2,%3}, [%4], %5;"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "l"(pol));
+  return v;
+#else
+  return *reinterpret_cast<const uint4 *>(p);
+#endif
+}
+__device__ __forceinline__ void store128(half *p, uint4 v, unsigned long long pol) {
+#if STORE_LAST
+  asm volatile("st.global.L2::cache_hint.v4.b32 [%0], {%1,%2,%3,%4}, %5;"
+               :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "l"(pol) : "memory");
+#else
+  *reinterpret_cast<uint4 *>(p) = v;
+#endif
+}
+// 8 halves from src[0..8) with src[i] for i < valid and 0 after; src is 2-byte aligned.
+__device__ __forceinline__ uint4 gather8(const half *src, int valid, unsigned long long pol) {
+#if WINDOW
+  if (valid == 8) {
+    // The two aligned 16-byte windows covering src[0..8), then the 8 halves at offset d.
+    unsigned long long a = reinterpret_cast<unsigned long long>(src);
+    int d = int(a & 15) >> 1;
+    const half *base = reinterpret_cast<const half *>(a & ~15ull);
+    uint4 w0 = load128(base, pol);
+    if (d == 0) return w0;
+    uint4 w1 = load128(base + 8, pol);
+    unsigned w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+    unsigned o[4];
+    #pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      unsigned lo, hi;
+      switch (d >> 1) {
+        case 0: lo = w[j]; hi = w[j + 1]; break;
+        case 1: lo = w[j + 1]; hi = w[j + 2]; break;
+        case 2: lo = w[j + 2]; hi = w[j + 3]; break;
+        default: lo = w[j + 3]; hi = w[j + 4]; break;
+      }
+      o[j] = (d & 1) ? __byte_perm(lo, hi, 0x5432) : lo;
+    }
+    return make_uint4(o[0], o[1], o[2], o[3]);
+  }
+#endif
+  alignas(16) unsigned short v[8];
+  #pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = i < valid ? load16(src + i, pol) : 0;
+  return *reinterpret_cast<const uint4 *>(v);
+}
+// A (M x K) -> Ap (M x Kp), B (K x N) -> Bp (Kp x Np), zero outside; 2048 columns a block.
+extern "C" __global__ void __launch_bounds__(256) pad(const half *__restrict__ A,
+    const half *__restrict__ B, half *__restrict__ Ap, half *__restrict__ Bp,
+    int M, int N, int K, int Kp, int Np) {
+  unsigned long long first = policy_first(), last = policy_last();
+  int blocks_per_row = Kp / 2048;
+  int row = blockIdx.x / blocks_per_row;
+  int col = blockIdx.x % blocks_per_row * 2048 + threadIdx.x * 8;
+  if (row < M) {
+    int valid = min(8, max(0, K - col));
+    store128(Ap + (long long)row * Kp + col, gather8(A + (long long)row * K + col, valid, first), last);
+  }
+  if (row < Kp && col < Np) {
+    int valid = row < K ? min(8, max(0, N - col)) : 0;
+    store128(Bp + (long long)row * Np + col, gather8(B + (long long)row * N + col, valid, first), last);
+  }
+}
+)";
+
+DeviceArray random_half(std::vector<int64_t> shape, int64_t slack, std::mt19937 &rng) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  std::vector<uint16_t> v = random_halves(size_t(n + slack), rng());
+  return DeviceArray::from_vector(Float(16), {n + slack}, v);
+}
+
+void report(const char *what, const TimeResult &t) {
+  std::printf("%-48s median %.4f ms  min %.4f  max %.4f\n", what, t.median_ms, t.min_ms,
+              t.max_ms);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc > 1 && std::string(argv[1]) == "--compile-only") {
+    // Without a GPU: each copy variant through NVRTC for sm_90, with ptxas's report.
+    for (const char *d : {"0 0 0", "1 1 0", "0 0 1", "1 1 1"}) {
+      std::string defines = std::string("#define LOAD_FIRST ") + d[0] + "\n#define STORE_LAST " +
+                            d[2] + "\n#define WINDOW " + d[4] + "\n";
+      CompiledKernel k = nvrtc_compile(defines + kCopySource,
+                                       nvrtc_options({.arch = "sm_90", .extra = {}}), "pad.cu");
+      for (const KernelStats &s : k.kernels)
+        std::printf("%s: %s %d registers\n", d, s.name.c_str(), s.registers);
+    }
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "--profile") {
+    // One launch each of the odd-C and the aligned-C GEMM modules, for ncu -k regex:^gemm_wgmma$.
+    std::mt19937 rng(13);
+    for (auto [m, n, k] : {std::array<int64_t, 3>{4096, 4095, 4096}, {4095, 4096, 4096}}) {
+      ScheduledProgram p = gemm_wgmma(m, n, k);
+      Module mod = build(p.schedule, p.args);
+      DeviceArray a = random_half({m, k}, 0, rng), b = random_half({k, n}, 0, rng);
+      DeviceArray c(Float(32), {m, n});
+      mod.launch({TensorView(a.data(), Float(16), {m, k}), TensorView(b.data(), Float(16), {k, n}),
+                  TensorView::of(c)});
+    }
+    return 0;
+  }
+  const int64_t M = 4095, N = 4095, K = 4095, Kp = 4096, Np = 4096;
+  std::mt19937 rng(13);
+  // 16 elements of slack: the window loads of the last row's last chunk read past K.
+  DeviceArray A = random_half({M, K}, 16, rng), B = random_half({K, N}, 16, rng);
+  DeviceArray Ap(Float(16), {M, Kp}), Bp(Float(16), {Kp, Np});
+  DeviceArray C(Float(32), {M, N}), C2(Float(32), {M, Np});
+  const TimeOptions opts{.number = 10, .repeat = 40, .warmup = 5};
+
+  // The GEMM on the padded operands (aligned rows; C2 has whole rows too).
+  ScheduledProgram g = gemm_wgmma(M, Np, Kp);
+  Module gemm = build(g.schedule, g.args);
+  std::vector<TensorView> gemm_args = {TensorView::of(Ap), TensorView::of(Bp), TensorView::of(C2)};
+
+  struct Variant {
+    const char *name, *defines;
+  };
+  const Variant variants[] = {
+      {"copy: scalar loads", "#define LOAD_FIRST 0\n#define STORE_LAST 0\n#define WINDOW 0\n"},
+      {"copy: scalar, evict-first loads", "#define LOAD_FIRST 1\n#define STORE_LAST 0\n#define WINDOW 0\n"},
+      {"copy: scalar, evict-last stores", "#define LOAD_FIRST 0\n#define STORE_LAST 1\n#define WINDOW 0\n"},
+      {"copy: scalar, both hints", "#define LOAD_FIRST 1\n#define STORE_LAST 1\n#define WINDOW 0\n"},
+      {"copy: windows", "#define LOAD_FIRST 0\n#define STORE_LAST 0\n#define WINDOW 1\n"},
+      {"copy: windows, evict-last stores", "#define LOAD_FIRST 0\n#define STORE_LAST 1\n#define WINDOW 1\n"},
+  };
+  LaunchConfig cfg;
+  cfg.grid = {Kp * (Kp / 2048), 1, 1};
+  cfg.block = {256, 1, 1};
+  std::vector<KernelArg> copy_args = {KernelArg(A),      KernelArg(B),      KernelArg(Ap),
+                                      KernelArg(Bp),     KernelArg(int(M)), KernelArg(int(N)),
+                                      KernelArg(int(K)), KernelArg(int(Kp)), KernelArg(int(Np))};
+  // Three rounds, so that the GPU's drift shows; compare minima (clocks move the medians).
+  std::vector<uint16_t> reference;
+  for (int round = 0; round < 3; ++round)
+  for (const Variant &v : variants) {
+    CudaModule m = CudaModule::build(std::string(v.defines) + kCopySource, {}, nullptr);
+    CudaFunction pad = m.function("pad");
+    // Every variant must write the same padded operands.
+    pad.launch(cfg, copy_args);
+    std::vector<uint16_t> out(Ap.numel() + Bp.numel());
+    Ap.copy_to_host(out.data(), Ap.bytes());
+    Bp.copy_to_host(out.data() + Ap.numel(), Bp.bytes());
+    if (reference.empty())
+      reference = out;
+    else if (out != reference)
+      std::printf("%s: WRONG padded operands\n", v.name);
+    // The GEMM alone on the padded operands once they hold data (on zeros it runs cooler and
+    // faster: 0.19 against 0.20 ms).
+    if (&v == &variants[0])
+      report("gemm on the padded operands alone", gemm.time(gemm_args, opts));
+    report(v.name, pad.time(cfg, copy_args, opts));
+    std::string both = std::string(v.name) + " + gemm";
+    report(both.c_str(), time_launches(
+                             [&] {
+                               pad.launch(cfg, copy_args);
+                               gemm.launch(gemm_args);
+                             },
+                             opts));
+  }
+  for (int round = 0; round < 3; ++round)
+  for (auto [m, n, k] : {std::array<int64_t, 3>{4095, 4095, 4095}, {4096, 4096, 4096},
+                         {4096, 4095, 4096}, {4095, 4096, 4096}}) {
+    ScheduledProgram p = gemm_wgmma(m, n, k);
+    Module mod = build(p.schedule, p.args);
+    DeviceArray a = random_half({m, k}, 0, rng), b = random_half({k, n}, 0, rng);
+    DeviceArray c(Float(32), {m, n});
+    std::string what = "tessel gemm_wgmma " + std::to_string(m) + "x" + std::to_string(n) + "x" +
+                       std::to_string(k);
+    report(what.c_str(), mod.time({TensorView(a.data(), Float(16), {m, k}),
+                                   TensorView(b.data(), Float(16), {k, n}), TensorView::of(c)},
+                                  opts));
+  }
+  return 0;
+}
