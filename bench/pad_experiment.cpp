@@ -8,8 +8,10 @@
 //
 //   pad_experiment            (on a GPU; prints one line per measurement)
 //   pad_experiment --compile-only   (here: the copy variants through NVRTC)
-//   ncu -k regex:^gemm_wgmma$ pad_experiment --profile   (odd against aligned C rows)
+//   ncu -k regex:^default_function$ pad_experiment --profile   (odd against aligned C rows)
+//   pad_experiment --split    (copy and GEMM timed apart inside the sequence)
 #include "runtime/Build.h"
+#include "runtime/CudaDriver.h"
 #include "runtime/CudaModule.h"
 #include "runtime/DeviceArray.h"
 #include "runtime/Nvrtc.h"
@@ -150,6 +152,59 @@ int main(int argc, char **argv) {
       mod.launch({TensorView(a.data(), Float(16), {m, k}), TensorView(b.data(), Float(16), {k, n}),
                   TensorView::of(c)});
     }
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "--split") {
+    // Copy, then GEMM, 200 times, with events between: which of the two is slower in sequence
+    // than alone (the GEMM's C, written back from L2 while the next copy runs, is the suspect).
+    const int64_t M = 4095, N = 4095, K = 4095, Kp = 4096, Np = 4096;
+    std::mt19937 rng(13);
+    DeviceArray A = random_half({M, K}, 16, rng), B = random_half({K, N}, 16, rng);
+    DeviceArray Ap(Float(16), {M, Kp}), Bp(Float(16), {Kp, Np}), C2(Float(32), {M, Np});
+    ScheduledProgram g = gemm_wgmma(M, Np, Kp);
+    Module gemm = build(g.schedule, g.args);
+    std::vector<TensorView> gemm_args = {TensorView::of(Ap), TensorView::of(Bp),
+                                         TensorView::of(C2)};
+    CudaModule m = CudaModule::build(
+        std::string("#define LOAD_FIRST 0\n#define STORE_LAST 0\n#define WINDOW 0\n") +
+        kCopySource);
+    CudaFunction pad = m.function("pad");
+    LaunchConfig cfg;
+    cfg.grid = {Kp * (Kp / 2048), 1, 1};
+    cfg.block = {256, 1, 1};
+    std::vector<KernelArg> copy_args = {KernelArg(A),      KernelArg(B),       KernelArg(Ap),
+                                        KernelArg(Bp),     KernelArg(int(M)),  KernelArg(int(N)),
+                                        KernelArg(int(K)), KernelArg(int(Kp)), KernelArg(int(Np))};
+    const int n = 200;
+    std::vector<CUevent> ev(2 * n + 1);
+    for (CUevent &e : ev)
+      TESSEL_CU(cuEventCreate, &e, CU_EVENT_DEFAULT);
+    for (int w = 0; w < 5; ++w) {
+      pad.launch(cfg, copy_args);
+      gemm.launch(gemm_args);
+    }
+    TESSEL_CU(cuEventRecord, ev[0], nullptr);
+    for (int i = 0; i < n; ++i) {
+      pad.launch(cfg, copy_args);
+      TESSEL_CU(cuEventRecord, ev[2 * i + 1], nullptr);
+      gemm.launch(gemm_args);
+      TESSEL_CU(cuEventRecord, ev[2 * i + 2], nullptr);
+    }
+    TESSEL_CU(cuEventSynchronize, ev.back());
+    std::vector<double> copy_ms, gemm_ms;
+    for (int i = 0; i < n; ++i) {
+      float a = 0, b = 0;
+      TESSEL_CU(cuEventElapsedTime_v2, &a, ev[2 * i], ev[2 * i + 1]);
+      TESSEL_CU(cuEventElapsedTime_v2, &b, ev[2 * i + 1], ev[2 * i + 2]);
+      copy_ms.push_back(a);
+      gemm_ms.push_back(b);
+    }
+    report("copy after the GEMM (in sequence)", summarize_times(copy_ms));
+    report("GEMM after the copy (in sequence)", summarize_times(gemm_ms));
+    report("copy alone", pad.time(cfg, copy_args, {.number = 10, .repeat = 40, .warmup = 5}));
+    report("GEMM alone", gemm.time(gemm_args, {.number = 10, .repeat = 40, .warmup = 5}));
+    for (CUevent &e : ev)
+      CudaDriver::instance().cuEventDestroy_v2(e);
     return 0;
   }
   const int64_t M = 4095, N = 4095, K = 4095, Kp = 4096, Np = 4096;
