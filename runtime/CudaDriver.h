@@ -45,6 +45,7 @@
   X(cuFuncGetAttribute)                                                                            \
   X(cuFuncSetAttribute)                                                                            \
   X(cuLaunchKernel)                                                                                \
+  X(cuLaunchKernelEx)                                                                              \
   X(cuTensorMapEncodeTiled)                                                                        \
   X(cuTensorMapEncodeIm2col)                                                                       \
   X(cuEventCreate)                                                                                 \

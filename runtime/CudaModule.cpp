@@ -151,6 +151,27 @@ void CudaFunction::launch(const LaunchConfig &config, const std::vector<KernelAr
   params.reserve(args.size());
   for (const KernelArg &a : args)
     params.push_back(a.address());
+  if (config.after_previous && dev.compute_capability() >= 90) {
+    // Programmatic dependent launch: the kernel's blocks may be scheduled while the previous
+    // kernel on the stream drains; its code waits for it (griddepcontrol.wait, emitted by
+    // codegen for such kernels).
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig c{};
+    c.gridDimX = static_cast<unsigned>(config.grid[0]);
+    c.gridDimY = static_cast<unsigned>(config.grid[1]);
+    c.gridDimZ = static_cast<unsigned>(config.grid[2]);
+    c.blockDimX = static_cast<unsigned>(config.block[0]);
+    c.blockDimY = static_cast<unsigned>(config.block[1]);
+    c.blockDimZ = static_cast<unsigned>(config.block[2]);
+    c.sharedMemBytes = static_cast<unsigned>(config.dynamic_shared_bytes);
+    c.hStream = stream;
+    c.attrs = &attr;
+    c.numAttrs = 1;
+    TESSEL_CU(cuLaunchKernelEx, &c, func_, params.empty() ? nullptr : params.data(), nullptr);
+    return;
+  }
   TESSEL_CU(cuLaunchKernel, func_, static_cast<unsigned>(config.grid[0]),
             static_cast<unsigned>(config.grid[1]), static_cast<unsigned>(config.grid[2]),
             static_cast<unsigned>(config.block[0]), static_cast<unsigned>(config.block[1]),

@@ -168,6 +168,14 @@ void CUDAKernelEmitter::emit_kernel() {
   if (dynamic_shared_)
     line("extern __shared__ __align__(" + std::to_string(shared_.align) +
          ") unsigned char tessel_dynamic_smem[];");
+  if (f_.launch.after_previous) {
+    // Launched as a programmatic dependent (sm_90+), the kernel may start before the previous
+    // one has finished: it waits for it, and for its memory, here. Launched plainly the wait
+    // returns at once.
+    os_ << "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900\n";
+    line("asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");");
+    os_ << "#endif\n";
+  }
   emit_stmt(f_.body);
   internal_check(hoisted_.empty()) << "hoisted definitions left over";
   os_ << "}\n";

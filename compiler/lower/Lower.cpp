@@ -173,6 +173,7 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
     // pipelines, big tiles) it takes all of it dynamically, and the launch asks for it.
     if (int64_t smem = cuda_shared_memory_bytes(f); smem > 48 * 1024)
       f.launch.dynamic_shared_bytes = smem;
+    f.launch.after_previous = &f != &m.funcs.front();
   }
   return m;
 }
@@ -195,6 +196,8 @@ std::string to_string(const LoweredFunc &f) {
      << l.block[0] << ", " << l.block[1] << ", " << l.block[2] << ")";
   if (l.dynamic_shared_bytes)
     os << ", dynamic shared " << l.dynamic_shared_bytes << " bytes";
+  if (l.after_previous)
+    os << ", after the previous kernel";
   os << "\n{\n";
   p.print(f.body);
   os << "}\n";

@@ -17,6 +17,10 @@ struct LaunchConfig {
   std::array<int64_t, 3> grid{1, 1, 1};
   std::array<int64_t, 3> block{1, 1, 1};
   int64_t dynamic_shared_bytes = 0;
+  /// A kernel after the first of its module: on sm_90 and later it is launched as a
+  /// programmatic dependent of the one before (its blocks may start, and set up, while that one
+  /// drains) and waits for it (griddepcontrol.wait) before its first instruction.
+  bool after_previous = false;
 
   int64_t threads_per_block() const { return block[0] * block[1] * block[2]; }
 };

@@ -213,6 +213,11 @@ TEST(GemmWgmma, RaggedKAndUnalignedRowsRunOnPaddedCopies) {
   GemmWgmmaTiles chosen = gemm_wgmma_tiles(100, 99, 100);
   int64_t np = (99 / chosen.block_n + 1) * chosen.block_n;
   EXPECT_EQ(m.funcs[1].arg_shapes[4], (std::vector<int64_t>{128, (np + 63) / 64 * 64}));
+  // The GEMM's kernel follows the copies' as a programmatic dependent on sm_90: it waits for
+  // them (griddepcontrol.wait) before anything else; the first kernel waits for nothing.
+  EXPECT_FALSE(m.funcs[0].launch.after_previous);
+  EXPECT_TRUE(m.funcs[1].launch.after_previous);
+  EXPECT_NE(to_string(m.funcs[1]).find(", after the previous kernel\n"), std::string::npos);
   // Only the GEMM's kernel has tensor maps, of the padded copies.
   EXPECT_TRUE(m.funcs[0].tensor_maps.empty());
   ASSERT_EQ(m.funcs[1].tensor_maps.size(), 2u);
@@ -233,6 +238,10 @@ TEST(GemmWgmma, RaggedKAndUnalignedRowsRunOnPaddedCopies) {
       << cuda;
   EXPECT_NE(cuda.find("if (c < lim) rows[r * 99 + c] = tile[r * 40 + lane];"), std::string::npos);
   EXPECT_EQ(cuda.find("*(float2*)(row + c)"), std::string::npos);
+  const size_t wait = cuda.find("griddepcontrol.wait");
+  EXPECT_NE(wait, std::string::npos);
+  EXPECT_GT(wait, cuda.find("void __launch_bounds__(128) default_function("));
+  EXPECT_EQ(cuda.find("griddepcontrol.wait", wait + 1), std::string::npos);
   // The two kernels compile for Hopper; the stores' register choices stay constant (no local
   // memory).
   CompiledKernel k = tessel::test::compile_for_sm90(m, cuda, "ragged.cu");
