@@ -126,157 +126,174 @@ void report(const char *what, const TimeResult &t) {
               t.max_ms);
 }
 
-} // namespace
+// The copy kernel's source in one variant.
+std::string copy_source(bool load_first, bool store_last, bool window) {
+  return "#define LOAD_FIRST " + std::to_string(load_first) + "\n#define STORE_LAST " +
+         std::to_string(store_last) + "\n#define WINDOW " + std::to_string(window) + "\n" +
+         kCopySource;
+}
 
-int main(int argc, char **argv) {
-  if (argc > 1 && std::string(argv[1]) == "--compile-only") {
-    // Without a GPU: each copy variant through NVRTC for sm_90, with ptxas's report.
-    for (const char *d : {"0 0 0", "1 1 0", "0 0 1", "1 1 1"}) {
-      std::string defines = std::string("#define LOAD_FIRST ") + d[0] + "\n#define STORE_LAST " +
-                            d[2] + "\n#define WINDOW " + d[4] + "\n";
-      CompiledKernel k = nvrtc_compile(defines + kCopySource,
+const TimeOptions kTiming{.number = 10, .repeat = 40, .warmup = 5};
+
+// 4095^3 as tessel pads it: the operands, their padded copies, the copy's launch and the GEMM
+// on the padded operands (aligned rows; C2 has whole rows too).
+struct Padded {
+  static constexpr int64_t M = 4095, N = 4095, K = 4095, Kp = 4096, Np = 4096;
+  // 16 elements of slack: the window loads of the last row's last chunk read past K.
+  DeviceArray A, B, Ap{Float(16), {M, Kp}}, Bp{Float(16), {Kp, Np}}, C2{Float(32), {M, Np}};
+  Module gemm;
+  std::vector<TensorView> gemm_args;
+  LaunchConfig copy;
+  std::vector<KernelArg> copy_args;
+
+  explicit Padded(std::mt19937 &rng)
+      : A(random_half({M, K}, 16, rng)), B(random_half({K, N}, 16, rng)) {
+    ScheduledProgram g = gemm_wgmma(M, Np, Kp);
+    gemm = build(g.schedule, g.args);
+    gemm_args = {TensorView::of(Ap), TensorView::of(Bp), TensorView::of(C2)};
+    copy.grid = {Kp * (Kp / 2048), 1, 1};
+    copy.block = {256, 1, 1};
+    copy_args = {KernelArg(A),      KernelArg(B),      KernelArg(Ap),
+                 KernelArg(Bp),     KernelArg(int(M)), KernelArg(int(N)),
+                 KernelArg(int(K)), KernelArg(int(Kp)), KernelArg(int(Np))};
+  }
+};
+
+// Without a GPU: each copy variant through NVRTC for sm_90, with ptxas's report.
+void compile_only() {
+  for (bool hints : {false, true})
+    for (bool window : {false, true}) {
+      CompiledKernel k = nvrtc_compile(copy_source(hints, hints, window),
                                        nvrtc_options({.arch = "sm_90", .extra = {}}), "pad.cu");
       for (const KernelStats &s : k.kernels)
-        std::printf("%s: %s %d registers\n", d, s.name.c_str(), s.registers);
+        std::printf("hints %d window %d: %s %d registers\n", hints, window, s.name.c_str(),
+                    s.registers);
     }
-    return 0;
-  }
-  if (argc > 1 && std::string(argv[1]) == "--profile") {
-    // One launch each of the odd-C and the aligned-C GEMM modules, for ncu -k regex:^gemm_wgmma$.
-    std::mt19937 rng(13);
-    for (auto [m, n, k] : {std::array<int64_t, 3>{4096, 4095, 4096}, {4095, 4096, 4096}}) {
-      ScheduledProgram p = gemm_wgmma(m, n, k);
-      Module mod = build(p.schedule, p.args);
-      DeviceArray a = random_half({m, k}, 0, rng), b = random_half({k, n}, 0, rng);
-      DeviceArray c(Float(32), {m, n});
-      mod.launch({TensorView(a.data(), Float(16), {m, k}), TensorView(b.data(), Float(16), {k, n}),
-                  TensorView::of(c)});
-    }
-    return 0;
-  }
-  if (argc > 1 && std::string(argv[1]) == "--split") {
-    // Copy, then GEMM, 200 times, with events between: which of the two is slower in sequence
-    // than alone (the GEMM's C, written back from L2 while the next copy runs, is the suspect).
-    const int64_t M = 4095, N = 4095, K = 4095, Kp = 4096, Np = 4096;
-    std::mt19937 rng(13);
-    DeviceArray A = random_half({M, K}, 16, rng), B = random_half({K, N}, 16, rng);
-    DeviceArray Ap(Float(16), {M, Kp}), Bp(Float(16), {Kp, Np}), C2(Float(32), {M, Np});
-    ScheduledProgram g = gemm_wgmma(M, Np, Kp);
-    Module gemm = build(g.schedule, g.args);
-    std::vector<TensorView> gemm_args = {TensorView::of(Ap), TensorView::of(Bp),
-                                         TensorView::of(C2)};
-    CudaModule m = CudaModule::build(
-        std::string("#define LOAD_FIRST 0\n#define STORE_LAST 0\n#define WINDOW 0\n") +
-        kCopySource);
-    CudaFunction pad = m.function("pad");
-    LaunchConfig cfg;
-    cfg.grid = {Kp * (Kp / 2048), 1, 1};
-    cfg.block = {256, 1, 1};
-    std::vector<KernelArg> copy_args = {KernelArg(A),      KernelArg(B),       KernelArg(Ap),
-                                        KernelArg(Bp),     KernelArg(int(M)),  KernelArg(int(N)),
-                                        KernelArg(int(K)), KernelArg(int(Kp)), KernelArg(int(Np))};
-    const int n = 200;
-    std::vector<CUevent> ev(2 * n + 1);
-    for (CUevent &e : ev)
-      TESSEL_CU(cuEventCreate, &e, CU_EVENT_DEFAULT);
-    for (int w = 0; w < 5; ++w) {
-      pad.launch(cfg, copy_args);
-      gemm.launch(gemm_args);
-    }
-    TESSEL_CU(cuEventRecord, ev[0], nullptr);
-    for (int i = 0; i < n; ++i) {
-      pad.launch(cfg, copy_args);
-      TESSEL_CU(cuEventRecord, ev[2 * i + 1], nullptr);
-      gemm.launch(gemm_args);
-      TESSEL_CU(cuEventRecord, ev[2 * i + 2], nullptr);
-    }
-    TESSEL_CU(cuEventSynchronize, ev.back());
-    std::vector<double> copy_ms, gemm_ms;
-    for (int i = 0; i < n; ++i) {
-      float a = 0, b = 0;
-      TESSEL_CU(cuEventElapsedTime_v2, &a, ev[2 * i], ev[2 * i + 1]);
-      TESSEL_CU(cuEventElapsedTime_v2, &b, ev[2 * i + 1], ev[2 * i + 2]);
-      copy_ms.push_back(a);
-      gemm_ms.push_back(b);
-    }
-    report("copy after the GEMM (in sequence)", summarize_times(copy_ms));
-    report("GEMM after the copy (in sequence)", summarize_times(gemm_ms));
-    report("copy alone", pad.time(cfg, copy_args, {.number = 10, .repeat = 40, .warmup = 5}));
-    report("GEMM alone", gemm.time(gemm_args, {.number = 10, .repeat = 40, .warmup = 5}));
-    for (CUevent &e : ev)
-      CudaDriver::instance().cuEventDestroy_v2(e);
-    return 0;
-  }
-  const int64_t M = 4095, N = 4095, K = 4095, Kp = 4096, Np = 4096;
-  std::mt19937 rng(13);
-  // 16 elements of slack: the window loads of the last row's last chunk read past K.
-  DeviceArray A = random_half({M, K}, 16, rng), B = random_half({K, N}, 16, rng);
-  DeviceArray Ap(Float(16), {M, Kp}), Bp(Float(16), {Kp, Np});
-  DeviceArray C(Float(32), {M, N}), C2(Float(32), {M, Np});
-  const TimeOptions opts{.number = 10, .repeat = 40, .warmup = 5};
+}
 
-  // The GEMM on the padded operands (aligned rows; C2 has whole rows too).
-  ScheduledProgram g = gemm_wgmma(M, Np, Kp);
-  Module gemm = build(g.schedule, g.args);
-  std::vector<TensorView> gemm_args = {TensorView::of(Ap), TensorView::of(Bp), TensorView::of(C2)};
-
-  struct Variant {
-    const char *name, *defines;
-  };
-  const Variant variants[] = {
-      {"copy: scalar loads", "#define LOAD_FIRST 0\n#define STORE_LAST 0\n#define WINDOW 0\n"},
-      {"copy: scalar, evict-first loads", "#define LOAD_FIRST 1\n#define STORE_LAST 0\n#define WINDOW 0\n"},
-      {"copy: scalar, evict-last stores", "#define LOAD_FIRST 0\n#define STORE_LAST 1\n#define WINDOW 0\n"},
-      {"copy: scalar, both hints", "#define LOAD_FIRST 1\n#define STORE_LAST 1\n#define WINDOW 0\n"},
-      {"copy: windows", "#define LOAD_FIRST 0\n#define STORE_LAST 0\n#define WINDOW 1\n"},
-      {"copy: windows, evict-last stores", "#define LOAD_FIRST 0\n#define STORE_LAST 1\n#define WINDOW 1\n"},
-  };
-  LaunchConfig cfg;
-  cfg.grid = {Kp * (Kp / 2048), 1, 1};
-  cfg.block = {256, 1, 1};
-  std::vector<KernelArg> copy_args = {KernelArg(A),      KernelArg(B),      KernelArg(Ap),
-                                      KernelArg(Bp),     KernelArg(int(M)), KernelArg(int(N)),
-                                      KernelArg(int(K)), KernelArg(int(Kp)), KernelArg(int(Np))};
-  // Three rounds, so that the GPU's drift shows; compare minima (clocks move the medians).
-  std::vector<uint16_t> reference;
-  for (int round = 0; round < 3; ++round)
-  for (const Variant &v : variants) {
-    CudaModule m = CudaModule::build(std::string(v.defines) + kCopySource, {}, nullptr);
-    CudaFunction pad = m.function("pad");
-    // Every variant must write the same padded operands.
-    pad.launch(cfg, copy_args);
-    std::vector<uint16_t> out(Ap.numel() + Bp.numel());
-    Ap.copy_to_host(out.data(), Ap.bytes());
-    Bp.copy_to_host(out.data() + Ap.numel(), Bp.bytes());
-    if (reference.empty())
-      reference = out;
-    else if (out != reference)
-      std::printf("%s: WRONG padded operands\n", v.name);
-    // The GEMM alone on the padded operands once they hold data (on zeros it runs cooler and
-    // faster: 0.19 against 0.20 ms).
-    if (&v == &variants[0])
-      report("gemm on the padded operands alone", gemm.time(gemm_args, opts));
-    report(v.name, pad.time(cfg, copy_args, opts));
-    std::string both = std::string(v.name) + " + gemm";
-    report(both.c_str(), time_launches(
-                             [&] {
-                               pad.launch(cfg, copy_args);
-                               gemm.launch(gemm_args);
-                             },
-                             opts));
-  }
-  for (int round = 0; round < 3; ++round)
-  for (auto [m, n, k] : {std::array<int64_t, 3>{4095, 4095, 4095}, {4096, 4096, 4096},
-                         {4096, 4095, 4096}, {4095, 4096, 4096}}) {
+// One launch each of the odd-C and the aligned-C GEMM modules, for ncu.
+void profile(std::mt19937 &rng) {
+  for (auto [m, n, k] : {std::array<int64_t, 3>{4096, 4095, 4096}, {4095, 4096, 4096}}) {
     ScheduledProgram p = gemm_wgmma(m, n, k);
     Module mod = build(p.schedule, p.args);
     DeviceArray a = random_half({m, k}, 0, rng), b = random_half({k, n}, 0, rng);
     DeviceArray c(Float(32), {m, n});
-    std::string what = "tessel gemm_wgmma " + std::to_string(m) + "x" + std::to_string(n) + "x" +
-                       std::to_string(k);
-    report(what.c_str(), mod.time({TensorView(a.data(), Float(16), {m, k}),
-                                   TensorView(b.data(), Float(16), {k, n}), TensorView::of(c)},
-                                  opts));
+    mod.launch({TensorView(a.data(), Float(16), {m, k}), TensorView(b.data(), Float(16), {k, n}),
+                TensorView::of(c)});
   }
+}
+
+// Copy, then GEMM, 200 times, with events between: whether either is slower in sequence than
+// alone.
+void split(const Padded &p) {
+  CudaModule m = CudaModule::build(copy_source(false, false, false));
+  CudaFunction pad = m.function("pad");
+  const int n = 200;
+  std::vector<CUevent> ev(2 * n + 1);
+  for (CUevent &e : ev)
+    TESSEL_CU(cuEventCreate, &e, CU_EVENT_DEFAULT);
+  for (int w = 0; w < 5; ++w) {
+    pad.launch(p.copy, p.copy_args);
+    p.gemm.launch(p.gemm_args);
+  }
+  TESSEL_CU(cuEventRecord, ev[0], nullptr);
+  for (int i = 0; i < n; ++i) {
+    pad.launch(p.copy, p.copy_args);
+    TESSEL_CU(cuEventRecord, ev[2 * i + 1], nullptr);
+    p.gemm.launch(p.gemm_args);
+    TESSEL_CU(cuEventRecord, ev[2 * i + 2], nullptr);
+  }
+  TESSEL_CU(cuEventSynchronize, ev.back());
+  std::vector<double> copy_ms, gemm_ms;
+  for (int i = 0; i < n; ++i) {
+    float a = 0, b = 0;
+    TESSEL_CU(cuEventElapsedTime_v2, &a, ev[2 * i], ev[2 * i + 1]);
+    TESSEL_CU(cuEventElapsedTime_v2, &b, ev[2 * i + 1], ev[2 * i + 2]);
+    copy_ms.push_back(a);
+    gemm_ms.push_back(b);
+  }
+  for (CUevent &e : ev)
+    CudaDriver::instance().cuEventDestroy_v2(e);
+  report("copy after the GEMM (in sequence)", summarize_times(copy_ms));
+  report("GEMM after the copy (in sequence)", summarize_times(gemm_ms));
+  report("copy alone", pad.time(p.copy, p.copy_args, kTiming));
+  report("GEMM alone", p.gemm.time(p.gemm_args, kTiming));
+}
+
+// Every copy variant alone and followed by the GEMM, three rounds (so that the GPU's drift
+// shows; compare minima: clocks move the medians), then tessel's own modules.
+void variants(Padded &p, std::mt19937 &rng) {
+  struct Variant {
+    const char *name;
+    bool load_first, store_last, window;
+  };
+  const Variant variants[] = {
+      {"copy: scalar loads", false, false, false},
+      {"copy: scalar, evict-first loads", true, false, false},
+      {"copy: scalar, evict-last stores", false, true, false},
+      {"copy: scalar, both hints", true, true, false},
+      {"copy: windows", false, false, true},
+      {"copy: windows, evict-last stores", false, true, true},
+  };
+  std::vector<uint16_t> reference;
+  for (int round = 0; round < 3; ++round)
+    for (const Variant &v : variants) {
+      CudaModule m = CudaModule::build(copy_source(v.load_first, v.store_last, v.window));
+      CudaFunction pad = m.function("pad");
+      // Every variant must write the same padded operands.
+      pad.launch(p.copy, p.copy_args);
+      std::vector<uint16_t> out(p.Ap.numel() + p.Bp.numel());
+      p.Ap.copy_to_host(out.data(), p.Ap.bytes());
+      p.Bp.copy_to_host(out.data() + p.Ap.numel(), p.Bp.bytes());
+      if (reference.empty())
+        reference = out;
+      else if (out != reference)
+        std::printf("%s: WRONG padded operands\n", v.name);
+      // The GEMM alone on the padded operands once they hold data (on zeros it runs cooler and
+      // faster: 0.19 against 0.20 ms).
+      if (&v == &variants[0])
+        report("gemm on the padded operands alone", p.gemm.time(p.gemm_args, kTiming));
+      report(v.name, pad.time(p.copy, p.copy_args, kTiming));
+      std::string both = std::string(v.name) + " + gemm";
+      report(both.c_str(), time_launches(
+                               [&] {
+                                 pad.launch(p.copy, p.copy_args);
+                                 p.gemm.launch(p.gemm_args);
+                               },
+                               kTiming));
+    }
+  for (int round = 0; round < 3; ++round)
+    for (auto [m, n, k] : {std::array<int64_t, 3>{4095, 4095, 4095}, {4096, 4096, 4096},
+                           {4096, 4095, 4096}, {4095, 4096, 4096}}) {
+      ScheduledProgram prog = gemm_wgmma(m, n, k);
+      Module mod = build(prog.schedule, prog.args);
+      DeviceArray a = random_half({m, k}, 0, rng), b = random_half({k, n}, 0, rng);
+      DeviceArray c(Float(32), {m, n});
+      std::string what = "tessel gemm_wgmma " + std::to_string(m) + "x" + std::to_string(n) +
+                         "x" + std::to_string(k);
+      report(what.c_str(), mod.time({TensorView(a.data(), Float(16), {m, k}),
+                                     TensorView(b.data(), Float(16), {k, n}), TensorView::of(c)},
+                                    kTiming));
+    }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "--compile-only") {
+    compile_only();
+    return 0;
+  }
+  std::mt19937 rng(13);
+  if (mode == "--profile") {
+    profile(rng);
+    return 0;
+  }
+  Padded p(rng);
+  if (mode == "--split")
+    split(p);
+  else
+    variants(p, rng);
   return 0;
 }

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <random>
 
 using namespace tessel;
@@ -28,8 +29,9 @@ namespace {
 // Inputs in [-1, 1] rounded to the input type; the reference multiplies those same values in
 // float64. fp32 accumulation over K terms: |error| <= K * 2^-24 * sum |a_ik * b_kj|; we allow
 // 4 * K * 2^-24 of it.
-void run_gemm(ScheduledProgram (*schedule)(int64_t, int64_t, int64_t, DataType), int64_t M,
-              int64_t N, int64_t K, DataType dtype) {
+using GemmSchedule = std::function<ScheduledProgram(int64_t, int64_t, int64_t, DataType)>;
+
+void run_gemm(const GemmSchedule &schedule, int64_t M, int64_t N, int64_t K, DataType dtype) {
   ScheduledProgram p = schedule(M, N, K, dtype);
   Module m = build(p.schedule, p.args);
   std::mt19937_64 rng(M * 131 + N * 7 + K);
@@ -115,34 +117,30 @@ TEST(GpuSchedules, GemmWgmma) {
   if (Device::get().arch() != "sm_90")
     GTEST_SKIP() << "wgmma needs a Hopper GPU (sm_90); this one is " << Device::get().arch();
   auto wgmma = [](int64_t M, int64_t N, int64_t K, DataType) { return gemm_wgmma(M, N, K); };
+  auto tiled = [](GemmWgmmaTiles t) -> GemmSchedule {
+    return [t](int64_t M, int64_t N, int64_t K, DataType) { return gemm_wgmma(M, N, K, t); };
+  };
   run_gemm(wgmma, 256, 256, 128, Float(16));
   run_gemm(wgmma, 512, 768, 512, Float(16));
   // Smaller tiles: one warpgroup of 64 x 64, 2 stages, swizzled and not (K step 32); 4
   // warpgroups of 64 x 128.
-  run_gemm([](int64_t M, int64_t N, int64_t K, DataType) {
-    return gemm_wgmma(M, N, K, {.block_m = 64, .block_n = 64, .block_k = 64, .warpgroups_m = 1,
-                                .stages = 2});
-  }, 192, 128, 192, Float(16));
-  run_gemm([](int64_t M, int64_t N, int64_t K, DataType) {
-    return gemm_wgmma(M, N, K, {.block_m = 64, .block_n = 64, .block_k = 32, .warpgroups_m = 1,
-                                .stages = 2, .swizzle = 0});
-  }, 192, 128, 96, Float(16));
-  run_gemm([](int64_t M, int64_t N, int64_t K, DataType) {
-    return gemm_wgmma(M, N, K, {.block_m = 128, .block_n = 256, .block_k = 64, .warpgroups_m = 2,
-                                .warpgroups_n = 2, .stages = 3});
-  }, 256, 512, 256, Float(16));
+  run_gemm(tiled({.block_m = 64, .block_n = 64, .block_k = 64, .warpgroups_m = 1, .stages = 2}),
+           192, 128, 192, Float(16));
+  run_gemm(tiled({.block_m = 64, .block_n = 64, .block_k = 32, .warpgroups_m = 1, .stages = 2,
+                  .swizzle = 0}),
+           192, 128, 96, Float(16));
+  run_gemm(tiled({.block_m = 128, .block_n = 256, .block_k = 64, .warpgroups_m = 2,
+                  .warpgroups_n = 2, .stages = 3}),
+           256, 512, 256, Float(16));
   // Ragged shapes on padded copies; float32 rows of odd width stored through shared memory
   // (8 and 16 warps), or by the quads' sector exchange where the operand tiles are too small
   // to lend it (64 x 32 blocks).
   run_gemm(wgmma, 300, 301, 77, Float(16));
-  run_gemm([](int64_t M, int64_t N, int64_t K, DataType) {
-    return gemm_wgmma(M, N, K, {.block_m = 256, .block_n = 128, .block_k = 64, .warpgroups_m = 4,
-                                .stages = 3});
-  }, 300, 301, 256, Float(16));
-  run_gemm([](int64_t M, int64_t N, int64_t K, DataType) {
-    return gemm_wgmma(M, N, K, {.block_m = 64, .block_n = 32, .block_k = 32, .warpgroups_m = 1,
-                                .stages = 2, .swizzle = 64});
-  }, 100, 99, 100, Float(16));
+  run_gemm(tiled({.block_m = 256, .block_n = 128, .block_k = 64, .warpgroups_m = 4, .stages = 3}),
+           300, 301, 256, Float(16));
+  run_gemm(tiled({.block_m = 64, .block_n = 32, .block_k = 32, .warpgroups_m = 1, .stages = 2,
+                  .swizzle = 64}),
+           100, 99, 100, Float(16));
 }
 
 // GEMM + bias + GELU fused into the wgmma kernel's store, against float64.

@@ -1,4 +1,6 @@
 // The kernel cache (runtime/KernelCache.h). Needs no GPU: these run in CI.
+#include "TempDir.h"
+
 #include "compiler/support/Error.h"
 #include "runtime/KernelCache.h"
 
@@ -12,10 +14,11 @@
 #include <cstdlib>
 
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 using namespace tessel;
+using tessel::test::expect_success_in_processes;
+using tessel::test::TempDir;
 
 namespace {
 
@@ -26,27 +29,6 @@ extern "C" __global__ void scale(float *x, float s, int n) {
     x[i] *= s;
 }
 )";
-
-// A fresh directory, removed with everything in it at the end of the test.
-class TempDir {
-public:
-  TempDir() {
-    std::error_code ec = llvm::sys::fs::createUniqueDirectory("tessel-cache-test", path_);
-    EXPECT_FALSE(ec) << ec.message();
-  }
-  ~TempDir() { llvm::sys::fs::remove_directories(path_); }
-  std::string path() const { return std::string(path_.str()); }
-  std::vector<std::string> files() const {
-    std::vector<std::string> out;
-    std::error_code ec;
-    for (llvm::sys::fs::directory_iterator it(path_, ec), end; !ec && it != end; it.increment(ec))
-      out.push_back(std::string(llvm::sys::path::filename(it->path())));
-    return out;
-  }
-
-private:
-  llvm::SmallString<128> path_;
-};
 
 const CompileOptions kSm90{"sm_90", {}};
 
@@ -253,28 +235,11 @@ TEST(RuntimeKernelCache, DirectoryIsCreatedPrivateAndAWritableOneIsRefused) {
 TEST(RuntimeKernelCache, ConcurrentProcessesLeaveWholeEntries) {
   TempDir dir;
   constexpr int kProcesses = 4;
-  std::vector<pid_t> children;
-  for (int p = 0; p < kProcesses; ++p) {
-    pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      int status = 0;
-      try {
-        KernelCache cache(dir.path());
-        cache.compile(p % 2 ? kScale : kOffset, kSm90);
-        cache.compile(p % 2 ? kOffset : kScale, kSm90);
-      } catch (...) {
-        status = 1;
-      }
-      ::_exit(status);
-    }
-    children.push_back(pid);
-  }
-  for (pid_t pid : children) {
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
+  expect_success_in_processes(kProcesses, [&](int p) {
+    KernelCache cache(dir.path());
+    cache.compile(p % 2 ? kScale : kOffset, kSm90);
+    cache.compile(p % 2 ? kOffset : kScale, kSm90);
+  });
   std::vector<std::string> files = dir.files();
   EXPECT_EQ(files.size(), 2u) << "two entries, no temporaries";
   EXPECT_TRUE(disk_hit(dir.path(), kScale));

@@ -1,5 +1,8 @@
 // The tuning database (runtime/TuningDb.h) and the search that fills it (runtime/Tuner.h), in
 // its CPU-executor mode. No GPU needed: these run in CI.
+#include "TempDir.h"
+#include "TestUtil.h"
+
 #include "compiler/support/Error.h"
 #include "runtime/Device.h"
 #include "runtime/Tuner.h"
@@ -14,34 +17,29 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <set>
 
 using namespace tessel;
+using tessel::test::expect_error;
+using tessel::test::expect_success_in_processes;
+using tessel::test::TempDir;
 
 namespace {
 
-class TempDir {
-public:
-  TempDir() {
-    std::error_code ec = llvm::sys::fs::createUniqueDirectory("tessel-tuning-test", path_);
-    EXPECT_FALSE(ec) << ec.message();
-    ::chmod(path_.c_str(), 0700);
-  }
-  ~TempDir() { llvm::sys::fs::remove_directories(path_); }
-  std::string path(const std::string &name = "") const {
-    llvm::SmallString<128> p(path_);
-    if (!name.empty())
-      llvm::sys::path::append(p, name);
-    return std::string(p.str());
-  }
-
-private:
-  llvm::SmallString<128> path_;
-};
+// gemm_wgmma at 64 x 128 x 64, `trials` candidates checked on the CPU executor, into
+// t.jsonl in `dir`.
+TuneOptions small_cpu_tune(const TempDir &dir, int64_t trials) {
+  TuneOptions o;
+  o.schedule = "gemm_wgmma";
+  o.shape = {{"M", 64}, {"N", 128}, {"K", 64}};
+  o.cpu = true;
+  o.trials = trials;
+  o.db_path = dir.path("t.jsonl");
+  return o;
+}
 
 TuningRecord record(const std::string &config_bm, double ms, const std::string &check = "ok",
                     const std::string &arch = "sm_90") {
@@ -60,14 +58,6 @@ TuningRecord record(const std::string &config_bm, double ms, const std::string &
   r.max_ms = ms * 1.02;
   r.check = check;
   return r;
-}
-
-std::vector<std::string> lines_of(const std::string &path) {
-  std::vector<std::string> out;
-  std::ifstream f(path);
-  for (std::string line; std::getline(f, line);)
-    out.push_back(line);
-  return out;
 }
 
 } // namespace
@@ -124,31 +114,14 @@ TEST(TuningDb, ConcurrentProcessesAppendWholeLines) {
   TempDir dir;
   const std::string path = dir.path("shared.jsonl");
   constexpr int kProcesses = 6, kRecords = 40;
-  std::vector<pid_t> children;
-  for (int p = 0; p < kProcesses; ++p) {
-    pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      int status = 0;
-      try {
-        TuningDb db(path);
-        for (int i = 0; i < kRecords; ++i) {
-          TuningRecord r = record(std::to_string(p * 1000 + i), 1.0 + i);
-          r.check = std::string(1000 + 37 * i, 'x'); // long lines: more than one page per write
-          db.append(r);
-        }
-      } catch (...) {
-        status = 1;
-      }
-      ::_exit(status);
+  expect_success_in_processes(kProcesses, [&](int p) {
+    TuningDb db(path);
+    for (int i = 0; i < kRecords; ++i) {
+      TuningRecord r = record(std::to_string(p * 1000 + i), 1.0 + i);
+      r.check = std::string(1000 + 37 * i, 'x'); // long lines: more than one page per write
+      db.append(r);
     }
-    children.push_back(pid);
-  }
-  for (pid_t pid : children) {
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
+  });
   std::vector<std::string> warnings;
   std::vector<TuningRecord> rs = TuningDb(path).load(&warnings);
   EXPECT_TRUE(warnings.empty()) << warnings.front();
@@ -170,14 +143,8 @@ TEST(TuningDb, DirectoryIsCreatedPrivateAndAWritableOneIsRefused) {
   EXPECT_EQ(st.st_mode & 0077, 0u) << "the file is private too";
 
   ::chmod(dir.path("a/b").c_str(), 0777);
-  try {
-    db.append(record("64", 0.4));
-    FAIL() << "appending in a directory anyone can write must be refused";
-  } catch (const Error &e) {
-    EXPECT_NE(std::string(e.what()).find("can be written by other users"), std::string::npos)
-        << e.what();
-    EXPECT_NE(std::string(e.what()).find("chmod 700"), std::string::npos) << e.what();
-  }
+  // Appending in a directory anyone can write is refused.
+  expect_error([&] { db.append(record("64", 0.4)); }, {"can be written by other users", "chmod 700"});
   std::vector<std::string> warnings;
   EXPECT_TRUE(db.load(&warnings).empty()) << "records that others could have planted are not read";
   ASSERT_EQ(warnings.size(), 1u);
@@ -260,12 +227,7 @@ TEST(Tuner, CandidatesStartWithTheDefaultAndHoldFixedKnobs) {
 // a refused tile is recorded as such, and a second run resumes with nothing left to do.
 TEST(Tuner, CpuModeWritesEveryCandidateAndResumes) {
   TempDir dir;
-  TuneOptions o;
-  o.schedule = "gemm_wgmma";
-  o.shape = {{"M", 64}, {"N", 128}, {"K", 64}};
-  o.cpu = true;
-  o.trials = 6;
-  o.db_path = dir.path("t.jsonl");
+  TuneOptions o = small_cpu_tune(dir, 6);
   std::string progress;
   llvm::raw_string_ostream os(progress);
   o.progress = &os;
@@ -292,12 +254,7 @@ TEST(Tuner, CpuModeWritesEveryCandidateAndResumes) {
 
 TEST(Tuner, StopFlagInterruptsBeforeTheNextCandidate) {
   TempDir dir;
-  TuneOptions o;
-  o.schedule = "gemm_wgmma";
-  o.shape = {{"M", 64}, {"N", 128}, {"K", 64}};
-  o.cpu = true;
-  o.trials = 4;
-  o.db_path = dir.path("t.jsonl");
+  TuneOptions o = small_cpu_tune(dir, 4);
   o.progress = nullptr;
   std::atomic<bool> stop{true};
   o.stop = &stop;
@@ -315,13 +272,7 @@ TEST(Tuner, ScheduleWithoutKnobsIsRefusedNamingTheTunableOnes) {
   TuneOptions o;
   o.schedule = "gemm_naive";
   o.cpu = true;
-  try {
-    tune(o);
-    FAIL();
-  } catch (const Error &e) {
-    EXPECT_NE(std::string(e.what()).find("declares no tuning knobs"), std::string::npos);
-    EXPECT_NE(std::string(e.what()).find("gemm_wgmma"), std::string::npos) << e.what();
-  }
+  expect_error([&] { tune(o); }, {"declares no tuning knobs", "gemm_wgmma"});
 }
 
 // On the GPU: candidates compiled with NVRTC, checked at sampled outputs, timed; a record names
