@@ -105,12 +105,9 @@ TuningDb::TuningDb(std::string path) : path_(path.empty() ? default_path() : std
 std::string TuningDb::default_path() {
   if (const char *env = std::getenv("TESSEL_TUNING_DB"); env && *env)
     return env;
+  // The user's cache directory ($XDG_CACHE_HOME, else ~/.cache), as the kernel cache's.
   llvm::SmallString<256> p;
-  if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
-    p = xdg;
-  else if (const char *home = std::getenv("HOME"); home && *home)
-    llvm::sys::path::append(p, home, ".cache");
-  else
+  if (!llvm::sys::path::cache_directory(p))
     p = ".";
   llvm::sys::path::append(p, "tessel", "tuning.jsonl");
   return p.str().str();
