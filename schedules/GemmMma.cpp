@@ -6,18 +6,19 @@ GemmMmaTiles gemm_mma_tiles(int64_t M, int64_t N, int64_t K) {
   return gemm_wmma_tiles(M, N, K, "gemm_mma");
 }
 
-ScheduledProgram gemm_mma(int64_t M, int64_t N, int64_t K) {
-  return gemm_mma(M, N, K, gemm_mma_tiles(M, N, K));
+ScheduledProgram gemm_mma(int64_t M, int64_t N, int64_t K, DataType in) {
+  return gemm_mma(M, N, K, gemm_mma_tiles(M, N, K), in);
 }
 
-ScheduledProgram gemm_mma(int64_t M, int64_t N, int64_t K, const GemmMmaTiles &t) {
-  return tensor_core_gemm("gemm_mma", M, N, K, t, /*ptx_mma=*/true);
+ScheduledProgram gemm_mma(int64_t M, int64_t N, int64_t K, const GemmMmaTiles &t, DataType in) {
+  return tensor_core_gemm("gemm_mma", M, N, K, t, /*ptx_mma=*/true, in);
 }
 
 ScheduleEntry gemm_mma_entry() {
   return tensor_core_gemm_entry(
       "gemm_mma",
-      "GEMM on Tensor Cores (PTX ldmatrix + mma.sync.m16n8k16), fp16 in, fp32 out; gemm_wmma's "
+      "GEMM on Tensor Cores (PTX ldmatrix + mma.sync.m16n8k16), fp16 or bf16 in, fp32 out; "
+      "gemm_wmma's "
       "tiles, register fragments, float2 stores from registers; blocks rasterized in groups of "
       "G rows",
       /*ptx_mma=*/true);

@@ -106,23 +106,25 @@ GemmTcConfig gemm_tc_config(int64_t M, int64_t N, int64_t K) {
   return c;
 }
 
-ScheduledProgram gemm_tc(int64_t M, int64_t N, int64_t K, const GemmTcConfig &config) {
-  return config.ptx_mma ? gemm_mma(M, N, K, config.tiles) : gemm_wmma(M, N, K, config.tiles);
+ScheduledProgram gemm_tc(int64_t M, int64_t N, int64_t K, const GemmTcConfig &config,
+                         DataType in) {
+  return config.ptx_mma ? gemm_mma(M, N, K, config.tiles, in)
+                        : gemm_wmma(M, N, K, config.tiles, in);
 }
 
-ScheduledProgram gemm_tc(int64_t M, int64_t N, int64_t K) {
+ScheduledProgram gemm_tc(int64_t M, int64_t N, int64_t K, DataType in) {
   // On a Hopper GPU the wgmma path, which measured 0.90-0.99x cuBLAS (1.29x at 1024^3) where the
   // best mma.sync configuration measured 0.49x (bench/RESULTS.md), wherever its tiles fit (any
   // M and K and N from 32: it pads what its copies and blocks cannot take).
   if (hopper_gpu() && N >= 32)
-    return gemm_wgmma(M, N, K);
-  return gemm_tc(M, N, K, gemm_tc_config(M, N, K));
+    return gemm_wgmma(M, N, K, in);
+  return gemm_tc(M, N, K, gemm_tc_config(M, N, K), in);
 }
 
 ScheduleEntry gemm_tc_entry() {
   ScheduleEntry e;
   e.name = "gemm_tc";
-  e.description = "tuned Tensor Core GEMM, fp16 in, fp32 out: on Hopper gemm_wgmma, elsewhere "
+  e.description = "tuned Tensor Core GEMM, fp16 or bf16 in, fp32 out: on Hopper gemm_wgmma, elsewhere "
                   "gemm_mma / gemm_wmma with cp.async-pipelined shared tiles, rasterized blocks "
                   "and tiles measured per shape; knobs BM, BN, BK, S, G, SK (gemm_wgmma's; 0: "
                   "the schedule's choice) make it gemm_wgmma with those tiles on any GPU";
@@ -130,15 +132,15 @@ ScheduleEntry gemm_tc_entry() {
                      {"BK", 0},   {"S", 0},    {"G", 0},    {"SK", 0}};
   e.nonnegative = {"BM", "BN", "BK", "S", "G", "SK"};
   e.knobs = gemm_wgmma_knobs();
-  e.dtypes = {Float(16)};
-  e.build = [](const ShapeParams &p, DataType) {
+  e.dtypes = {Float(16), BFloat(16)};
+  e.build = [](const ShapeParams &p, DataType in) {
     const int64_t M = p.at("M"), N = p.at("N"), K = p.at("K");
     std::vector<std::string> set;
     for (const char *k : {"BM", "BN", "BK", "S", "G", "SK"})
       if (p.count(k) && p.at(k))
         set.push_back(k);
     if (set.empty())
-      return gemm_tc(M, N, K);
+      return gemm_tc(M, N, K, in);
     // The knobs are the Hopper kernel's tiles: with any of them set (by hand or by a tuning
     // record of an sm_90 GPU) gemm_tc is gemm_wgmma, whatever GPU this process sees, so that
     // `compile --arch sm_90` and `export` build what was tuned; on an older GPU its compile is
@@ -151,7 +153,7 @@ ScheduleEntry gemm_tc_entry() {
     for (const auto &[k, v] : p)
       if (v || !w.count(k))
         w[k] = v;
-    return gemm_wgmma(M, N, K, gemm_wgmma_tiles_from_knobs(w));
+    return gemm_wgmma(M, N, K, gemm_wgmma_tiles_from_knobs(w), in);
   };
   return e;
 }

@@ -1,4 +1,4 @@
-// gemm_tc: the tuned Tensor Core GEMM (fp16 in, fp32 out).
+// gemm_tc: the tuned Tensor Core GEMM (fp16 or bf16 in, fp32 out).
 //
 // gemm_wmma's schedule (padded shared tiles, warps on threadIdx.y / z) with the shared tiles
 // pipelined through cp.async (Stage::pipeline), blocks rasterized for L2 reuse
@@ -39,9 +39,10 @@ const std::vector<GemmTcMeasured> &gemm_tc_measured();
 GemmTcConfig gemm_tc_config(int64_t M, int64_t N, int64_t K);
 
 /// On a Hopper GPU (hopper_gpu()) gemm_wgmma where its tiles fit; otherwise gemm_wmma or
-/// gemm_mma with gemm_tc_config(M, N, K).
-ScheduledProgram gemm_tc(int64_t M, int64_t N, int64_t K);
-ScheduledProgram gemm_tc(int64_t M, int64_t N, int64_t K, const GemmTcConfig &config);
+/// gemm_mma with gemm_tc_config(M, N, K). A and B of `in` (float16 or bfloat16).
+ScheduledProgram gemm_tc(int64_t M, int64_t N, int64_t K, DataType in = Float(16));
+ScheduledProgram gemm_tc(int64_t M, int64_t N, int64_t K, const GemmTcConfig &config,
+                         DataType in = Float(16));
 
 /// The configurations the tuner tries for M x N x K: both paths, 4 or 8 warps, 32 to 64 rows and
 /// columns of fragments per warp, K steps of 32 or 64, 2 to 4 stages, rasterization off or in

@@ -139,9 +139,8 @@ ScheduledProgram tensor_core_gemm(const std::string &context, int64_t M, int64_t
   const int64_t Mp = in_fragments(context, "M", M), Np = in_fragments(context, "N", N),
                 Kp = in_fragments(context, "K", K);
   check_wmma_gemm_tiles(context, {"M", Mp}, {"N", Np}, {"K", Kp}, t);
-  user_check(in == Float(16) || (in == BFloat(16) && !ptx_mma), context)
-      << "A and B must be float16" << (ptx_mma ? "" : " or bfloat16") << ", got " << in
-      << (ptx_mma ? "; bfloat16 runs on gemm_wmma (WMMA) and gemm_wgmma" : "");
+  user_check(in == Float(16) || in == BFloat(16), context)
+      << "A and B must be float16 or bfloat16, got " << in;
   const bool padded = Mp != M || Np != N || Kp != K;
   GemmTensors g = gemm_definition(M, N, K, in);
   Tensor AP = g.A, BP = g.B, full = g.C;
@@ -237,9 +236,9 @@ void schedule_wmma_gemm(Schedule &s, const WmmaGemmStages &st, const GemmWmmaTil
              {sc, c.tile_i}, {sc, c.tile_j}, {sf, ki}, {sf, cfi}, {sf, cfj}, {af, afi}, {bf, bfj}})
       stage.unroll(iv);
   if (t.tensorize && st.ptx_mma) {
-    af.tensorize(aii, mma_load_matrix("mma.matrix_a"));
-    bf.tensorize(bk, mma_load_matrix("mma.matrix_b", st.b_layout));
-    sf.tensorize(cii, mma_gemm());
+    af.tensorize(aii, mma_load_matrix("mma.matrix_a", "row_major", st.in));
+    bf.tensorize(bk, mma_load_matrix("mma.matrix_b", st.b_layout, st.in));
+    sf.tensorize(cii, mma_gemm(st.in));
     sc.tensorize(c.inner_i, mma_store_matrix());
   } else if (t.tensorize) {
     af.tensorize(aii, wmma_load_matrix("wmma.matrix_a", "row_major", {}, st.in));
@@ -271,8 +270,7 @@ ScheduleEntry tensor_core_gemm_entry(const std::string &name, const std::string 
   // The grid `tessel_bench --tune` searched on the H100 (bench/Tune.cpp).
   e.knobs = {{"BRW", {2, 4}},   {"BCW", {2, 4}},    {"WRT", {2, 4}}, {"WCT", {2, 4}},
              {"CHUNK", {2, 4}}, {"S", {2, 3, 4}}, {"G", {1, 8}}};
-  e.dtypes = ptx_mma ? std::vector<DataType>{Float(16)}
-                     : std::vector<DataType>{Float(16), BFloat(16)};
+  e.dtypes = {Float(16), BFloat(16)};
   e.build = [name, ptx_mma](const ShapeParams &p, DataType in) {
     auto get = [&](const char *k) {
       auto it = p.find(k);

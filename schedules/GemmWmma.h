@@ -42,9 +42,10 @@ struct GemmWmmaTiles {
   int warps() const { return block_row_warps * block_col_warps; }
 };
 
-/// Tiles for an M x N x K problem: the defaults (128 x 128 blocks of 2 x 4 warps, K step 32)
+/// Tiles for an M x N x K problem (each rounded up to whole 16x16x16 fragments, as the padded
+/// copies of tensor_core_gemm are): the defaults (128 x 128 blocks of 2 x 4 warps, K step 32)
 /// when they divide the shape, otherwise the largest smaller tiles that do. tessel::Error (with
-/// `context`) if M, N or K is not a multiple of 16.
+/// `context`) if M, N or K is not positive.
 GemmWmmaTiles gemm_wmma_tiles(int64_t M, int64_t N, int64_t K,
                               const std::string &context = "gemm_wmma");
 
@@ -65,7 +66,7 @@ ScheduleEntry gemm_wmma_entry();
 
 /// gemm_wmma's whole program (definition, memory hierarchy, schedule, shape checks naming
 /// `context`) on WMMA fragments, or with `ptx_mma` on the register fragments of PTX ldmatrix /
-/// mma.sync (gemm_mma; float16 only). A and B of type `in`.
+/// mma.sync (gemm_mma). A and B of type `in` (float16 or bfloat16).
 ScheduledProgram tensor_core_gemm(const std::string &context, int64_t M, int64_t N, int64_t K,
                                   const GemmWmmaTiles &tiles, bool ptx_mma,
                                   DataType in = Float(16));

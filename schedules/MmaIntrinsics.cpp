@@ -24,6 +24,11 @@ Buffer fragment_decl(const std::string &name, DataType t, const std::string &sco
   return Buffer::make(name, t, {kTile, kTile}, scope, {}, Expr(), kTile * t.bytes(), kTile);
 }
 
+void check_operand_type(DataType in, const char *intrin) {
+  user_check(in == Float(16) || in == BFloat(16), intrin)
+      << "mma.sync.m16n8k16 takes float16 or bfloat16 operands, got " << in;
+}
+
 void check_leading_dim(const BoundBuffer &b, const std::string &intrin) {
   int64_t ld = b.stride(0);
   user_check(ld % (kRowBytes / 2) == 0, intrin)
@@ -36,18 +41,18 @@ void check_leading_dim(const BoundBuffer &b, const std::string &intrin) {
 } // namespace
 
 std::shared_ptr<const TensorIntrin> mma_load_matrix(const std::string &scope,
-                                                    const std::string &layout) {
+                                                    const std::string &layout, DataType in) {
+  check_operand_type(in, "mma_load_matrix");
   user_check(scope == "mma.matrix_a" || scope == "mma.matrix_b", "mma_load_matrix")
       << "scope must be mma.matrix_a or mma.matrix_b, got '" << scope << "'";
   user_check(layout == "row_major" || layout == "col_major", "mma_load_matrix")
       << "layout must be row_major or col_major, got '" << layout << "'";
   bool col = layout == "col_major";
-  Tensor A = placeholder({kTile, kTile}, Float(16), "A");
+  Tensor A = placeholder({kTile, kTile}, in, "A");
   Tensor C = compute(
       {kTile, kTile}, [&](Var i, Var j) { return col ? A(j, i) : A(i, j); }, "C", {"i", "j"});
-  Buffer BA = Buffer::make("BA", Float(16), A.shape(), "shared", {}, Expr(), kRowBytes,
-                           kRowBytes / 2);
-  Buffer BC = fragment_decl("BC", Float(16), scope);
+  Buffer BA = Buffer::make("BA", in, A.shape(), "shared", {}, Expr(), kRowBytes, kRowBytes / 2);
+  Buffer BC = fragment_decl("BC", in, scope);
   bool is_a = scope == "mma.matrix_a";
   // Register i of a thread receives 8x8 matrix i. A's registers hold, in the PTX ISA's order,
   // its (rows, cols) blocks (0,0), (8,0), (0,8), (8,8); B's the (k, n) blocks (0,0), (8,0),
@@ -56,7 +61,8 @@ std::shared_ptr<const TensorIntrin> mma_load_matrix(const std::string &scope,
   // (0,0), (0,8), (8,0), (8,8) of the stored tile and each is transposed by the load.
   bool stored_as_operand = !col;
   bool trans = is_a ? col : !col;
-  std::string name = "mma_load_matrix(" + scope + ", " + layout + ")";
+  std::string name = "mma_load_matrix(" + scope + ", " + layout +
+                     (in == Float(16) ? "" : ", " + in.str()) + ")";
   return decl_tensor_intrin(
       C, {{A, BA}, {C, BC}},
       [=](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
@@ -73,16 +79,17 @@ std::shared_ptr<const TensorIntrin> mma_load_matrix(const std::string &scope,
       name);
 }
 
-std::shared_ptr<const TensorIntrin> mma_gemm() {
-  Tensor A = placeholder({kTile, kTile}, Float(16), "A");
-  Tensor B = placeholder({kTile, kTile}, Float(16), "B");
+std::shared_ptr<const TensorIntrin> mma_gemm(DataType in) {
+  check_operand_type(in, "mma_gemm");
+  Tensor A = placeholder({kTile, kTile}, in, "A");
+  Tensor B = placeholder({kTile, kTile}, in, "B");
   IterVar k = reduce_axis({0, kTile}, "k");
   Tensor C = compute(
       {kTile, kTile},
       [&](Var i, Var j) { return sum(A(i, k).astype(Float(32)) * B(k, j).astype(Float(32)), {k}); },
       "C", {"i", "j"});
-  Buffer BA = fragment_decl("BA", Float(16), "mma.matrix_a");
-  Buffer BB = fragment_decl("BB", Float(16), "mma.matrix_b");
+  Buffer BA = fragment_decl("BA", in, "mma.matrix_a");
+  Buffer BB = fragment_decl("BB", in, "mma.matrix_b");
   Buffer BC = fragment_decl("BC", Float(32), "mma.accumulator");
   return decl_tensor_intrin(
       C, {{A, BA}, {B, BB}, {C, BC}},
@@ -104,7 +111,7 @@ std::shared_ptr<const TensorIntrin> mma_gemm() {
         b.update = Seq::make(std::move(update));
         return b;
       },
-      "mma_gemm");
+      in == Float(16) ? "mma_gemm" : "mma_gemm(" + in.str() + ")");
 }
 
 std::shared_ptr<const TensorIntrin> mma_store_matrix(const std::string &scope) {

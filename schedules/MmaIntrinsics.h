@@ -2,7 +2,8 @@
 // fragments (scopes mma.matrix_a, mma.matrix_b, mma.accumulator): ldmatrix loads of fp16 tiles
 // from shared memory, mma.sync.m16n8k16 (fp16 in, fp32 accumulate) with a zero fill of the
 // accumulators, and a store of the accumulators from registers straight to memory, each thread
-// writing its own elements (the register-blocked epilogue).
+// writing its own elements (the register-blocked epilogue). The operands may be bfloat16
+// instead (mma.sync ...f32.bf16.bf16.f32, sm_80 and later; ldmatrix moves any 16-bit element).
 //
 // Every intrinsic covers a 16x16 tile (16x16x16 for the MMA), as the WMMA set does, so the two
 // are scheduled alike. One ldmatrix.x4 loads a whole 16x16 tile: all of A's m16k16 operand, or
@@ -23,16 +24,19 @@
 
 namespace tessel {
 
-/// Loads a 16x16 fp16 tile from shared memory into registers of `scope` (mma.matrix_a: an
-/// m x k tile, mma.matrix_b: k x n) with one ldmatrix.x4. `layout` is how the tile is stored:
-/// "row_major" (A as M x K; B as K x N, which loads with .trans) or "col_major" (the stored
-/// tile is the transpose: A as K x M, loaded with .trans; B as N x K, loaded without).
+/// Loads a 16x16 tile of `in` (float16 or bfloat16) from shared memory into registers of
+/// `scope` (mma.matrix_a: an m x k tile, mma.matrix_b: k x n) with one ldmatrix.x4. `layout` is
+/// how the tile is stored: "row_major" (A as M x K; B as K x N, which loads with .trans) or
+/// "col_major" (the stored tile is the transpose: A as K x M, loaded with .trans; B as N x K,
+/// loaded without).
 std::shared_ptr<const TensorIntrin> mma_load_matrix(const std::string &scope,
-                                                    const std::string &layout = "row_major");
+                                                    const std::string &layout = "row_major",
+                                                    DataType in = Float(16));
 
 /// C[i, j] += sum_k float32(A[i, k]) * float32(B[k, j]) on a 16x16x16 block of register
-/// fragments: two mma.sync.m16n8k16; the reset fills the accumulators with zeros.
-std::shared_ptr<const TensorIntrin> mma_gemm();
+/// fragments, A and B of `in` (float16 or bfloat16): two mma.sync.m16n8k16; the reset fills the
+/// accumulators with zeros.
+std::shared_ptr<const TensorIntrin> mma_gemm(DataType in = Float(16));
 
 /// Stores a 16x16 float32 accumulator tile from registers to memory of `scope` ("global" or
 /// "shared"), row major, each thread its own elements: one float2 per row and 8-column half

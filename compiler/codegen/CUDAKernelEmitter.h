@@ -211,6 +211,8 @@ private:
   /// Storage scope of every buffer variable (arguments are "global").
   llvm::DenseMap<const Variable *, std::string> scope_of_;
   llvm::DenseMap<const Variable *, FragmentInfo> fragments_;
+  /// Element type of every mma.* fragment (float16 or bfloat16 operands, float32 accumulators).
+  llvm::DenseMap<const Variable *, DataType> mma_dtype_;
   /// Argument buffers that the kernel writes (the others are `const`).
   llvm::DenseSet<const Variable *> written_;
   /// Loop, thread and let variables known to be >= 0.

@@ -5,7 +5,8 @@
 // `unsigned B[n][2]` (k16n8 tiles of matrix_b) and `float C[n][4]` (m16n8 fp32 accumulator
 // tiles). The intrinsics become inline PTX (ldmatrix, mma.sync) and plain register code (fill,
 // store). Fragment indices must be constants, so the arrays stay in registers: a register
-// array indexed at run time is spilled to local memory.
+// array indexed at run time is spilled to local memory. The operands hold float16 or bfloat16
+// (mma.sync's .f16 or .bf16 form, both operands the same).
 #include "compiler/codegen/CUDAKernelEmitter.h"
 
 #include "compiler/ir/FragmentScope.h"
@@ -19,7 +20,7 @@ namespace tessel::codegen {
 namespace {
 
 struct MmaTile {
-  DataType dtype;
+  DataType dtype;    ///< float16 for the operands, which may hold bfloat16 instead
   int elements;      ///< of a tile, over the whole warp
   int registers;     ///< per thread: 32-bit registers (halves in pairs) or floats
   const char *type;  ///< of one register
@@ -45,15 +46,18 @@ std::string CUDAKernelEmitter::mma_fragment_decl(const Allocate *op) {
   user_check(tile, "codegen_cuda")
       << "allocation '" << name << "' has unknown mma scope '" << op->scope
       << "'; expected mma.matrix_a, mma.matrix_b or mma.accumulator";
-  user_check(op->dtype == tile->dtype, "codegen_cuda")
+  const bool operand = tile->dtype == Float(16);
+  user_check(op->dtype == tile->dtype || (operand && op->dtype == BFloat(16)), "codegen_cuda")
       << "mma fragment '" << name << "' (" << op->scope << ") has element type " << op->dtype
-      << " but mma.sync.m16n8k16.f32.f16.f16.f32 takes " << tile->dtype << " there";
+      << " but mma.sync.m16n8k16 takes "
+      << (operand ? "float16 or bfloat16" : tile->dtype.str()) << " there";
   int64_t size = op->constant_size();
   user_check(size % tile->elements == 0, "codegen_cuda")
       << "mma fragment '" << name << "' (" << op->scope << ") holds " << size
       << " elements, which is not a whole number of its " << tile->elements << "-element tiles";
   std::string text = bind_var(op->buffer_var.get());
   scope_of_[op->buffer_var.get()] = op->scope;
+  mma_dtype_[op->buffer_var.get()] = op->dtype;
   return std::string(tile->type) + " " + text + "[" + std::to_string(size / tile->elements) +
          "][" + std::to_string(tile->registers) + "];";
 }
@@ -165,7 +169,13 @@ bool CUDAKernelEmitter::emit_mma(const Call *op) {
     std::vector<std::string> c = registers(a[6], a[7], 0, 4, "mma.accumulator");
     // Accumulating in place (d is c) ties the operands: "+f".
     bool in_place = d == c;
-    std::string ptx = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 " + placeholders(0, 4) +
+    DataType ta = mma_dtype_.lookup(a[2].as<Variable>()), tb = mma_dtype_.lookup(a[4].as<Variable>());
+    user_check(ta == tb, "codegen_cuda")
+        << name << " in kernel '" << f_.name << "': A holds " << ta << " and B " << tb
+        << "; mma.sync multiplies operands of one type (float16 or bfloat16)";
+    const char *in = ta == BFloat(16) ? "bf16" : "f16";
+    std::string ptx = std::string("mma.sync.aligned.m16n8k16.row.col.f32.") + in + "." + in +
+                      ".f32 " + placeholders(0, 4) +
                       ", " + placeholders(4, 4) + ", " + placeholders(8, 2) + ", " +
                       placeholders(in_place ? 0 : 10, 4) + ";\\n";
     line("asm volatile(\"" + ptx + "\"");

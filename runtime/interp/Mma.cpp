@@ -197,12 +197,15 @@ private:
   }
 };
 
-Memory *mma_fragment(Compiler &C, const Call *call, const Expr &arg, FragKind want,
-                     DataType dtype) {
+// The fragment `arg` of kind `want`: float32 accumulators, float16 or bfloat16 operands.
+Memory *mma_fragment(Compiler &C, const Call *call, const Expr &arg, FragKind want) {
   Memory *m = compile_fragment(C, call, arg, want);
-  user_check(m->dtype == dtype, "interp")
+  const bool operand = want != FragKind::MmaAccumulator;
+  user_check(operand ? m->dtype == Float(16) || m->dtype == BFloat(16) : m->dtype == Float(32),
+             "interp")
       << call->name << ": fragment '" << m->name << "' (" << fragment_scope_name(want)
-      << ") holds " << m->dtype << "; mma.sync.m16n8k16.f32.f16.f16.f32 takes " << dtype;
+      << ") holds " << m->dtype << "; mma.sync.m16n8k16 takes "
+      << (operand ? "float16 or bfloat16" : "float32") << " there";
   user_check(m->size % tile_elements(want) == 0, "interp")
       << call->name << ": fragment '" << m->name << "' holds " << m->size
       << " elements, not a whole number of " << tile_elements(want) << "-element tiles";
@@ -241,7 +244,7 @@ StmtPtr compile_mma(Compiler &C, const Call *call) {
   if (n == intrinsic::mma_fill_fragment) {
     expect_args(3, "(frag, index, value)");
     code->op = MmaCode::Fill;
-    code->frags_.push_back(mma_fragment(C, call, a[0], FragKind::MmaAccumulator, Float(32)));
+    code->frags_.push_back(mma_fragment(C, call, a[0], FragKind::MmaAccumulator));
     uniform(a[1], "index");
     uniform(a[2], "value");
     return code;
@@ -251,7 +254,7 @@ StmtPtr compile_mma(Compiler &C, const Call *call) {
     code->op = MmaCode::Ldmatrix;
     Memory *frag = C.memory_of(a[0], n.c_str());
     FragKind kind = frag->frag == FragKind::MmaB ? FragKind::MmaB : FragKind::MmaA;
-    code->frags_.push_back(mma_fragment(C, call, a[0], kind, Float(16)));
+    code->frags_.push_back(mma_fragment(C, call, a[0], kind));
     uniform(a[1], "index");
     code->num = int(const_arg(call, 2, "num"));
     user_check(code->num == 1 || code->num == 2 || code->num == 4, "interp")
@@ -271,16 +274,19 @@ StmtPtr compile_mma(Compiler &C, const Call *call) {
                               FragKind::MmaAccumulator};
     const char *names[] = {"d_index", "a_index", "b_index", "c_index"};
     for (int i = 0; i < 4; ++i) {
-      DataType t = kinds[i] == FragKind::MmaAccumulator ? Float(32) : Float(16);
-      code->frags_.push_back(mma_fragment(C, call, a[2 * i], kinds[i], t));
+      code->frags_.push_back(mma_fragment(C, call, a[2 * i], kinds[i]));
       uniform(a[2 * i + 1], names[i]);
     }
+    user_check(code->frags_[1]->dtype == code->frags_[2]->dtype, "interp")
+        << n << ": A ('" << code->frags_[1]->name << "') holds " << code->frags_[1]->dtype
+        << " and B ('" << code->frags_[2]->name << "') " << code->frags_[2]->dtype
+        << "; mma.sync multiplies operands of one type";
     return code;
   }
   if (n == intrinsic::mma_store_fragment) {
     expect_args(5, "(frag, index, ptr, stride, lanes)");
     code->op = MmaCode::Store;
-    Memory *frag = mma_fragment(C, call, a[0], FragKind::MmaAccumulator, Float(32));
+    Memory *frag = mma_fragment(C, call, a[0], FragKind::MmaAccumulator);
     code->frags_.push_back(frag);
     uniform(a[1], "index");
     uniform(a[3], "stride");

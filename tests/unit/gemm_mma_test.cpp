@@ -115,6 +115,23 @@ TEST(GemmMma, PipelinedCompilesForSm80AndSm90) {
     GTEST_SKIP() << tessel::test::kNoCuobjdump;
 }
 
+// bfloat16 A and B: the same fragments (ldmatrix moves any 16-bit element) and mma.sync's bf16
+// form; exact on the executor (aligned and ragged), HMMA.16816.F32.BF16 in the SASS.
+TEST(GemmMma, BFloat16Inputs) {
+  ScheduledProgram p = gemm_mma(128, 128, 64, gemm_mma_tiles(128, 128, 64), BFloat(16));
+  EXPECT_EQ(p.args[0].dtype(), BFloat(16));
+  EXPECT_EQ(mismatch(p, 128, 128, 64), "");
+  EXPECT_EQ(mismatch(gemm_mma(100, 24, 40, BFloat(16)), 100, 24, 40), "");
+  std::string src = codegen_cuda(lower(p.schedule, p.args));
+  // A warp's 4 x 2 fragments, two m16n8k16 each, for both 16-wide slices of the K step of 32.
+  EXPECT_EQ(count_of(src, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"), 32) << src;
+  EXPECT_EQ(src.find(".f16.f16"), std::string::npos) << src;
+  if (!tessel::test::compiles_for_sm80_and_sm90(src, "gemm_mma_bf16",
+                                                {"HMMA.16816.F32.BF16", "LDSM.16.M88.4"},
+                                                {"LDL", "STL"}))
+    GTEST_SKIP() << tessel::test::kNoCuobjdump;
+}
+
 // Dimensions that are not whole 16x16x16 fragments run on zero-padded copies of A and B (one
 // kernel), the GEMM over the padded shape, and a last kernel copying C's leading block: exact.
 TEST(GemmMma, RaggedShapesRunOnPaddedCopies) {

@@ -43,7 +43,7 @@ TEST(GemmWmma, CpuExecutorMatchesReference) {
 }
 
 // bfloat16 A and B on WMMA fragments (sm_80 and later; float32 accumulator): exact on the
-// executor, bf16 fragments in the CUDA, compiled for sm_80. gemm_mma stays float16 and says so.
+// executor, bf16 fragments in the CUDA, compiled for sm_80.
 TEST(GemmWmma, BFloat16Inputs) {
   ScheduledProgram p = gemm_wmma(128, 128, 64, gemm_wmma_tiles(128, 128, 64), BFloat(16));
   EXPECT_EQ(p.args[0].dtype(), BFloat(16));
@@ -53,8 +53,8 @@ TEST(GemmWmma, BFloat16Inputs) {
   CompileOptions o;
   o.arch = "sm_80";
   EXPECT_FALSE(nvrtc_compile(src, nvrtc_options(o), "gemm_wmma_bf16.cu").cubin.empty());
-  expect_error([] { tensor_core_gemm("gemm_mma", 64, 64, 32, gemm_wmma_tiles(64, 64, 32), true, BFloat(16)); },
-               {"gemm_mma", "must be float16, got bfloat16", "gemm_wmma (WMMA) and gemm_wgmma"});
+  expect_error([] { gemm_wmma(64, 64, 32, gemm_wmma_tiles(64, 64, 32), Float(32)); },
+               {"gemm_wmma", "must be float16 or bfloat16, got float32"});
 }
 
 TEST(GemmWmma, ExplicitTilesAndDoubleBuffer) {

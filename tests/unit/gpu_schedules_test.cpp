@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -98,7 +99,8 @@ TEST(GpuSchedules, GemmShared) {
   }
 }
 
-// ldmatrix / mma.sync with register fragments; fp16 inputs only.
+// ldmatrix / mma.sync with register fragments: fp16 inputs against the reference above, bf16
+// (aligned and ragged) through check_on_gpu's reference of the definition.
 TEST(GpuSchedules, GemmMma) {
   SKIP_WITHOUT_GPU();
   auto mma = [](int64_t M, int64_t N, int64_t K, DataType) { return gemm_mma(M, N, K); };
@@ -109,6 +111,11 @@ TEST(GpuSchedules, GemmMma) {
     return gemm_mma(M, N, K, {.block_row_warps = 1, .block_col_warps = 2, .warp_row_tiles = 2,
                               .warp_col_tiles = 2, .chunk = 1, .stages = 3});
   }, 96, 192, 80, Float(16));
+  for (auto [M, N, K] : {std::array<int64_t, 3>{512, 384, 256}, {1000, 999, 77}}) {
+    ScheduledProgram p = gemm_mma(M, N, K, BFloat(16));
+    CheckResult r = check_on_gpu(p.schedule, p.args, p.num_inputs);
+    EXPECT_TRUE(r.compare.ok) << M << "x" << N << "x" << K << " bfloat16: " << r.str();
+  }
 }
 
 // Hopper wgmma on interleaved shared tiles (sm_90a); skipped on other GPUs.
