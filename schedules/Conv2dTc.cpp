@@ -5,7 +5,6 @@
 #include "schedules/Epilogues.h"
 
 #include <array>
-#include <numeric>
 #include <vector>
 
 namespace tessel {
@@ -14,9 +13,9 @@ namespace {
 
 constexpr int kFragment = 16;
 
-// `fragment_rows`: N*P*Q must be whole 16-row fragments (the WMMA path; the wgmma path shifts
-// its last block inwards instead).
-void check_shape(const Conv2dTcShape &sh, bool fragment_rows = true) {
+// The output pixels N*P*Q need not be whole 16-row fragments: on both paths the last block of
+// rows shifts inwards to end at the edge.
+void check_shape(const Conv2dTcShape &sh) {
   user_check(sh.batch > 0 && sh.height > 0 && sh.width > 0 && sh.in_channels > 0 &&
                  sh.out_channels > 0 && sh.kernel > 0 && sh.stride > 0 && sh.dilation > 0 &&
                  sh.pad >= 0 && sh.pad_end >= -1,
@@ -47,15 +46,6 @@ void check_shape(const Conv2dTcShape &sh, bool fragment_rows = true) {
   auto pad_to = [](int64_t v) {
     return "pad it to " + std::to_string((v + kFragment - 1) / kFragment * kFragment);
   };
-  // The batch that makes N*P*Q a multiple of 16 whatever the image size.
-  int64_t pq = int64_t(sh.out_height()) * sh.out_width();
-  int64_t batch_multiple = kFragment / std::gcd(pq, int64_t(kFragment));
-  if (fragment_rows)
-    fragment("N*P*Q", sh.gemm_m(),
-           "output pixels, N=" + std::to_string(sh.batch) + " x P=" +
-               std::to_string(sh.out_height()) + " x Q=" + std::to_string(sh.out_width()) +
-               ", are the rows of 16x16 Tensor Core fragments and are not guarded",
-           "use a batch N that is a multiple of " + std::to_string(batch_multiple));
   fragment("K", sh.out_channels, "output channels are the columns of 16x16 fragments",
            pad_to(sh.out_channels) + " with zero filters");
   fragment("C", sh.in_channels,
@@ -77,7 +67,7 @@ void check_tiles(const Conv2dTcShape &sh, const Conv2dTcTiles &t) {
       << "; narrower outputs are on the wgmma path (conv2d_wgmma, sm_90a)";
   // The reduction is walked tap by tap, C channels each, so the K step must divide C (not only
   // R*S*C).
-  check_wmma_gemm_tiles("conv2d_tc", {"N*P*Q", sh.gemm_m()}, {"K", sh.out_channels},
+  check_wmma_gemm_tiles("conv2d_tc", {"N*P*Q", sh.gemm_m(), /*shifts=*/true}, {"K", sh.out_channels},
                         {"C", sh.in_channels}, gemm_tiles(t));
   user_check(t.stages >= 1 && t.stages <= 8, "conv2d_tc")
       << "stages=" << t.stages
@@ -94,7 +84,7 @@ Conv2dTcShape conv2d_shape_of(const ShapeParams &p) {
 }
 
 Conv2dTcTensors conv2d_tc_definition(const Conv2dTcShape &sh, const WgmmaEpilogue *epilogue) {
-  check_shape(sh, /*fragment_rows=*/false);
+  check_shape(sh);
   const int H = sh.height, W = sh.width, C = sh.in_channels, K = sh.out_channels;
   const int R = sh.kernel, pad = sh.pad, P = sh.out_height(), Q = sh.out_width();
   const int stride = sh.stride, dil = sh.dilation;
@@ -197,8 +187,14 @@ Conv2dTcTiles conv2d_tc_tiles(const Conv2dTcShape &sh) {
     if (same_shape(t.shape, sh))
       return t.tiles;
   Conv2dTcTiles best;
-  // The channels play the GEMM's K: the step must divide C.
-  GemmWmmaTiles g = gemm_wmma_tiles(sh.gemm_m(), sh.out_channels, sh.in_channels);
+  // The channels play the GEMM's K: the step must divide C. Blocks of rows that divide the
+  // whole fragments of N*P*Q, so at most N*P*Q (the last block shifts inwards over the rest).
+  const int64_t rows = sh.gemm_m() / kFragment * kFragment;
+  user_check(rows > 0, "conv2d_tc")
+      << "N*P*Q=" << sh.gemm_m() << " output pixels (N=" << sh.batch << " x P="
+      << sh.out_height() << " x Q=" << sh.out_width()
+      << ") fill no 16-row Tensor Core fragment; use a larger batch or image";
+  GemmWmmaTiles g = gemm_wmma_tiles(rows, sh.out_channels, sh.in_channels);
   best.block_row_warps = g.block_row_warps;
   best.block_col_warps = g.block_col_warps;
   best.warp_row_tiles = g.warp_row_tiles;
@@ -210,9 +206,9 @@ Conv2dTcTiles conv2d_tc_tiles(const Conv2dTcShape &sh) {
 }
 
 ScheduledProgram conv2d_tc(const Conv2dTcShape &sh) {
-  // On Hopper the wgmma path wherever its tiles fit (any N*P*Q of 64 or more: its last block
-  // shifts inwards); the WMMA path needs N*P*Q a multiple of 16.
-  check_shape(sh, /*fragment_rows=*/false);
+  // On Hopper the wgmma path wherever its tiles fit (any N*P*Q of 64 or more); both paths
+  // shift their last block of rows inwards.
+  check_shape(sh);
   if (hopper_gpu() && sh.gemm_m() >= 64 && sh.out_channels % 32 == 0 &&
       sh.in_channels % 32 == 0)
     return conv2d_wgmma(sh);
@@ -256,7 +252,7 @@ bool im2col_tma_fits(const Conv2dTcShape &sh) { return sh.stride <= 8; }
 } // namespace
 
 GemmWgmmaTiles conv2d_wgmma_tiles(const Conv2dTcShape &sh) {
-  check_shape(sh, /*fragment_rows=*/false);
+  check_shape(sh);
   GemmWgmmaTiles t =
       gemm_wgmma_tiles(sh.gemm_m(), sh.out_channels, sh.in_channels, "conv2d_wgmma",
                        /*partial_blocks=*/false);
@@ -273,7 +269,7 @@ ScheduledProgram conv2d_wgmma(const Conv2dTcShape &sh) {
 
 ScheduledProgram conv2d_wgmma(const Conv2dTcShape &sh, const GemmWgmmaTiles &t,
                               const WgmmaEpilogue *epilogue) {
-  check_shape(sh, /*fragment_rows=*/false);
+  check_shape(sh);
   // The reduction is walked tap by tap, C channels each: the K step must divide C.
   check_gemm_wgmma_tiles("conv2d_wgmma", sh.gemm_m(), sh.out_channels, sh.in_channels, t,
                          /*partial_blocks=*/false);

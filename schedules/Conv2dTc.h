@@ -1,8 +1,10 @@
 // conv2d on Tensor Cores as an implicit GEMM, on cuDNN's NHWC layouts: no relayout of the
-// inputs, fp16 in, fp32 accumulate and out.
+// inputs, fp16 or bf16 in, fp32 accumulate, fp32 out (or fp16 / bf16 on the wgmma path).
 //
-//   x: N x H x W x C fp16, w: K x R x S x C fp16 (R == S), stride 1, zero padding `pad`;
-//   y: (N*P*Q) x K fp32, the memory of N x P x Q x K, P = H + 2 pad - R + 1 (Q likewise).
+//   x: N x H x W x C, w: K x R x S x C (R == S), stride, dilation, zero padding `pad` above and
+//   left and `pad_end` below and right; y: (N*P*Q) x K, the memory of N x P x Q x K (P, Q:
+//   Conv2dTcShape::out_height / out_width). Any N*P*Q of at least one block: the last block of
+//   output pixels shifts inwards to end at the edge.
 //
 // The output is computed as the GEMM y[m, k] = sum_rk A[m, rk] * B[rk, k] with m = (n, p, q)
 // and rk = (r, s, c), C innermost: A is the im2col of x (zero where the filter hangs over the
@@ -33,7 +35,7 @@ struct Conv2dTcShape {
   /// y's type: float32 (the accumulator's), or float16 / bfloat16 (rounded from it, as cuDNN's
   /// fp16 convolutions write; the wgmma path only).
   DataType out_dtype = Float(32);
-  /// x's and w's type: float16, or bfloat16 (the wgmma path only).
+  /// x's and w's type: float16 or bfloat16.
   DataType in_dtype = Float(16);
 
   int pad_after() const { return pad_end < 0 ? pad : pad_end; }
@@ -91,7 +93,8 @@ const std::vector<Conv2dTcMeasured> &conv2d_tc_measured();
 /// Tiles for `shape`: those measured fastest for it by `tessel_bench --tune` when it is in
 /// Conv2dTc.cpp's table; otherwise the defaults (128 x 128 blocks of 2 x 4 warps, 32 channels
 /// per step, double-buffered) when they divide it, or the largest that do (as gemm_wmma_tiles).
-/// tessel::Error naming the dimension when N*P*Q, K or C is not a multiple of 16.
+/// Blocks of output pixels are at most N*P*Q (the last one shifts inwards). tessel::Error when
+/// N*P*Q is under 16 or K or C is not a multiple of 16, naming the dimension.
 Conv2dTcTiles conv2d_tc_tiles(const Conv2dTcShape &shape);
 
 /// On a Hopper GPU (hopper_gpu()) conv2d_wgmma where its tiles fit; otherwise the WMMA

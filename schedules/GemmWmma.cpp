@@ -56,9 +56,14 @@ void check_wmma_gemm_tiles(const std::string &context, const WmmaGemmDim &M, con
       << t.block_row_warps << " x " << t.block_col_warps << " warps make "
       << t.warps() * kWarpSize << " threads; a block has at most 1024";
   auto divides = [&](const WmmaGemmDim &d, int block, const std::string &why) {
-    user_check(d.value % block == 0, context)
-        << d.name << "=" << d.value << " must be a multiple of " << block << " (" << why
-        << "); pad it or use tile sizes that divide it";
+    if (d.shifts)
+      user_check(d.value >= block, context)
+          << d.name << "=" << d.value << " is less than one block of " << block << " (" << why
+          << "; the last block shifts inwards, so it must fit); use smaller tiles";
+    else
+      user_check(d.value % block == 0, context)
+          << d.name << "=" << d.value << " must be a multiple of " << block << " (" << why
+          << "); pad it or use tile sizes that divide it";
   };
   divides(M, t.block_m(),
           "the block tile: " + std::to_string(t.block_row_warps) + " warps x " +

@@ -101,10 +101,14 @@ struct WmmaGemmStages {
 struct WmmaGemmDim {
   std::string name;
   int64_t value;
+  /// The last block may shift inwards to end at the edge (the output's rows, read in place):
+  /// the dimension need only hold one block, not a whole number of them.
+  bool shifts = false;
 };
 
-/// tessel::Error (with `context`) unless the tiles divide M x N x K and the shared tiles split
-/// into whole 16-byte loads of every thread; the messages name the dimensions as given.
+/// tessel::Error (with `context`) unless the tiles divide M x N x K (or fit in it, for a
+/// dimension that shifts) and the shared tiles split into whole 16-byte loads of every thread;
+/// the messages name the dimensions as given.
 void check_wmma_gemm_tiles(const std::string &context, const WmmaGemmDim &M, const WmmaGemmDim &N,
                            const WmmaGemmDim &K, const GemmWmmaTiles &tiles);
 

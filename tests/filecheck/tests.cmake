@@ -48,7 +48,7 @@ tessel_filecheck_test(NAME error.unsupported_dtype CHECKS errors.txt EXIT_CODE 1
 tessel_filecheck_test(NAME error.unknown_step CHECKS errors.txt EXIT_CODE 1
   COMMAND lower gemm_naive --print-after=bogus FILECHECK_ARGS --check-prefix=STEP)
 tessel_filecheck_test(NAME error.conv2d_tc_pixels CHECKS errors.txt EXIT_CODE 1
-  COMMAND lower conv2d_tc --shape N=2,H=6,W=6 FILECHECK_ARGS --check-prefix=CONV_TC_PIXELS)
+  COMMAND lower conv2d_tc --shape N=1,H=3,W=3 FILECHECK_ARGS --check-prefix=CONV_TC_PIXELS)
 tessel_filecheck_test(NAME error.run_number CHECKS errors.txt EXIT_CODE 1
   COMMAND run gemm_naive --number=0 FILECHECK_ARGS --check-prefix=NUMBER)
 tessel_filecheck_test(NAME error.run_repeat CHECKS errors.txt EXIT_CODE 1

@@ -298,11 +298,32 @@ TEST(Conv2dTc, CudaSourceAndNvrtcForSm80AndSm90) {
     GTEST_SKIP() << tessel::test::kNoCuobjdump;
 }
 
+// Output pixels that are not whole fragments or blocks: the last block of rows shifts inwards
+// to end at the edge (batch 1 at 7x7 and 5x5, 72 pixels in blocks of 64 and of 48), exact on the
+// executor against the direct convolution, and the tiles chosen for such shapes fit them.
+TEST(Conv2dTc, RaggedPixelsShiftTheLastBlock) {
+  for (Conv2dTcShape sh : {Conv2dTcShape{.batch = 1, .height = 7, .width = 7, .in_channels = 32,
+                                         .out_channels = 32},
+                           Conv2dTcShape{.batch = 1, .height = 5, .width = 5, .in_channels = 16,
+                                         .out_channels = 16},
+                           Conv2dTcShape{.batch = 2, .height = 6, .width = 6, .in_channels = 32,
+                                         .out_channels = 64, .kernel = 3, .pad = 1}}) {
+    SCOPED_TRACE(std::to_string(sh.gemm_m()) + " pixels");
+    Conv2dTcTiles t = conv2d_tc_tiles(sh);
+    EXPECT_LE(t.block_m(), sh.gemm_m());
+    expect_direct_conv(conv2d_tc(sh, t), sh);
+  }
+  Conv2dTcShape sh{.batch = 2, .height = 6, .width = 6, .in_channels = 32, .out_channels = 64};
+  expect_direct_conv(conv2d_tc(sh, {.block_row_warps = 1, .block_col_warps = 2,
+                                    .warp_row_tiles = 4, .warp_col_tiles = 2, .chunk = 1}),
+                     sh); // 72 pixels in blocks of 64: the second starts at row 8
+}
+
 TEST(Conv2dTcErrors, ShapesTheTilesDoNotFit) {
-  expect_error([] { conv2d_tc({.batch = 2, .height = 6, .width = 6, .in_channels = 32,
+  expect_error([] { conv2d_tc({.batch = 1, .height = 3, .width = 3, .in_channels = 32,
                                .out_channels = 32, .kernel = 3, .pad = 1}); },
-               {"conv2d_tc", "N*P*Q=72 must be a multiple of 16", "N=2 x P=6 x Q=6",
-                "use a batch N that is a multiple of 4"});
+               {"conv2d_tc", "N*P*Q=9 output pixels (N=1 x P=3 x Q=3)",
+                "fill no 16-row Tensor Core fragment", "use a larger batch or image"});
   expect_error([] { conv2d_tc({.batch = 2, .height = 8, .width = 8, .in_channels = 24,
                                .out_channels = 32}); },
                {"C=24 must be a multiple of 16", "within one filter tap", "pad it to 32"});
@@ -313,9 +334,10 @@ TEST(Conv2dTcErrors, ShapesTheTilesDoNotFit) {
                {"5x5 filter is larger than the padded 2x2 input"});
   // Explicit tiles that do not divide: the messages name the convolution's dimensions.
   Conv2dTcShape sh = small_shape();
-  sh.batch = 3; // 192 pixels
+  sh.batch = 1; // 64 pixels
   expect_error([&] { conv2d_tc(sh, Conv2dTcTiles{}); },
-               {"N*P*Q=192 must be a multiple of 128 (the block tile: 2 warps x 4 fragments x 16)"});
+               {"N*P*Q=64 is less than one block of 128 (the block tile: 2 warps x 4 fragments "
+                "x 16; the last block shifts inwards, so it must fit); use smaller tiles"});
   Conv2dTcShape narrow{.batch = 2, .height = 8, .width = 8, .in_channels = 48,
                        .out_channels = 128};
   expect_error([&] { conv2d_tc(narrow, Conv2dTcTiles{}); },
@@ -373,9 +395,9 @@ TEST(Conv2dWgmma, CpuExecutorMatchesDirectConvolution) {
   expect_direct_conv(conv2d_wgmma(batch1), batch1);
   expect_error([] { conv2d_wgmma({.batch = 1, .height = 5, .width = 5}); },
                {"conv2d_wgmma: 25x512x256 has no wgmma tiling", "M must be at least 64"});
-  expect_error([] { conv2d_tc(Conv2dTcShape{.batch = 1, .height = 5, .width = 5},
-                              conv2d_tc_tiles({.batch = 1, .height = 5, .width = 5})); },
-               {"N*P*Q=25", "multiple of 16"});
+  // The WMMA path takes those 25 pixels (in blocks of 16, the second shifted by 9 rows).
+  Conv2dTcShape five{.batch = 1, .height = 5, .width = 5, .in_channels = 32, .out_channels = 32};
+  expect_direct_conv(conv2d_tc(five, conv2d_tc_tiles(five)), five);
 }
 
 // y in float16 or bfloat16, as cuDNN's fp16 convolutions write it: the float32 sum stays in the
@@ -477,7 +499,11 @@ TEST(Conv2dTcGpu, MidShapeMatchesReference) {
                                          .in_channels = 64, .out_channels = 128},
                            Conv2dTcShape{.batch = 16, .height = 7, .width = 7,
                                          .in_channels = 128, .out_channels = 64, .kernel = 1,
-                                         .pad = 0}}) {
+                                         .pad = 0},
+                           // batch 1, bfloat16: 49 output pixels, the last block shifted
+                           Conv2dTcShape{.batch = 1, .height = 7, .width = 7,
+                                         .in_channels = 512, .out_channels = 512,
+                                         .in_dtype = BFloat(16)}}) {
     // conv2d_tc's own choice (wgmma on a Hopper GPU where it fits), then its WMMA path.
     for (bool wmma : {false, true}) {
       ScheduledProgram p = wmma ? conv2d_tc(sh, conv2d_tc_tiles(sh)) : conv2d_tc(sh);
@@ -491,7 +517,8 @@ TEST(Conv2dTcGpu, MidShapeMatchesReference) {
                   << r.time->median_ms << " ms, " << sh.flops() / (r.time->median_ms * 1e9)
                   << " TFLOP/s\n";
     }
-    if (hopper_gpu() && sh.kernel == 3) { // y float16, rounded from the sum as it is stored
+    // y float16, rounded from the sum as it is stored (wgmma: 64 output pixels or more).
+    if (hopper_gpu() && sh.kernel == 3 && sh.gemm_m() >= 64) {
       Conv2dTcShape y16 = sh;
       y16.out_dtype = Float(16);
       for (bool fused : {false, true}) {
