@@ -1,10 +1,12 @@
-// Randomized shapes, tiles and types through the Hopper Tensor Core schedules, on the CPU
-// executor against the float64 reference of each definition.
+// Randomized shapes, tiles and types through the Tensor Core schedules (the Hopper ones, and the
+// WMMA and ldmatrix / mma.sync GEMMs and conv of older GPUs), on the CPU executor against the
+// float64 reference of each definition.
 //
-// Each case draws a shape (ragged M and N included: the last block shifts inwards), tiles
-// (block sizes, stages, TMA or cp.async, swizzled or not), input and output types and, for the
-// conv, an epilogue, from a seed; a failure names the seed and what it drew. CI runs a fixed
-// few cases per schedule; more with the environment:
+// Each case draws a shape (ragged M, N and K included: the last wgmma block shifts inwards,
+// the WMMA / mma paths pad what is not whole fragments), tiles (block sizes, stages, TMA or
+// cp.async, swizzled or not), input and output types and, for the conv, an epilogue, from a
+// seed; a failure names the seed and what it drew. CI runs a fixed few cases per schedule; more
+// with the environment:
 //
 //   TESSEL_RANDOM_CASES=200 ./build/tests/tessel_tests --gtest_filter='RandomSchedules.*'
 //   TESSEL_RANDOM_SEED=1234 ...     # one case: replays a failure
@@ -14,7 +16,9 @@
 #include "runtime/Check.h"
 #include "schedules/Conv2dTc.h"
 #include "schedules/Epilogues.h"
+#include "schedules/GemmTc.h"
 #include "schedules/GemmWgmma.h"
+#include "schedules/GemmWmma.h"
 
 #include <gtest/gtest.h>
 
@@ -127,6 +131,88 @@ TEST(RandomSchedules, Conv2dWgmma) {
     SCOPED_TRACE(what.str());
     WgmmaEpilogue e = bias_relu_epilogue(sh.in_dtype);
     ScheduledProgram p = conv2d_wgmma(sh, t, bias_relu ? &e : nullptr);
+    CheckResult r = check_on_cpu(p.schedule, p.args, p.num_inputs, seed);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
+}
+
+// gemm_wmma and gemm_mma: 1 or 2 warps each way, 1 or 2 fragments a warp each way, K steps of
+// 16 or 32, 1 to 3 stages, rasterized or not; each of M, N, K one to three blocks less up to 15
+// (not whole fragments: padded copies and C's leading block).
+TEST(RandomSchedules, GemmWmmaAndMma) {
+  for (uint64_t seed : seeds(6, 20261125)) {
+    std::mt19937_64 rng(seed);
+    GemmWmmaTiles t;
+    do { // the block's threads must copy whole 16-byte vectors of both shared tiles
+      t = {.block_row_warps = int(in_range(rng, 1, 2)),
+           .block_col_warps = int(in_range(rng, 1, 2)),
+           .warp_row_tiles = int(in_range(rng, 1, 2)),
+           .warp_col_tiles = int(in_range(rng, 1, 2)),
+           .chunk = int(in_range(rng, 1, 2)),
+           .stages = int(in_range(rng, 1, 3)),
+           .raster_group = pick<int64_t>(rng, {0, 2})};
+    } while ((t.block_m() * t.block_k()) % (32 * t.warps() * 8) != 0 ||
+             (t.block_k() * t.block_n()) % (32 * t.warps() * 8) != 0);
+    auto dim = [&](int block) { return block * in_range(rng, 1, 3) - in_range(rng, 0, 15); };
+    const int64_t M = dim(t.block_m()), N = dim(t.block_n()), K = dim(t.block_k());
+    const bool mma = rng() % 2 == 0;
+    DataType in = pick<DataType>(rng, {Float(16), BFloat(16)});
+    std::ostringstream what;
+    what << "seed " << seed << ": " << (mma ? "gemm_mma " : "gemm_wmma ") << M << "x" << N << "x"
+         << K << " " << in << " " << to_string(t);
+    SCOPED_TRACE(what.str());
+    ScheduledProgram p =
+        tensor_core_gemm(mma ? "gemm_mma" : "gemm_wmma", M, N, K, t, mma, in);
+    CheckResult r = check_on_cpu(p.schedule, p.args, p.num_inputs, seed);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
+}
+
+// conv2d_tc's WMMA path: stride, dilation, asymmetric padding, batch 1, output pixels that are
+// not whole blocks (the last block shifts inwards), float16 or bfloat16 x and w, random tiles
+// that fit (blocks of at most N*P*Q rows, dividing K and C, whole 16-byte loads).
+TEST(RandomSchedules, Conv2dTcWmma) {
+  for (uint64_t seed : seeds(4, 20261126)) {
+    std::mt19937_64 rng(seed);
+    Conv2dTcShape sh;
+    sh.kernel = pick<int>(rng, {1, 3});
+    sh.pad = sh.kernel == 3 ? int(in_range(rng, 0, 1)) : 0;
+    sh.stride = pick<int>(rng, {1, 1, 2});
+    sh.dilation = sh.kernel == 3 ? pick<int>(rng, {1, 1, 2}) : 1;
+    sh.pad_end = sh.kernel == 3 ? pick<int>(rng, {-1, -1, 0, 2}) : -1;
+    sh.batch = int(in_range(rng, 1, 3));
+    sh.height = int(in_range(rng, std::max(4, sh.span()), 9));
+    sh.width = int(in_range(rng, std::max(4, sh.span()), 9));
+    sh.in_channels = pick<int>(rng, {16, 32, 48});
+    sh.out_channels = pick<int>(rng, {16, 32, 64});
+    sh.in_dtype = pick<DataType>(rng, {Float(16), BFloat(16)});
+    while (sh.gemm_m() < 16) // at least one fragment of output pixels
+      ++sh.batch;
+    Conv2dTcTiles t;
+    auto fits = [&] {
+      int64_t vectors = int64_t(8) * 32 * t.block_row_warps * t.block_col_warps;
+      return t.block_m() <= sh.gemm_m() && sh.out_channels % t.block_n() == 0 &&
+             sh.in_channels % t.block_k() == 0 &&
+             int64_t(t.block_m()) * t.block_k() % vectors == 0 &&
+             int64_t(t.block_k()) * t.block_n() % vectors == 0;
+    };
+    do {
+      t = {.block_row_warps = int(in_range(rng, 1, 2)),
+           .block_col_warps = int(in_range(rng, 1, 2)),
+           .warp_row_tiles = int(in_range(rng, 1, 2)),
+           .warp_col_tiles = int(in_range(rng, 1, 2)),
+           .chunk = int(in_range(rng, 1, 2)),
+           .stages = int(in_range(rng, 1, 3))};
+    } while (!fits());
+    std::ostringstream what;
+    what << "seed " << seed << ": N=" << sh.batch << " " << sh.height << "x" << sh.width << " "
+         << sh.in_channels << "->" << sh.out_channels << " " << sh.kernel << "x" << sh.kernel
+         << " pad " << sh.pad << "/" << sh.pad_after() << " stride " << sh.stride << " dilation "
+         << sh.dilation << ", " << sh.in_dtype << ", " << sh.gemm_m() << " pixels in blocks of "
+         << t.block_m() << "x" << t.block_n() << ", K step " << t.block_k() << ", "
+         << t.stages << " stages";
+    SCOPED_TRACE(what.str());
+    ScheduledProgram p = conv2d_tc(sh, t);
     CheckResult r = check_on_cpu(p.schedule, p.args, p.num_inputs, seed);
     EXPECT_TRUE(r.compare.ok) << r.str();
   }
