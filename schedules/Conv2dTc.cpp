@@ -3,6 +3,7 @@
 #include "compiler/support/Error.h"
 #include "compiler/te/Compute.h"
 #include "schedules/Epilogues.h"
+#include "schedules/GemmPadding.h"
 
 #include <array>
 #include <vector>
@@ -83,8 +84,12 @@ Conv2dTcShape conv2d_shape_of(const ShapeParams &p) {
           .dilation = int(p.at("dil"))};
 }
 
-Conv2dTcTensors conv2d_tc_definition(const Conv2dTcShape &sh, const WgmmaEpilogue *epilogue) {
+Conv2dTcTensors conv2d_tc_definition(const Conv2dTcShape &sh, const WgmmaEpilogue *epilogue,
+                                     int split_k) {
   check_shape(sh);
+  user_check(split_k >= 1 && sh.kernel * sh.kernel % split_k == 0, "conv2d_tc")
+      << "split_k=" << split_k << " must divide the " << sh.kernel * sh.kernel
+      << " filter taps (each part sums whole taps)";
   const int H = sh.height, W = sh.width, C = sh.in_channels, K = sh.out_channels;
   const int R = sh.kernel, pad = sh.pad, P = sh.out_height(), Q = sh.out_width();
   const int stride = sh.stride, dil = sh.dilation;
@@ -118,16 +123,33 @@ Conv2dTcTensors conv2d_tc_definition(const Conv2dTcShape &sh, const WgmmaEpilogu
       },
       "Wv", {"k", "rk"});
   t.B = compute({RSC, K}, [&](Var rk, Var k) { return t.Wv(k, rk); }, "B", {"rk", "k"});
-  IterVar rk = reduce_axis({0, RSC}, "rk");
   const bool plain = sh.out_dtype == Float(32) && !epilogue;
-  t.acc = compute(
-      {M, K},
-      [&](Var m, Var k) {
-        return sum(t.A(m, rk).astype(Float(32)) * t.B(rk, k).astype(Float(32)), {rk});
-      },
-      plain ? "y" : "y_acc", {"m", "k"});
+  if (split_k == 1) {
+    IterVar rk = reduce_axis({0, RSC}, "rk");
+    t.acc = compute(
+        {M, K},
+        [&](Var m, Var k) {
+          return sum(t.A(m, rk).astype(Float(32)) * t.B(rk, k).astype(Float(32)), {rk});
+        },
+        plain ? "y" : "y_acc", {"m", "k"});
+  } else {
+    const int64_t run = RSC / split_k;
+    IterVar rk = reduce_axis({0, run}, "rk");
+    t.acc = compute(
+        {int64_t(split_k), M, K},
+        [&](Var p, Var m, Var k) {
+          Expr at = p * int(run) + rk.var();
+          return sum(t.A(m, at).astype(Float(32)) * t.B(at, k).astype(Float(32)), {rk});
+        },
+        "y_part", {"p", "m", "k"});
+    IterVar part = reduce_axis({0, split_k}, "part");
+    t.total = compute(
+        {M, K}, [&](Var m, Var k) { return sum(t.acc(part.var(), m, k), {part}); },
+        plain ? "y" : "y_total", {"m", "k"});
+  }
+  const Tensor &sum_of_all = split_k == 1 ? t.acc : t.total;
   if (plain) {
-    t.y = t.acc;
+    t.y = sum_of_all;
     return t;
   }
   if (epilogue)
@@ -137,7 +159,7 @@ Conv2dTcTensors conv2d_tc_definition(const Conv2dTcShape &sh, const WgmmaEpilogu
   t.y = compute(
       {M, K},
       [&](Var m, Var k) {
-        Expr v = t.acc(m, k);
+        Expr v = sum_of_all(m, k);
         if (epilogue) {
           std::vector<Expr> at;
           for (const Tensor &c : t.columns)
@@ -260,6 +282,19 @@ GemmWgmmaTiles conv2d_wgmma_tiles(const Conv2dTcShape &sh) {
   // (measured no better on the bench's convs).
   t.tma = t.tma && sh.in_channels % t.block_k == 0 && im2col_tma_fits(sh);
   t.raster_group = 0;
+  // Grids under half a wave (batch 1: the seed conv's 196 x 512 output makes 32 blocks of
+  // 64 x 64) split the reduction into parts of whole filter taps, as gemm_wgmma_tiles does for
+  // a few rows of C: up to two waves of blocks, each part 8 K steps or more.
+  const int64_t sms = 132, taps = int64_t(sh.kernel) * sh.kernel;
+  const int64_t blocks = (sh.gemm_m() + t.block_m - 1) / t.block_m *
+                         ((sh.out_channels + t.block_n - 1) / t.block_n);
+  const int64_t steps = sh.gemm_k() / t.block_k;
+  if (2 * blocks <= sms)
+    for (int parts : {4, 3, 2})
+      if (taps % parts == 0 && blocks * parts <= 2 * sms && steps / parts >= 8) {
+        t.split_k = parts;
+        break;
+      }
   return t;
 }
 
@@ -267,27 +302,57 @@ ScheduledProgram conv2d_wgmma(const Conv2dTcShape &sh) {
   return conv2d_wgmma(sh, conv2d_wgmma_tiles(sh));
 }
 
+namespace {
+
+// The second kernel of a split-K conv: an element of y a thread, the parts added in a register
+// in order, then the epilogue and the cast.
+void schedule_parts_sum(Schedule &s, const Conv2dTcTensors &d) {
+  if (d.y == d.total) {
+    schedule_leading_block(s, d.y);
+    return;
+  }
+  Stage sy = s[d.y];
+  auto [m, k] = sy.axes<2>();
+  auto [b, x] = sy.split(sy.fuse(m, k), 256);
+  sy.bind(b, thread_axis("blockIdx.x"));
+  sy.bind(x, thread_axis("threadIdx.x"));
+  Stage total = s[d.total];
+  total.set_scope("local");
+  total.compute_at(sy, x);
+  total.unroll(total.reduce_axis()[0]);
+}
+
+} // namespace
+
 ScheduledProgram conv2d_wgmma(const Conv2dTcShape &sh, const GemmWgmmaTiles &t,
                               const WgmmaEpilogue *epilogue) {
   check_shape(sh);
-  // The reduction is walked tap by tap, C channels each: the K step must divide C.
-  check_gemm_wgmma_tiles("conv2d_wgmma", sh.gemm_m(), sh.out_channels, sh.in_channels, t,
+  // The reduction is walked tap by tap, C channels each: the K step must divide C. Split-K's
+  // parts are whole taps (conv2d_tc_definition checks).
+  GemmWgmmaTiles whole = t;
+  whole.split_k = 1;
+  check_gemm_wgmma_tiles("conv2d_wgmma", sh.gemm_m(), sh.out_channels, sh.in_channels, whole,
                          /*partial_blocks=*/false);
   user_check(!t.tma || im2col_tma_fits(sh), "conv2d_wgmma")
       << "TMA's im2col copies step at most 8 pixels, got stride " << sh.stride
       << "; fill the tiles with cp.async (tma off, TMA=0)";
-  Conv2dTcTensors d = conv2d_tc_definition(sh, epilogue);
+  Conv2dTcTensors d = conv2d_tc_definition(sh, epilogue, t.split_k);
   Schedule s = create_schedule({d.y});
   s[d.A].compute_inline();
   s[d.Wv].compute_inline();
   WgmmaGemmStages st;
-  st.C = d.y;
+  st.C = t.split_k > 1 ? d.acc : d.y;
   st.AS = s.cache_read(d.A, "shared", {d.acc});
   // The filter's tile keeps w's order (output channel x rk, rk contiguous): wgmma reads it as a
   // K-major B, so B (its transpose) is only a view.
   st.BS = s.cache_read(d.Wv, "shared", {d.B});
   s[d.B].compute_inline();
-  if (d.acc == d.y) {
+  if (t.split_k > 1) {
+    // The parts into a float32 workspace (one per block along z); their sum, the epilogue and
+    // the cast by a second kernel.
+    st.CF = s.cache_write(d.acc, "wgmma.accumulator");
+    schedule_parts_sum(s, d);
+  } else if (d.acc == d.y) {
     st.CF = s.cache_write(d.y, "wgmma.accumulator");
   } else {
     // y = acc rounded: the sum stays in the warpgroups' registers and is rounded as it is
@@ -302,7 +367,7 @@ ScheduledProgram conv2d_wgmma(const Conv2dTcShape &sh, const GemmWgmmaTiles &t,
                            .channels = sh.in_channels, .kernel_h = sh.kernel,
                            .kernel_w = sh.kernel, .pad = sh.pad, .stride = sh.stride,
                            .dilation = sh.dilation, .pad_end = sh.pad_after()};
-  if (epilogue)
+  if (epilogue && t.split_k == 1)
     st.epilogue = *epilogue;
   schedule_wgmma_gemm(s, st, t);
 
@@ -349,6 +414,8 @@ std::pair<Conv2dTcShape, GemmWgmmaTiles> wgmma_conv_from_knobs(const ShapeParams
     t.block_n = int(get("BN"));
   if (get("S"))
     t.stages = int(get("S"));
+  if (get("SK"))
+    t.split_k = int(get("SK"));
   t.raster_group = get("G");
   // TMA=1 (the default) where TMA's im2col copies can take the conv; TMA=0 turns them off.
   t.tma = get("TMA") != 0 && t.swizzle != 0 && t.stages >= 2 && im2col_tma_fits(sh);
@@ -359,7 +426,7 @@ ScheduleEntry wgmma_conv_entry(const char *name, const char *description, int64_
   ScheduleEntry e = conv2d_tc_entry();
   e.name = name;
   e.description = description;
-  for (const char *knob : {"BM", "BN", "S", "G", "TMA", "Y16"}) {
+  for (const char *knob : {"BM", "BN", "S", "G", "SK", "TMA", "Y16"}) {
     e.default_shape[knob] = std::string(knob) == "TMA" ? 1 : std::string(knob) == "Y16" ? y16 : 0;
     e.nonnegative.push_back(knob);
   }
@@ -374,8 +441,8 @@ ScheduleEntry conv2d_wgmma_entry() {
       "conv2d_wgmma",
       "conv2d as an implicit GEMM on Hopper Tensor Cores (wgmma, sm_90a) on cuDNN's "
       "layouts: x NHWC, w KRSC fp16 or bf16, y NPQK fp32; stride, dil(ation), zero padding; "
-      "gemm_wgmma's schedule; BM, BN, S (stages), G (rasterization group) override "
-      "its tiles (0: the default); TMA=1 (the default) fills them with TMA (im2col "
+      "gemm_wgmma's schedule; BM, BN, S (stages), G (rasterization group), SK (split-K "
+      "parts of whole filter taps; 1: none) override its tiles (0: the default); TMA=1 (the default) fills them with TMA (im2col "
       "mode for x), TMA=0 with cp.async; Y16=1 writes y as float16 (rounded from "
       "the float32 sum, as cuDNN's fp16 convolutions do)",
       0);

@@ -75,12 +75,17 @@ struct Conv2dTcTiles {
 /// (the output: acc itself when out_dtype is float32 and there is no epilogue, else acc through
 /// the epilogue, cast to out_dtype). With an epilogue, `columns` are its per-output-channel
 /// inputs (placeholders of K elements: "bias", "bias1", ...).
+///
+/// Split-K (`split_k` > 1 parts, each of whole filter taps: R*S must be a multiple of it): acc
+/// is split_k x M x K, part p the sum over taps p * R*S / split_k onwards, and `total` (M x K)
+/// adds the parts in order; y is total, or total through the epilogue and cast.
 struct Conv2dTcTensors {
   Tensor x, w, A, Wv, B, acc, y;
   std::vector<Tensor> columns;
+  Tensor total; ///< split-K only: the parts' sum
 };
 Conv2dTcTensors conv2d_tc_definition(const Conv2dTcShape &shape,
-                                     const WgmmaEpilogue *epilogue = nullptr);
+                                     const WgmmaEpilogue *epilogue = nullptr, int split_k = 1);
 
 /// A shape tuned on the GPU and the tiles measured fastest for it.
 struct Conv2dTcMeasured {

@@ -19,6 +19,8 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+
 #include <cmath>
 #include <random>
 #include <string>
@@ -503,7 +505,9 @@ TEST(Conv2dTcGpu, MidShapeMatchesReference) {
                            // batch 1, bfloat16: 49 output pixels, the last block shifted
                            Conv2dTcShape{.batch = 1, .height = 7, .width = 7,
                                          .in_channels = 256, .out_channels = 256,
-                                         .in_dtype = BFloat(16)}}) {
+                                         .in_dtype = BFloat(16)},
+                           // the seed conv at batch 1: split-K on the wgmma path
+                           Conv2dTcShape{.batch = 1}}) {
     // conv2d_tc's own choice (wgmma on a Hopper GPU where it fits), then its WMMA path.
     for (bool wmma : {false, true}) {
       ScheduledProgram p = wmma ? conv2d_tc(sh, conv2d_tc_tiles(sh)) : conv2d_tc(sh);
@@ -528,6 +532,45 @@ TEST(Conv2dTcGpu, MidShapeMatchesReference) {
       }
     }
   }
+}
+
+// Grids under half a wave split the reduction into parts of whole filter taps (the seed conv
+// at batch 1: 32 blocks of 64 x 64, in 3 parts of 3 taps), each part a block along z into a
+// float32 workspace, the parts added in order by a second kernel, which also applies the
+// epilogue and the cast. Exact against the direct conv with TMA or cp.async fills, float32 or
+// float16 y, with bias + ReLU; parts that split a tap are refused.
+TEST(Conv2dWgmma, SplitKForSmallGrids) {
+  Conv2dTcShape seed1{.batch = 1};
+  EXPECT_EQ(conv2d_wgmma_tiles(seed1).split_k, 3);
+  EXPECT_EQ(conv2d_wgmma_tiles(Conv2dTcShape{.batch = 8}).split_k, 1); // 100 blocks
+  ScheduledProgram p = conv2d_wgmma(seed1);
+  LoweredModule m = lower(p.schedule, p.args);
+  ASSERT_EQ(m.funcs.size(), 2u);
+  EXPECT_EQ(m.funcs[0].launch.grid, (std::array<int64_t, 3>{8, 4, 3}));
+  EXPECT_EQ(m.funcs[0].arg_shapes.back(), (std::vector<int64_t>{3, 196, 512})); // y_part
+  EXPECT_TRUE(m.funcs[1].launch.after_previous);
+
+  Conv2dTcShape sh{.batch = 1, .height = 9, .width = 9, .in_channels = 64, .out_channels = 64,
+                   .kernel = 3, .pad = 1};
+  for (int parts : {3, 9})
+    for (bool tma : {true, false})
+      for (DataType y : {Float(32), Float(16)}) {
+        SCOPED_TRACE("split_k " + std::to_string(parts) + (tma ? " tma " : " cp.async ") +
+                     y.str());
+        Conv2dTcShape s = sh;
+        s.out_dtype = y;
+        GemmWgmmaTiles t = conv2d_wgmma_tiles(s);
+        t.split_k = parts;
+        t.tma = tma;
+        expect_direct_conv(conv2d_wgmma(s, t), s);
+        if (y == Float(16))
+          expect_direct_conv(conv2d_bias_relu(s, t), s, /*bias_relu=*/true);
+      }
+  GemmWgmmaTiles t = conv2d_wgmma_tiles(sh);
+  t.split_k = 2;
+  expect_error([&] { conv2d_wgmma(sh, t); },
+               {"conv2d_tc", "split_k=2 must divide the 9 filter taps",
+                "each part sums whole taps"});
 }
 
 // The TMA conv's lowered IR, CUDA and SASS: one im2col copy of x (start at the tile's first

@@ -121,6 +121,8 @@ TEST(RandomSchedules, Conv2dWgmma) {
     }
     while (sh.gemm_m() < t.block_m) // at least 64 output pixels
       ++sh.batch;
+    // Split-K in parts of whole filter taps (a second kernel adds them, then the epilogue).
+    t.split_k = sh.kernel == 3 ? pick<int>(rng, {1, 1, 3, 9}) : 1;
     std::ostringstream what;
     what << "seed " << seed << ": N=" << sh.batch << " " << sh.height << "x" << sh.width << " "
          << sh.in_channels << "->" << sh.out_channels << " " << sh.kernel << "x" << sh.kernel
