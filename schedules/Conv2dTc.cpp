@@ -302,28 +302,6 @@ ScheduledProgram conv2d_wgmma(const Conv2dTcShape &sh) {
   return conv2d_wgmma(sh, conv2d_wgmma_tiles(sh));
 }
 
-namespace {
-
-// The second kernel of a split-K conv: an element of y a thread, the parts added in a register
-// in order, then the epilogue and the cast.
-void schedule_parts_sum(Schedule &s, const Conv2dTcTensors &d) {
-  if (d.y == d.total) {
-    schedule_leading_block(s, d.y);
-    return;
-  }
-  Stage sy = s[d.y];
-  auto [m, k] = sy.axes<2>();
-  auto [b, x] = sy.split(sy.fuse(m, k), 256);
-  sy.bind(b, thread_axis("blockIdx.x"));
-  sy.bind(x, thread_axis("threadIdx.x"));
-  Stage total = s[d.total];
-  total.set_scope("local");
-  total.compute_at(sy, x);
-  total.unroll(total.reduce_axis()[0]);
-}
-
-} // namespace
-
 ScheduledProgram conv2d_wgmma(const Conv2dTcShape &sh, const GemmWgmmaTiles &t,
                               const WgmmaEpilogue *epilogue) {
   check_shape(sh);
@@ -349,9 +327,9 @@ ScheduledProgram conv2d_wgmma(const Conv2dTcShape &sh, const GemmWgmmaTiles &t,
   s[d.B].compute_inline();
   if (t.split_k > 1) {
     // The parts into a float32 workspace (one per block along z); their sum, the epilogue and
-    // the cast by a second kernel.
+    // the cast by a second kernel, an element a thread.
     st.CF = s.cache_write(d.acc, "wgmma.accumulator");
-    schedule_parts_sum(s, d);
+    schedule_leading_block(s, d.y, d.y == d.total ? Tensor() : d.total);
   } else if (d.acc == d.y) {
     st.CF = s.cache_write(d.y, "wgmma.accumulator");
   } else {

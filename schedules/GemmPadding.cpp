@@ -44,26 +44,40 @@ void schedule_padded_copy(Schedule &s, const Tensor &copy) {
   s[regs].unroll(s[regs].axes<2>()[1]);
 }
 
-Tensor leading_block(const Tensor &full, int64_t rows, int64_t cols, const std::string &name) {
+Tensor leading_block(const Tensor &full, int64_t rows, int64_t cols, const std::string &name,
+                     std::optional<DataType> out, Tensor *total_out) {
+  const DataType type = out.value_or(full.dtype());
+  auto cast = [&](const Expr &v) { return type == full.dtype() ? v : v.astype(type); };
   if (full.shape().size() == 2)
-    return compute({rows, cols}, [&](Var i, Var j) { return full(i, j); }, name, {"i", "j"});
+    return compute(
+        {rows, cols}, [&](Var i, Var j) { return cast(full(i, j)); }, name, {"i", "j"});
   IterVar part = reduce_axis({0, *as_const_int(full.shape()[0])}, "part");
-  return compute(
-      {rows, cols}, [&](Var i, Var j) { return sum(full(part.var(), i, j), {part}); }, name,
-      {"i", "j"});
+  Tensor total = compute(
+      {rows, cols}, [&](Var i, Var j) { return sum(full(part.var(), i, j), {part}); },
+      type == full.dtype() ? name : name + "_total", {"i", "j"});
+  if (type == full.dtype())
+    return total;
+  if (total_out)
+    *total_out = total;
+  return compute({rows, cols}, [&](Var i, Var j) { return cast(total(i, j)); }, name, {"i", "j"});
 }
 
-void schedule_leading_block(Schedule &s, const Tensor &block) {
-  const bool parts = !s[block].reduce_axis().empty();
-  Tensor acc = parts ? s.cache_write(block, "local") : block;
+void schedule_leading_block(Schedule &s, const Tensor &block, const Tensor &total) {
+  // The sum of parts: in `block` itself (computed in a register it then stores), or `total`,
+  // which `block` reads (computed in a register where `block` is).
+  Tensor sum_stage = total;
+  if (total.defined())
+    s[total].set_scope("local");
+  else if (!s[block].reduce_axis().empty())
+    sum_stage = s.cache_write(block, "local");
   Stage sc = s[block];
   auto [r, c] = sc.axes<2>();
   auto [b, x] = sc.split(sc.fuse(r, c), 256);
   sc.bind(b, thread_axis("blockIdx.x"));
   sc.bind(x, thread_axis("threadIdx.x"));
-  if (parts) {
-    s[acc].compute_at(sc, x);
-    s[acc].unroll(s[acc].reduce_axis()[0]);
+  if (sum_stage.defined()) {
+    s[sum_stage].compute_at(sc, x);
+    s[sum_stage].unroll(s[sum_stage].reduce_axis()[0]);
   }
 }
 

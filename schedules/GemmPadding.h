@@ -12,6 +12,7 @@
 
 #include "compiler/schedule/Schedule.h"
 
+#include <optional>
 #include <string>
 
 namespace tessel {
@@ -27,11 +28,14 @@ Tensor padded_copy(const Tensor &from, int64_t rows, int64_t cols, const std::st
 void schedule_padded_copy(Schedule &s, const Tensor &copy);
 
 /// The first rows x cols of `full` (rows x cols x ... of a padded result), or, where `full` has
-/// a leading axis of parts (split-K's partial sums), their sum in order.
-Tensor leading_block(const Tensor &full, int64_t rows, int64_t cols, const std::string &name);
+/// a leading axis of parts (split-K's partial sums), their sum in order; cast to `out` where
+/// given. A sum that is cast is a stage of its own (name + "_total", returned in `*total`).
+Tensor leading_block(const Tensor &full, int64_t rows, int64_t cols, const std::string &name,
+                     std::optional<DataType> out = std::nullopt, Tensor *total = nullptr);
 
-/// leading_block's kernel: an element a thread, consecutive threads along a row; parts added in
-/// a register.
-void schedule_leading_block(Schedule &s, const Tensor &block);
+/// The kernel of a leading_block, or of any elementwise stage over a sum of parts (a conv's
+/// epilogue after split-K: pass that sum as `total`): an element a thread, consecutive threads
+/// along a row; parts added in a register.
+void schedule_leading_block(Schedule &s, const Tensor &block, const Tensor &total = Tensor());
 
 } // namespace tessel

@@ -233,8 +233,8 @@ std::string to_string(const GemmWgmmaTiles &t) {
 
 bool hopper_gpu() { return Device::available() && Device::get().arch() == "sm_90"; }
 
-ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, DataType in) {
-  return gemm_wgmma(M, N, K, gemm_wgmma_tiles(M, N, K), in);
+ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, DataType in, DataType out) {
+  return gemm_wgmma(M, N, K, gemm_wgmma_tiles(M, N, K), in, out);
 }
 
 namespace {
@@ -297,28 +297,45 @@ PaddedGemm padded_gemm_definition(int64_t M, int64_t N, int64_t K, const GemmWgm
 } // namespace
 
 ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t,
-                            DataType in) {
+                            DataType in, DataType out) {
   user_check(in == Float(16) || in == BFloat(16), "gemm_wgmma")
       << "A and B must be float16 or bfloat16, got " << in;
+  user_check(out == Float(32) || out == Float(16) || out == BFloat(16), "gemm_wgmma")
+      << "C must be float32, float16 or bfloat16, got " << out;
   user_check(K > 0 && t.block_k > 0, "gemm_wgmma") << "K and block_k must be positive";
-  // A block of rows computed and M of them kept, or partial sums added: C by a second kernel.
-  const bool block_kept = M < t.block_m || t.split_k > 1;
-  PaddedGemm p = padded_gemm_definition(M, N, K, t, in,
-                                        t.split_k > 1 ? "C_part" : block_kept ? "C_full" : "C");
+  // What the wgmma kernel stores: partial sums (float32, added by a second kernel), a block of
+  // rows of which a second kernel keeps M, or C; a narrower C is the float32 sum (in the
+  // accumulators) rounded as it is stored.
+  const bool parts = t.split_k > 1, rows_kept = M < t.block_m, narrow = out != Float(32);
+  PaddedGemm p = padded_gemm_definition(
+      M, N, K, t, in, parts ? "C_part" : narrow ? "C_acc" : rows_kept ? "C_full" : "C");
   check_gemm_wgmma_tiles("gemm_wgmma", M, N, p.K, t);
-  const Tensor full = p.g.C;
-  const Tensor C = block_kept ? leading_block(full, M, N, "C") : full;
+  const Tensor acc = p.g.C;
+  Tensor stored = acc;
+  if (narrow && !parts)
+    stored = compute(
+        acc.shape(), [&](Var i, Var j) { return acc(i, j).astype(out); },
+        rows_kept ? "C_full" : "C", {"i", "j"});
+  Tensor total; // split-K into a narrow C: the parts' float32 sum, then rounded
+  const Tensor C = parts       ? leading_block(acc, M, N, "C", out, &total)
+                   : rows_kept ? leading_block(stored, M, N, "C")
+                               : stored;
   Schedule s = create_schedule({C});
   for (const Tensor &copy : {p.AP, p.BP})
     schedule_padded_copy(s, copy);
-  if (block_kept)
-    schedule_leading_block(s, C);
+  if (C != stored)
+    schedule_leading_block(s, C, total);
   // Memory hierarchy: global -> shared (swizzled) -> wgmma, accumulating in registers.
   WgmmaGemmStages st;
-  st.C = full;
-  st.AS = s.cache_read(p.AP, "shared", {full});
-  st.BS = s.cache_read(p.BP, "shared", {full});
-  st.CF = s.cache_write(full, "wgmma.accumulator");
+  st.C = stored;
+  st.AS = s.cache_read(p.AP, "shared", {acc});
+  st.BS = s.cache_read(p.BP, "shared", {acc});
+  if (stored == acc) {
+    st.CF = s.cache_write(acc, "wgmma.accumulator");
+  } else {
+    s[acc].set_scope("wgmma.accumulator");
+    st.CF = acc;
+  }
   st.in = in;
   schedule_wgmma_gemm(s, st, t);
 
@@ -469,17 +486,23 @@ ScheduleEntry wgmma_gemm_entry(const char *name, const char *description) {
 
 ScheduleEntry gemm_wgmma_entry() {
   ScheduleEntry e = wgmma_gemm_entry(
-      "gemm_wgmma", "GEMM on Hopper Tensor Cores (wgmma.mma_async, sm_90a), fp16 "
-                    "in, fp32 out; 128x256 blocks "
+      "gemm_wgmma", "GEMM on Hopper Tensor Cores (wgmma.mma_async, sm_90a), fp16 or bf16 "
+                    "in, fp32 out (C16=1: out in the input type); 128x256 blocks "
                     "of 2 warpgroups rasterized in groups of 8, K step 64 through 4 TMA stages of "
                     "128-byte swizzled shared tiles; "
                     "BM, BN, BK, S (stages), G (rasterization group), SW "
                     "(swizzle: 128, 64, 32 or 0) override the tiles; TMA=1 (the default) fills "
                     "swizzled, pipelined tiles with TMA bulk copies on an mbarrier ring, TMA=0 "
                     "with cp.async; SK splits K into that many parts (0: the tiles' choice, "
-                    "which splits grids under half a wave), added by a second kernel");
+                    "which splits grids under half a wave), added by a second kernel; C16=1 "
+                    "stores C in A's type (float16 or bfloat16), the float32 sum rounded once");
+  e.default_shape["C16"] = 0;
+  e.nonnegative.push_back("C16");
   e.build = [](const ShapeParams &p, DataType in) {
-    return gemm_wgmma(p.at("M"), p.at("N"), p.at("K"), gemm_wgmma_tiles_from_knobs(p), in);
+    user_check(p.at("C16") <= 1, "gemm_wgmma")
+        << "C16 must be 0 (C float32) or 1 (C in A's type), got " << p.at("C16");
+    return gemm_wgmma(p.at("M"), p.at("N"), p.at("K"), gemm_wgmma_tiles_from_knobs(p), in,
+                      p.at("C16") ? in : Float(32));
   };
   return e;
 }

@@ -72,10 +72,12 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K,
                                 const std::string &context = "gemm_wgmma",
                                 bool partial_blocks = true);
 
-/// A and B of type `in`: float16 or bfloat16.
-ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, DataType in = Float(16));
+/// A and B of type `in`: float16 or bfloat16; C of type `out`: float32, or float16 / bfloat16
+/// (the float32 sum rounded once as it is stored).
+ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, DataType in = Float(16),
+                            DataType out = Float(32));
 ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &tiles,
-                            DataType in = Float(16));
+                            DataType in = Float(16), DataType out = Float(32));
 
 /// The tilings the tuner tries for M x N x K: blocks of 128x256, 256x128 (4 warpgroups), 128x128
 /// and 64x256, K step 64, 3 or 4 stages, rasterization off or in groups of 8, TMA or cp.async

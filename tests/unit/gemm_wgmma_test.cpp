@@ -19,6 +19,8 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+
 #include <functional>
 #include <regex>
 
@@ -115,6 +117,35 @@ TEST(GemmWgmma, Bfloat16Inputs) {
     EXPECT_NE(sass->find("HGMMA.64x256x16.F32.BF16"), std::string::npos) << sass->substr(0, 3000);
   }
   expect_error([] { gemm_wgmma(128, 256, 64, Float(32)); }, {"float16 or bfloat16", "float32"});
+}
+
+// C in float16 or bfloat16: the float32 sum stays in the accumulators and is rounded once as it
+// is stored (one kernel); with fewer rows than a block, the block is rounded and M rows copied;
+// with split-K the parts stay float32 and the second kernel rounds their sum. Checked against
+// float64 on the executor; the one-kernel CUDA compiles for sm_90a.
+TEST(GemmWgmma, NarrowOutput) {
+  for (DataType in : {Float(16), BFloat(16)})
+    // M, N, K, split-K parts, kernels (the A copy padded to a block of rows, the GEMM, the
+    // kept rows or the parts' sum).
+    for (auto [M, N, K, split, kernels] :
+         {std::array<int64_t, 5>{128, 256, 128, 1, 1}, {40, 128, 128, 1, 3},
+          {64, 128, 1024, 2, 2}}) {
+      SCOPED_TRACE(std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) +
+                   " split " + std::to_string(split) + " " + in.str());
+      GemmWgmmaTiles t = gemm_wgmma_tiles(M, N, K);
+      t.split_k = int(split);
+      ScheduledProgram p = gemm_wgmma(M, N, K, t, in, in);
+      EXPECT_EQ(p.args.back().dtype(), in);
+      LoweredModule m = lower(p.schedule, p.args);
+      EXPECT_EQ(m.funcs.size(), size_t(kernels));
+      CheckResult r = check_on_cpu(p.schedule, p.args, p.num_inputs);
+      EXPECT_TRUE(r.compare.ok) << r.str();
+      if (m.funcs.size() == 1)
+        EXPECT_FALSE(
+            tessel::test::compile_for_sm90(m, codegen_cuda(m), "gemm_wgmma_c16.cu").cubin.empty());
+    }
+  expect_error([] { gemm_wgmma(128, 256, 64, {}, Float(16), Int(32)); },
+               {"gemm_wgmma", "C must be float32, float16 or bfloat16, got int32"});
 }
 
 // GEMM + bias + GELU in one kernel: the epilogue runs on the accumulators in registers

@@ -86,9 +86,11 @@ TEST(RandomSchedules, GemmWgmma) {
     std::ostringstream what;
     what << "seed " << seed << ": " << M << "x" << N << "x" << K << " " << in << " "
          << to_string(t) << (fused ? " + bias + GELU" : "");
+    DataType out = fused || rng() % 2 ? in : Float(32); // C rounded to A's type, or float32
+    what << " -> " << out;
     SCOPED_TRACE(what.str());
     ScheduledProgram p = fused ? gemm_wgmma_fused(M, N, K, t, in, in, bias_gelu_epilogue(in))
-                               : gemm_wgmma(M, N, K, t, in);
+                               : gemm_wgmma(M, N, K, t, in, out);
     CheckResult r = check_on_cpu(p.schedule, p.args, p.num_inputs, seed);
     EXPECT_TRUE(r.compare.ok) << r.str();
   }
