@@ -6,12 +6,13 @@ GemmMmaTiles gemm_mma_tiles(int64_t M, int64_t N, int64_t K) {
   return gemm_wmma_tiles(M, N, K, "gemm_mma");
 }
 
-ScheduledProgram gemm_mma(int64_t M, int64_t N, int64_t K, DataType in) {
-  return gemm_mma(M, N, K, gemm_mma_tiles(M, N, K), in);
+ScheduledProgram gemm_mma(int64_t M, int64_t N, int64_t K, DataType in, DataType out) {
+  return gemm_mma(M, N, K, gemm_mma_tiles(M, N, K), in, out);
 }
 
-ScheduledProgram gemm_mma(int64_t M, int64_t N, int64_t K, const GemmMmaTiles &t, DataType in) {
-  return tensor_core_gemm("gemm_mma", M, N, K, t, /*ptx_mma=*/true, in);
+ScheduledProgram gemm_mma(int64_t M, int64_t N, int64_t K, const GemmMmaTiles &t, DataType in,
+                          DataType out) {
+  return tensor_core_gemm("gemm_mma", M, N, K, t, /*ptx_mma=*/true, in, out);
 }
 
 ScheduleEntry gemm_mma_entry() {

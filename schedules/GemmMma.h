@@ -19,12 +19,14 @@ using GemmMmaTiles = GemmWmmaTiles;
 GemmMmaTiles gemm_mma_tiles(int64_t M, int64_t N, int64_t K);
 
 /// The ldmatrix / mma.sync GEMM with tiles chosen by gemm_mma_tiles; A and B of `in`
-/// (float16 or bfloat16).
-ScheduledProgram gemm_mma(int64_t M, int64_t N, int64_t K, DataType in = Float(16));
+/// (float16 or bfloat16), C of `out` (float32, or float16 / bfloat16: the float32 sum rounded
+/// as it is stored).
+ScheduledProgram gemm_mma(int64_t M, int64_t N, int64_t K, DataType in = Float(16),
+                          DataType out = Float(32));
 /// The ldmatrix / mma.sync GEMM with the given tiles; tessel::Error up front if they do not
 /// divide the shape.
 ScheduledProgram gemm_mma(int64_t M, int64_t N, int64_t K, const GemmMmaTiles &tiles,
-                          DataType in = Float(16));
+                          DataType in = Float(16), DataType out = Float(32));
 
 ScheduleEntry gemm_mma_entry();
 

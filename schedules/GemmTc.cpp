@@ -107,18 +107,18 @@ GemmTcConfig gemm_tc_config(int64_t M, int64_t N, int64_t K) {
 }
 
 ScheduledProgram gemm_tc(int64_t M, int64_t N, int64_t K, const GemmTcConfig &config,
-                         DataType in) {
-  return config.ptx_mma ? gemm_mma(M, N, K, config.tiles, in)
-                        : gemm_wmma(M, N, K, config.tiles, in);
+                         DataType in, DataType out) {
+  return config.ptx_mma || out != Float(32) ? gemm_mma(M, N, K, config.tiles, in, out)
+                                            : gemm_wmma(M, N, K, config.tiles, in);
 }
 
-ScheduledProgram gemm_tc(int64_t M, int64_t N, int64_t K, DataType in) {
+ScheduledProgram gemm_tc(int64_t M, int64_t N, int64_t K, DataType in, DataType out) {
   // On a Hopper GPU the wgmma path, which measured 0.90-0.99x cuBLAS (1.29x at 1024^3) where the
   // best mma.sync configuration measured 0.49x (bench/RESULTS.md), wherever its tiles fit (any
   // M and K and N from 32: it pads what its copies and blocks cannot take).
   if (hopper_gpu() && N >= 32)
-    return gemm_wgmma(M, N, K, in);
-  return gemm_tc(M, N, K, gemm_tc_config(M, N, K), in);
+    return gemm_wgmma(M, N, K, in, out);
+  return gemm_tc(M, N, K, gemm_tc_config(M, N, K), in, out);
 }
 
 ScheduleEntry gemm_tc_entry() {

@@ -39,10 +39,13 @@ const std::vector<GemmTcMeasured> &gemm_tc_measured();
 GemmTcConfig gemm_tc_config(int64_t M, int64_t N, int64_t K);
 
 /// On a Hopper GPU (hopper_gpu()) gemm_wgmma where its tiles fit; otherwise gemm_wmma or
-/// gemm_mma with gemm_tc_config(M, N, K). A and B of `in` (float16 or bfloat16).
-ScheduledProgram gemm_tc(int64_t M, int64_t N, int64_t K, DataType in = Float(16));
+/// gemm_mma with gemm_tc_config(M, N, K). A and B of `in` (float16 or bfloat16); C of `out`:
+/// float32, or float16 / bfloat16 (rounded as it is stored; off Hopper on the mma.sync path,
+/// with the configuration's tiles).
+ScheduledProgram gemm_tc(int64_t M, int64_t N, int64_t K, DataType in = Float(16),
+                         DataType out = Float(32));
 ScheduledProgram gemm_tc(int64_t M, int64_t N, int64_t K, const GemmTcConfig &config,
-                         DataType in = Float(16));
+                         DataType in = Float(16), DataType out = Float(32));
 
 /// The configurations the tuner tries for M x N x K: both paths, 4 or 8 warps, 32 to 64 rows and
 /// columns of fragments per warp, K steps of 32 or 64, 2 to 4 stages, rasterization off or in

@@ -138,7 +138,8 @@ ScheduledProgram gemm_wmma(int64_t M, int64_t N, int64_t K, const GemmWmmaTiles 
 }
 
 ScheduledProgram tensor_core_gemm(const std::string &context, int64_t M, int64_t N, int64_t K,
-                                  const GemmWmmaTiles &t, bool ptx_mma, DataType in) {
+                                  const GemmWmmaTiles &t, bool ptx_mma, DataType in,
+                                  DataType out) {
   // Dimensions that are not whole fragments run on copies padded with zeros, into a padded C
   // whose leading M x N block a last kernel copies out (GemmPadding.h).
   const int64_t Mp = in_fragments(context, "M", M), Np = in_fragments(context, "N", N),
@@ -146,36 +147,54 @@ ScheduledProgram tensor_core_gemm(const std::string &context, int64_t M, int64_t
   check_wmma_gemm_tiles(context, {"M", Mp}, {"N", Np}, {"K", Kp}, t);
   user_check(in == Float(16) || in == BFloat(16), context)
       << "A and B must be float16 or bfloat16, got " << in;
-  const bool padded = Mp != M || Np != N || Kp != K;
+  const bool narrow = out != Float(32);
+  user_check(!narrow || (ptx_mma && (out == Float(16) || out == BFloat(16))), context)
+      << "C must be float32" << (ptx_mma ? ", float16 or bfloat16" : "") << ", got " << out
+      << (ptx_mma ? "" : "; WMMA stores float32 fragments: float16 / bfloat16 C on gemm_mma "
+                         "(mma.sync) or gemm_wgmma");
+  const bool padded = Mp != M || Np != N || Kp != K, kept = Mp != M || Np != N;
   GemmTensors g = gemm_definition(M, N, K, in);
-  Tensor AP = g.A, BP = g.B, full = g.C;
-  if (padded) {
+  // The sum (float32, in the accumulators), what the GEMM kernel stores (the sum, or the sum
+  // rounded to a narrower C), and C (a last kernel keeps its leading block where the shape is
+  // padded).
+  Tensor AP = g.A, BP = g.B, sum_ = g.C;
+  if (padded || narrow) {
     AP = padded_copy(g.A, Mp, Kp, "A_pad");
     BP = padded_copy(g.B, Kp, Np, "B_pad");
     IterVar k = reduce_axis({0, Kp}, "k");
-    full = compute(
+    sum_ = compute(
         {Mp, Np},
         [&](Var i, Var j) {
           return sum(AP(i, k).astype(Float(32)) * BP(k, j).astype(Float(32)), {k});
         },
-        Mp != M || Np != N ? "C_full" : "C", {"i", "j"});
-    g.C = Mp != M || Np != N ? leading_block(full, M, N, "C") : full;
+        narrow ? "C_acc" : kept ? "C_full" : "C", {"i", "j"});
   }
+  Tensor stored = sum_;
+  if (narrow)
+    stored = compute(
+        {Mp, Np}, [&](Var i, Var j) { return sum_(i, j).astype(out); },
+        kept ? "C_full" : "C", {"i", "j"});
+  g.C = kept ? leading_block(stored, M, N, "C") : stored;
   Schedule s = create_schedule({g.C});
   for (const Tensor &copy : {AP, BP})
     schedule_padded_copy(s, copy);
-  if (full != g.C)
+  if (stored != g.C)
     schedule_leading_block(s, g.C);
 
   // Memory hierarchy: global -> shared -> fragments -> accumulator -> global.
   std::string frag = ptx_mma ? "mma." : "wmma.";
   WmmaGemmStages st;
-  st.C = full;
-  st.AS = s.cache_read(AP, "shared", {full});
-  st.BS = s.cache_read(BP, "shared", {full});
-  st.AF = s.cache_read(st.AS, frag + "matrix_a", {full});
-  st.BF = s.cache_read(st.BS, frag + "matrix_b", {full});
-  st.CF = s.cache_write(full, frag + "accumulator");
+  st.C = stored;
+  st.AS = s.cache_read(AP, "shared", {sum_});
+  st.BS = s.cache_read(BP, "shared", {sum_});
+  st.AF = s.cache_read(st.AS, frag + "matrix_a", {sum_});
+  st.BF = s.cache_read(st.BS, frag + "matrix_b", {sum_});
+  if (narrow) {
+    s[sum_].set_scope(frag + "accumulator");
+    st.CF = sum_;
+  } else {
+    st.CF = s.cache_write(sum_, frag + "accumulator");
+  }
   st.ptx_mma = ptx_mma;
   st.in = in;
   schedule_wmma_gemm(s, st, t);
@@ -244,7 +263,7 @@ void schedule_wmma_gemm(Schedule &s, const WmmaGemmStages &st, const GemmWmmaTil
     af.tensorize(aii, mma_load_matrix("mma.matrix_a", "row_major", st.in));
     bf.tensorize(bk, mma_load_matrix("mma.matrix_b", st.b_layout, st.in));
     sf.tensorize(cii, mma_gemm(st.in));
-    sc.tensorize(c.inner_i, mma_store_matrix());
+    sc.tensorize(c.inner_i, mma_store_matrix("global", st.C.dtype()));
   } else if (t.tensorize) {
     af.tensorize(aii, wmma_load_matrix("wmma.matrix_a", "row_major", {}, st.in));
     bf.tensorize(bk, wmma_load_matrix("wmma.matrix_b", st.b_layout, {}, st.in));

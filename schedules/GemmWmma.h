@@ -66,10 +66,12 @@ ScheduleEntry gemm_wmma_entry();
 
 /// gemm_wmma's whole program (definition, memory hierarchy, schedule, shape checks naming
 /// `context`) on WMMA fragments, or with `ptx_mma` on the register fragments of PTX ldmatrix /
-/// mma.sync (gemm_mma). A and B of type `in` (float16 or bfloat16).
+/// mma.sync (gemm_mma). A and B of type `in` (float16 or bfloat16); C of type `out`: float32,
+/// or, on the mma.sync path, float16 / bfloat16 (the float32 sum rounded as it is stored; WMMA
+/// stores float32 fragments only).
 ScheduledProgram tensor_core_gemm(const std::string &context, int64_t M, int64_t N, int64_t K,
                                   const GemmWmmaTiles &tiles, bool ptx_mma,
-                                  DataType in = Float(16));
+                                  DataType in = Float(16), DataType out = Float(32));
 /// The registry entry of tensor_core_gemm: shape M, N, K and the rasterization group G.
 ScheduleEntry tensor_core_gemm_entry(const std::string &name, const std::string &description,
                                      bool ptx_mma);

@@ -114,13 +114,18 @@ std::shared_ptr<const TensorIntrin> mma_gemm(DataType in) {
       in == Float(16) ? "mma_gemm" : "mma_gemm(" + in.str() + ")");
 }
 
-std::shared_ptr<const TensorIntrin> mma_store_matrix(const std::string &scope) {
+std::shared_ptr<const TensorIntrin> mma_store_matrix(const std::string &scope, DataType out) {
   user_check(scope == "global" || scope == "shared", "mma_store_matrix")
       << "scope must be global or shared, got '" << scope << "'";
+  user_check(out == Float(32) || out == Float(16) || out == BFloat(16), "mma_store_matrix")
+      << "stores float32, or rounds to float16 or bfloat16; got " << out;
   Tensor A = placeholder({kTile, kTile}, Float(32), "A");
-  Tensor C = compute({kTile, kTile}, [&](Var i, Var j) { return A(i, j); }, "C", {"i", "j"});
+  Tensor C = compute(
+      {kTile, kTile},
+      [&](Var i, Var j) { return out == Float(32) ? A(i, j) : A(i, j).astype(out); }, "C",
+      {"i", "j"});
   Buffer BA = fragment_decl("BA", Float(32), "mma.accumulator");
-  Buffer BC = Buffer::make("BC", Float(32), C.shape(), scope);
+  Buffer BC = Buffer::make("BC", out, C.shape(), scope);
   return decl_tensor_intrin(
       C, {{A, BA}, {C, BC}},
       [](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
@@ -138,7 +143,7 @@ std::shared_ptr<const TensorIntrin> mma_store_matrix(const std::string &scope) {
         b.body = Seq::make(std::move(stores));
         return b;
       },
-      "mma_store_matrix");
+      out == Float(32) ? "mma_store_matrix" : "mma_store_matrix(" + out.str() + ")");
 }
 
 } // namespace tessel

@@ -40,7 +40,9 @@ std::shared_ptr<const TensorIntrin> mma_gemm(DataType in = Float(16));
 
 /// Stores a 16x16 float32 accumulator tile from registers to memory of `scope` ("global" or
 /// "shared"), row major, each thread its own elements: one float2 per row and 8-column half
-/// when the row stride is even, single floats otherwise.
-std::shared_ptr<const TensorIntrin> mma_store_matrix(const std::string &scope = "global");
+/// when the row stride is even, single floats otherwise. With `out` float16 or bfloat16 each
+/// value is rounded as it is stored (a half2 / bfloat162 where a float2 would be).
+std::shared_ptr<const TensorIntrin> mma_store_matrix(const std::string &scope = "global",
+                                                     DataType out = Float(32));
 
 } // namespace tessel

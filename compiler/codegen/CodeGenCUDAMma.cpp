@@ -192,21 +192,40 @@ bool CUDAKernelEmitter::emit_mma(const Call *op) {
         << name << ": lanes must be 1 or 2, got " << lanes;
     const auto *ptr = a[2].as<Call>();
     const auto *load = ptr && ptr->is_intrinsic(intrinsic::address_of) ? ptr->args[0].as<BufferLoad>() : nullptr;
-    user_check(load && load->buffer.dtype() == Float(32), "codegen_cuda")
+    const DataType out = load ? load->buffer.dtype() : DataType();
+    user_check(load && (out == Float(32) || out == Float(16) || out == BFloat(16)),
+               "codegen_cuda")
         << name << " in kernel '" << f_.name
-        << "': the pointer must be address_of(buffer[index]) of a float32 buffer, got " << a[2];
+        << "': the pointer must be address_of(buffer[index]) of a float32, float16 or bfloat16 "
+           "buffer, got " << a[2];
+    if (out != Float(32))
+      needs_.fp16 = true;
+    if (out == BFloat(16))
+      needs_.bf16 = true;
     std::string p = print(a[2]);
     auto at = [&](int64_t offset) {
       return offset == 0 ? p : "(" + p + " + " + std::to_string(offset) + ")";
     };
+    // Each value rounded to the buffer's type where it is narrower (round to nearest even).
+    const char *pair = out == Float(32)   ? "float2"
+                       : out == Float(16) ? "__half2"
+                                          : "__nv_bfloat162";
+    const char *make_pair = out == Float(32)   ? "make_float2"
+                            : out == Float(16) ? "__floats2half2_rn"
+                                               : "__floats2bfloat162_rn";
+    auto one = [&](const std::string &v) {
+      return out == Float(32) ? v
+             : out == Float(16) ? "__float2half_rn(" + v + ")"
+                                : "__float2bfloat16_rn(" + v + ")";
+    };
     for (int row = 0; row < 2; ++row) {
       int64_t offset = row * 8 * stride;
       if (lanes == 2) {
-        line("*(float2*)" + at(offset) + " = make_float2(" + r[2 * row] + ", " + r[2 * row + 1] +
-             ");");
+        line(std::string("*(") + pair + "*)" + at(offset) + " = " + make_pair + "(" +
+             r[2 * row] + ", " + r[2 * row + 1] + ");");
       } else {
-        line("*" + at(offset) + " = " + r[2 * row] + ";");
-        line("*" + at(offset + 1) + " = " + r[2 * row + 1] + ";");
+        line("*" + at(offset) + " = " + one(r[2 * row]) + ";");
+        line("*" + at(offset + 1) + " = " + one(r[2 * row + 1]) + ";");
       }
     }
     return true;

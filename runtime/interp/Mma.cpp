@@ -183,15 +183,19 @@ private:
       const int32_t thread = int32_t(32 * w + l);
       user_check(ptr[l] % lanes == 0, "interp")
           << name_ << " by warp " << w << " of block " << M.block_name() << ": "
-          << M.thread_name(uint32_t(thread)) << " stores " << lanes << " floats at '" << mem.name
-          << "' + " << ptr[l] << ", which is not aligned to " << lanes * 4 << " bytes";
+          << M.thread_name(uint32_t(thread)) << " stores " << lanes << " elements at '"
+          << mem.name << "' + " << ptr[l] << ", which is not aligned to "
+          << lanes * mem.dtype.bytes() << " bytes";
       for (int e = 0; e < 4; ++e) {
         int64_t i = ptr[l] + (e / 2) * 8 * stride + e % 2;
         if (i < 0 || i >= mem.size)
           report_out_of_bounds(M, mem, true, i, mem.size, thread);
         if (mem.scope == MemScope::Shared)
           shared_write(M, mem, i, thread);
-        mem.data[i] = reg(frag, w, l, first + e);
+        // Rounded to the memory's type where it is narrower (float16 / bfloat16 C).
+        Val v;
+        v.f = round_float(mem.num.kind, reg(frag, w, l, first + e).f);
+        mem.data[i] = v;
       }
     }
   }
@@ -294,9 +298,11 @@ StmtPtr compile_mma(Compiler &C, const Call *call) {
     user_check(code->lanes == 1 || code->lanes == 2, "interp")
         << n << ": lanes must be 1 or 2, got " << code->lanes;
     pointer(a[2], MemScope::Global);
-    user_check(code->ptr_mem->dtype == frag->dtype, "interp")
+    const DataType out = code->ptr_mem->dtype;
+    user_check(out == Float(32) || out == Float(16) || out == BFloat(16), "interp")
         << n << ": fragment '" << frag->name << "' holds " << frag->dtype << " but buffer '"
-        << code->ptr_mem->name << "' holds " << code->ptr_mem->dtype;
+        << code->ptr_mem->name << "' holds " << out
+        << "; the store writes float32, or rounds to float16 or bfloat16";
     return code;
   }
   user_error("interp") << "unknown mma intrinsic '" << n << "'";

@@ -7,6 +7,7 @@
 
 #include "compiler/codegen/CodeGenCUDA.h"
 #include "compiler/tessel.h"
+#include "runtime/Check.h"
 #include "runtime/Nvrtc.h"
 #include "schedules/GemmMma.h"
 
@@ -15,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <regex>
 
 using namespace tessel;
@@ -130,6 +132,31 @@ TEST(GemmMma, BFloat16Inputs) {
                                                 {"HMMA.16816.F32.BF16", "LDSM.16.M88.4"},
                                                 {"LDL", "STL"}))
     GTEST_SKIP() << tessel::test::kNoCuobjdump;
+}
+
+// C in float16 or bfloat16: the float32 sum rounded as each thread stores its elements (half2 /
+// bfloat162 pairs), aligned and ragged, against float64 on the executor; compiled for sm_80.
+// WMMA stores float32 fragments only, and says where narrower C runs.
+TEST(GemmMma, NarrowOutput) {
+  for (DataType out : {Float(16), BFloat(16)})
+    for (auto [M, N, K] : {std::array<int64_t, 3>{128, 128, 64}, {100, 24, 40}}) {
+      SCOPED_TRACE(std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " " +
+                   out.str());
+      ScheduledProgram p = gemm_mma(M, N, K, out, out);
+      EXPECT_EQ(p.args.back().dtype(), out);
+      CheckResult r = check_on_cpu(p.schedule, p.args, p.num_inputs);
+      EXPECT_TRUE(r.compare.ok) << r.str();
+      std::string src = codegen_cuda(lower(p.schedule, p.args));
+      EXPECT_NE(src.find(out == Float(16) ? "*(__half2*)" : "*(__nv_bfloat162*)"),
+                std::string::npos) << src;
+      CompileOptions o;
+      o.arch = "sm_80";
+      EXPECT_FALSE(nvrtc_compile(src, nvrtc_options(o), "gemm_mma_c16.cu").cubin.empty());
+    }
+  expect_error([] { tensor_core_gemm("gemm_wmma", 64, 64, 32, gemm_wmma_tiles(64, 64, 32), false,
+                                     Float(16), Float(16)); },
+               {"gemm_wmma", "C must be float32, got float16",
+                "WMMA stores float32 fragments", "gemm_mma (mma.sync) or gemm_wgmma"});
 }
 
 // Dimensions that are not whole 16x16x16 fragments run on zero-padded copies of A and B (one

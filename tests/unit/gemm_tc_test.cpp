@@ -5,6 +5,7 @@
 
 #include "compiler/codegen/CodeGenCUDA.h"
 #include "compiler/tessel.h"
+#include "runtime/Check.h"
 #include "schedules/GemmTc.h"
 
 #include <gtest/gtest.h>
@@ -115,4 +116,20 @@ TEST(GemmTc, BothPathsMatchReferenceOnExecutor) {
     check_on_executor(gemm_tc(192, 128, 160, {t, ptx}), 192, 128, 160);
   }
   check_on_executor(gemm_tc(128, 128, 128), 128, 128, 128);
+}
+
+// bfloat16 A and B on both paths; a float16 or bfloat16 C takes the mma.sync path with the
+// configuration's tiles (WMMA stores float32 only). Against float64 on the executor.
+TEST(GemmTc, BFloat16AndNarrowOutput) {
+  GemmWmmaTiles t{.block_row_warps = 2, .block_col_warps = 2, .warp_row_tiles = 2,
+                  .warp_col_tiles = 2, .chunk = 2, .stages = 3};
+  for (bool ptx : {false, true})
+    for (DataType out : {Float(32), BFloat(16)}) {
+      SCOPED_TRACE(std::string(ptx ? "mma " : "wmma ") + out.str());
+      ScheduledProgram p = gemm_tc(192, 128, 160, {t, ptx}, BFloat(16), out);
+      EXPECT_EQ(p.args[0].dtype(), BFloat(16));
+      EXPECT_EQ(p.args.back().dtype(), out);
+      CheckResult r = check_on_cpu(p.schedule, p.args, p.num_inputs);
+      EXPECT_TRUE(r.compare.ok) << r.str();
+    }
 }

@@ -328,7 +328,7 @@ TEST(MmaIntrinsicsErrors, ExecutorChecksWarpCalls) {
   expect_error([&] {
     g.mismatch(rewrite(f, intrinsic::mma_store_fragment,
                        [](const Call *op) { return with_arg(op, 2, shifted(op->args[2], 1)); }));
-  }, {"mma_store_fragment by warp 0", "stores 2 floats at 'C' + 1", "not aligned to 8 bytes"});
+  }, {"mma_store_fragment by warp 0", "stores 2 elements at 'C' + 1", "not aligned to 8 bytes"});
   expect_error([&] {
     g.mismatch(rewrite(f, intrinsic::mma_ldmatrix, [](const Call *op) {
       return with_arg(op, 1, op->args[1] + floordiv(lane_id(), 16));

@@ -142,7 +142,7 @@ TEST(RandomSchedules, Conv2dWgmma) {
 
 // gemm_wmma and gemm_mma: 1 or 2 warps each way, 1 or 2 fragments a warp each way, K steps of
 // 16 or 32, 1 to 3 stages, rasterized or not; each of M, N, K one to three blocks less up to 15
-// (not whole fragments: padded copies and C's leading block).
+// (not whole fragments: padded copies and C's leading block); on mma.sync C float32 or A's type.
 TEST(RandomSchedules, GemmWmmaAndMma) {
   for (uint64_t seed : seeds(6, 20261125)) {
     std::mt19937_64 rng(seed);
@@ -161,12 +161,13 @@ TEST(RandomSchedules, GemmWmmaAndMma) {
     const int64_t M = dim(t.block_m()), N = dim(t.block_n()), K = dim(t.block_k());
     const bool mma = rng() % 2 == 0;
     DataType in = pick<DataType>(rng, {Float(16), BFloat(16)});
+    DataType out = mma && rng() % 2 ? in : Float(32); // mma.sync may round C to A's type
     std::ostringstream what;
     what << "seed " << seed << ": " << (mma ? "gemm_mma " : "gemm_wmma ") << M << "x" << N << "x"
-         << K << " " << in << " " << to_string(t);
+         << K << " " << in << " -> " << out << " " << to_string(t);
     SCOPED_TRACE(what.str());
     ScheduledProgram p =
-        tensor_core_gemm(mma ? "gemm_mma" : "gemm_wmma", M, N, K, t, mma, in);
+        tensor_core_gemm(mma ? "gemm_mma" : "gemm_wmma", M, N, K, t, mma, in, out);
     CheckResult r = check_on_cpu(p.schedule, p.args, p.num_inputs, seed);
     EXPECT_TRUE(r.compare.ok) << r.str();
   }
