@@ -63,9 +63,6 @@ GemmWmmaTiles gemm_tiles(const Conv2dTcTiles &t) {
 
 void check_tiles(const Conv2dTcShape &sh, const Conv2dTcTiles &t) {
   check_shape(sh);
-  user_check(sh.out_dtype == Float(32), "conv2d_tc")
-      << "the WMMA path stores y from float32 fragments as float32, got y of " << sh.out_dtype
-      << "; narrower outputs are on the wgmma path (conv2d_wgmma, sm_90a)";
   // The reduction is walked tap by tap, C channels each, so the K step must divide C (not only
   // R*S*C).
   check_wmma_gemm_tiles("conv2d_tc", {"N*P*Q", sh.gemm_m(), /*shifts=*/true}, {"K", sh.out_channels},
@@ -245,16 +242,26 @@ ScheduledProgram conv2d_tc(const Conv2dTcShape &sh, const Conv2dTcTiles &t) {
   s[d.A].compute_inline();
   s[d.Wv].compute_inline();
 
+  // WMMA fragments, or, for a float16 / bfloat16 y (WMMA stores float32 only), mma.sync's
+  // register fragments, whose store rounds each value (the sum stays float32 until then).
+  const bool narrow = d.acc != d.y;
+  const std::string frag = narrow ? "mma." : "wmma.";
   WmmaGemmStages st;
   st.C = d.y;
   st.AS = s.cache_read(d.A, "shared", {d.acc});
-  st.AF = s.cache_read(st.AS, "wmma.matrix_a", {d.y});
+  st.AF = s.cache_read(st.AS, frag + "matrix_a", {d.acc});
   // The filter's shared tile keeps w's order, output channel x rk (rk contiguous, 16-byte
   // loads); B = its transpose is the fragment, loaded "col_major" from it.
   st.BS = s.cache_read(d.Wv, "shared", {d.B});
-  s[d.B].set_scope("wmma.matrix_b");
+  s[d.B].set_scope(frag + "matrix_b");
   st.BF = d.B;
-  st.CF = s.cache_write(d.y, "wmma.accumulator");
+  if (narrow) {
+    s[d.acc].set_scope("mma.accumulator");
+    st.CF = d.acc;
+  } else {
+    st.CF = s.cache_write(d.y, "wmma.accumulator");
+  }
+  st.ptx_mma = narrow;
   st.b_layout = "col_major";
   st.k_period = sh.in_channels;
   st.in = sh.in_dtype;
@@ -404,10 +411,11 @@ ScheduleEntry wgmma_conv_entry(const char *name, const char *description, int64_
   ScheduleEntry e = conv2d_tc_entry();
   e.name = name;
   e.description = description;
-  for (const char *knob : {"BM", "BN", "S", "G", "SK", "TMA", "Y16"}) {
-    e.default_shape[knob] = std::string(knob) == "TMA" ? 1 : std::string(knob) == "Y16" ? y16 : 0;
+  for (const char *knob : {"BM", "BN", "S", "G", "SK", "TMA"}) {
+    e.default_shape[knob] = std::string(knob) == "TMA" ? 1 : 0;
     e.nonnegative.push_back(knob);
   }
+  e.default_shape["Y16"] = y16; // conv2d_tc's, with this entry's default
   e.dtypes = {Float(16), BFloat(16)};
   return e;
 }
@@ -448,15 +456,20 @@ ScheduleEntry conv2d_bias_relu_entry() {
 ScheduleEntry conv2d_tc_entry() {
   ScheduleEntry e;
   e.name = "conv2d_tc";
-  e.description = "conv2d as an implicit GEMM on Tensor Cores (WMMA) on cuDNN's layouts: x NHWC, "
-                  "w KRSC fp16 or bf16, y NPQK fp32; stride, dil(ation), zero padding";
-  e.default_shape = {{"N", 256}, {"H", 14}, {"W", 14},     {"C", 256},  {"K", 512},
-                     {"R", 3},   {"pad", 1}, {"stride", 1}, {"dil", 1}};
-  e.nonnegative = {"pad"};
+  e.description = "conv2d as an implicit GEMM on Tensor Cores (on Hopper conv2d_wgmma, else WMMA) "
+                  "on cuDNN's layouts: x NHWC, w KRSC fp16 or bf16, y NPQK fp32 (Y16=1: "
+                  "float16, off Hopper on mma.sync); stride, dil(ation), zero padding";
+  e.default_shape = {{"N", 256}, {"H", 14},     {"W", 14},  {"C", 256}, {"K", 512},
+                     {"R", 3},   {"pad", 1},    {"stride", 1}, {"dil", 1}, {"Y16", 0}};
+  e.nonnegative = {"pad", "Y16"};
   e.dtypes = {Float(16), BFloat(16)};
   e.build = [](const ShapeParams &p, DataType in) {
     Conv2dTcShape sh = conv2d_shape_of(p);
     sh.in_dtype = in;
+    user_check(p.at("Y16") <= 1, "conv2d_tc")
+        << "Y16 must be 0 (y float32) or 1 (y float16), got " << p.at("Y16");
+    if (p.at("Y16"))
+      sh.out_dtype = Float(16);
     return conv2d_tc(sh);
   };
   return e;

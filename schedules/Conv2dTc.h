@@ -33,7 +33,7 @@ struct Conv2dTcShape {
   int dilation = 1;        ///< of the filter taps over the input, along H and W
   int pad_end = -1;        ///< zero rows / columns below and right; -1: pad (symmetric)
   /// y's type: float32 (the accumulator's), or float16 / bfloat16 (rounded from it, as cuDNN's
-  /// fp16 convolutions write; the wgmma path only).
+  /// fp16 convolutions write; off the wgmma path on mma.sync's register fragments).
   DataType out_dtype = Float(32);
   /// x's and w's type: float16 or bfloat16.
   DataType in_dtype = Float(16);

@@ -321,6 +321,24 @@ TEST(Conv2dTc, RaggedPixelsShiftTheLastBlock) {
                      sh); // 72 pixels in blocks of 64: the second starts at row 8
 }
 
+// y in float16 or bfloat16 off Hopper: mma.sync's register fragments (WMMA stores float32
+// only), each value rounded once as it is stored; exact against the direct conv; sm_80 CUDA.
+TEST(Conv2dTc, NarrowOutputOnMmaSync) {
+  for (DataType y : {Float(16), BFloat(16)}) {
+    SCOPED_TRACE(y.str());
+    Conv2dTcShape sh{.batch = 1, .height = 7, .width = 7, .in_channels = 32, .out_channels = 32,
+                     .stride = 1, .out_dtype = y, .in_dtype = y};
+    ScheduledProgram p = conv2d_tc(sh, conv2d_tc_tiles(sh));
+    expect_direct_conv(p, sh);
+    std::string src = codegen_cuda(lower(p.schedule, p.args));
+    EXPECT_NE(src.find("mma.sync.aligned.m16n8k16"), std::string::npos) << src;
+    EXPECT_EQ(src.find("nvcuda::wmma"), std::string::npos) << src;
+    CompileOptions o;
+    o.arch = "sm_80";
+    EXPECT_FALSE(nvrtc_compile(src, nvrtc_options(o), "conv2d_tc_y16.cu").cubin.empty());
+  }
+}
+
 TEST(Conv2dTcErrors, ShapesTheTilesDoNotFit) {
   expect_error([] { conv2d_tc({.batch = 1, .height = 3, .width = 3, .in_channels = 32,
                                .out_channels = 32, .kernel = 3, .pad = 1}); },

@@ -173,9 +173,10 @@ TEST(RandomSchedules, GemmWmmaAndMma) {
   }
 }
 
-// conv2d_tc's WMMA path: stride, dilation, asymmetric padding, batch 1, output pixels that are
-// not whole blocks (the last block shifts inwards), float16 or bfloat16 x and w, random tiles
-// that fit (blocks of at most N*P*Q rows, dividing K and C, whole 16-byte loads).
+// conv2d_tc off Hopper: stride, dilation, asymmetric padding, batch 1, output pixels that are
+// not whole blocks (the last block shifts inwards), float16 or bfloat16 x and w, y float32
+// (WMMA) or float16 / bfloat16 (mma.sync), random tiles that fit (blocks of at most N*P*Q rows,
+// dividing K and C, whole 16-byte loads).
 TEST(RandomSchedules, Conv2dTcWmma) {
   for (uint64_t seed : seeds(4, 20261126)) {
     std::mt19937_64 rng(seed);
@@ -191,6 +192,8 @@ TEST(RandomSchedules, Conv2dTcWmma) {
     sh.in_channels = pick<int>(rng, {16, 32, 48});
     sh.out_channels = pick<int>(rng, {16, 32, 64});
     sh.in_dtype = pick<DataType>(rng, {Float(16), BFloat(16)});
+    // float32 y on WMMA; float16 / bfloat16 on mma.sync's fragments
+    sh.out_dtype = pick<DataType>(rng, {Float(32), Float(32), Float(16), BFloat(16)});
     while (sh.gemm_m() < 16) // at least one fragment of output pixels
       ++sh.batch;
     Conv2dTcTiles t;
@@ -213,7 +216,8 @@ TEST(RandomSchedules, Conv2dTcWmma) {
     what << "seed " << seed << ": N=" << sh.batch << " " << sh.height << "x" << sh.width << " "
          << sh.in_channels << "->" << sh.out_channels << " " << sh.kernel << "x" << sh.kernel
          << " pad " << sh.pad << "/" << sh.pad_after() << " stride " << sh.stride << " dilation "
-         << sh.dilation << ", " << sh.in_dtype << ", " << sh.gemm_m() << " pixels in blocks of "
+         << sh.dilation << ", " << sh.in_dtype << " -> " << sh.out_dtype << ", " << sh.gemm_m()
+         << " pixels in blocks of "
          << t.block_m() << "x" << t.block_n() << ", K step " << t.block_k() << ", "
          << t.stages << " stages";
     SCOPED_TRACE(what.str());
