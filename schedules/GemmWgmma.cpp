@@ -495,7 +495,7 @@ ScheduleEntry gemm_wgmma_entry() {
                     "swizzled, pipelined tiles with TMA bulk copies on an mbarrier ring, TMA=0 "
                     "with cp.async; SK splits K into that many parts (0: the tiles' choice, "
                     "which splits grids under half a wave), added by a second kernel; C16=1 "
-                    "stores C in A's type (float16 or bfloat16), the float32 sum rounded once");
+                    "rounds the float32 sum once as it is stored");
   e.default_shape["C16"] = 0;
   e.nonnegative.push_back("C16");
   e.build = [](const ShapeParams &p, DataType in) {
