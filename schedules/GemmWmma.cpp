@@ -154,25 +154,25 @@ ScheduledProgram tensor_core_gemm(const std::string &context, int64_t M, int64_t
                          "(mma.sync) or gemm_wgmma");
   const bool padded = Mp != M || Np != N || Kp != K, kept = Mp != M || Np != N;
   GemmTensors g = gemm_definition(M, N, K, in);
-  // The sum (float32, in the accumulators), what the GEMM kernel stores (the sum, or the sum
-  // rounded to a narrower C), and C (a last kernel keeps its leading block where the shape is
-  // padded).
-  Tensor AP = g.A, BP = g.B, sum_ = g.C;
+  // The sum (float32, in the accumulators; its own stage where the shape is padded or C is
+  // narrower), what the GEMM kernel stores (the sum, or the sum rounded to a narrower C), and C
+  // (a last kernel keeps its leading block where the shape is padded).
+  Tensor AP = g.A, BP = g.B, acc = g.C;
   if (padded || narrow) {
     AP = padded_copy(g.A, Mp, Kp, "A_pad");
     BP = padded_copy(g.B, Kp, Np, "B_pad");
     IterVar k = reduce_axis({0, Kp}, "k");
-    sum_ = compute(
+    acc = compute(
         {Mp, Np},
         [&](Var i, Var j) {
           return sum(AP(i, k).astype(Float(32)) * BP(k, j).astype(Float(32)), {k});
         },
         narrow ? "C_acc" : kept ? "C_full" : "C", {"i", "j"});
   }
-  Tensor stored = sum_;
+  Tensor stored = acc;
   if (narrow)
     stored = compute(
-        {Mp, Np}, [&](Var i, Var j) { return sum_(i, j).astype(out); },
+        {Mp, Np}, [&](Var i, Var j) { return acc(i, j).astype(out); },
         kept ? "C_full" : "C", {"i", "j"});
   g.C = kept ? leading_block(stored, M, N, "C") : stored;
   Schedule s = create_schedule({g.C});
@@ -185,15 +185,15 @@ ScheduledProgram tensor_core_gemm(const std::string &context, int64_t M, int64_t
   std::string frag = ptx_mma ? "mma." : "wmma.";
   WmmaGemmStages st;
   st.C = stored;
-  st.AS = s.cache_read(AP, "shared", {sum_});
-  st.BS = s.cache_read(BP, "shared", {sum_});
-  st.AF = s.cache_read(st.AS, frag + "matrix_a", {sum_});
-  st.BF = s.cache_read(st.BS, frag + "matrix_b", {sum_});
+  st.AS = s.cache_read(AP, "shared", {acc});
+  st.BS = s.cache_read(BP, "shared", {acc});
+  st.AF = s.cache_read(st.AS, frag + "matrix_a", {acc});
+  st.BF = s.cache_read(st.BS, frag + "matrix_b", {acc});
   if (narrow) {
-    s[sum_].set_scope(frag + "accumulator");
-    st.CF = sum_;
+    s[acc].set_scope(frag + "accumulator");
+    st.CF = acc;
   } else {
-    st.CF = s.cache_write(sum_, frag + "accumulator");
+    st.CF = s.cache_write(acc, frag + "accumulator");
   }
   st.ptx_mma = ptx_mma;
   st.in = in;
