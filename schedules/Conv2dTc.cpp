@@ -65,7 +65,8 @@ void check_tiles(const Conv2dTcShape &sh, const Conv2dTcTiles &t) {
   check_shape(sh);
   // The reduction is walked tap by tap, C channels each, so the K step must divide C (not only
   // R*S*C).
-  check_wmma_gemm_tiles("conv2d_tc", {"N*P*Q", sh.gemm_m(), /*shifts=*/true}, {"K", sh.out_channels},
+  check_wmma_gemm_tiles("conv2d_tc", {"N*P*Q", sh.gemm_m(), /*shifts=*/true},
+                        {"K", sh.out_channels},
                         {"C", sh.in_channels}, gemm_tiles(t));
   user_check(t.stages >= 1 && t.stages <= 8, "conv2d_tc")
       << "stages=" << t.stages
@@ -428,9 +429,9 @@ ScheduleEntry conv2d_wgmma_entry() {
       "conv2d as an implicit GEMM on Hopper Tensor Cores (wgmma, sm_90a) on cuDNN's "
       "layouts: x NHWC, w KRSC fp16 or bf16, y NPQK fp32; stride, dil(ation), zero padding; "
       "gemm_wgmma's schedule; BM, BN, S (stages), G (rasterization group), SK (split-K "
-      "parts of whole filter taps; 1: none) override its tiles (0: the default); TMA=1 (the default) fills them with TMA (im2col "
-      "mode for x), TMA=0 with cp.async; Y16=1 writes y as float16 (rounded from "
-      "the float32 sum, as cuDNN's fp16 convolutions do)",
+      "parts of whole filter taps; 1: none) override its tiles (0: the default); TMA=1 "
+      "(the default) fills them with TMA (im2col mode for x), TMA=0 with cp.async; Y16=1 "
+      "writes y as float16 (rounded from the float32 sum, as cuDNN's fp16 convolutions do)",
       0);
   e.build = [](const ShapeParams &p, DataType in) {
     auto [sh, t] = wgmma_conv_from_knobs(p, in);
