@@ -169,7 +169,8 @@ bool CUDAKernelEmitter::emit_mma(const Call *op) {
     std::vector<std::string> c = registers(a[6], a[7], 0, 4, "mma.accumulator");
     // Accumulating in place (d is c) ties the operands: "+f".
     bool in_place = d == c;
-    DataType ta = mma_dtype_.lookup(a[2].as<Variable>()), tb = mma_dtype_.lookup(a[4].as<Variable>());
+    DataType ta = mma_dtype_.lookup(a[2].as<Variable>());
+    DataType tb = mma_dtype_.lookup(a[4].as<Variable>());
     user_check(ta == tb, "codegen_cuda")
         << name << " in kernel '" << f_.name << "': A holds " << ta << " and B " << tb
         << "; mma.sync multiplies operands of one type (float16 or bfloat16)";

@@ -255,6 +255,12 @@ TEST(MmaIntrinsicsErrors, DeclarationArguments) {
   expect_error([] { mma_load_matrix("mma.matrix_b", "row"); },
                {"layout must be row_major or col_major, got 'row'"});
   expect_error([] { mma_store_matrix("local"); }, {"scope must be global or shared, got 'local'"});
+  expect_error([] { mma_gemm(Float(32)); },
+               {"mma_gemm", "takes float16 or bfloat16 operands, got float32"});
+  expect_error([] { mma_load_matrix("mma.matrix_a", "row_major", Int(16)); },
+               {"mma_load_matrix", "float16 or bfloat16 operands, got int16"});
+  expect_error([] { mma_store_matrix("global", Int(32)); },
+               {"mma_store_matrix", "stores float32, or rounds to float16 or bfloat16; got int32"});
 }
 
 TEST(MmaIntrinsicsErrors, WrongInputType) {
