@@ -23,6 +23,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -68,6 +69,55 @@ GemmWgmmaTiles random_tiles(std::mt19937_64 &rng) {
   return t;
 }
 
+// A convolution's geometry: 1x1 or 3x3 (pad 0 or 1, dilation 1 or 2, a different padding
+// after), stride 1 or 2, batch 1 to 3, images of 4 to 9 pixels a side (the dilated filter
+// fits), channels from the lists, x and w float16 or bfloat16.
+Conv2dTcShape random_conv(std::mt19937_64 &rng, const std::vector<int> &in_channels,
+                          const std::vector<int> &out_channels) {
+  Conv2dTcShape sh;
+  sh.kernel = pick<int>(rng, {1, 3});
+  sh.pad = sh.kernel == 3 ? int(in_range(rng, 0, 1)) : 0;
+  sh.stride = pick<int>(rng, {1, 1, 2});
+  sh.dilation = sh.kernel == 3 ? pick<int>(rng, {1, 1, 2}) : 1;
+  sh.pad_end = sh.kernel == 3 ? pick<int>(rng, {-1, -1, 0, 2}) : -1;
+  sh.batch = int(in_range(rng, 1, 3));
+  sh.height = int(in_range(rng, std::max(4, sh.span()), 9));
+  sh.width = int(in_range(rng, std::max(4, sh.span()), 9));
+  sh.in_channels = pick<int>(rng, in_channels);
+  sh.out_channels = pick<int>(rng, out_channels);
+  sh.in_dtype = pick<DataType>(rng, {Float(16), BFloat(16)});
+  return sh;
+}
+
+std::string describe(const Conv2dTcShape &sh) {
+  std::ostringstream os;
+  os << "N=" << sh.batch << " " << sh.height << "x" << sh.width << " " << sh.in_channels << "->"
+     << sh.out_channels << " " << sh.kernel << "x" << sh.kernel << " pad " << sh.pad << "/"
+     << sh.pad_after() << " stride " << sh.stride << " dilation " << sh.dilation << ", "
+     << sh.in_dtype << " -> " << sh.out_dtype;
+  return os.str();
+}
+
+// WMMA / mma.sync tiles: 1 or 2 warps each way, 1 or 2 fragments a warp each way, K steps of
+// 16 or 32, 1 to 3 stages, rasterized or not, drawn until the block's threads copy whole
+// 16-byte vectors of both shared tiles and `fits` accepts them.
+GemmWmmaTiles random_wmma_tiles(std::mt19937_64 &rng,
+                                const std::function<bool(const GemmWmmaTiles &)> &fits) {
+  GemmWmmaTiles t;
+  auto vectors = [&] { return int64_t(8) * 32 * t.warps(); };
+  do {
+    t = {.block_row_warps = int(in_range(rng, 1, 2)),
+         .block_col_warps = int(in_range(rng, 1, 2)),
+         .warp_row_tiles = int(in_range(rng, 1, 2)),
+         .warp_col_tiles = int(in_range(rng, 1, 2)),
+         .chunk = int(in_range(rng, 1, 2)),
+         .stages = int(in_range(rng, 1, 3)),
+         .raster_group = pick<int64_t>(rng, {0, 2})};
+  } while (int64_t(t.block_m()) * t.block_k() % vectors() != 0 ||
+           int64_t(t.block_k()) * t.block_n() % vectors() != 0 || !fits(t));
+  return t;
+}
+
 } // namespace
 
 TEST(RandomSchedules, GemmWgmma) {
@@ -99,19 +149,8 @@ TEST(RandomSchedules, GemmWgmma) {
 TEST(RandomSchedules, Conv2dWgmma) {
   for (uint64_t seed : seeds(4, 20261124)) {
     std::mt19937_64 rng(seed);
-    Conv2dTcShape sh;
-    sh.kernel = pick<int>(rng, {1, 3});
-    sh.pad = sh.kernel == 3 ? int(in_range(rng, 0, 1)) : 0;
-    sh.stride = pick<int>(rng, {1, 1, 2});
-    sh.dilation = sh.kernel == 3 ? pick<int>(rng, {1, 1, 2}) : 1;
-    sh.pad_end = sh.kernel == 3 ? pick<int>(rng, {-1, -1, 0, 2}) : -1;
-    sh.batch = int(in_range(rng, 1, 3));
-    sh.height = int(in_range(rng, std::max(4, sh.span()), 9));
-    sh.width = int(in_range(rng, std::max(4, sh.span()), 9));
-    sh.in_channels = pick<int>(rng, {64, 128});
-    sh.out_channels = pick<int>(rng, {64, 128, 192});
+    Conv2dTcShape sh = random_conv(rng, {64, 128}, {64, 128, 192});
     sh.out_dtype = pick<DataType>(rng, {Float(32), Float(16), BFloat(16)});
-    sh.in_dtype = pick<DataType>(rng, {Float(16), BFloat(16)});
     bool bias_relu = rng() % 2 == 0;
     GemmWgmmaTiles t = random_tiles(rng);
     t.block_n = std::min<int>(t.block_n, sh.out_channels % 128 == 0 ? 128 : 64);
@@ -125,14 +164,8 @@ TEST(RandomSchedules, Conv2dWgmma) {
       ++sh.batch;
     // Split-K in parts of whole filter taps (a second kernel adds them, then the epilogue).
     t.split_k = sh.kernel == 3 ? pick<int>(rng, {1, 1, 3, 9}) : 1;
-    std::ostringstream what;
-    what << "seed " << seed << ": N=" << sh.batch << " " << sh.height << "x" << sh.width << " "
-         << sh.in_channels << "->" << sh.out_channels << " " << sh.kernel << "x" << sh.kernel
-         << " pad " << sh.pad << "/" << sh.pad_after() << " stride " << sh.stride << " dilation "
-         << sh.dilation << ", " << sh.in_dtype << " -> " << sh.out_dtype
-         << (bias_relu ? " + bias + ReLU" : "")
-         << ", " << to_string(t);
-    SCOPED_TRACE(what.str());
+    SCOPED_TRACE("seed " + std::to_string(seed) + ": " + describe(sh) +
+                 (bias_relu ? " + bias + ReLU, " : ", ") + to_string(t));
     WgmmaEpilogue e = bias_relu_epilogue(sh.in_dtype);
     ScheduledProgram p = conv2d_wgmma(sh, t, bias_relu ? &e : nullptr);
     CheckResult r = check_on_cpu(p.schedule, p.args, p.num_inputs, seed);
@@ -146,17 +179,7 @@ TEST(RandomSchedules, Conv2dWgmma) {
 TEST(RandomSchedules, GemmWmmaAndMma) {
   for (uint64_t seed : seeds(6, 20261125)) {
     std::mt19937_64 rng(seed);
-    GemmWmmaTiles t;
-    do { // the block's threads must copy whole 16-byte vectors of both shared tiles
-      t = {.block_row_warps = int(in_range(rng, 1, 2)),
-           .block_col_warps = int(in_range(rng, 1, 2)),
-           .warp_row_tiles = int(in_range(rng, 1, 2)),
-           .warp_col_tiles = int(in_range(rng, 1, 2)),
-           .chunk = int(in_range(rng, 1, 2)),
-           .stages = int(in_range(rng, 1, 3)),
-           .raster_group = pick<int64_t>(rng, {0, 2})};
-    } while ((t.block_m() * t.block_k()) % (32 * t.warps() * 8) != 0 ||
-             (t.block_k() * t.block_n()) % (32 * t.warps() * 8) != 0);
+    GemmWmmaTiles t = random_wmma_tiles(rng, [](const GemmWmmaTiles &) { return true; });
     auto dim = [&](int block) { return block * in_range(rng, 1, 3) - in_range(rng, 0, 15); };
     const int64_t M = dim(t.block_m()), N = dim(t.block_n()), K = dim(t.block_k());
     const bool mma = rng() % 2 == 0;
@@ -180,47 +203,20 @@ TEST(RandomSchedules, GemmWmmaAndMma) {
 TEST(RandomSchedules, Conv2dTcWmma) {
   for (uint64_t seed : seeds(4, 20261126)) {
     std::mt19937_64 rng(seed);
-    Conv2dTcShape sh;
-    sh.kernel = pick<int>(rng, {1, 3});
-    sh.pad = sh.kernel == 3 ? int(in_range(rng, 0, 1)) : 0;
-    sh.stride = pick<int>(rng, {1, 1, 2});
-    sh.dilation = sh.kernel == 3 ? pick<int>(rng, {1, 1, 2}) : 1;
-    sh.pad_end = sh.kernel == 3 ? pick<int>(rng, {-1, -1, 0, 2}) : -1;
-    sh.batch = int(in_range(rng, 1, 3));
-    sh.height = int(in_range(rng, std::max(4, sh.span()), 9));
-    sh.width = int(in_range(rng, std::max(4, sh.span()), 9));
-    sh.in_channels = pick<int>(rng, {16, 32, 48});
-    sh.out_channels = pick<int>(rng, {16, 32, 64});
-    sh.in_dtype = pick<DataType>(rng, {Float(16), BFloat(16)});
+    Conv2dTcShape sh = random_conv(rng, {16, 32, 48}, {16, 32, 64});
     // float32 y on WMMA; float16 / bfloat16 on mma.sync's fragments
     sh.out_dtype = pick<DataType>(rng, {Float(32), Float(32), Float(16), BFloat(16)});
     while (sh.gemm_m() < 16) // at least one fragment of output pixels
       ++sh.batch;
-    Conv2dTcTiles t;
-    auto fits = [&] {
-      int64_t vectors = int64_t(8) * 32 * t.block_row_warps * t.block_col_warps;
+    GemmWmmaTiles g = random_wmma_tiles(rng, [&](const GemmWmmaTiles &t) {
       return t.block_m() <= sh.gemm_m() && sh.out_channels % t.block_n() == 0 &&
-             sh.in_channels % t.block_k() == 0 &&
-             int64_t(t.block_m()) * t.block_k() % vectors == 0 &&
-             int64_t(t.block_k()) * t.block_n() % vectors == 0;
-    };
-    do {
-      t = {.block_row_warps = int(in_range(rng, 1, 2)),
-           .block_col_warps = int(in_range(rng, 1, 2)),
-           .warp_row_tiles = int(in_range(rng, 1, 2)),
-           .warp_col_tiles = int(in_range(rng, 1, 2)),
-           .chunk = int(in_range(rng, 1, 2)),
-           .stages = int(in_range(rng, 1, 3))};
-    } while (!fits());
-    std::ostringstream what;
-    what << "seed " << seed << ": N=" << sh.batch << " " << sh.height << "x" << sh.width << " "
-         << sh.in_channels << "->" << sh.out_channels << " " << sh.kernel << "x" << sh.kernel
-         << " pad " << sh.pad << "/" << sh.pad_after() << " stride " << sh.stride << " dilation "
-         << sh.dilation << ", " << sh.in_dtype << " -> " << sh.out_dtype << ", " << sh.gemm_m()
-         << " pixels in blocks of "
-         << t.block_m() << "x" << t.block_n() << ", K step " << t.block_k() << ", "
-         << t.stages << " stages";
-    SCOPED_TRACE(what.str());
+             sh.in_channels % t.block_k() == 0;
+    });
+    Conv2dTcTiles t{.block_row_warps = g.block_row_warps, .block_col_warps = g.block_col_warps,
+                    .warp_row_tiles = g.warp_row_tiles, .warp_col_tiles = g.warp_col_tiles,
+                    .chunk = g.chunk, .stages = g.stages};
+    SCOPED_TRACE("seed " + std::to_string(seed) + ": " + describe(sh) + ", " +
+                 std::to_string(sh.gemm_m()) + " pixels in blocks of " + to_string(g));
     ScheduledProgram p = conv2d_tc(sh, t);
     CheckResult r = check_on_cpu(p.schedule, p.args, p.num_inputs, seed);
     EXPECT_TRUE(r.compare.ok) << r.str();
