@@ -43,8 +43,8 @@ struct TensorMapParam {
   std::vector<int64_t> dims, strides, box;
   int swizzle = 0;
   bool im2col = false;
-  std::vector<int64_t> lower_corner, upper_corner;
-  std::vector<int64_t> traversal;
+  std::vector<int64_t> lower_corner{}, upper_corner{};
+  std::vector<int64_t> traversal{};
 };
 
 /// One device kernel.

@@ -140,9 +140,10 @@ TEST(GemmWgmma, NarrowOutput) {
       EXPECT_EQ(m.funcs.size(), size_t(kernels));
       CheckResult r = check_on_cpu(p.schedule, p.args, p.num_inputs);
       EXPECT_TRUE(r.compare.ok) << r.str();
-      if (m.funcs.size() == 1)
+      if (m.funcs.size() == 1) {
         EXPECT_FALSE(
             tessel::test::compile_for_sm90(m, codegen_cuda(m), "gemm_wgmma_c16.cu").cubin.empty());
+      }
     }
   expect_error([] { gemm_wgmma(128, 256, 64, {}, Float(16), Int(32)); },
                {"gemm_wgmma", "C must be float32, float16 or bfloat16, got int32"});
