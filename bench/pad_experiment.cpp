@@ -34,6 +34,27 @@ using namespace tessel;
 
 namespace {
 
+// Elements d .. d + 7 (d in 0 .. 7) of the 16 halves in two consecutive 16-byte windows: what
+// both copies below make of loads from aligned addresses.
+const char *kShiftSource = R"(
+__device__ __forceinline__ uint4 tessel_shift8(uint4 w0, uint4 w1, int d) {
+  unsigned w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+  unsigned o[4];
+  #pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    unsigned lo, hi;
+    switch (d >> 1) {
+      case 0: lo = w[j]; hi = w[j + 1]; break;
+      case 1: lo = w[j + 1]; hi = w[j + 2]; break;
+      case 2: lo = w[j + 2]; hi = w[j + 3]; break;
+      default: lo = w[j + 3]; hi = w[j + 4]; break;
+    }
+    o[j] = (d & 1) ? __byte_perm(lo, hi, 0x5432) : lo;
+  }
+  return make_uint4(o[0], o[1], o[2], o[3]);
+}
+)";
+
 const char *kCopySource = R"(
 #include <cuda_fp16.h>
 __device__ __forceinline__ unsigned long long policy_first() {
@@ -78,20 +99,7 @@ __device__ __forceinline__ uint4 gather8(const half *src, int valid, unsigned lo
     uint4 w0 = load128(base, pol);
     if (d == 0) return w0;
     uint4 w1 = load128(base + 8, pol);
-    unsigned w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-    unsigned o[4];
-    #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      unsigned lo, hi;
-      switch (d >> 1) {
-        case 0: lo = w[j]; hi = w[j + 1]; break;
-        case 1: lo = w[j + 1]; hi = w[j + 2]; break;
-        case 2: lo = w[j + 2]; hi = w[j + 3]; break;
-        default: lo = w[j + 3]; hi = w[j + 4]; break;
-      }
-      o[j] = (d & 1) ? __byte_perm(lo, hi, 0x5432) : lo;
-    }
-    return make_uint4(o[0], o[1], o[2], o[3]);
+    return tessel_shift8(w0, w1, d);
   }
 #endif
   alignas(16) unsigned short v[8];
@@ -190,21 +198,12 @@ __device__ __forceinline__ void tessel_gemm_done() {
 }
 // Elements d .. d + 7 of the 16 halves in w0, w1 (d in 0 .. 7), zero from element `valid` on.
 __device__ __forceinline__ uint4 tessel_window(uint4 w0, uint4 w1, int d, int valid) {
-  unsigned w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-  unsigned o[4];
+  uint4 v = tessel_shift8(w0, w1, d);
+  unsigned o[4] = {v.x, v.y, v.z, v.w};
   #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    unsigned lo, hi;
-    switch (d >> 1) {
-      case 0: lo = w[j]; hi = w[j + 1]; break;
-      case 1: lo = w[j + 1]; hi = w[j + 2]; break;
-      case 2: lo = w[j + 2]; hi = w[j + 3]; break;
-      default: lo = w[j + 3]; hi = w[j + 4]; break;
-    }
-    unsigned v = (d & 1) ? __byte_perm(lo, hi, 0x5432) : lo;
-    if (2 * j >= valid) v = 0;
-    else if (2 * j + 1 >= valid) v &= 0xffffu;
-    o[j] = v;
+    if (2 * j >= valid) o[j] = 0;
+    else if (2 * j + 1 >= valid) o[j] &= 0xffffu;
   }
   return make_uint4(o[0], o[1], o[2], o[3]);
 }
@@ -268,7 +267,7 @@ std::string overlapped_gemm_source(const std::string &gemm) {
     std::exit(1);
   }
   s.insert(end, "  tessel_gemm_done();\n");
-  s.insert(kernel, kOverlapSource);
+  s.insert(kernel, std::string(kShiftSource) + kOverlapSource);
   int acc = replace_all(s, "  float C_wgmma_accumulator[128];",
                         "  int tessel_upto = -1; bool tessel_a_ok = false;\n  float C_wgmma_accumulator[128];");
   int a = replace_all(s, "tessel_tma_load_2d(&A_shared[",
@@ -298,7 +297,7 @@ void report(const char *what, const TimeResult &t) {
 std::string copy_source(bool load_first, bool store_last, bool window) {
   return "#define LOAD_FIRST " + std::to_string(load_first) + "\n#define STORE_LAST " +
          std::to_string(store_last) + "\n#define WINDOW " + std::to_string(window) + "\n" +
-         kCopySource;
+         kShiftSource + kCopySource;
 }
 
 const TimeOptions kTiming{.number = 10, .repeat = 40, .warmup = 5};
