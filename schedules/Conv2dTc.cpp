@@ -292,17 +292,12 @@ GemmWgmmaTiles conv2d_wgmma_tiles(const Conv2dTcShape &sh) {
   t.raster_group = 0;
   // Grids under half a wave (batch 1: the seed conv's 196 x 512 output makes 32 blocks of
   // 64 x 64) split the reduction into parts of whole filter taps, as gemm_wgmma_tiles does for
-  // a few rows of C: up to two waves of blocks, each part 8 K steps or more.
-  const int64_t sms = 132, taps = int64_t(sh.kernel) * sh.kernel;
+  // a few rows of C.
+  const int64_t taps = int64_t(sh.kernel) * sh.kernel;
   const int64_t blocks = (sh.gemm_m() + t.block_m - 1) / t.block_m *
                          ((sh.out_channels + t.block_n - 1) / t.block_n);
-  const int64_t steps = sh.gemm_k() / t.block_k;
-  if (2 * blocks <= sms)
-    for (int parts : {4, 3, 2})
-      if (taps % parts == 0 && blocks * parts <= 2 * sms && steps / parts >= 8) {
-        t.split_k = parts;
-        break;
-      }
+  t.split_k = split_k_for_small_grid(blocks, sh.gemm_k() / t.block_k, {4, 3, 2},
+                                     [&](int parts) { return taps % parts == 0; });
   return t;
 }
 

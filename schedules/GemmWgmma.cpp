@@ -200,11 +200,20 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::stri
   // stores allow it). On the H100 16 x 4096 x 4096 took 0.0266 ms whole, 0.0169 in 2 parts,
   // 0.0150 in 4.
   const int64_t steps = K / best.block_k;
-  for (int parts : {4, 2})
-    if (partial_blocks && best.split_k == 1 && 2 * blocks(best) <= 132 &&
-        blocks(best) * parts <= 2 * 132 && steps % parts == 0 && steps / parts >= 8)
-      best.split_k = parts;
+  if (partial_blocks)
+    best.split_k = split_k_for_small_grid(blocks(best), steps, {4, 2},
+                                          [&](int parts) { return steps % parts == 0; });
   return with_tma(best);
+}
+
+int split_k_for_small_grid(int64_t blocks, int64_t steps, std::initializer_list<int> parts,
+                           const std::function<bool(int)> &divides) {
+  constexpr int64_t sms = 132;
+  if (2 * blocks <= sms)
+    for (int p : parts)
+      if (divides(p) && blocks * p <= 2 * sms && steps / p >= 8)
+        return p;
+  return 1;
 }
 
 std::vector<GemmWgmmaTiles> gemm_wgmma_candidates(int64_t M, int64_t N, int64_t K) {

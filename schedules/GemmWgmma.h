@@ -17,6 +17,8 @@
 #include "schedules/Registry.h"
 #include "schedules/WgmmaIntrinsics.h"
 
+#include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -71,6 +73,12 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
 GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K,
                                 const std::string &context = "gemm_wgmma",
                                 bool partial_blocks = true);
+
+/// Split-K for grids under half a wave of an H100's 132 SMs: the first of `parts` that
+/// `divides` the reduction as the caller needs, whose blocks fill at most two waves and whose
+/// parts are 8 K steps or more; 1 (no split) where none is or the grid is larger.
+int split_k_for_small_grid(int64_t blocks, int64_t steps, std::initializer_list<int> parts,
+                           const std::function<bool(int)> &divides);
 
 /// A and B of type `in`: float16 or bfloat16; C of type `out`: float32, or float16 / bfloat16
 /// (the float32 sum rounded once as it is stored).
