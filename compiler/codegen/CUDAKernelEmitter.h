@@ -169,6 +169,16 @@ private:
   bool emit_mma(const Call *op);
   /// The thread's lane in its warp.
   CExpr mma_lane_id();
+  /// How a store of float32 accumulators (mma_store_fragment, wgmma_store) writes the buffer
+  /// `ptr` points at: its type (float32, float16 or bfloat16; tessel::Error naming `intrin`
+  /// otherwise), and the CUDA that rounds one value into it and a pair into one word.
+  struct AccumulatorStore {
+    DataType type;
+    std::string pair_type; ///< float2, __half2 or __nv_bfloat162
+    std::string pair;      ///< make_float2, __floats2half2_rn or __floats2bfloat162_rn
+    std::string one(const std::string &v) const; ///< v, or v rounded to nearest
+  };
+  AccumulatorStore accumulator_store(const Expr &ptr, const char *intrin);
   /// `name[tile][reg]` for 32-bit register `reg` counted from the first of tile `index`.
   std::string mma_register(const Expr &frag, const Expr &index, int reg, const char *intrin,
                            const char *expected_scope);

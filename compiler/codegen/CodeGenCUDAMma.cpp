@@ -95,6 +95,32 @@ std::string CUDAKernelEmitter::mma_register(const Expr &frag, const Expr &index,
          std::to_string(flat % tile->registers) + "]";
 }
 
+CUDAKernelEmitter::AccumulatorStore CUDAKernelEmitter::accumulator_store(const Expr &ptr,
+                                                                        const char *intrin) {
+  const auto *call = ptr.as<Call>();
+  const auto *load = call && call->is_intrinsic(intrinsic::address_of)
+                         ? call->args[0].as<BufferLoad>()
+                         : nullptr;
+  const DataType t = load ? load->buffer.dtype() : DataType();
+  user_check(load && (t == Float(32) || t == Float(16) || t == BFloat(16)), "codegen_cuda")
+      << intrin << " in kernel '" << f_.name
+      << "': the pointer must be address_of(buffer[index]) of a float32, float16 or bfloat16 "
+         "buffer, got " << ptr;
+  type_name(t); // the preamble's fp16 / bf16 headers
+  if (t == Float(32))
+    return {t, "float2", "make_float2"};
+  if (t == Float(16))
+    return {t, "__half2", "__floats2half2_rn"};
+  return {t, "__nv_bfloat162", "__floats2bfloat162_rn"};
+}
+
+std::string CUDAKernelEmitter::AccumulatorStore::one(const std::string &v) const {
+  if (type == Float(32))
+    return v;
+  std::string rounded = type == Float(16) ? "__float2half_rn(" : "__float2bfloat16_rn(";
+  return rounded + v + ")";
+}
+
 bool CUDAKernelEmitter::emit_mma(const Call *op) {
   if (op->call_kind == Call::PureExtern || op->name.rfind("mma_", 0) != 0 ||
       op->name == intrinsic::mma_lane_id)
@@ -191,42 +217,23 @@ bool CUDAKernelEmitter::emit_mma(const Call *op) {
     int64_t stride = constant(a[3], "stride"), lanes = constant(a[4], "lanes");
     user_check(lanes == 1 || lanes == 2, "codegen_cuda")
         << name << ": lanes must be 1 or 2, got " << lanes;
-    const auto *ptr = a[2].as<Call>();
-    const auto *load = ptr && ptr->is_intrinsic(intrinsic::address_of) ? ptr->args[0].as<BufferLoad>() : nullptr;
-    const DataType out = load ? load->buffer.dtype() : DataType();
-    user_check(load && (out == Float(32) || out == Float(16) || out == BFloat(16)),
-               "codegen_cuda")
-        << name << " in kernel '" << f_.name
-        << "': the pointer must be address_of(buffer[index]) of a float32, float16 or bfloat16 "
-           "buffer, got " << a[2];
-    if (out != Float(32))
-      needs_.fp16 = true;
-    if (out == BFloat(16))
-      needs_.bf16 = true;
+    // Each value rounded to the buffer's type where it is narrower.
+    const AccumulatorStore out = accumulator_store(a[2], name);
     std::string p = print(a[2]);
     auto at = [&](int64_t offset) {
       return offset == 0 ? p : "(" + p + " + " + std::to_string(offset) + ")";
     };
-    // Each value rounded to the buffer's type where it is narrower (round to nearest even).
-    const char *pair = out == Float(32)   ? "float2"
-                       : out == Float(16) ? "__half2"
-                                          : "__nv_bfloat162";
-    const char *make_pair = out == Float(32)   ? "make_float2"
-                            : out == Float(16) ? "__floats2half2_rn"
-                                               : "__floats2bfloat162_rn";
-    auto one = [&](const std::string &v) {
-      return out == Float(32) ? v
-             : out == Float(16) ? "__float2half_rn(" + v + ")"
-                                : "__float2bfloat16_rn(" + v + ")";
-    };
     for (int row = 0; row < 2; ++row) {
       int64_t offset = row * 8 * stride;
       if (lanes == 2) {
-        line(std::string("*(") + pair + "*)" + at(offset) + " = " + make_pair + "(" +
-             r[2 * row] + ", " + r[2 * row + 1] + ");");
+        line("*(" + out.pair_type + "*)" + at(offset) + " = " + out.pair + "(" + r[2 * row] +
+             ", " + r[2 * row + 1] + ");");
       } else {
-        line("*" + at(offset) + " = " + one(r[2 * row]) + ";");
-        line("*" + at(offset + 1) + " = " + one(r[2 * row + 1]) + ";");
+        for (int e = 0; e < 2; ++e) {
+          std::string store = "*"; // built in steps: GCC 12 misreads "*" + std::string here
+          store += at(offset + e) + " = " + out.one(r[2 * row + e]) + ";";
+          line(store);
+        }
       }
     }
     return true;

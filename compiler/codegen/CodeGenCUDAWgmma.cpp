@@ -243,22 +243,16 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
     int64_t stride = constant(a[4], "stride"), lanes = constant(a[5], "lanes");
     user_check(lanes == 1 || lanes == 2 || lanes == 4 || lanes == 8, "codegen_cuda")
         << name << ": lanes must be 1, 2, 4 or 8, got " << lanes;
-    const auto *ptr = a[3].as<Call>();
-    const auto *load = ptr && ptr->is_intrinsic(intrinsic::address_of) ? ptr->args[0].as<BufferLoad>() : nullptr;
-    const DataType out = load ? load->buffer.dtype() : DataType();
-    user_check(load && (out == Float(32) || out == Float(16) || out == BFloat(16)), "codegen_cuda")
-        << name << " in kernel '" << f_.name
-        << "': the pointer must be address_of(buffer[index]) of a float32, float16 or bfloat16 "
-           "buffer, got " << a[3];
+    const AccumulatorStore store = accumulator_store(a[3], name);
+    const DataType out = store.type;
     user_check(lanes != 4 || (out.bits() == 16 && cols % 16 == 0), "codegen_cuda")
         << name << " in kernel '" << f_.name
         << "': lanes 4 stores 16-bit outputs of tiles n a multiple of 16, got " << out << ", n="
         << cols;
     user_check(lanes != 8 || out == Float(32), "codegen_cuda")
         << name << " in kernel '" << f_.name << "': lanes 8 stores float32 outputs, got " << out;
-    // 16-bit outputs: a register pair rounds into one 32-bit word.
-    const char *pack = out == Float(16) ? "__floats2half2_rn" : "__floats2bfloat162_rn";
-    const char *word = out == Float(16) ? "__half2" : "__nv_bfloat162";
+    // A register pair rounds into one word (a float2 for float32 outputs).
+    const std::string &pack = store.pair, &word = store.pair_type;
     // Register pair (i, i + 1), i = 4 q + 2 h: row + 8 h, columns 8 q + (0, 1).
     std::string p = fresh_name("wgmma_out");
     line("{");
@@ -297,8 +291,8 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
         return acc + "[" + std::to_string(base) + " + (2 * j + " + std::to_string(q) +
                ") * 4 + h * 2 + " + std::to_string(e) + "]";
       };
-      line(std::string(word) + " w0 = " + pack + "(" + reg(0, 0) + ", " + reg(0, 1) + ");");
-      line(std::string(word) + " w1 = " + pack + "(" + reg(1, 0) + ", " + reg(1, 1) + ");");
+      line(word + " w0 = " + pack + "(" + reg(0, 0) + ", " + reg(0, 1) + ");");
+      line(word + " w1 = " + pack + "(" + reg(1, 0) + ", " + reg(1, 1) + ");");
       line("unsigned int send = " + odd + " ? *(unsigned int*)&w0 : *(unsigned int*)&w1;");
       line("unsigned int keep = " + odd + " ? *(unsigned int*)&w1 : *(unsigned int*)&w0;");
       line("unsigned int got = __shfl_xor_sync(0xffffffffu, send, 1);");
@@ -319,15 +313,11 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
     std::string r0 = acc + "[" + std::to_string(base) + " + q * 4 + h * 2]";
     std::string r1 = acc + "[" + std::to_string(base) + " + q * 4 + h * 2 + 1]";
     // Narrower outputs are rounded to nearest, a pair into one 32-bit store.
-    if (lanes == 2 && out == Float(32)) {
-      guarded(col, "*(float2*)(" + at + ") = make_float2(" + r0 + ", " + r1 + ");");
-    } else if (lanes == 2) {
-      guarded(col, "*(" + std::string(word) + "*)(" + at + ") = " + pack + "(" + r0 + ", " + r1 +
-                       ");");
+    if (lanes == 2) {
+      guarded(col, "*(" + word + "*)(" + at + ") = " + pack + "(" + r0 + ", " + r1 + ");");
     } else {
-      const std::string cvt = out == Float(32) ? "" : out == Float(16) ? "__float2half_rn" : "__float2bfloat16_rn";
-      guarded(col, "(" + at + ")[0] = " + cvt + "(" + r0 + ");");
-      guarded(col + " + 1", "(" + at + ")[1] = " + cvt + "(" + r1 + ");");
+      guarded(col, "(" + at + ")[0] = " + store.one(r0) + ";");
+      guarded(col + " + 1", "(" + at + ")[1] = " + store.one(r1) + ";");
     }
     close_block();
     close_block();
