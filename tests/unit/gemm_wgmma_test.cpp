@@ -147,6 +147,14 @@ TEST(GemmWgmma, NarrowOutput) {
     }
   expect_error([] { gemm_wgmma(128, 256, 64, {}, Float(16), Int(32)); },
                {"gemm_wgmma", "C must be float32, float16 or bfloat16, got int32"});
+  // The registry's knob: C16=1 stores C in A's type; other values are refused.
+  const ScheduleEntry &entry = find_schedule("gemm_wgmma");
+  ScheduledProgram bf = entry.build(resolve_shape(entry, {{"M", 128}, {"N", 256}, {"K", 64},
+                                                          {"C16", 1}}),
+                                    BFloat(16));
+  EXPECT_EQ(bf.args.back().dtype(), BFloat(16));
+  expect_error([&] { entry.build(resolve_shape(entry, {{"C16", 2}}), Float(16)); },
+               {"gemm_wgmma", "C16 must be 0 (C float32) or 1 (C in A's type), got 2"});
 }
 
 // GEMM + bias + GELU in one kernel: the epilogue runs on the accumulators in registers
