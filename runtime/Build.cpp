@@ -147,7 +147,7 @@ bool is_default_stream(CUstream stream) {
 Launches prepare(Module::State &s, const std::vector<TensorView> &args, CUstream stream,
                  CUdeviceptr workspace, const char *where) {
   const ModuleParams &params = s.params;
-  check_arguments(params, args, where);
+  check_arguments(params, args, where, workspace);
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!s.loaded) {
     CudaModule loaded = CudaModule::load(s.compiled);

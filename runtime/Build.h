@@ -77,7 +77,12 @@ public:
   /// device memory, `args` in the order given to build(); does not wait. Each argument is
   /// checked against params(): element type, rank and shape, a non-null pointer aligned as the
   /// kernels need, and, through the driver, device memory of the module's device whose
-  /// allocation holds the whole tensor; tessel::Error names the argument that is not.
+  /// allocation holds the whole tensor; an output may share no byte with another argument or
+  /// the workspace; tessel::Error names the argument that is not.
+  /// The kernels are ordered after earlier work on `stream` only: what the caller queued
+  /// elsewhere (another stream's copies; cuMemcpy / cuMemset, which run on the legacy default
+  /// stream, before a launch on a CU_STREAM_NON_BLOCKING stream) must be ordered by the caller
+  /// (cuStreamWaitEvent, or the *Async copies on `stream`).
   /// `workspace`: device memory of at least params().workspace_bytes bytes, 256-byte aligned,
   /// that the kernels use as scratch until they finish; 0 (or a module without workspaces):
   /// the Module's own, allocated at the first launch and kept, which launches of this Module

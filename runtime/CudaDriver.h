@@ -30,6 +30,7 @@
   X(cuMemAlloc_v2)                                                                                 \
   X(cuMemFree_v2)                                                                                  \
   X(cuMemcpyHtoD_v2)                                                                               \
+  X(cuMemcpyHtoDAsync_v2)                                                                          \
   X(cuMemcpyDtoH_v2)                                                                               \
   X(cuMemcpyDtoD_v2)                                                                               \
   X(cuMemsetD8_v2)                                                                                 \

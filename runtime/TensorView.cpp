@@ -4,6 +4,7 @@
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRVisitor.h"
 #include "compiler/ir/Intrinsics.h"
+#include "compiler/ir/WrittenBuffers.h"
 #include "compiler/support/Error.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/Device.h"
@@ -227,6 +228,10 @@ ModuleParams module_params(const LoweredModule &m) {
           << "parameter " << i << " of kernel '" << f.name << "' differs from kernel '"
           << first.name << "''s";
     AlignmentNeeds(f, all).run();
+    llvm::DenseSet<const Variable *> written = written_buffers(f.body);
+    for (size_t i = 0; i < all.size(); ++i)
+      if (const auto *v = llvm::dyn_cast_or_null<Variable>(f.args[i]->data.get()))
+        all[i].written |= written.count(v) > 0;
   }
   ModuleParams out;
   size_t num_args = all.size() - m.num_workspaces;
@@ -243,7 +248,7 @@ ModuleParams module_params(const LoweredModule &m) {
 }
 
 void check_arguments(const ModuleParams &params, const std::vector<TensorView> &args,
-                     const char *where) {
+                     const char *where, CUdeviceptr workspace) {
   if (args.size() != params.args.size()) {
     std::string names;
     for (const ParamSpec &s : params.args)
@@ -276,6 +281,33 @@ void check_arguments(const ModuleParams &params, const std::vector<TensorView> &
                            "start of an allocation or an offset into one that is a multiple of "
                         << s.alignment << " bytes";
   }
+  // A written argument sharing bytes with another (or with the workspace) would have the
+  // kernels read what they are overwriting, or overwrite their own results.
+  auto overlaps = [](CUdeviceptr a, int64_t a_bytes, CUdeviceptr b, int64_t b_bytes) {
+    return a_bytes > 0 && b_bytes > 0 && a < b + static_cast<CUdeviceptr>(b_bytes) &&
+           b < a + static_cast<CUdeviceptr>(a_bytes);
+  };
+  auto range = [](CUdeviceptr p, int64_t bytes) {
+    return "[" + hex(p) + ", " + hex(p + static_cast<CUdeviceptr>(bytes)) + ")";
+  };
+  for (size_t i = 0; i < args.size(); ++i)
+    for (size_t j = i + 1; j < args.size(); ++j) {
+      const ParamSpec &a = params.args[i], &b = params.args[j];
+      if ((a.written || b.written) && overlaps(args[i].ptr, a.bytes(), args[j].ptr, b.bytes()))
+        user_error(where) << argument_name(i, a) << " at " << range(args[i].ptr, a.bytes())
+                          << " and " << argument_name(j, b) << " at "
+                          << range(args[j].ptr, b.bytes()) << " overlap, and the kernels write "
+                          << (a.written ? a.name : b.name)
+                          << "; the module computes out of place: give it separate memory";
+    }
+  if (workspace)
+    for (size_t i = 0; i < args.size(); ++i)
+      if (overlaps(args[i].ptr, params.args[i].bytes(), workspace, params.workspace_bytes))
+        user_error(where) << "the workspace at " << range(workspace, params.workspace_bytes)
+                          << " overlaps " << argument_name(i, params.args[i]) << " at "
+                          << range(args[i].ptr, params.args[i].bytes())
+                          << "; the kernels write the workspace: give it memory of its own "
+                             "(m.params().workspace_bytes bytes)";
 }
 
 namespace {

@@ -54,6 +54,9 @@ struct ParamSpec {
   /// What needs that alignment, e.g. "TMA tensor map 'A_tmap' of kernel 'gemm_wgmma'" (empty
   /// when it is the element size).
   std::string alignment_reason;
+  /// A kernel of the module writes it (an output, or a workspace): it may share no byte with
+  /// another argument or the workspace.
+  bool written = false;
 
   int64_t numel() const;
   int64_t bytes() const { return numel() * dtype.bytes(); }
@@ -84,11 +87,13 @@ inline constexpr int64_t kWorkspaceAlignment = 256;
 ModuleParams module_params(const LoweredModule &m);
 
 /// Checks `args` against `params.args`: their number, and of each its element type, rank,
-/// shape, a non-null pointer and its alignment. Throws tessel::Error naming the first argument
-/// that does not fit (its position and name), what the module needs and what was given. Pure:
-/// no driver, no GPU. `where` names the operation in the message ("Module::launch").
+/// shape, a non-null pointer and its alignment; that no argument the kernels write shares a
+/// byte with another argument; and that a caller's `workspace` (non-zero) shares none with any.
+/// Throws tessel::Error naming the first argument that does not fit (its position and name),
+/// what the module needs and what was given. Pure: no driver, no GPU. `where` names the
+/// operation in the message ("Module::launch").
 void check_arguments(const ModuleParams &params, const std::vector<TensorView> &args,
-                     const char *where);
+                     const char *where, CUdeviceptr workspace = 0);
 
 /// Asks the driver about each argument's pointer: it must be device (or managed) memory,
 /// usable in `device`'s primary context, and its allocation must hold the whole tensor from

@@ -172,6 +172,35 @@ TEST(RuntimeLaunch, CheckArgumentsNamesTheArgument) {
                {"argument 1 ('B')", "aligned to 2 bytes", "need 4 (its element size)"});
 }
 
+// Outputs and workspaces written by the kernels share no byte with another argument: a launch
+// that would overwrite its own inputs or results is refused. Inputs may alias each other.
+TEST(RuntimeLaunch, CheckArgumentsRefusesOverlapsWithWrittenMemory) {
+  ModuleParams p = module_params(lower_registered("gemm_wgmma", {{"M", 16}, {"N", 512}, {"K", 1024}}));
+  ASSERT_GT(p.workspace_bytes, 0);
+  EXPECT_FALSE(arg(p, "A").written);
+  EXPECT_FALSE(arg(p, "B").written);
+  EXPECT_TRUE(arg(p, "C").written);
+  for (const ParamSpec &w : p.workspaces)
+    EXPECT_TRUE(w.written) << w.name;
+  const CUdeviceptr base = 0x7f0000000000ull;
+  std::vector<CUdeviceptr> ptrs = {base, base + 0x100000, base + 0x200000};
+  std::vector<TensorView> v = views(p, ptrs);
+  EXPECT_NO_THROW(check_arguments(p, v, "test", base + 0x300000));
+
+  std::vector<TensorView> w = v;
+  w[2].ptr = base + 16 * 1024 * 2 - 256; // C's first bytes on A's last
+  expect_error([&] { check_arguments(p, w, "test"); },
+               {"argument 0 ('A') at [0x7f0000000000, 0x7f0000008000)",
+                "argument 2 ('C') at [0x7f0000007f00,", "overlap", "the kernels write C",
+                "give it separate memory"});
+  w = v;
+  w[0].ptr = w[1].ptr; // both inputs read from one buffer: fine
+  EXPECT_NO_THROW(check_arguments(p, w, "test"));
+  expect_error([&] { check_arguments(p, v, "test", base + 0x200000 + 16 * 512 * 4 - 256); },
+               {"the workspace at [0x7f0000207f00,", "overlaps argument 2 ('C')",
+                "memory of its own"});
+}
+
 // The checks come before anything needs a GPU: a wrong argument is reported as such on a
 // machine without one, and right ones reach the driver (and, here, the missing GPU).
 TEST(RuntimeLaunch, LaunchChecksArgumentsBeforeTheDevice) {
@@ -231,9 +260,13 @@ std::vector<std::byte> download(CUdeviceptr p, size_t bytes) {
 
 // One registered schedule at one shape: Module::run on DeviceArrays, then launch() on
 // cuMemAlloc'ed copies of the same inputs on a non-blocking stream of the caller's, with the
-// Module's workspace and with one of the caller's; the outputs must be the same bytes.
+// Module's workspace and with one of the caller's (poisoned: the kernels may not rely on what
+// it holds); the outputs must be the same bytes. Every copy and poison goes on the caller's
+// stream: a non-blocking stream does not wait for cuMemcpy / cuMemset on the legacy default
+// stream, and this test did once (issue 24: on an H200 the poison of C landed after the split-K
+// GEMM's 3 kernels had written it, and C read back all 0xFF).
 void expect_raw_launch_matches_run(const std::string &name, const ShapeParams &shape) {
-  SCOPED_TRACE(name);
+  SCOPED_TRACE(name + " " + params_string(shape));
   const ScheduleEntry &e = find_schedule(name);
   ScheduledProgram p = e.build(resolve_shape(e, shape), e.dtypes.at(0));
   Module m = build(p.schedule, p.args);
@@ -266,14 +299,18 @@ void expect_raw_launch_matches_run(const std::string &name, const ShapeParams &s
     views.emplace_back(raw.back()->ptr, s.dtype, s.shape);
   }
   RawStream stream;
-  RawAlloc workspace(size_t(std::max<int64_t>(params.workspace_bytes, 256)));
-  for (CUdeviceptr ws : {CUdeviceptr(0), workspace.ptr}) {
+  const size_t workspace_bytes = size_t(std::max<int64_t>(params.workspace_bytes, 256));
+  RawAlloc workspace(workspace_bytes);
+  for (CUdeviceptr ws : {CUdeviceptr(0), workspace.ptr, CUdeviceptr(0), workspace.ptr}) {
     for (size_t i = 0; i < p.args.size(); ++i) {
       if (i < p.num_inputs)
-        TESSEL_CU(cuMemcpyHtoD_v2, views[i].ptr, host[i].data(), size_t(views[i].bytes()));
+        TESSEL_CU(cuMemcpyHtoDAsync_v2, views[i].ptr, host[i].data(), size_t(views[i].bytes()),
+                  stream.stream);
       else
-        TESSEL_CU(cuMemsetD8_v2, views[i].ptr, 0xff, size_t(views[i].bytes()));
+        TESSEL_CU(cuMemsetD8Async, views[i].ptr, 0xff, size_t(views[i].bytes()), stream.stream);
     }
+    if (ws)
+      TESSEL_CU(cuMemsetD8Async, ws, 0xff, workspace_bytes, stream.stream);
     m.launch(views, stream.stream, ws);
     TESSEL_CU(cuStreamSynchronize, stream.stream);
     for (size_t i = p.num_inputs; i < p.args.size(); ++i) {
