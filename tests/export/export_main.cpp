@@ -82,9 +82,13 @@ int main(int argc, char **argv) {
                      info.name, path.c_str());
         return 1;
       }
-      if (!ok(cuMemcpyHtoD(args[size_t(i)], bytes.data(), bytes.size()), "cuMemcpyHtoD"))
+      // On the launch's stream (and waited for: `bytes` goes away): a non-blocking stream is
+      // not ordered after copies and memsets on the legacy default stream.
+      if (!ok(cuMemcpyHtoDAsync(args[size_t(i)], bytes.data(), bytes.size(), stream),
+              "cuMemcpyHtoDAsync") ||
+          !ok(cuStreamSynchronize(stream), "cuStreamSynchronize"))
         return 1;
-    } else if (!ok(cuMemsetD8(args[size_t(i)], 0xff, info.bytes), "cuMemsetD8")) {
+    } else if (!ok(cuMemsetD8Async(args[size_t(i)], 0xff, info.bytes, stream), "cuMemsetD8Async")) {
       return 1;
     }
   }
