@@ -624,7 +624,7 @@ inline CUresult launch(const CUdeviceptr *args, CUdeviceptr workspace, CUstream 
     params[num_params++] = workspace + v.workspace_offsets[w];
   for (int k = 0; k < v.num_kernels && r == CUDA_SUCCESS; ++k) {
     const Kernel &kernel = v.kernels[k];
-    alignas(64) CUtensorMap maps[max_maps];
+    CUtensorMap maps[max_maps]; // the type's own alignment: 64 bytes before CUDA 13, 128 since
     void *kernel_params[max_params + max_maps];
     int n = 0;
     for (int p = 0; p < num_params; ++p)
