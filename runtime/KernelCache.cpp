@@ -2,18 +2,18 @@
 
 #include "compiler/support/Error.h"
 #include "runtime/Log.h"
-#include "runtime/PrivateDirectory.h"
+#include "runtime/PrivateFiles.h"
 
 #include <llvm/ADT/SmallString.h>
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/Support/Endian.h>
 #include <llvm/Support/FileSystem.h>
-#include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/Path.h>
 #include <llvm/Support/SHA1.h>
 #include <llvm/Support/raw_ostream.h>
 
 #include <atomic>
+#include <optional>
 #include <cstdlib>
 
 namespace tessel {
@@ -116,11 +116,14 @@ bool KernelCache::disk_usable() const {
 
 bool KernelCache::load(const std::string &key, CompiledKernel &out) const {
   const std::string file = path_of(key);
-  auto buf = llvm::MemoryBuffer::getFile(file, /*IsText=*/false,
-                                         /*RequiresNullTerminator=*/false);
-  if (!buf)
-    return false; // not cached
-  llvm::StringRef all = (*buf)->getBuffer();
+  std::string refused;
+  std::optional<std::string> contents = read_private_file(file, refused);
+  if (!contents) {
+    if (!refused.empty()) // another user's, a FIFO, a device: never loaded
+      warn_skipped(file, "not loaded: " + refused);
+    return false; // else not cached
+  }
+  llvm::StringRef all = *contents;
   if (!all.startswith(kMagic))
     return false; // another layout (an older tessel): rebuilt and replaced without a word
   if (all.size() < kMagic.size() + kChecksumBytes) {

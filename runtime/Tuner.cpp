@@ -259,6 +259,8 @@ TuneSummary tune(const TuneOptions &o) {
   const Clock::time_point start = Clock::now();
   std::vector<ShapeParams> all = tuning_candidates(e, o.shape, o.trials);
   TuningDb db(o.db_path);
+  if (o.write_db) // before anything is measured, not after the first candidate
+    db.check_writable();
   std::vector<bool> done = o.done ? *o.done : measured_candidates(db, e, all, dtype.str(), o.cpu);
   user_check(done.size() == all.size(), "tune") << "the measured set does not match the candidates";
   TuningRecord target;

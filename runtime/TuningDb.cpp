@@ -3,20 +3,20 @@
 #include "compiler/support/Error.h"
 #include "runtime/Device.h"
 #include "runtime/Log.h"
-#include "runtime/PrivateDirectory.h"
+#include "runtime/PrivateFiles.h"
 
 #include <llvm/ADT/SmallString.h>
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/FormatVariadic.h>
 #include <llvm/Support/JSON.h>
-#include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/Path.h>
 #include <llvm/Support/SHA1.h>
 #include <llvm/Support/raw_ostream.h>
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -173,19 +173,30 @@ std::vector<TuningRecord> TuningDb::load(std::vector<std::string> *warnings) con
   std::vector<TuningRecord> out;
   if (path_ == "off")
     return out;
-  if (std::string why = unsafe_directory_reason(directory_of(path_)); !why.empty()) {
-    std::string w = "not reading " + path_ + ": " + why;
-    if (warnings)
+  // Into `warnings` when given, else logged once per process: the database is read more than
+  // once.
+  auto warn = [&](const std::string &w) {
+    if (warnings) {
       warnings->push_back(w);
-    else
+      return;
+    }
+    static std::mutex mutex;
+    static std::set<std::string> warned;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (warned.insert(w).second)
       log_message(LogLevel::Warning, "tuning database " + w);
-    return out;
+  };
+  std::string refused = unsafe_directory_reason(directory_of(path_));
+  std::optional<std::string> contents;
+  if (refused.empty())
+    contents = read_private_file(path_, refused);
+  if (!contents) {
+    if (!refused.empty())
+      warn("not reading " + path_ + ": " + refused);
+    return out; // else no database yet
   }
-  auto buffer = llvm::MemoryBuffer::getFile(path_, /*IsText=*/true);
-  if (!buffer)
-    return out; // no database yet
   llvm::SmallVector<llvm::StringRef, 0> lines;
-  (*buffer)->getBuffer().split(lines, '\n', -1, false);
+  llvm::StringRef(*contents).split(lines, '\n', -1, false);
   for (size_t i = 0; i < lines.size(); ++i) {
     if (lines[i].trim().empty())
       continue;
@@ -195,42 +206,63 @@ std::vector<TuningRecord> TuningDb::load(std::vector<std::string> *warnings) con
       out.push_back(std::move(*r));
       continue;
     }
-    std::string w = path_ + ":" + std::to_string(i + 1) + ": skipped: " + why;
-    if (warnings) {
-      warnings->push_back(w);
-      continue;
-    }
-    // Once per line and process: the database is read more than once.
-    static std::mutex mutex;
-    static std::set<std::string> warned;
-    std::lock_guard<std::mutex> lock(mutex);
-    if (warned.insert(w).second)
-      log_message(LogLevel::Warning, "tuning database " + w);
+    warn(path_ + ":" + std::to_string(i + 1) + ": skipped: " + why);
   }
   return out;
 }
 
-void TuningDb::append(const TuningRecord &r) const {
-  user_check(path_ != "off", "tuning database")
+namespace {
+
+// The database opened for appending (created 0600 if missing), after the checks a reader makes
+// of it; tessel::Error saying why not.
+int open_for_append(const std::string &path) {
+  user_check(path != "off", "tuning database")
       << "TESSEL_TUNING_DB=off turns the database off; give a file to record to (--db FILE)";
-  std::string why = prepare_private_directory(directory_of(path_));
+  std::string why = prepare_private_directory(directory_of(path));
   user_check(why.empty(), "tuning database")
-      << "not writing to " << path_ << ": " << why
+      << "not writing to " << path << ": " << why
       << " (or set TESSEL_TUNING_DB to a file in a private directory)";
-  std::string line = to_line(r) + "\n";
-  int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  // Checked before opening too: a FIFO would not open without a reader (and, without
+  // O_NONBLOCK, wait for one). O_RDWR: append() reads the last byte.
+  why = unsafe_file_reason(path);
+  user_check(why.empty(), "tuning database") << "not writing to " << path << ": " << why;
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_NONBLOCK | O_CLOEXEC, 0600);
   user_check(fd >= 0, "tuning database")
-      << "cannot open " << path_ << " to append a record: " << std::strerror(errno)
+      << "cannot open " << path << " to append a record: " << std::strerror(errno)
       << "; set TESSEL_TUNING_DB to a writable file";
-  // One writer at a time; each record one write() of a whole line.
+  why = unsafe_file_reason(fd, path);
+  if (!why.empty()) {
+    ::close(fd);
+    user_error("tuning database") << "not writing to " << path << ": " << why;
+  }
+  return fd;
+}
+
+} // namespace
+
+void TuningDb::check_writable() const { ::close(open_for_append(path_)); }
+
+void TuningDb::append(const TuningRecord &r) const {
+  std::string line = to_line(r) + "\n";
+  int fd = open_for_append(path_);
+  // One writer at a time; each record one write() of a whole line, on a line of its own: a
+  // line left unfinished by a crash gets a newline first, or the record would be glued to it
+  // and skipped with it ever after.
   bool locked = ::flock(fd, LOCK_EX) == 0;
+  struct stat st;
+  char last = '\n';
+  if (::fstat(fd, &st) == 0 && st.st_size > 0 && ::pread(fd, &last, 1, st.st_size - 1) != 1)
+    last = '\n';
+  if (last != '\n')
+    line.insert(line.begin(), '\n');
   ssize_t written = ::write(fd, line.data(), line.size());
   int err = errno;
   if (locked)
     ::flock(fd, LOCK_UN);
   ::close(fd);
   user_check(written == ssize_t(line.size()), "tuning database")
-      << "writing a record to " << path_ << " failed: " << std::strerror(err);
+      << "writing a record to " << path_ << " failed: "
+      << (written < 0 ? std::strerror(err) : "a short write (is the disk full?)");
 }
 
 std::optional<TuningRecord> TuningDb::best(const std::string &schedule, const ShapeParams &shape,

@@ -8,8 +8,10 @@
 // line, so several processes (or MPI ranks on a shared file system) can append at once.
 //
 // The file is $TESSEL_TUNING_DB, else $XDG_CACHE_HOME/tessel/tuning.jsonl, else
-// ~/.cache/tessel/tuning.jsonl; TESSEL_TUNING_DB=off reads no file (the shipped records only). The directory is created 0700; a directory that other users can
-// write is refused (they could plant records), with a message saying so.
+// ~/.cache/tessel/tuning.jsonl; TESSEL_TUNING_DB=off reads no file (the shipped records only).
+// The directory is created 0700; a directory that other users can write, or a file that is not
+// a regular one of the current user's, private, is refused (others could plant records), with
+// a message saying so (runtime/PrivateFiles.h).
 #pragma once
 
 #include "schedules/Registry.h"
@@ -50,8 +52,11 @@ public:
   /// Every valid record, in file order; each skipped line is described in `warnings` (or on
   /// standard error when it is null).
   std::vector<TuningRecord> load(std::vector<std::string> *warnings = nullptr) const;
-  /// Appends `r` as one line (creating the file and its directory).
+  /// Appends `r` as one line (creating the file and its directory), on a line of its own.
   void append(const TuningRecord &r) const;
+  /// tessel::Error unless append() can write here (what it checks before writing); creates the
+  /// file and its directory. For a search to fail before it measures anything.
+  void check_writable() const;
   /// The fastest record that checked ok for this schedule, shape, type and arch: the
   /// database's, else (with `shipped`) one of shipped_tuning_records().
   std::optional<TuningRecord> best(const std::string &schedule, const ShapeParams &shape,

@@ -245,3 +245,34 @@ TEST(RuntimeKernelCache, ConcurrentProcessesLeaveWholeEntries) {
   EXPECT_TRUE(disk_hit(dir.path(), kScale));
   EXPECT_TRUE(disk_hit(dir.path(), kOffset));
 }
+
+// Only a regular file of the current user that no one else can write is loaded (issue 24):
+// in a sticky directory like /tmp any user can create the entry of the next kernel, with a
+// valid checksum, and tessel ran its cubin; a FIFO hung the read and /dev/zero fed it forever.
+// Each is compiled again instead, and the entry rewritten as the user's own.
+TEST(RuntimeKernelCache, EntryNotAPrivateRegularFileOfTheUserIsNotLoaded) {
+  TempDir dir;
+  const std::string path = dir.path() + "/" + KernelCache::key(kScale, nvrtc_options(kSm90)) + ".tkc";
+  KernelCache(dir.path()).compile(kScale, kSm90);
+  ASSERT_TRUE(disk_hit(dir.path(), kScale));
+
+  ASSERT_EQ(::chmod(path.c_str(), 0620), 0);
+  EXPECT_FALSE(disk_hit(dir.path(), kScale)) << "writable by the group";
+  EXPECT_TRUE(disk_hit(dir.path(), kScale)) << "rewritten private";
+
+  if (::geteuid() == 0) { // chown needs root (CI runs as root)
+    ASSERT_EQ(::chown(path.c_str(), 4242, 4242), 0);
+    EXPECT_FALSE(disk_hit(dir.path(), kScale)) << "another user's entry";
+    EXPECT_TRUE(disk_hit(dir.path(), kScale));
+  }
+
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  EXPECT_FALSE(disk_hit(dir.path(), kScale)) << "a FIFO: neither read nor waited on";
+  EXPECT_TRUE(disk_hit(dir.path(), kScale)) << "replaced by a regular file";
+
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  ASSERT_EQ(::symlink("/dev/zero", path.c_str()), 0);
+  EXPECT_FALSE(disk_hit(dir.path(), kScale)) << "a link to a device";
+  EXPECT_TRUE(disk_hit(dir.path(), kScale));
+}

@@ -312,3 +312,68 @@ TEST(Tuner, GpuTunesChecksAndRecords) {
   for (const auto &[k, v] : best->config)
     EXPECT_EQ(used.at(k), v) << k;
 }
+
+// A record appended after a crash left a line unfinished starts on a line of its own: it was
+// glued onto the broken line and skipped with it ever after (a resumed tune measured it again).
+TEST(TuningDb, AppendAfterATruncatedLineStartsANewLine) {
+  TempDir dir;
+  TuningDb db(dir.path("t.jsonl"));
+  db.append(record("128", 0.5));
+  std::string half = TuningDb::to_line(record("64", 0.4));
+  {
+    std::ofstream f(db.path(), std::ios::app);
+    f << half.substr(0, half.size() / 2); // no newline: the writer died here
+  }
+  db.append(record("256", 0.3));
+  std::vector<std::string> warnings;
+  std::vector<TuningRecord> rs = db.load(&warnings);
+  ASSERT_EQ(rs.size(), 2u);
+  EXPECT_EQ(rs[1].config.at("BM"), 256);
+  EXPECT_EQ(rs[1].origin, db.path() + ":3");
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find(":2: skipped"), std::string::npos) << warnings[0];
+}
+
+// The database is read and written only when it is a regular file of the current user's that
+// no one else can write: another user's (planted records), a FIFO (which hung reading and
+// appending), a link to /dev/zero (read forever).
+TEST(TuningDb, DatabaseNotAPrivateRegularFileOfTheUserIsRefused) {
+  TempDir dir;
+  TuningDb db(dir.path("t.jsonl"));
+  db.append(record("128", 0.5));
+  auto refused = [&](const char *what) {
+    std::vector<std::string> warnings;
+    EXPECT_TRUE(db.load(&warnings).empty()) << what;
+    ASSERT_EQ(warnings.size(), 1u) << what;
+    EXPECT_NE(warnings[0].find("not reading " + db.path()), std::string::npos) << warnings[0];
+    EXPECT_NE(warnings[0].find(what), std::string::npos) << warnings[0];
+    expect_error([&] { db.append(record("64", 0.4)); }, {"not writing to", what});
+    expect_error([&] { db.check_writable(); }, {"not writing to", what});
+  };
+  ASSERT_EQ(::chmod(db.path().c_str(), 0602), 0);
+  refused("can be written by other users");
+  if (::geteuid() == 0) { // chown needs root (CI runs as root)
+    ASSERT_EQ(::chmod(db.path().c_str(), 0600), 0);
+    ASSERT_EQ(::chown(db.path().c_str(), 4242, 4242), 0);
+    refused("belongs to another user (uid 4242");
+  }
+  ASSERT_EQ(::unlink(db.path().c_str()), 0);
+  ASSERT_EQ(::mkfifo(db.path().c_str(), 0600), 0);
+  refused("is a FIFO");
+  ASSERT_EQ(::unlink(db.path().c_str()), 0);
+  ASSERT_EQ(::symlink("/dev/zero", db.path().c_str()), 0);
+  refused("is a device");
+}
+
+// A search whose database cannot be written fails before it measures anything, not after its
+// first candidate.
+TEST(Tuner, UnwritableDatabaseFailsBeforeTheFirstCandidate) {
+  TempDir dir;
+  TuneOptions o = small_cpu_tune(dir, 2);
+  ASSERT_EQ(::mkfifo(o.db_path.c_str(), 0600), 0);
+  std::string progress;
+  llvm::raw_string_ostream os(progress);
+  o.progress = &os;
+  expect_error([&] { tune(o); }, {"not writing to", "is a FIFO"});
+  EXPECT_EQ(os.str(), "") << "nothing tried";
+}
