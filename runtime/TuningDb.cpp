@@ -86,6 +86,33 @@ std::string print(llvm::json::Value v) {
   return os.str();
 }
 
+// llvm::json::parse recurses once per level of nesting: a line of 100000 '[' overflowed the
+// stack. A record nests two levels; a line nested deeper than this is refused unparsed.
+constexpr int kMaxJsonDepth = 16;
+
+bool nested_too_deep(llvm::StringRef text) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth)
+        return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
 std::string directory_of(const std::string &path) {
   llvm::SmallString<256> dir(path);
   llvm::sys::path::remove_filename(dir);
@@ -126,6 +153,9 @@ std::optional<TuningRecord> TuningDb::from_line(const std::string &line, std::st
       *why = w;
     return std::nullopt;
   };
+  if (nested_too_deep(line))
+    return fail("not a record: JSON nested more than " + std::to_string(kMaxJsonDepth) +
+                " levels deep");
   llvm::Expected<llvm::json::Value> v = llvm::json::parse(line);
   if (!v) {
     std::string msg = llvm::toString(v.takeError());

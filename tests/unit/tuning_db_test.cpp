@@ -313,6 +313,33 @@ TEST(Tuner, GpuTunesChecksAndRecords) {
     EXPECT_EQ(used.at(k), v) << k;
 }
 
+// A line nested 100000 levels deep crashed every command that read the database (the JSON
+// parser recursed until the stack ran out); it is skipped like any other bad line.
+TEST(TuningDb, DeeplyNestedLineIsSkippedNotParsed) {
+  TempDir dir;
+  TuningDb db(dir.path("t.jsonl"));
+  db.append(record("128", 0.5));
+  {
+    std::ofstream f(db.path(), std::ios::app);
+    f << std::string(100000, '[') << std::string(100000, ']') << "\n";
+    f << R"({"a":[[[[[[[[[[[[[[[[[[["x"]]]]]]]]]]]]]]]]]]]]})" << "\n";
+  }
+  db.append(record("64", 0.4));
+  std::vector<std::string> warnings;
+  std::vector<TuningRecord> rs = db.load(&warnings);
+  EXPECT_EQ(rs.size(), 2u);
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_NE(warnings[0].find(":2: skipped: not a record: JSON nested more than 16 levels deep"),
+            std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[1].find(":3: skipped: not a record: JSON nested"), std::string::npos)
+      << warnings[1];
+  // Brackets inside strings are text, not nesting.
+  TuningRecord r = record("32", 0.3);
+  r.check = std::string(100, '[');
+  std::string why;
+  EXPECT_TRUE(TuningDb::from_line(TuningDb::to_line(r), &why)) << why;
+}
+
 // A record appended after a crash left a line unfinished starts on a line of its own: it was
 // glued onto the broken line and skipped with it ever after (a resumed tune measured it again).
 TEST(TuningDb, AppendAfterATruncatedLineStartsANewLine) {
