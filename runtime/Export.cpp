@@ -4,6 +4,7 @@
 #include "compiler/support/Error.h"
 #include "runtime/Build.h"
 #include "runtime/KernelCache.h"
+#include "runtime/WriteFiles.h"
 
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/Path.h>
@@ -711,25 +712,20 @@ inline void @N@_unload() {
 
 std::vector<std::string> write_export(const std::string &dir, const ExportOptions &options,
                                       const std::vector<ExportedVariant> &variants) {
-  std::string header = export_header(options, variants);
-  std::error_code ec = llvm::sys::fs::create_directories(dir);
-  user_check(!ec, "export") << "cannot create the directory '" << dir << "': " << ec.message();
-  std::vector<std::string> written;
-  auto write = [&](const std::string &file, const std::string &bytes) {
+  user_check(!dir.empty(), "export") << "no output directory given (-o DIR)";
+  std::vector<OutputFile> files;
+  auto add = [&](const std::string &file, const std::string &bytes) {
     llvm::SmallString<256> path(dir);
     llvm::sys::path::append(path, file);
-    std::error_code wec;
-    llvm::raw_fd_ostream os(path, wec, llvm::sys::fs::OF_None);
-    user_check(!wec, "export") << "cannot write '" << path.str().str() << "': " << wec.message();
-    os << bytes;
-    os.close();
-    user_check(!os.has_error(), "export")
-        << "writing '" << path.str().str() << "' failed: " << os.error().message();
-    written.push_back(path.str().str());
+    files.push_back({path.str().str(), bytes});
   };
   for (const ExportedVariant &v : variants)
-    write(options.name + "." + v.arch + ".cubin", v.compiled.cubin);
-  write(options.name + ".h", header);
+    add(options.name + "." + v.arch + ".cubin", v.compiled.cubin);
+  add(options.name + ".h", export_header(options, variants));
+  write_files(files, "export", dir);
+  std::vector<std::string> written;
+  for (const OutputFile &f : files)
+    written.push_back(f.path);
   return written;
 }
 

@@ -76,8 +76,9 @@ std::vector<ExportedVariant> compile_for_export(const std::vector<ExportTarget> 
 std::string export_header(const ExportOptions &options,
                           const std::vector<ExportedVariant> &variants);
 
-/// Writes `dir`/NAME.h and `dir`/NAME.<arch>.cubin for each variant (creating `dir`); returns
-/// the paths written. tessel::Error when a file cannot be written.
+/// Writes `dir`/NAME.h and `dir`/NAME.<arch>.cubin for each variant (creating `dir`), all or
+/// none (runtime/WriteFiles.h); returns the paths written. tessel::Error when a file cannot be
+/// written, nothing left behind.
 std::vector<std::string> write_export(const std::string &dir, const ExportOptions &options,
                                       const std::vector<ExportedVariant> &variants);
 

@@ -33,6 +33,7 @@
 #include "runtime/KernelCache.h"
 #include "runtime/Timer.h"
 #include "runtime/TuningDb.h"
+#include "runtime/WriteFiles.h"
 #include "runtime/interp/Executor.h"
 #include "schedules/Registry.h"
 #include "tools/TuneCommand.h"
@@ -253,7 +254,9 @@ int cmd_compile() {
   options.arch = target_arch(lowered, arch_opt);
   CompiledKernel k = KernelCache::global().compile(source, options, sel.entry->name + ".cu");
 
-  llvm::raw_ostream &os = llvm::outs();
+  // -o -: the cubin is standard output, and the report goes to standard error.
+  const bool cubin_to_stdout = output_opt == "-";
+  llvm::raw_ostream &os = cubin_to_stdout ? llvm::errs() : llvm::outs();
   os << sel.entry->name << " (" << params_string(sel.shape) << ", " << sel.dtype << ") for "
      << k.arch << ": cubin " << k.cubin.size() << " bytes\n";
   for (const KernelStats &s : k.kernels)
@@ -266,15 +269,10 @@ int cmd_compile() {
       os << "  kernel " << f.name << ": " << f.launch.dynamic_shared_bytes
          << " bytes dynamic shared memory at launch\n";
 
-  if (!output_opt.empty()) {
-    std::error_code ec;
-    llvm::raw_fd_ostream file(output_opt, ec, llvm::sys::fs::OF_None);
-    user_check(!ec, "compile") << "cannot write '" << output_opt.getValue()
-                               << "': " << ec.message();
-    file << k.cubin;
-    file.close();
-    user_check(!file.has_error(), "compile")
-        << "writing '" << output_opt.getValue() << "' failed: " << file.error().message();
+  if (cubin_to_stdout) {
+    llvm::outs() << k.cubin; // a failed write is reported by main
+  } else if (!output_opt.empty()) {
+    write_files({{output_opt, k.cubin}}, "compile");
     os << "wrote " << output_opt << "\n";
   }
   return 0;
@@ -408,6 +406,23 @@ int cmd_export() {
   return 0;
 }
 
+// A failed write to standard output (a full disk, a closed pipe) is an error of the command, not
+// LLVM's abort when the stream is destroyed at exit with its error unchecked.
+int finish_output(int status) {
+  llvm::outs().flush();
+  if (llvm::outs().has_error()) {
+    std::error_code ec = llvm::outs().error();
+    llvm::outs().clear_error();
+    llvm::errs() << "tessel: error: writing to standard output failed: " << ec.message() << "\n";
+    status = status ? status : 1;
+  }
+  if (llvm::errs().has_error()) { // nowhere left to say so
+    llvm::errs().clear_error();
+    status = status ? status : 1;
+  }
+  return status;
+}
+
 int dispatch() {
   if (list_cmd)
     return cmd_list();
@@ -452,21 +467,23 @@ int main(int argc, char **argv) {
                                    "  Run 'tessel SUBCOMMAND --help' for a subcommand's options.\n",
                                    &llvm::errs()))
     return 2;
+  int status = 0;
   try {
-    return dispatch();
+    status = dispatch();
   } catch (const Error &e) {
     llvm::outs().flush();
     llvm::errs() << "tessel: error: " << e.what() << "\n";
-    return 1;
+    status = 1;
   } catch (const InternalError &e) {
     llvm::outs().flush();
     llvm::errs() << "tessel: " << e.what() << "\n";
-    return 3;
+    status = 3;
   } catch (const std::exception &e) {
     // Anything else escaping the compiler is a bug too; say so rather than abort.
     llvm::outs().flush();
     llvm::errs() << "tessel: internal error: " << e.what()
                  << "\n  (this is a bug in tessel; please report it with the command line)\n";
-    return 3;
+    status = 3;
   }
+  return finish_output(status);
 }

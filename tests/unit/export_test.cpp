@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -22,6 +23,7 @@
 #include <regex>
 #include <sstream>
 
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -214,6 +216,48 @@ TEST(Export, WritesTheHeaderAndTheCubins) {
   EXPECT_EQ(written[1], (dir / "naive.h").string());
   EXPECT_EQ(read_file(dir / "naive.sm_80.cubin"), v[0].compiled.cubin);
   EXPECT_EQ(read_file(dir / "naive.h"), export_header(o, v));
+  std::filesystem::remove_all(dir);
+}
+
+// A disk that fills up midway (here a file-size limit smaller than the header, in a child
+// process) fails the export with a tessel::Error, and leaves nothing behind: no cubin without
+// its header, no temporary, not even the directory it created. It used to abort (LLVM's
+// "IO failure on output stream") with the cubin written.
+TEST(Export, FullDiskWritesNothing) {
+  Program p = lower_registered("gemm_naive", {{"M", 16}, {"N", 16}, {"K", 16}}, Float(32));
+  std::vector<ExportedVariant> v = compile_for_export({{"sm_80", p.lowered}});
+  ExportOptions o;
+  o.name = "naive";
+  const std::string header = export_header(o, v);
+  ASSERT_GT(header.size(), v[0].compiled.cubin.size() + 4096);
+  auto dir = fresh_dir("full");
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::signal(SIGXFSZ, SIG_IGN); // a write past the limit fails with EFBIG instead
+    rlimit limit{rlim_t(v[0].compiled.cubin.size() + 4096), rlim_t(v[0].compiled.cubin.size() + 4096)};
+    int status = 2;
+    if (::setrlimit(RLIMIT_FSIZE, &limit) == 0) {
+      try {
+        write_export(dir.string(), o, v);
+        status = 3; // written in spite of the limit
+      } catch (const Error &e) {
+        std::string what = e.what();
+        status = what.find("naive.h' failed: File too large; nothing was written") !=
+                         std::string::npos
+                     ? 0
+                     : 4;
+        if (status)
+          std::fprintf(stderr, "%s\n", e.what());
+      }
+    }
+    ::_exit(status);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: no limit, 3: written anyway, 4: another message";
+  EXPECT_FALSE(std::filesystem::exists(dir)) << "nothing left behind";
   std::filesystem::remove_all(dir);
 }
 
