@@ -196,6 +196,19 @@ std::optional<TuningRecord> TuningDb::from_line(const std::string &line, std::st
   r.median_ms = number_from(*o, "median_ms");
   r.min_ms = number_from(*o, "min_ms");
   r.max_ms = number_from(*o, "max_ms");
+  // What --shape would take of a knob or a shape value (a record with S=-5 was built with it).
+  for (const ShapeParams *params : {&r.shape, &r.config})
+    for (const auto &[k, v] : *params)
+      if (v < 0 || v > kMaxShapeValue)
+        return fail(k + "=" + std::to_string(v) + " is out of range (0 to " +
+                    std::to_string(kMaxShapeValue) + ")");
+  // A record that checked ok is a measurement: 0 < min <= median <= max (each may be missing).
+  auto positive = [](double v) { return std::isnan(v) || (std::isfinite(v) && v > 0); };
+  if (r.ok() && (std::isnan(r.median_ms) || !positive(r.median_ms) || !positive(r.min_ms) ||
+                 !positive(r.max_ms) || r.min_ms > r.median_ms || r.median_ms > r.max_ms))
+    return fail("its times are not a measurement (median_ms " + print(number(r.median_ms)) +
+                ", min_ms " + print(number(r.min_ms)) + ", max_ms " + print(number(r.max_ms)) +
+                ")");
   return r;
 }
 

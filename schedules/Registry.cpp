@@ -15,6 +15,7 @@
 #include <llvm/ADT/StringRef.h>
 
 #include <algorithm>
+#include <cstdint>
 
 namespace tessel {
 
@@ -45,23 +46,31 @@ const ScheduleEntry &find_schedule(const std::string &name) {
   return it->second;
 }
 
+std::string shape_value_problem(const ScheduleEntry &entry, const std::string &key,
+                                int64_t value) {
+  auto it = entry.default_shape.find(key);
+  if (it == entry.default_shape.end()) {
+    std::string keys;
+    for (const auto &[k, v] : entry.default_shape)
+      keys += (keys.empty() ? "" : ", ") + k;
+    return "schedule '" + entry.name + "' has no shape parameter '" + key +
+           "'; its parameters are: " + keys;
+  }
+  bool may_be_zero = std::find(entry.nonnegative.begin(), entry.nonnegative.end(), key) !=
+                     entry.nonnegative.end();
+  if (value < 0 || (value == 0 && !may_be_zero) || value > kMaxShapeValue)
+    return "shape parameter " + key + " must be " +
+           (may_be_zero ? "from 0" : "from 1") + " to " + std::to_string(kMaxShapeValue) +
+           " (indices are 32-bit integers), got " + std::to_string(value);
+  return "";
+}
+
 ShapeParams resolve_shape(const ScheduleEntry &entry, const ShapeParams &overrides) {
   ShapeParams shape = entry.default_shape;
   for (const auto &[k, v] : overrides) {
-    auto it = shape.find(k);
-    if (it == shape.end()) {
-      std::string keys;
-      for (const auto &[kk, vv] : entry.default_shape)
-        keys += (keys.empty() ? "" : ", ") + kk;
-      user_error("schedules") << "schedule '" << entry.name << "' has no shape parameter '" << k
-                              << "'; its parameters are: " << keys;
-    }
-    bool may_be_zero = std::find(entry.nonnegative.begin(), entry.nonnegative.end(), k) !=
-                       entry.nonnegative.end();
-    user_check(v > 0 || (may_be_zero && v == 0), "schedules")
-        << "shape parameter " << k << " must be " << (may_be_zero ? "non-negative" : "positive")
-        << ", got " << v;
-    it->second = v;
+    std::string problem = shape_value_problem(entry, k, v);
+    user_check(problem.empty(), "schedules") << problem;
+    shape[k] = v;
   }
   return shape;
 }
@@ -69,13 +78,18 @@ ShapeParams resolve_shape(const ScheduleEntry &entry, const ShapeParams &overrid
 ShapeParams parse_shape(const std::string &text) {
   ShapeParams out;
   llvm::SmallVector<llvm::StringRef, 8> parts;
-  llvm::StringRef(text).split(parts, ',', -1, false);
+  llvm::StringRef(text).split(parts, ',', -1, /*KeepEmpty=*/true);
   for (llvm::StringRef p : parts) {
     auto [key, value] = p.split('=');
     int64_t v = 0;
-    user_check(!key.trim().empty() && !value.trim().getAsInteger(10, v), "--shape")
-        << "cannot read '" << p.str() << "'; write NAME=INTEGER, e.g. M=1000,N=1000,K=64";
-    out[key.trim().str()] = v;
+    user_check(!key.trim().empty() && p.contains('='), "--shape")
+        << "cannot read '" << p.str() << "' in '" << text
+        << "'; write NAME=INTEGER, e.g. M=1000,N=1000,K=64";
+    user_check(!value.trim().getAsInteger(10, v), "--shape")
+        << "cannot read '" << p.str() << "': " << key.trim().str()
+        << " must be a decimal integer, at most " << kMaxShapeValue;
+    user_check(out.emplace(key.trim().str(), v).second, "--shape")
+        << key.trim().str() << " is given twice in '" << text << "'; give each parameter once";
   }
   return out;
 }

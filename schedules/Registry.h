@@ -6,6 +6,7 @@
 
 #include "compiler/schedule/Schedule.h"
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -47,7 +48,17 @@ const std::map<std::string, ScheduleEntry> &schedule_registry();
 /// The entry called `name`; tessel::Error listing the known names otherwise.
 const ScheduleEntry &find_schedule(const std::string &name);
 
-/// The entry's default shape with `overrides` applied; an unknown key is a tessel::Error.
+/// The largest value of a shape parameter or knob: extents and indices are 32-bit integers.
+inline constexpr int64_t kMaxShapeValue = INT32_MAX;
+
+/// Empty when `value` may be `entry`'s parameter `key` (a key of its default shape; from 1, or
+/// from 0 for its `nonnegative` ones, to kMaxShapeValue); else why not, as a sentence. What
+/// resolve_shape checks of each override, and tuning records of each knob.
+std::string shape_value_problem(const ScheduleEntry &entry, const std::string &key,
+                                int64_t value);
+
+/// The entry's default shape with `overrides` applied; an unknown key or a value out of range
+/// (shape_value_problem) is a tessel::Error.
 ShapeParams resolve_shape(const ScheduleEntry &entry, const ShapeParams &overrides);
 
 /// `shape` without the entry's knobs: the problem's own parameters (a tuning record's key).
@@ -56,7 +67,8 @@ ShapeParams problem_shape(const ScheduleEntry &entry, const ShapeParams &shape);
 /// "K=64,M=1000,N=1000": the parameters as --shape takes them (keys in order).
 std::string params_string(const ShapeParams &params);
 
-/// Parses "M=1000,N=1000,K=64" into shape parameters.
+/// Parses "M=1000,N=1000,K=64" into shape parameters; tessel::Error for an empty part, a value
+/// that is not a 64-bit decimal integer, or a parameter given twice.
 ShapeParams parse_shape(const std::string &text);
 
 } // namespace tessel

@@ -372,9 +372,9 @@ TEST(Conv2dTcErrors, ShapesTheTilesDoNotFit) {
   expect_error([&] { e.build(resolve_shape(e, {{"C", 20}}), Float(16)); },
                {"C=20 must be a multiple of 16"});
   expect_error([&] { resolve_shape(e, {{"pad", -1}}); },
-               {"shape parameter pad must be non-negative, got -1"});
+               {"shape parameter pad must be from 0 to 2147483647", "got -1"});
   expect_error([&] { resolve_shape(e, {{"R", 0}}); },
-               {"shape parameter R must be positive, got 0"});
+               {"shape parameter R must be from 1 to 2147483647", "got 0"});
   EXPECT_EQ(resolve_shape(e, {{"pad", 0}}).at("pad"), 0);
 }
 

@@ -404,3 +404,35 @@ TEST(Tuner, UnwritableDatabaseFailsBeforeTheFirstCandidate) {
   expect_error([&] { tune(o); }, {"not writing to", "is a FIFO"});
   EXPECT_EQ(os.str(), "") << "nothing tried";
 }
+
+// Records are validated as --shape is: a knob out of range (S=-5) or times that are no
+// measurement (median_ms=-1) were used; they are skipped, saying why, and the next best is used.
+TEST(TuningDb, RecordsOutOfRangeAreSkipped) {
+  TempDir dir;
+  TuningDb db(dir.path("t.jsonl"));
+  TuningRecord stages = record("128", 0.1);
+  stages.config["S"] = -5;
+  TuningRecord negative = record("64", -1);
+  TuningRecord inverted = record("32", 0.2);
+  inverted.min_ms = 0.3;
+  TuningRecord huge = record("256", 0.25);
+  huge.config["BM"] = int64_t(1) << 32;
+  TuningRecord failed = record("16", NAN, "refused: BM=16 is not a multiple of 64");
+  for (const TuningRecord &r : {stages, negative, inverted, huge, failed, record("128", 0.4)})
+    db.append(r);
+  std::vector<std::string> warnings;
+  std::vector<TuningRecord> rs = db.load(&warnings);
+  ASSERT_EQ(rs.size(), 2u) << "the refused candidate's record is kept: it is not used";
+  ASSERT_EQ(warnings.size(), 4u);
+  EXPECT_NE(warnings[0].find(":1: skipped: S=-5 is out of range (0 to 2147483647)"), std::string::npos)
+      << warnings[0];
+  EXPECT_NE(warnings[1].find(":2: skipped: its times are not a measurement (median_ms -1"),
+            std::string::npos) << warnings[1];
+  EXPECT_NE(warnings[2].find(":3: skipped: its times are not a measurement"), std::string::npos)
+      << warnings[2];
+  EXPECT_NE(warnings[3].find(":4: skipped: BM=4294967296 is out of range"), std::string::npos)
+      << warnings[3];
+  std::optional<TuningRecord> b = db.best("gemm_wgmma", record("1", 1).shape, "float16", "sm_90");
+  ASSERT_TRUE(b);
+  EXPECT_DOUBLE_EQ(b->median_ms, 0.4);
+}
