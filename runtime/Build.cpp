@@ -6,6 +6,7 @@
 
 #include "compiler/codegen/CodeGenCUDA.h"
 #include "compiler/ir/IRVisitor.h"
+#include "compiler/lower/LaunchLimits.h"
 #include "compiler/support/Error.h"
 #include "runtime/CudaModule.h"
 #include "runtime/Device.h"
@@ -41,13 +42,21 @@ std::string target_arch(const LoweredModule &m, const std::string &arch) {
           << "Hopper GPU (sm_90) or later, but the target is " << a
           << "; use a schedule without bulk_copy";
     }
-    return a;
+  } else {
+    user_check(a == "sm_90" || a == "sm_90a", "build")
+        << "kernel '" << wgmma_kernel << "' uses wgmma, which only Hopper GPUs have (sm_90a), "
+        << "but the target is " << a << "; build it for sm_90, or use a schedule without wgmma "
+        << "(gemm_tc, gemm_mma)";
+    a = "sm_90a";
   }
-  user_check(a == "sm_90" || a == "sm_90a", "build")
-      << "kernel '" << wgmma_kernel << "' uses wgmma, which only Hopper GPUs have (sm_90a), but "
-      << "the target is " << a << "; build it for sm_90, or use a schedule without wgmma "
-      << "(gemm_tc, gemm_mma)";
-  return "sm_90a";
+  for (const LoweredFunc &f : m.funcs) {
+    const int64_t smem = std::max(f.launch.dynamic_shared_bytes, cuda_shared_memory_bytes(f));
+    user_check(max_shared_bytes_per_block(a) == 0 || smem <= max_shared_bytes_per_block(a), "build")
+        << "kernel '" << f.name << "' needs " << smem << " bytes of shared memory per block, "
+        << "but a block on " << a << " can have at most " << max_shared_bytes_per_block(a)
+        << "; use smaller tiles or fewer pipeline stages, or build for a GPU with more";
+  }
+  return a;
 }
 
 struct Module::State {

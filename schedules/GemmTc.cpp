@@ -1,5 +1,6 @@
 #include "schedules/GemmTc.h"
 
+#include "compiler/lower/LaunchLimits.h"
 #include "compiler/support/Error.h"
 #include "runtime/TuningDb.h"
 #include "schedules/GemmMma.h"
@@ -17,10 +18,13 @@ namespace tessel {
 
 namespace {
 
+bool fits_shared_memory(const GemmWmmaTiles &t);
+
 // The measured winners of gemm_mma and gemm_wmma shipped with tessel (shipped_tuning_records:
-// `tessel_bench --tune` on an H100, 2026-11-23), per shape the fastest. The records name the
-// GPU; gemm_tc has no target to key them on off Hopper (where it runs gemm_wgmma), so they are
-// taken on any GPU as the best measurement there is. Another GPU wants its own `tessel tune`.
+// `tessel_bench --tune` on an H100, 2026-11-23), per shape the fastest of those whose tiles fit
+// a block off Hopper. The records name the GPU; gemm_tc has no target to key them on off Hopper
+// (where it runs gemm_wgmma), so they are taken on any GPU as the best measurement there is.
+// Another GPU wants its own `tessel tune`.
 const std::vector<GemmTcMeasured> &tuned() {
   static const std::vector<GemmTcMeasured> table = [] {
     std::map<std::tuple<int64_t, int64_t, int64_t>, std::pair<double, GemmTcMeasured>> best;
@@ -34,6 +38,8 @@ const std::vector<GemmTcMeasured> &tuned() {
                                .chunk = knob("CHUNK"), .stages = knob("S"),
                                .raster_group = knob("G")},
                      .ptx_mma = mma};
+      if (!fits_shared_memory(c.tiles))
+        continue;
       int64_t M = r.shape.at("M"), N = r.shape.at("N"), K = r.shape.at("K");
       auto it = best.find({M, N, K});
       if (it == best.end() || r.median_ms < it->second.first)
@@ -47,9 +53,16 @@ const std::vector<GemmTcMeasured> &tuned() {
   return table;
 }
 
+// This path runs off Hopper: the tiles must fit the shared memory of an sm_80 block (163 KiB,
+// the most of any GPU before Hopper), even where they were measured on an H100 (227 KiB): the
+// 4096^3 winner's 204 KiB would not launch on an A100.
+bool fits_shared_memory(const GemmWmmaTiles &t) {
+  return gemm_wmma_shared_bytes(t) <= max_shared_bytes_per_block("sm_80");
+}
+
 bool fits(const GemmWmmaTiles &t, int64_t M, int64_t N, int64_t K) {
   return M % t.block_m() == 0 && N % t.block_n() == 0 && K % t.block_k() == 0 &&
-         gemm_wmma_shared_bytes(t) <= 227 * 1024;
+         fits_shared_memory(t);
 }
 
 } // namespace

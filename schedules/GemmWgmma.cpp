@@ -1,5 +1,6 @@
 #include "schedules/GemmWgmma.h"
 
+#include "compiler/lower/LaunchLimits.h"
 #include "compiler/support/Error.h"
 #include "compiler/te/Compute.h"
 #include "runtime/Device.h"
@@ -116,7 +117,7 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
       << t.block_n << " of B) must be multiples of " << per_step << " halves (" << t.threads()
       << " threads x 8) so every thread copies whole 16-byte chunks; use fewer warpgroups or "
          "larger tiles";
-  user_check(t.shared_bytes() <= 227 * 1024, context)
+  user_check(t.shared_bytes() <= max_shared_bytes_per_block("sm_90"), context)
       << t.stages << " stages of " << t.block_m << "x" << t.block_k << " and " << t.block_k << "x"
       << t.block_n << " fp16 tiles take " << t.shared_bytes()
       << " bytes of shared memory; a block has at most 227 KiB: use fewer stages or smaller tiles";
@@ -265,6 +266,11 @@ struct PaddedGemm {
 PaddedGemm padded_gemm_definition(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t,
                                   DataType in, const std::string &c_name) {
   user_check(t.split_k >= 1, "gemm_wgmma") << "split_k must be at least 1, got " << t.split_k;
+  const int64_t steps = (K + t.block_k - 1) / t.block_k;
+  user_check(t.split_k <= steps, "gemm_wgmma")
+      << "split_k (knob SK) = " << t.split_k << " parts of K=" << K << ", which has only "
+      << steps << " steps of block_k=" << t.block_k << "; give at most " << steps
+      << " parts (SK=0: the tiles' choice)";
   // Where N is not a multiple of 8 the last block of columns stays in place (schedule_wgmma_gemm)
   // and reads B up to the next whole block.
   const int64_t Kp = round_up(K, int64_t(t.block_k) * t.split_k),

@@ -6,6 +6,7 @@
 #include "compiler/ir/IRPrinter.h"
 #include "compiler/ir/Substitute.h"
 #include "compiler/lower/InferBound.h"
+#include "compiler/lower/LaunchLimits.h"
 #include "compiler/lower/Rasterize.h"
 #include "compiler/lower/ScheduleOps.h"
 #include "compiler/lower/StageBodies.h"
@@ -175,6 +176,7 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
       f.launch.dynamic_shared_bytes = smem;
     f.launch.after_previous = &f != &m.funcs.front();
   }
+  check_launch_limits(sch, dom, m, options.max_workspace_bytes);
   return m;
 }
 

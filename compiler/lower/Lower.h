@@ -29,6 +29,10 @@ struct LowerOptions {
   /// others in int32 (storage_flatten). 2^31: where int32 stops holding the indices; lower it to
   /// run the int64 path at small sizes (tests).
   int64_t wide_index_elements = int64_t(1) << 31;
+  /// The most workspace (global scratch between kernels: padded copies, split-K parts) a
+  /// module may ask for; more is a tessel::Error at lowering. 128 GiB: less than the memory of
+  /// the largest GPU tessel runs on (an H200's 141 GB); raise it for larger ones.
+  int64_t max_workspace_bytes = int64_t(128) << 30;
 };
 
 /// The names of the lowering steps, in order (for --print-after).

@@ -133,6 +133,7 @@ TEST(RandomSchedules, GemmWgmma) {
     DataType in = pick<DataType>(rng, {Float(16), BFloat(16)});
     bool fused = rng() % 3 == 0;
     t.split_k = fused ? 1 : pick<int>(rng, {1, 1, 2, 3}); // the epilogue needs K whole
+    t.split_k = int(std::min<int64_t>(t.split_k, (K + t.block_k - 1) / t.block_k)); // a step each
     std::ostringstream what;
     what << "seed " << seed << ": " << M << "x" << N << "x" << K << " " << in << " "
          << to_string(t) << (fused ? " + bias + GELU" : "");
