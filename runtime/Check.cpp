@@ -7,10 +7,13 @@
 #include "runtime/interp/Magnitude.h"
 
 #include <cmath>
+#include <new>
 #include <cstring>
 #include <random>
 #include <set>
 #include <sstream>
+
+#include <unistd.h>
 
 namespace tessel {
 
@@ -170,8 +173,59 @@ std::string CheckResult::str() const {
   return os.str();
 }
 
-CheckResult check_on_cpu(const Schedule &s, const std::vector<Tensor> &args, size_t num_inputs,
-                         uint64_t seed) {
+namespace {
+
+std::string gigabytes(double bytes) {
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(1);
+  os << bytes / 1e9 << " GB";
+  return os.str();
+}
+
+// A check holds every argument in host memory: as float64 values and in its own type, and the
+// output's float64 reference besides. More than the machine has is the user's shape, said
+// before anything is allocated (not std::bad_alloc, nor the kernel's out-of-memory killer).
+void check_host_memory(const std::vector<Tensor> &args, const char *where) {
+  double total = 0, largest = 0;
+  const Tensor *largest_tensor = nullptr;
+  for (const Tensor &t : args) {
+    double n = 1;
+    for (int64_t e : constant_shape(t))
+      n *= double(e);
+    // An input as float64 values and in its type; the output also as its float64 reference.
+    const double per_element = (&t == &args.back() ? 2 : 1) * sizeof(double) + t.dtype().bytes();
+    double bytes = n * per_element;
+    total += bytes;
+    if (bytes > largest) {
+      largest = bytes;
+      largest_tensor = &t;
+    }
+  }
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  const double memory = pages > 0 && page > 0 ? double(pages) * double(page) : 0;
+  user_check(memory == 0 || total <= memory, where)
+      << "checking this shape against its float64 reference needs about " << gigabytes(total)
+      << " of host memory ('" << largest_tensor->name() << "' alone " << gigabytes(largest)
+      << "), more than this machine's " << gigabytes(memory) << "; give a smaller shape";
+}
+
+// `f()`, with running out of host memory anyway reported as the user's shape.
+template <typename F> CheckResult host_memory_guarded(const char *where, F f) {
+  try {
+    return f();
+  } catch (const std::bad_alloc &) {
+    user_error(where) << "out of host memory holding this shape's buffers and float64 "
+                      << "reference; give a smaller shape";
+  }
+}
+
+} // namespace
+
+namespace {
+
+CheckResult check_on_cpu_unguarded(const Schedule &s, const std::vector<Tensor> &args,
+                                   size_t num_inputs, uint64_t seed) {
   CheckProblem p = make_check_problem(args, num_inputs, seed);
   LoweredModule m = lower(s, args);
   std::vector<interp::HostBuffer> bufs;
@@ -187,8 +241,9 @@ CheckResult check_on_cpu(const Schedule &s, const std::vector<Tensor> &args, siz
   return check_output(p, bufs.back());
 }
 
-CheckResult check_on_gpu(const Schedule &s, const std::vector<Tensor> &args, size_t num_inputs,
-                         const std::optional<TimeOptions> &timing, uint64_t seed) {
+CheckResult check_on_gpu_unguarded(const Schedule &s, const std::vector<Tensor> &args,
+                                   size_t num_inputs, const std::optional<TimeOptions> &timing,
+                                   uint64_t seed) {
   CheckProblem p = make_check_problem(args, num_inputs, seed);
   Module m = build(s, args);
   std::vector<DeviceArray> arrays;
@@ -209,6 +264,24 @@ CheckResult check_on_gpu(const Schedule &s, const std::vector<Tensor> &args, siz
   if (timing)
     r.time = m.time(ptrs, *timing);
   return r;
+}
+
+} // namespace
+
+CheckResult check_on_cpu(const Schedule &s, const std::vector<Tensor> &args, size_t num_inputs,
+                         uint64_t seed) {
+  check_host_memory(args, "check_on_cpu");
+  return host_memory_guarded("check_on_cpu", [&] {
+    return check_on_cpu_unguarded(s, args, num_inputs, seed);
+  });
+}
+
+CheckResult check_on_gpu(const Schedule &s, const std::vector<Tensor> &args, size_t num_inputs,
+                         const std::optional<TimeOptions> &timing, uint64_t seed) {
+  check_host_memory(args, "check_on_gpu");
+  return host_memory_guarded("check_on_gpu", [&] {
+    return check_on_gpu_unguarded(s, args, num_inputs, timing, seed);
+  });
 }
 
 } // namespace tessel

@@ -478,6 +478,10 @@ int main(int argc, char **argv) {
     llvm::outs().flush();
     llvm::errs() << "tessel: " << e.what() << "\n";
     status = 3;
+  } catch (const std::bad_alloc &) {
+    llvm::outs().flush();
+    llvm::errs() << "tessel: error: out of host memory; give a smaller shape (--shape)\n";
+    status = 1;
   } catch (const std::exception &e) {
     // Anything else escaping the compiler is a bug too; say so rather than abort.
     llvm::outs().flush();

@@ -2,6 +2,7 @@
 
 #include "compiler/support/Error.h"
 
+#include <llvm/ADT/StringRef.h>
 #include <llvm/Support/raw_ostream.h>
 
 #include <limits>
@@ -52,36 +53,45 @@ std::string DataType::str() const {
 }
 
 DataType DataType::parse(const std::string &name) {
-  std::string base = name;
-  int lanes = 1;
-  if (auto x = name.rfind('x'); x != std::string::npos && x + 1 < name.size() &&
-                                 name.find_first_not_of("0123456789", x + 1) == std::string::npos) {
-    base = name.substr(0, x);
-    lanes = std::stoi(name.substr(x + 1));
-  }
-  auto bits_after = [&](const char *prefix) -> int {
-    size_t n = std::char_traits<char>::length(prefix);
-    if (base.compare(0, n, prefix) != 0 || base.size() == n ||
-        base.find_first_not_of("0123456789", n) != std::string::npos)
-      return 0;
-    return std::stoi(base.substr(n));
+  auto unknown = [&]() {
+    user_error("DataType::parse")
+        << "unknown data type '" << name
+        << "'; expected one of bool, int8/16/32/64, uint8/16/32/64, float16/32/64, bfloat16, "
+           "handle, optionally with lanes such as float16x8";
   };
+  // The digits of `text` after `prefix` as a number; 0 if they are not all digits or do not fit
+  // (float99999999999 is no type, not an overflow).
+  auto number_after = [](llvm::StringRef text, llvm::StringRef prefix) {
+    unsigned n = 0;
+    if (!text.consume_front(prefix) || text.empty() ||
+        text.find_first_not_of("0123456789") != llvm::StringRef::npos || text.getAsInteger(10, n))
+      return 0u;
+    return n;
+  };
+  llvm::StringRef base = name;
+  unsigned lanes = 1;
+  if (auto x = base.rfind('x'); x != llvm::StringRef::npos && x + 1 < base.size() &&
+                                base.find_first_not_of("0123456789", x + 1) == llvm::StringRef::npos) {
+    lanes = number_after(base.substr(x), "x");
+    base = base.substr(0, x);
+    if (lanes == 0 || lanes > 65535)
+      unknown();
+  }
+  const int l = int(lanes);
   if (base == "bool")
-    return tessel::Bool(lanes);
+    return tessel::Bool(l);
   if (base == "handle")
     return tessel::Handle();
-  if (int b = bits_after("bfloat"); b == 16)
-    return tessel::BFloat(16, lanes);
-  if (int b = bits_after("float"); b == 16 || b == 32 || b == 64)
-    return tessel::Float(b, lanes);
-  if (int b = bits_after("uint"); b == 8 || b == 16 || b == 32 || b == 64)
-    return tessel::UInt(b, lanes);
-  if (int b = bits_after("int"); b == 8 || b == 16 || b == 32 || b == 64)
-    return tessel::Int(b, lanes);
-  user_error("DataType::parse")
-      << "unknown data type '" << name
-      << "'; expected one of bool, int8/16/32/64, uint8/16/32/64, float16/32/64, bfloat16, "
-         "handle, optionally with lanes such as float16x8";
+  if (number_after(base, "bfloat") == 16)
+    return tessel::BFloat(16, l);
+  if (unsigned b = number_after(base, "float"); b == 16 || b == 32 || b == 64)
+    return tessel::Float(int(b), l);
+  if (unsigned b = number_after(base, "uint"); b == 8 || b == 16 || b == 32 || b == 64)
+    return tessel::UInt(int(b), l);
+  if (unsigned b = number_after(base, "int"); b == 8 || b == 16 || b == 32 || b == 64)
+    return tessel::Int(int(b), l);
+  unknown();
+  return {};
 }
 
 std::ostream &operator<<(std::ostream &os, const DataType &t) { return os << t.str(); }

@@ -1,5 +1,7 @@
 // The result check's tolerance follows the magnitudes of the terms (output_tolerance,
 // magnitude_of): cancellation is not a mismatch, a missing or wrong term still is.
+#include "TestUtil.h"
+
 #include "compiler/tessel.h"
 #include "runtime/Check.h"
 #include "runtime/interp/Magnitude.h"
@@ -103,4 +105,16 @@ TEST(CheckTolerance, RealErrorsAreStillMismatches) {
       nudged[i] += (i % 2 ? 1 : -1) * 1e-7 * std::sqrt(double(K)) * mags[i];
     EXPECT_TRUE(compare(ref, nudged.data(), nudged.size(), tol, mags).ok);
   }
+}
+
+// A shape whose buffers and float64 reference cannot fit in host memory is refused before
+// anything is allocated (it was "internal error: std::bad_alloc ... this is a bug").
+TEST(CheckOnCpu, ShapeLargerThanHostMemoryIsTheUsersError) {
+  const int64_t n = int64_t(1) << 30; // 2^30 x 2^30 floats: 4 EB in float32 alone
+  Tensor a = placeholder({n, n}, Float(32), "a");
+  Tensor b = compute({n, n}, [&](Var i, Var j) { return a(i, j) * 2.0f; }, "b");
+  Schedule s = create_schedule({b});
+  tessel::test::expect_error([&] { check_on_cpu(s, {a, b}, 1); },
+                             {"check_on_cpu: checking this shape", "GB of host memory",
+                              "'b' alone", "more than this machine's", "give a smaller shape"});
 }

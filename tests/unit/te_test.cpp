@@ -136,4 +136,13 @@ TEST(TEErrors, UnknownTypeName) {
   expect_error([] { DataType::parse("flaot16"); }, {"unknown data type 'flaot16'"});
   EXPECT_EQ(DataType::parse("float16x8"), Float(16, 8));
   EXPECT_EQ(DataType::parse("bool"), Bool());
+  // Digits past an int were "internal error: stoi" (std::out_of_range); they are no type.
+  expect_error([] { DataType::parse("float99999999999"); },
+               {"unknown data type 'float99999999999'", "float16/32/64"});
+  expect_error([] { DataType::parse("float16x99999999999999"); },
+               {"unknown data type 'float16x99999999999999'"});
+  expect_error([] { DataType::parse("float16x0"); }, {"unknown data type 'float16x0'"});
+  expect_error([] { DataType::parse("int"); }, {"unknown data type 'int'"});
+  EXPECT_EQ(DataType::parse("uint8x4"), UInt(8, 4));
+  EXPECT_EQ(DataType::parse("bfloat16"), BFloat(16));
 }
