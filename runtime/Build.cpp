@@ -12,10 +12,22 @@
 #include "runtime/Device.h"
 #include "runtime/KernelCache.h"
 
+#include <llvm/ADT/StringRef.h>
+
 #include <mutex>
 #include <optional>
 
 namespace tessel {
+
+void check_arch_name(const std::string &arch, const char *where) {
+  llvm::StringRef digits(arch);
+  bool ok = digits.consume_front("sm_");
+  digits.consume_back("a");
+  ok = ok && digits.size() >= 2 && digits.find_first_not_of("0123456789") == llvm::StringRef::npos;
+  user_check(ok, where) << "'" << arch << "' is not an architecture: give sm_ and the compute "
+                        << "capability, e.g. sm_80, sm_90, or sm_90a for Hopper's "
+                        << "arch-specific instructions (wgmma)";
+}
 
 std::string target_arch(const LoweredModule &m, const std::string &arch) {
   std::string wgmma_kernel, tma_kernel;
@@ -34,6 +46,7 @@ std::string target_arch(const LoweredModule &m, const std::string &arch) {
         << Device::unavailable_reason() << "); give one, e.g. \"sm_90\"";
     a = Device::get().arch();
   }
+  check_arch_name(a, "build");
   if (wgmma_kernel.empty()) {
     if (!tma_kernel.empty()) {
       int sm = a.rfind("sm_", 0) == 0 ? std::atoi(a.c_str() + 3) : 0;

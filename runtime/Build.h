@@ -27,10 +27,15 @@ struct Target {
   static Target cuda(std::string arch = "") { return Target{std::move(arch)}; }
 };
 
+/// tessel::Error unless `arch` names an architecture: "sm_" and the compute capability's two or
+/// more digits, optionally "a" (sm_80, sm_90, sm_90a). `where` names the operation.
+void check_arch_name(const std::string &arch, const char *where);
+
 /// The architecture to compile `m` for: `arch` ("sm_80", "sm_90", ...; empty: the GPU's), made
 /// "sm_90a" when a kernel uses wgmma, whose instructions exist only on that arch-specific target.
-/// tessel::Error when a kernel uses wgmma and `arch` is not a Hopper architecture, or TMA /
-/// mbarriers and `arch` is older than sm_90.
+/// tessel::Error when `arch` is no architecture name, when a kernel uses wgmma and `arch` is not
+/// a Hopper architecture, or TMA / mbarriers and `arch` is older than sm_90, or a kernel needs
+/// more shared memory than a block has there.
 std::string target_arch(const LoweredModule &m, const std::string &arch);
 
 /// What cuTensorMapEncodeTiled (or cuTensorMapEncodeIm2col) is given for tensor map `m` over

@@ -157,14 +157,7 @@ std::vector<std::string> parse_arch_list(const std::string &text) {
   std::stringstream in(text);
   std::string a;
   while (std::getline(in, a, ',')) {
-    bool ok = a.size() > 3 && a.rfind("sm_", 0) == 0;
-    size_t digits_end = a.size() - (ok && a.back() == 'a' ? 1 : 0);
-    for (size_t i = 3; ok && i < digits_end; ++i)
-      ok = std::isdigit(static_cast<unsigned char>(a[i]));
-    ok = ok && digits_end > 4; // at least two digits: major and minor
-    user_check(ok, "export") << "'" << a << "' is not an architecture: give sm_ and the compute "
-                             << "capability, e.g. sm_80, sm_90, or sm_90a for Hopper's "
-                             << "arch-specific instructions (wgmma)";
+    check_arch_name(a, "export");
     if (std::find(out.begin(), out.end(), a) == out.end())
       out.push_back(a);
   }

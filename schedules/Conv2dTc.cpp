@@ -382,8 +382,6 @@ std::pair<Conv2dTcShape, GemmWgmmaTiles> wgmma_conv_from_knobs(const ShapeParams
   };
   Conv2dTcShape sh = conv2d_shape_of(p);
   sh.in_dtype = in;
-  user_check(get("Y16") <= 1, "conv2d_wgmma")
-      << "Y16 must be 0 (y float32) or 1 (y float16), got " << get("Y16");
   if (get("Y16"))
     sh.out_dtype = Float(16);
   GemmWgmmaTiles t = conv2d_wgmma_tiles(sh);
@@ -412,6 +410,7 @@ ScheduleEntry wgmma_conv_entry(const char *name, const char *description, int64_
     e.nonnegative.push_back(knob);
   }
   e.default_shape["Y16"] = y16; // conv2d_tc's, with this entry's default
+  e.choices["TMA"] = {0, 1};
   e.dtypes = {Float(16), BFloat(16)};
   return e;
 }
@@ -458,12 +457,11 @@ ScheduleEntry conv2d_tc_entry() {
   e.default_shape = {{"N", 256}, {"H", 14},     {"W", 14},  {"C", 256}, {"K", 512},
                      {"R", 3},   {"pad", 1},    {"stride", 1}, {"dil", 1}, {"Y16", 0}};
   e.nonnegative = {"pad", "Y16"};
+  e.choices["Y16"] = {0, 1}; // y float32, or in the input type
   e.dtypes = {Float(16), BFloat(16)};
   e.build = [](const ShapeParams &p, DataType in) {
     Conv2dTcShape sh = conv2d_shape_of(p);
     sh.in_dtype = in;
-    user_check(p.at("Y16") <= 1, "conv2d_tc")
-        << "Y16 must be 0 (y float32) or 1 (y float16), got " << p.at("Y16");
     if (p.at("Y16"))
       sh.out_dtype = Float(16);
     return conv2d_tc(sh);

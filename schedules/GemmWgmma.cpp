@@ -462,9 +462,9 @@ GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p) {
   }
   if (get("S"))
     t.stages = int(get("S"));
-  // SW=0 turns the swizzle off; SW=128 asks for it on explicit tiles (the chosen ones have it
-  // wherever they can).
-  if (p.count("SW") && (explicit_tiles || get("SW") == 0))
+  // SW=128 (the default) asks for the widest swizzle on explicit tiles (the chosen ones have it
+  // wherever they can); another value sets it on any tiles, which must then take it.
+  if (p.count("SW") && (explicit_tiles || get("SW") != 128))
     t.swizzle = int(get("SW"));
   t.raster_group = get("G");
   t.tma = get("TMA") != 0 && t.swizzle != 0 && t.stages >= 2;
@@ -492,6 +492,7 @@ ScheduleEntry wgmma_gemm_entry(const char *name, const char *description) {
                      {"BN", 0},   {"BK", 0},   {"S", 0},    {"SW", 128}, {"TMA", 1},
                      {"SK", 0}};
   e.nonnegative = {"G", "BM", "BN", "BK", "S", "SW", "TMA", "SK"};
+  e.choices = {{"SW", {0, 32, 64, 128}}, {"TMA", {0, 1}}};
   e.knobs = gemm_wgmma_knobs();
   e.dtypes = {Float(16), BFloat(16)};
   return e;
@@ -513,9 +514,8 @@ ScheduleEntry gemm_wgmma_entry() {
                     "rounds the float32 sum once as it is stored");
   e.default_shape["C16"] = 0;
   e.nonnegative.push_back("C16");
+  e.choices["C16"] = {0, 1}; // C float32, or in A's type
   e.build = [](const ShapeParams &p, DataType in) {
-    user_check(p.at("C16") <= 1, "gemm_wgmma")
-        << "C16 must be 0 (C float32) or 1 (C in A's type), got " << p.at("C16");
     return gemm_wgmma(p.at("M"), p.at("N"), p.at("K"), gemm_wgmma_tiles_from_knobs(p), in,
                       p.at("C16") ? in : Float(32));
   };

@@ -62,6 +62,15 @@ std::string shape_value_problem(const ScheduleEntry &entry, const std::string &k
     return "shape parameter " + key + " must be " +
            (may_be_zero ? "from 0" : "from 1") + " to " + std::to_string(kMaxShapeValue) +
            " (indices are 32-bit integers), got " + std::to_string(value);
+  if (auto c = entry.choices.find(key); c != entry.choices.end() &&
+                                        std::find(c->second.begin(), c->second.end(), value) ==
+                                            c->second.end()) {
+    std::vector<std::string> values;
+    for (int64_t v : c->second)
+      values.push_back(std::to_string(v));
+    return "shape parameter " + key + " of schedule '" + entry.name + "' must be one of " +
+           llvm::join(values, ", ") + ", got " + std::to_string(value);
+  }
   return "";
 }
 

@@ -33,6 +33,8 @@ struct ScheduleEntry {
   ShapeParams default_shape;
   /// Shape parameters that may be 0 (a padding); the others must be positive.
   std::vector<std::string> nonnegative;
+  /// Parameters that take only these values (a flag: 0 or 1; a swizzle: 0, 32, 64 or 128).
+  std::map<std::string, std::vector<int64_t>> choices;
   /// The input element types it supports; the first is the default.
   std::vector<DataType> dtypes;
   /// Tuning knobs: parameters of default_shape that choose how, not what (tiles, stages; 0 is
@@ -52,7 +54,8 @@ const ScheduleEntry &find_schedule(const std::string &name);
 inline constexpr int64_t kMaxShapeValue = INT32_MAX;
 
 /// Empty when `value` may be `entry`'s parameter `key` (a key of its default shape; from 1, or
-/// from 0 for its `nonnegative` ones, to kMaxShapeValue); else why not, as a sentence. What
+/// from 0 for its `nonnegative` ones, to kMaxShapeValue; one of its `choices`, if it has
+/// them); else why not, as a sentence. What
 /// resolve_shape checks of each override, and tuning records of each knob.
 std::string shape_value_problem(const ScheduleEntry &entry, const std::string &key,
                                 int64_t value);

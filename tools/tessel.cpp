@@ -244,6 +244,12 @@ int cmd_cuda() {
 }
 
 int cmd_compile() {
+  user_check(!arch_opt.getNumOccurrences() || !arch_opt.empty(), "compile")
+      << "--arch needs an architecture, e.g. --arch sm_90";
+  if (!arch_opt.empty()) // before anything is built: not an NVRTC error over the whole source
+    check_arch_name(arch_opt, "compile");
+  user_check(!output_opt.getNumOccurrences() || !output_opt.empty(), "compile")
+      << "-o needs a file name (or - for standard output)";
   Selected sel = select_schedule(arch_opt.empty() ? tuning_arch() : arch_opt.getValue());
   LoweredModule lowered = lower_selected(sel);
   std::string source = codegen_cuda(lowered);

@@ -53,6 +53,22 @@ tessel_filecheck_test(NAME error.run_number CHECKS errors.txt EXIT_CODE 1
   COMMAND run gemm_naive --number=0 FILECHECK_ARGS --check-prefix=NUMBER)
 tessel_filecheck_test(NAME error.run_repeat CHECKS errors.txt EXIT_CODE 1
   COMMAND run gemm_naive --repeat=-2 FILECHECK_ARGS --check-prefix=REPEAT)
+tessel_filecheck_test(NAME error.tma_knob CHECKS errors.txt EXIT_CODE 1
+  COMMAND lower gemm_wgmma --shape TMA=5 FILECHECK_ARGS --check-prefix=TMA_KNOB)
+tessel_filecheck_test(NAME error.sw_knob CHECKS errors.txt EXIT_CODE 1
+  COMMAND lower gemm_wgmma --shape SW=7 FILECHECK_ARGS --check-prefix=SW_KNOB)
+tessel_filecheck_test(NAME error.wrap CHECKS errors.txt EXIT_CODE 1
+  COMMAND lower conv2d_tc --shape H=4294967310 FILECHECK_ARGS --check-prefix=WRAP)
+tessel_filecheck_test(NAME error.duplicate CHECKS errors.txt EXIT_CODE 1
+  COMMAND lower gemm_naive --shape M=16,M=32 FILECHECK_ARGS --check-prefix=DUPLICATE)
+tessel_filecheck_test(NAME error.compile_arch CHECKS errors.txt EXIT_CODE 1
+  COMMAND compile gemm_naive --arch garbage FILECHECK_ARGS --check-prefix=ARCH)
+tessel_filecheck_test(NAME error.compile_empty_output CHECKS errors.txt EXIT_CODE 1
+  COMMAND compile gemm_naive --arch sm_90 -o= FILECHECK_ARGS --check-prefix=EMPTY_OUTPUT)
+tessel_filecheck_test(NAME error.grid CHECKS errors.txt EXIT_CODE 1
+  COMMAND lower gemm_naive --shape M=1048592,N=16,K=1 FILECHECK_ARGS --check-prefix=GRID)
+tessel_filecheck_test(NAME error.dtype_digits CHECKS errors.txt EXIT_CODE 1
+  COMMAND lower gemm_naive --dtype float99999999999 FILECHECK_ARGS --check-prefix=DTYPE_DIGITS)
 
 # Programs a reader runs first: they must keep building, running and printing what they say.
 tessel_filecheck_test(NAME readme_example PROGRAM readme_example CHECKS readme_example.txt)

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <initializer_list>
 #include <random>
 #include <string>
@@ -43,5 +45,22 @@ inline std::vector<double> dyadic_values(size_t n, uint64_t seed) {
     x = (int(rng() % 17) - 8) / 8.0;
   return v;
 }
+
+/// The seeds a randomized test runs: TESSEL_RANDOM_SEED alone (replaying one case), else
+/// TESSEL_RANDOM_CASES (default `fixed`) consecutive seeds from `base`, so that CI runs the same
+/// cases every time. Every randomized test and the schedule fuzzer read these two.
+inline std::vector<uint64_t> random_seeds(int fixed, uint64_t base) {
+  if (const char *s = std::getenv("TESSEL_RANDOM_SEED"))
+    return {std::strtoull(s, nullptr, 10)};
+  if (const char *n = std::getenv("TESSEL_RANDOM_CASES"))
+    fixed = std::max(1, std::atoi(n));
+  std::vector<uint64_t> out;
+  for (int i = 0; i < fixed; ++i)
+    out.push_back(base + uint64_t(i));
+  return out;
+}
+
+/// True when TESSEL_RANDOM_SEED asks for one case.
+inline bool replaying_one_seed() { return std::getenv("TESSEL_RANDOM_SEED") != nullptr; }
 
 } // namespace tessel::test

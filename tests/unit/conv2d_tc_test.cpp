@@ -468,10 +468,10 @@ TEST(Conv2dWgmma, NarrowOutputRoundsTheSum) {
   // The registry's knob: 0 or 1.
   const ScheduleEntry &entry = find_schedule("conv2d_wgmma");
   expect_error([&] { entry.build(resolve_shape(entry, {{"Y16", 2}}), Float(16)); },
-               {"Y16 must be 0 (y float32) or 1 (y float16), got 2"});
+               {"Y16 of schedule 'conv2d_wgmma' must be one of 0, 1, got 2"});
   const ScheduleEntry &tc = find_schedule("conv2d_tc");
   expect_error([&] { tc.build(resolve_shape(tc, {{"Y16", 2}}), Float(16)); },
-               {"conv2d_tc", "Y16 must be 0 (y float32) or 1 (y float16), got 2"});
+               {"Y16 of schedule 'conv2d_tc' must be one of 0, 1, got 2"});
 }
 
 // conv + bias + ReLU in one kernel: the bias and ReLU applied to the accumulators in registers

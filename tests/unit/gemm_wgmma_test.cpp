@@ -154,7 +154,7 @@ TEST(GemmWgmma, NarrowOutput) {
                                     BFloat(16));
   EXPECT_EQ(bf.args.back().dtype(), BFloat(16));
   expect_error([&] { entry.build(resolve_shape(entry, {{"C16", 2}}), Float(16)); },
-               {"gemm_wgmma", "C16 must be 0 (C float32) or 1 (C in A's type), got 2"});
+               {"C16 of schedule 'gemm_wgmma' must be one of 0, 1, got 2"});
 }
 
 // GEMM + bias + GELU in one kernel: the epilogue runs on the accumulators in registers

@@ -33,18 +33,7 @@ using namespace tessel;
 
 namespace {
 
-// The seeds to run: TESSEL_RANDOM_SEED alone, or `fixed` (TESSEL_RANDOM_CASES) consecutive
-// seeds from a fixed base, so CI runs the same cases every time.
-std::vector<uint64_t> seeds(int fixed, uint64_t base) {
-  if (const char *s = std::getenv("TESSEL_RANDOM_SEED"))
-    return {std::strtoull(s, nullptr, 10)};
-  if (const char *n = std::getenv("TESSEL_RANDOM_CASES"))
-    fixed = std::max(1, std::atoi(n));
-  std::vector<uint64_t> out;
-  for (int i = 0; i < fixed; ++i)
-    out.push_back(base + uint64_t(i));
-  return out;
-}
+std::vector<uint64_t> seeds(int fixed, uint64_t base) { return test::random_seeds(fixed, base); }
 
 template <typename T> const T &pick(std::mt19937_64 &rng, const std::vector<T> &v) {
   return v[rng() % v.size()];

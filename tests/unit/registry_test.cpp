@@ -2,6 +2,7 @@
 // range-checked and refused with a message before any schedule sees them. No GPU needed.
 #include "TestUtil.h"
 
+#include "schedules/GemmWgmma.h"
 #include "schedules/Registry.h"
 
 #include <gtest/gtest.h>
@@ -40,4 +41,17 @@ TEST(Registry, ValuesPast32BitsAreRefusedNotWrapped) {
                {"schedule 'gemm_wgmma' has no shape parameter 'Q'"});
   EXPECT_EQ(resolve_shape(w, {{"SK", 0}, {"M", 2147483647}}).at("M"), 2147483647);
   EXPECT_EQ(shape_value_problem(w, "BM", 128), "");
+}
+
+// A swizzle other than the default applies to the tiles gemm_wgmma chooses too (SW=64 was
+// ignored unless BM, BN or BK were given); values it cannot take are refused as parsed.
+TEST(Registry, KnobsOfFewValues) {
+  const ScheduleEntry &w = find_schedule("gemm_wgmma");
+  EXPECT_EQ(gemm_wgmma_tiles_from_knobs(resolve_shape(w, {{"SW", 64}})).swizzle, 64);
+  EXPECT_EQ(gemm_wgmma_tiles_from_knobs(resolve_shape(w, {})).swizzle, 128);
+  EXPECT_FALSE(gemm_wgmma_tiles_from_knobs(resolve_shape(w, {{"TMA", 0}})).tma);
+  expect_error([&] { resolve_shape(w, {{"SW", 7}}); }, {"SW", "must be one of 0, 32, 64, 128"});
+  expect_error([&] { resolve_shape(w, {{"TMA", 5}}); }, {"TMA", "must be one of 0, 1, got 5"});
+  expect_error([&] { resolve_shape(find_schedule("conv2d_wgmma"), {{"TMA", 2}}); },
+               {"TMA of schedule 'conv2d_wgmma' must be one of 0, 1"});
 }
