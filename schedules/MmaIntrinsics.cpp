@@ -5,6 +5,7 @@
 #include "compiler/ir/Intrinsics.h"
 #include "compiler/support/Error.h"
 #include "compiler/te/Compute.h"
+#include "schedules/OperandLayouts.h"
 
 namespace tessel {
 
@@ -29,6 +30,16 @@ void check_operand_type(DataType in, const char *intrin) {
       << "mma.sync.m16n8k16 takes float16 or bfloat16 operands, got " << in;
 }
 
+// The first fragment tile of a 16x16 operand region: matrix_a counts m16k16 tiles, matrix_b
+// k16n8 ones (an x4 load fills two, n0 and n0 + 8). A fragment holding its operand transposed
+// (n x k) numbers its 16x16 regions as the operand's order would, so the two halves stay
+// adjacent: region r is tiles 2r and 2r + 1 either way.
+Expr operand_tile(const BoundBuffer &b, bool is_a, bool transposed, const std::string &context) {
+  if (is_a)
+    return b.tile_index(kTile, kTile, context);
+  return transposed ? b.tile_index(kTile, kTile, context) * 2 : b.tile_index(kTile, 8, context);
+}
+
 void check_leading_dim(const BoundBuffer &b, const std::string &intrin) {
   int64_t ld = b.stride(0);
   user_check(ld % (kRowBytes / 2) == 0, intrin)
@@ -45,73 +56,84 @@ std::shared_ptr<const TensorIntrin> mma_load_matrix(const std::string &scope,
   check_operand_type(in, "mma_load_matrix");
   user_check(scope == "mma.matrix_a" || scope == "mma.matrix_b", "mma_load_matrix")
       << "scope must be mma.matrix_a or mma.matrix_b, got '" << scope << "'";
-  user_check(layout == "row_major" || layout == "col_major", "mma_load_matrix")
-      << "layout must be row_major or col_major, got '" << layout << "'";
-  bool col = layout == "col_major";
-  Tensor A = placeholder({kTile, kTile}, in, "A");
-  Tensor C = compute(
-      {kTile, kTile}, [&](Var i, Var j) { return col ? A(j, i) : A(i, j); }, "C", {"i", "j"});
-  Buffer BA = Buffer::make("BA", in, A.shape(), "shared", {}, Expr(), kRowBytes, kRowBytes / 2);
-  Buffer BC = fragment_decl("BC", in, scope);
   bool is_a = scope == "mma.matrix_a";
-  // Register i of a thread receives 8x8 matrix i. A's registers hold, in the PTX ISA's order,
-  // its (rows, cols) blocks (0,0), (8,0), (0,8), (8,8); B's the (k, n) blocks (0,0), (8,0),
-  // (0,8), (8,8): two k16n8 operands. Stored as is, lanes 0..15 point at rows 0..15 of the
-  // first 8 columns and lanes 16..31 at those of the next 8; stored transposed, the blocks are
-  // (0,0), (0,8), (8,0), (8,8) of the stored tile and each is transposed by the load.
-  bool stored_as_operand = !col;
-  bool trans = is_a ? col : !col;
-  std::string name = "mma_load_matrix(" + scope + ", " + layout +
-                     (in == Float(16) ? "" : ", " + in.str()) + ")";
-  return decl_tensor_intrin(
-      C, {{A, BA}, {C, BC}},
-      [=](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
-        check_leading_dim(in[0], name);
-        Expr row = stored_as_operand ? floormod(lane(), 16) : floormod(lane(), 8) + floordiv(lane(), 16) * 8;
-        Expr col8 = stored_as_operand ? floordiv(lane(), 16) * 8 : floormod(floordiv(lane(), 8), 2) * 8;
-        // matrix_a counts m16k16 tiles, matrix_b k16n8 ones: the x4 load fills two of those.
-        Expr index = is_a ? out.tile_index(kTile, kTile, name) : out.tile_index(kTile, 8, name);
-        TensorIntrinBodies b;
-        b.body = Evaluate::make(intrinsic_call(
-            intrinsic::mma_ldmatrix, {out.data(), index, 4, int(trans), in[0].access_ptr(row, col8)}));
-        return b;
-      },
-      name);
+  std::vector<std::shared_ptr<const TensorIntrin>> patterns;
+  for (const OperandLoadLayout &l : operand_load_layouts(layout, "mma_load_matrix")) {
+    Tensor A;
+    Tensor C = operand_load_pattern(kTile, kTile, in, l, &A);
+    Buffer BA = Buffer::make("BA", in, A.shape(), "shared", {}, Expr(), kRowBytes, kRowBytes / 2);
+    Buffer BC = fragment_decl("BC", in, scope);
+    // Register i of a thread receives 8x8 matrix i. A's registers hold, in the PTX ISA's order,
+    // its (rows, cols) blocks (0,0), (8,0), (0,8), (8,8); B's the (k, n) blocks (0,0), (8,0),
+    // (0,8), (8,8): two k16n8 operands. Stored as is, lanes 0..15 point at rows 0..15 of the
+    // first 8 columns and lanes 16..31 at those of the next 8; stored transposed, the blocks
+    // are (0,0), (0,8), (8,0), (8,8) of the stored tile and each is transposed by the load.
+    // Only the stored tile matters here: the fragment's order changes which tile it is.
+    bool stored_as_operand = !l.col_major;
+    bool trans = is_a ? l.col_major : !l.col_major;
+    bool frag_t = l.fragment_transposed;
+    std::string name = "mma_load_matrix(" + scope + ", " + l.memory() +
+                       (in == Float(16) ? "" : ", " + in.str()) + ")";
+    auto intrin = decl_tensor_intrin(
+        C, {{A, BA}, {C, BC}},
+        [=](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
+          check_leading_dim(in[0], name);
+          Expr row = stored_as_operand ? floormod(lane(), 16)
+                                       : floormod(lane(), 8) + floordiv(lane(), 16) * 8;
+          Expr col8 =
+              stored_as_operand ? floordiv(lane(), 16) * 8 : floormod(floordiv(lane(), 8), 2) * 8;
+          TensorIntrinBodies b;
+          b.body = Evaluate::make(intrinsic_call(intrinsic::mma_ldmatrix,
+                                                 {out.data(), operand_tile(out, is_a, frag_t, name),
+                                                  4, int(trans), in[0].access_ptr(row, col8)}));
+          return b;
+        },
+        name);
+    patterns.push_back(layout_pattern(
+        intrin, {l.memory()}, is_a ? l.describe("m", "k") : l.describe("k", "n"), l.k_dim(is_a)));
+  }
+  return tensor_intrin_layouts("mma_load_matrix(" + scope + (layout.empty() ? "" : ", " + layout) +
+                                   (in == Float(16) ? "" : ", " + in.str()) + ")",
+                               std::move(patterns));
 }
 
 std::shared_ptr<const TensorIntrin> mma_gemm(DataType in) {
   check_operand_type(in, "mma_gemm");
-  Tensor A = placeholder({kTile, kTile}, in, "A");
-  Tensor B = placeholder({kTile, kTile}, in, "B");
-  IterVar k = reduce_axis({0, kTile}, "k");
-  Tensor C = compute(
-      {kTile, kTile},
-      [&](Var i, Var j) { return sum(A(i, k).astype(Float(32)) * B(k, j).astype(Float(32)), {k}); },
-      "C", {"i", "j"});
-  Buffer BA = fragment_decl("BA", in, "mma.matrix_a");
-  Buffer BB = fragment_decl("BB", in, "mma.matrix_b");
-  Buffer BC = fragment_decl("BC", Float(32), "mma.accumulator");
-  return decl_tensor_intrin(
-      C, {{A, BA}, {B, BB}, {C, BC}},
-      [](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
-        // Both m16n8 halves of the tile: accumulator tiles c, c + 1 and B tiles b, b + 1.
-        Expr c = out.tile_index(kTile, 8, "mma_gemm");
-        Expr a = in[0].tile_index(kTile, kTile, "mma_gemm");
-        Expr bt = in[1].tile_index(kTile, 8, "mma_gemm");
-        std::vector<Stmt> fill, update;
-        for (int h = 0; h < 2; ++h) {
-          fill.push_back(Evaluate::make(intrinsic_call(intrinsic::mma_fill_fragment,
-                                                       {out.data(), c + h, make_zero(Float(32))})));
-          update.push_back(Evaluate::make(
-              intrinsic_call(intrinsic::mma_sync, {out.data(), c + h, in[0].data(), a,
-                                                   in[1].data(), bt + h, out.data(), c + h})));
-        }
-        TensorIntrinBodies b;
-        b.reset = Seq::make(std::move(fill));
-        b.update = Seq::make(std::move(update));
-        return b;
-      },
-      in == Float(16) ? "mma_gemm" : "mma_gemm(" + in.str() + ")");
+  std::string name = in == Float(16) ? "mma_gemm" : "mma_gemm(" + in.str() + ")";
+  std::vector<std::shared_ptr<const TensorIntrin>> patterns;
+  for (bool a_col : {false, true})
+    for (bool b_col : {false, true}) {
+      Tensor A, B;
+      Tensor C = gemm_pattern(kTile, kTile, kTile, in, Float(32), a_col, b_col, &A, &B);
+      Buffer BA = fragment_decl("BA", in, "mma.matrix_a");
+      Buffer BB = fragment_decl("BB", in, "mma.matrix_b");
+      Buffer BC = fragment_decl("BC", Float(32), "mma.accumulator");
+      auto intrin = decl_tensor_intrin(
+          C, {{A, BA}, {B, BB}, {C, BC}},
+          [=](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
+            // Both m16n8 halves of the tile: accumulator tiles c, c + 1 and B tiles b, b + 1.
+            Expr c = out.tile_index(kTile, 8, "mma_gemm");
+            Expr a = operand_tile(in[0], true, a_col, "mma_gemm");
+            Expr bt = operand_tile(in[1], false, b_col, "mma_gemm");
+            std::vector<Stmt> fill, update;
+            for (int h = 0; h < 2; ++h) {
+              fill.push_back(Evaluate::make(intrinsic_call(
+                  intrinsic::mma_fill_fragment, {out.data(), c + h, make_zero(Float(32))})));
+              update.push_back(Evaluate::make(
+                  intrinsic_call(intrinsic::mma_sync, {out.data(), c + h, in[0].data(), a,
+                                                       in[1].data(), bt + h, out.data(), c + h})));
+            }
+            TensorIntrinBodies b;
+            b.reset = Seq::make(std::move(fill));
+            b.update = Seq::make(std::move(update));
+            return b;
+          },
+          name);
+      patterns.push_back(layout_pattern(
+          intrin, {a_col ? "col_major" : "row_major", b_col ? "col_major" : "row_major"},
+          gemm_layout(a_col, b_col)));
+    }
+  return tensor_intrin_layouts(name, std::move(patterns));
 }
 
 std::shared_ptr<const TensorIntrin> mma_store_matrix(const std::string &scope, DataType out) {

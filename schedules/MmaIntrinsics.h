@@ -28,14 +28,15 @@ namespace tessel {
 /// `scope` (mma.matrix_a: an m x k tile, mma.matrix_b: k x n) with one ldmatrix.x4. `layout` is
 /// how the tile is stored: "row_major" (A as M x K; B as K x N, which loads with .trans) or
 /// "col_major" (the stored tile is the transpose: A as K x M, loaded with .trans; B as N x K,
-/// loaded without).
-std::shared_ptr<const TensorIntrin> mma_load_matrix(const std::string &scope,
-                                                    const std::string &layout = "row_major",
-                                                    DataType in = Float(16));
+/// loaded without); left empty, the stage's body and its reader say. The fragment stage may
+/// hold the operand as is or transposed, as the GEMM's body reads it (schedules/OperandLayouts.h).
+std::shared_ptr<const TensorIntrin>
+mma_load_matrix(const std::string &scope, const std::string &layout = "", DataType in = Float(16));
 
 /// C[i, j] += sum_k float32(A[i, k]) * float32(B[k, j]) on a 16x16x16 block of register
 /// fragments, A and B of `in` (float16 or bfloat16): two mma.sync.m16n8k16; the reset fills the
-/// accumulators with zeros.
+/// accumulators with zeros. The body may read A[k, i] and B[j, k] too (fragments holding their
+/// operand transposed): tensorize takes the order the body is written in.
 std::shared_ptr<const TensorIntrin> mma_gemm(DataType in = Float(16));
 
 /// Stores a 16x16 float32 accumulator tile from registers to memory of `scope` ("global" or

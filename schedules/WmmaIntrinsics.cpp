@@ -4,6 +4,7 @@
 #include "compiler/ir/Intrinsics.h"
 #include "compiler/support/Error.h"
 #include "compiler/te/Compute.h"
+#include "schedules/OperandLayouts.h"
 
 namespace tessel {
 
@@ -57,29 +58,35 @@ std::shared_ptr<const TensorIntrin> wmma_load_matrix(const std::string &scope,
       << "WMMA fragments here hold float16 or bfloat16, got " << in;
   user_check(scope == "wmma.matrix_a" || scope == "wmma.matrix_b", "wmma_load_matrix")
       << "scope must be wmma.matrix_a or wmma.matrix_b, got '" << scope << "'";
-  user_check(layout == "row_major" || layout == "col_major", "wmma_load_matrix")
-      << "layout must be row_major or col_major, got '" << layout << "'";
-  int rows = scope == "wmma.matrix_a" ? s.m : s.k;
-  int cols = scope == "wmma.matrix_a" ? s.k : s.n;
-  bool col = layout == "col_major";
-  Tensor A = col ? placeholder({cols, rows}, in, "A") : placeholder({rows, cols}, in, "A");
-  Tensor C = compute(
-      {rows, cols}, [&](Var i, Var j) { return col ? A(j, i) : A(i, j); }, "C", {"i", "j"});
-  Buffer BA = memory_decl("BA", in, A.shape(), "shared");
-  Buffer BC = fragment_decl("BC", in, rows, cols, scope);
-  std::string name = "wmma_load_matrix(" + scope + ", " + layout + ")";
-  return decl_tensor_intrin(
-      C, {{A, BA}, {C, BC}},
-      [s, rows, cols, layout, name](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
-        check_leading_dim(in[0], name);
-        TensorIntrinBodies b;
-        b.body = Evaluate::make(intrinsic_call(
-            intrinsic::wmma_load_matrix_sync,
-            {out.data(), s.m, s.n, s.k, out.tile_index(rows, cols, name), in[0].access_ptr(),
-             Expr(int(in[0].stride(0))), StringImm::make(layout)}));
-        return b;
-      },
-      name);
+  bool is_a = scope == "wmma.matrix_a";
+  int rows = is_a ? s.m : s.k;
+  int cols = is_a ? s.k : s.n;
+  std::vector<std::shared_ptr<const TensorIntrin>> patterns;
+  for (const OperandLoadLayout &l : operand_load_layouts(layout, "wmma_load_matrix")) {
+    Tensor A;
+    Tensor C = operand_load_pattern(rows, cols, in, l, &A);
+    const int frows = l.fragment(rows, cols).first, fcols = l.fragment(rows, cols).second;
+    Buffer BA = memory_decl("BA", in, A.shape(), "shared");
+    Buffer BC = fragment_decl("BC", in, frows, fcols, scope);
+    std::string name = "wmma_load_matrix(" + scope + ", " + l.memory() + ")";
+    auto intrin = decl_tensor_intrin(
+        C, {{A, BA}, {C, BC}},
+        [s, frows, fcols, l, name](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
+          check_leading_dim(in[0], name);
+          TensorIntrinBodies b;
+          b.body = Evaluate::make(intrinsic_call(
+              intrinsic::wmma_load_matrix_sync,
+              {out.data(), s.m, s.n, s.k, out.tile_index(frows, fcols, name), in[0].access_ptr(),
+               Expr(int(in[0].stride(0))), StringImm::make(l.memory())}));
+          return b;
+        },
+        name);
+    patterns.push_back(layout_pattern(
+        intrin, {l.memory()}, is_a ? l.describe("m", "k") : l.describe("k", "n"), l.k_dim(is_a)));
+  }
+  return tensor_intrin_layouts("wmma_load_matrix(" + scope + (layout.empty() ? "" : ", " + layout) +
+                                   ")",
+                               std::move(patterns));
 }
 
 std::shared_ptr<const TensorIntrin> wmma_gemm(WmmaShape s, DataType acc, DataType in) {
@@ -90,34 +97,37 @@ std::shared_ptr<const TensorIntrin> wmma_gemm(WmmaShape s, DataType acc, DataTyp
       << "WMMA multiplies float16 (float16 or float32 accumulator) or bfloat16 (float32 "
          "accumulator), got "
       << in << " into " << acc;
-  Tensor A = placeholder({s.m, s.k}, in, "A");
-  Tensor B = placeholder({s.k, s.n}, in, "B");
-  IterVar k = reduce_axis({0, s.k}, "k");
-  Tensor C = compute(
-      {s.m, s.n},
-      [&](Var i, Var j) {
-        Expr prod = acc == Float(16) ? A(i, k) * B(k, j) : A(i, k).astype(acc) * B(k, j).astype(acc);
-        return sum(prod, {k});
-      },
-      "C", {"i", "j"});
-  Buffer BA = fragment_decl("BA", in, s.m, s.k, "wmma.matrix_a");
-  Buffer BB = fragment_decl("BB", in, s.k, s.n, "wmma.matrix_b");
-  Buffer BC = fragment_decl("BC", acc, s.m, s.n, "wmma.accumulator");
-  return decl_tensor_intrin(
-      C, {{A, BA}, {B, BB}, {C, BC}},
-      [s, acc](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
-        Expr c_index = out.tile_index(s.m, s.n, "wmma_gemm");
-        TensorIntrinBodies b;
-        b.reset = Evaluate::make(intrinsic_call(intrinsic::wmma_fill_fragment,
-                                                {out.data(), s.m, s.n, s.k, c_index,
-                                                 make_zero(acc)}));
-        b.update = Evaluate::make(intrinsic_call(
-            intrinsic::wmma_mma_sync,
-            {out.data(), c_index, in[0].data(), in[0].tile_index(s.m, s.k, "wmma_gemm"), in[1].data(),
-             in[1].tile_index(s.k, s.n, "wmma_gemm"), out.data(), c_index}));
-        return b;
-      },
-      "wmma_gemm");
+  std::vector<std::shared_ptr<const TensorIntrin>> patterns;
+  for (bool a_col : {false, true})
+    for (bool b_col : {false, true}) {
+      Tensor A, B;
+      Tensor C = gemm_pattern(s.m, s.n, s.k, in, acc, a_col, b_col, &A, &B);
+      // A fragment holding its operand transposed is cut into tiles of that shape.
+      const int ar = a_col ? s.k : s.m, ac = a_col ? s.m : s.k;
+      const int br = b_col ? s.n : s.k, bc = b_col ? s.k : s.n;
+      Buffer BA = fragment_decl("BA", in, ar, ac, "wmma.matrix_a");
+      Buffer BB = fragment_decl("BB", in, br, bc, "wmma.matrix_b");
+      Buffer BC = fragment_decl("BC", acc, s.m, s.n, "wmma.accumulator");
+      auto intrin = decl_tensor_intrin(
+          C, {{A, BA}, {B, BB}, {C, BC}},
+          [=](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
+            Expr c_index = out.tile_index(s.m, s.n, "wmma_gemm");
+            TensorIntrinBodies b;
+            b.reset = Evaluate::make(
+                intrinsic_call(intrinsic::wmma_fill_fragment,
+                               {out.data(), s.m, s.n, s.k, c_index, make_zero(acc)}));
+            b.update = Evaluate::make(intrinsic_call(
+                intrinsic::wmma_mma_sync,
+                {out.data(), c_index, in[0].data(), in[0].tile_index(ar, ac, "wmma_gemm"),
+                 in[1].data(), in[1].tile_index(br, bc, "wmma_gemm"), out.data(), c_index}));
+            return b;
+          },
+          "wmma_gemm");
+      patterns.push_back(layout_pattern(
+          intrin, {a_col ? "col_major" : "row_major", b_col ? "col_major" : "row_major"},
+          gemm_layout(a_col, b_col)));
+    }
+  return tensor_intrin_layouts("wmma_gemm", std::move(patterns));
 }
 
 std::shared_ptr<const TensorIntrin> wmma_store_matrix(WmmaShape s, DataType dtype,

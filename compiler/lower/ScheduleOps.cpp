@@ -68,7 +68,7 @@ private:
     for (size_t i = 0; i < t; ++i)
       leaf_value[leaves[i].get()] = loop_value_of(s, leaves[i]);
     TensorIntrinBodies b =
-        tensorize_stage(s, t, body, dom_, leaf_value, buffers_, layouts_, sch_);
+        tensorize_stage(s, t, bodies_, dom_, leaf_value, buffers_, layouts_, sch_);
     const std::string context = "tensorize of stage '" + s->op.name() + "'";
     size_t k = 0;
     while (k < t && !is_reduce_leaf(s, leaves[k]))
@@ -96,8 +96,9 @@ private:
       init_loops.emplace_back(IterVar::make(dom_.lookup(leaves[i].get()), v, IterVarType::DataPar),
                               leaves[i]);
     }
-    Stmt init = guard(tensorize_stage(s, t, body, dom_, init_value, buffers_, layouts_, sch_).reset,
-                      thread_guards);
+    Stmt init =
+        guard(tensorize_stage(s, t, bodies_, dom_, init_value, buffers_, layouts_, sch_).reset,
+              thread_guards);
     for (size_t i = init_loops.size(); i-- > 0;)
       init = make_loop(s, init_loops[i].first, init_loops[i].second, init, false);
     return wrap_loops(s, leaves, 0, k, Seq::make({init, update_nest}), true);

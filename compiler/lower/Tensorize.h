@@ -6,6 +6,11 @@
 // structure once each input's region origin is subtracted. Then each intrinsic buffer is bound
 // to the region of the real buffer it stands for (checking scope, alignment and offset factor)
 // and the intrinsic emits the statements that replace the loops.
+//
+// An intrinsic may have several patterns, one operation on operands in different orders
+// (TensorIntrin::alternatives: a GEMM reading B[k, j] or B[j, k]); the first that matches is
+// emitted, and a refusal lists every order tried. An operand load whose fragment may be held
+// either way round takes the order its reader (the GEMM stage) reduces over.
 #pragma once
 
 #include "compiler/lower/Relations.h"
@@ -30,8 +35,10 @@ struct BufferLayout {
 using BufferLayouts = llvm::DenseMap<const StageNode *, BufferLayout>;
 
 /// The intrinsic's statements for stage `s` tensorized at leaf `t`, with the loops outside
-/// running on `leaf_value` (values of the leaves before t).
-TensorIntrinBodies tensorize_stage(const StageNode *s, size_t t, const Expr &body,
+/// running on `leaf_value` (values of the leaves before t). Of an intrinsic with alternatives
+/// (TensorIntrin::alternatives), the first pattern that matches; `bodies` also tells how the
+/// stage's readers index it (TensorIntrin::reduced_output_dim).
+TensorIntrinBodies tensorize_stage(const StageNode *s, size_t t, const StageBodies &bodies,
                                    const DomainMap &dom,
                                    const llvm::DenseMap<const IterVarNode *, Expr> &leaf_value,
                                    const llvm::DenseMap<const StageNode *, Buffer> &buffers,

@@ -101,4 +101,28 @@ decl_tensor_intrin(const Tensor &pattern, const std::vector<std::pair<Tensor, Bu
   return intrin;
 }
 
+std::shared_ptr<const TensorIntrin>
+layout_pattern(const std::shared_ptr<const TensorIntrin> &pattern,
+               std::vector<std::string> input_layouts, std::string layout, int reduced_output_dim) {
+  auto p = std::make_shared<TensorIntrin>(*pattern);
+  p->input_layouts = std::move(input_layouts);
+  p->layout = std::move(layout);
+  p->reduced_output_dim = reduced_output_dim;
+  return p;
+}
+
+std::shared_ptr<const TensorIntrin>
+tensor_intrin_layouts(const std::string &name,
+                      std::vector<std::shared_ptr<const TensorIntrin>> patterns) {
+  internal_check(!patterns.empty()) << "intrinsic '" << name << "' has no pattern";
+  for (const auto &p : patterns)
+    internal_check(!p->layout.empty() && p->alternatives.empty() &&
+                   p->input_layouts.size() == p->inputs.size())
+        << "intrinsic '" << name << "': each pattern names its layout and has no alternatives";
+  auto first = std::make_shared<TensorIntrin>(*patterns.front());
+  first->name = name;
+  first->alternatives.assign(patterns.begin() + 1, patterns.end());
+  return first;
+}
+
 } // namespace tessel

@@ -103,6 +103,20 @@ struct TensorIntrin {
   std::function<TensorIntrinBodies(const std::vector<BoundBuffer> &inputs,
                                    const BoundBuffer &output)>
       emit;
+
+  // ---- One operation, operands in several orders (tensor_intrin_layouts) ----
+  /// How this pattern holds each input ("row_major", "col_major"), in `inputs` order, and the
+  /// whole pattern in words ("A row_major, B col_major"); for refusals, which list the layouts
+  /// tried. Empty for an intrinsic of one pattern.
+  std::vector<std::string> input_layouts;
+  std::string layout;
+  /// For an operand load into a fragment that may be held either way round (k x n or n x k):
+  /// the dimension of the pattern's output that holds k, which must be the dimension the
+  /// fragment's reader (the GEMM stage) reduces over. -1: no such condition.
+  int reduced_output_dim = -1;
+  /// The same operation on operands in other orders, tried in turn when this pattern does not
+  /// match the stage; tensorize takes the first that does.
+  std::vector<std::shared_ptr<const TensorIntrin>> alternatives;
 };
 
 /// Declares a tensor intrinsic computing `pattern`. `binds` gives a buffer declaration for each
@@ -113,5 +127,18 @@ decl_tensor_intrin(const Tensor &pattern, const std::vector<std::pair<Tensor, Bu
                                                     const BoundBuffer &)>
                        emit,
                    const std::string &name);
+
+/// `pattern` as one of the patterns of a many-layout intrinsic (tensor_intrin_layouts), with
+/// its TensorIntrin::input_layouts, layout and reduced_output_dim set.
+std::shared_ptr<const TensorIntrin>
+layout_pattern(const std::shared_ptr<const TensorIntrin> &pattern,
+               std::vector<std::string> input_layouts, std::string layout,
+               int reduced_output_dim = -1);
+
+/// One intrinsic from `patterns`, the same operation on operands in different orders (each
+/// with its `layout` set): the first, named `name`, with the others as its alternatives.
+std::shared_ptr<const TensorIntrin>
+tensor_intrin_layouts(const std::string &name,
+                      std::vector<std::shared_ptr<const TensorIntrin>> patterns);
 
 } // namespace tessel
