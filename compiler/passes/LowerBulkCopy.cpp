@@ -11,7 +11,9 @@
 
 #include <llvm/ADT/DenseMap.h>
 
+#include <algorithm>
 #include <numeric>
+#include <sstream>
 
 namespace tessel {
 
@@ -30,6 +32,53 @@ struct SharedLayout {
   int swizzle = 0;
   bool aligned = false; ///< storage_align (padded rows, which a box cannot write)
 };
+
+// Why the innermost statement of a bulk copy's nest is not one copy into `dst` from a global
+// tensor, and what to do.
+std::string not_a_copy(const Stmt &body, const Buffer &dst) {
+  std::ostringstream m;
+  const auto *store = body.as<BufferStore>();
+  if (const auto *a = body.as<AttrStmt>(); a && a->key == attr::thread_extent)
+    m << "its copy runs on threads (a loop bound to a thread axis), but one thread issues a TMA "
+         "copy of the whole tile: leave the stage's axes unbound";
+  else if (body.as<IfThenElse>())
+    m << "its copy is guarded by a condition, but a box covers the whole region: split by "
+         "factors that divide the extents, or copy a padded tensor";
+  else if (store && store->buffer.get() == dst.get())
+    m << "it stores " << store->value << ", which is not an element of a global tensor: TMA "
+      << "copies elements as they are, so compute the value in another stage (or inline it "
+         "into the reader) and bulk-copy a plain read";
+  else
+    m << "its body must be loops around one copy from a global tensor (leave the stage's axes "
+         "as they are: no split, fuse, bind or conditions)";
+  return m.str();
+}
+
+// Why shared index `local` is not written by loops[next] over the dimension's whole extent.
+std::string unboxed_index(const Expr &local, const std::vector<const For *> &loops, size_t next) {
+  std::ostringstream m;
+  m << "is written at index " << local;
+  const auto *v = local.as<Variable>();
+  auto loop_var = [&](const Variable *x) {
+    return std::any_of(loops.begin(), loops.end(),
+                       [&](const For *f) { return f->loop_var.get() == x; });
+  };
+  if (v && loop_var(v))
+    m << ", by a loop out of the dimensions' order"
+      << (next < loops.size() ? " (the next is " + loops[next]->loop_var.name() + ")" : "")
+      << ": the stage's axes were reordered, but a box writes its dimensions in order; leave "
+         "them in their order";
+  else if (uses_var(local, loop_var))
+    m << ", a combination of loops (a split or fused axis), but a box dimension is one loop "
+         "over it: leave the stage's axes as they are (no split or fuse)";
+  else if (v)
+    m << ", not by a loop of the copy (an axis bound to a thread?), but one thread copies the "
+         "whole tile: leave the stage's axes unbound";
+  else
+    m << ", not by a loop of the copy over it; a box copies a region whose every dimension is "
+         "a loop or of extent 1";
+  return m.str();
+}
 
 class BulkCopyLowerer : public IRMutator {
 public:
@@ -69,7 +118,7 @@ private:
           << "its rows are padded by storage_align, and a TMA box writes dense rows; "
              "drop storage_align (swizzle(128) avoids bank conflicts instead)";
 
-    // The copy nest: loops over the whole region, one store of a global load.
+    // The copy nest: loops over the region, one store of a global load.
     std::vector<const For *> loops;
     Stmt body = op->body;
     while (const auto *f = body.as<For>()) {
@@ -79,10 +128,7 @@ private:
     const auto *store = body.as<BufferStore>();
     const auto *load = store ? store->value.as<BufferLoad>() : nullptr;
     if (!store || !load || store->buffer.get() != dst.get() || load->buffer.scope() != "global")
-      TESSEL_BULK_COPY_ERROR << "its body must be loops around one copy from a global tensor, got\n"
-                             << op->body
-                             << "(leave the stage's axes as they are: no split, fuse, bind, "
-                                "vectorize or conditions)";
+      TESSEL_BULK_COPY_ERROR << not_a_copy(body, dst) << "; got\n" << op->body;
     const Buffer &src = load->buffer;
     int arg = -1;
     for (size_t i = 0; i < args_.size(); ++i)
@@ -92,37 +138,43 @@ private:
       TESSEL_BULK_COPY_ERROR << "it reads '" << src.name()
                              << "', which is not an argument of the kernel";
     size_t rank = dst->shape.size(), grank = src->shape.size();
-    if (grank > size_t(kMaxRank) || loops.size() != rank)
-      TESSEL_BULK_COPY_ERROR
-          << "a box copy has one loop per shared dimension (1 to 5, from a tensor of at "
-             "most 5); the copy has "
-          << loops.size() << " loops for " << rank << " shared dimensions from a " << grank
-          << "-D tensor: leave the stage's axes as they are (no split, fuse "
-             "or bind)";
+    if (grank > size_t(kMaxRank) || rank > size_t(kMaxRank))
+      TESSEL_BULK_COPY_ERROR << "a TMA box has at most " << kMaxRank << " dimensions, but '"
+                             << src.name() << "' has " << grank << " and the stage " << rank;
 
-    // Shared dimension d is loop d's variable; find the global dimension each loop reads. The
-    // indices are simplified knowing the loops' ranges, so that a view's index arithmetic (a
-    // conv filter's tap and channel of one K step) reduces to what the tile really reads.
+    // Each shared dimension is written by the next loop over its whole extent, or, where the
+    // region has extent 1 (a batch index fixed at the attach point, whose loop is gone), by
+    // none: a box dimension of size 1. The global dimension each loop reads is found with the
+    // indices simplified under the loops' ranges, so that a view's index arithmetic (a conv
+    // filter's tap and channel of one K step) reduces to what the tile really reads.
     arith::Analyzer analyzer;
     for (const For *loop : loops)
       analyzer.bind(loop->loop_var, Range(loop->min, loop->extent));
-    std::vector<int64_t> extent(rank);
+    std::vector<int64_t> extent(rank, 1);
     std::vector<int> gdim(rank, -1);
     std::vector<Expr> base;
     for (const Expr &i : load->indices)
       base.push_back(analyzer.simplify(i));
+    size_t next = 0;
+    int last_read = -1; // the global dimension the previous loop read
     for (size_t d = 0; d < rank; ++d) {
-      const For *loop = loops[d];
-      auto e = as_const_int(loop->extent);
       auto rext = as_const_int(layout.bounds[d].extent);
       Expr local = arith::simplify(store->indices[d] - layout.bounds[d].min);
-      const auto *v = local.as<Variable>();
-      if (!e || !rext || *e != *rext || !is_zero(loop->min) || v != loop->loop_var.get())
-        TESSEL_BULK_COPY_ERROR
-            << "shared dimension " << d << " must be written by loop " << d
-            << " over its whole extent, got index " << local << " in loop " << loop->loop_var
-            << " of extent " << loop->extent
-            << " (leave the stage's axes as they are: no split, fuse, bind or vectorize)";
+      const For *loop = next < loops.size() ? loops[next] : nullptr;
+      if (!loop || local.as<Variable>() != loop->loop_var.get()) {
+        if (rext && *rext == 1 && is_zero(local))
+          continue;
+        TESSEL_BULK_COPY_ERROR << "shared dimension " << d << " (extent " << layout.bounds[d].extent
+                               << ") " << unboxed_index(local, loops, next);
+      }
+      ++next;
+      auto e = as_const_int(loop->extent);
+      if (!e || !rext || *e != *rext || !is_zero(loop->min))
+        TESSEL_BULK_COPY_ERROR << "loop " << loop->loop_var << " writes shared dimension " << d
+                               << " over [" << loop->min << ", " << loop->min << " + "
+                               << loop->extent << ") of its region's " << layout.bounds[d].extent
+                               << " elements; a box covers the whole region (a constant extent, "
+                                  "no guard): make the tile divide the tensor or copy a padded one";
       extent[d] = *e;
       for (size_t j = 0; j < grank; ++j) {
         if (!uses_var(base[j], loop->loop_var))
@@ -135,16 +187,21 @@ private:
         gdim[d] = int(j);
         base[j] = rest;
       }
-      if (gdim[d] < 0 || (d > 0 && gdim[d] <= gdim[d - 1]))
+      if (gdim[d] < 0 || gdim[d] <= last_read)
         TESSEL_BULK_COPY_ERROR << "its dimensions must read the dimensions of '" << src.name()
                                << "' in the same order, one each; got " << Expr(load);
+      last_read = gdim[d];
     }
+    if (next != loops.size())
+      TESSEL_BULK_COPY_ERROR << "loop " << loops[next]->loop_var
+                             << " writes no dimension of its own, but a box copy is one loop per "
+                                "dimension: leave the stage's axes as they are (no split or fuse)";
     for (const Expr &b : base)
       for (const For *loop : loops)
         if (uses_var(b, loop->loop_var))
           TESSEL_BULK_COPY_ERROR << "the origin of the box in '" << src.name()
                                  << "' depends on loop " << loop->loop_var;
-    if (gdim[rank - 1] != int(grank) - 1)
+    if (gdim[rank - 1] >= 0 && gdim[rank - 1] != int(grank) - 1)
       TESSEL_BULK_COPY_ERROR << "its last dimension must read the last (contiguous) dimension of '"
                              << src.name() << "'";
 

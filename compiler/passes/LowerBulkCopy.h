@@ -13,7 +13,9 @@ namespace tessel {
 /// box per column block of S's layout (the swizzle or interleave width; the whole row without
 /// either), with coordinates b_j, the attr's value set to the bytes copied, and barrier 0
 /// until inject_pipeline builds the ring. Each shared dimension must read one global dimension
-/// through its own loop, in the same order, the innermost the innermost. The tensor maps are
+/// through its own loop, in the same order, the innermost the innermost; or have extent 1 (its
+/// loop gone, as a batch index fixed at the attach point): global dimensions no loop reads are
+/// box dimensions of size 1, up to TMA's 5. The tensor maps are
 /// appended to `maps` (one per argument, box and swizzle). Anything else is a tessel::Error
 /// naming the stage and saying what TMA needs.
 Stmt lower_bulk_copy(Stmt s, const std::vector<Buffer> &args, std::vector<TensorMapParam> *maps);

@@ -175,7 +175,9 @@ public:
   /// thread copies the whole tile in boxes of the tensor map that lower_bulk_copy derives from
   /// the copy, completing on the mbarriers of the pipeline ring (so the stage must also be
   /// pipelined, 2+ stages). The stage's body must read a global input at its own indices plus
-  /// offsets (a cache_read), its axes left as they are: no split, bind or vectorize.
+  /// offsets (a cache_read), its axes left as they are: no split, bind or vectorize. Tensors of
+  /// up to 5 dimensions: one the tile holds one index of (a batch at the attach point) is a box
+  /// dimension of size 1.
   Stage &bulk_copy();
   /// bulk_copy for the implicit-GEMM input tile of a convolution: this stage is A(m, rk) =
   /// x[n, oh + r - pad, ow + s - pad, c] (zero outside x) of an NHWC input x, with m = (n * P +
