@@ -89,8 +89,7 @@ std::shared_ptr<const TensorIntrin> mma_load_matrix(const std::string &scope,
           return b;
         },
         name);
-    patterns.push_back(layout_pattern(
-        intrin, {l.memory()}, is_a ? l.describe("m", "k") : l.describe("k", "n"), l.k_dim(is_a)));
+    patterns.push_back(operand_load_layout(intrin, l, is_a));
   }
   return tensor_intrin_layouts("mma_load_matrix(" + scope + (layout.empty() ? "" : ", " + layout) +
                                    (in == Float(16) ? "" : ", " + in.str()) + ")",
@@ -129,9 +128,7 @@ std::shared_ptr<const TensorIntrin> mma_gemm(DataType in) {
             return b;
           },
           name);
-      patterns.push_back(layout_pattern(
-          intrin, {a_col ? "col_major" : "row_major", b_col ? "col_major" : "row_major"},
-          gemm_layout(a_col, b_col)));
+      patterns.push_back(gemm_layout(intrin, a_col, b_col));
     }
   return tensor_intrin_layouts(name, std::move(patterns));
 }

@@ -53,9 +53,17 @@ Tensor gemm_pattern(int m, int n, int k, DataType in, DataType acc, bool a_col, 
                  "C", {"i", "j"});
 }
 
-std::string gemm_layout(bool a_col, bool b_col) {
-  return std::string("A ") + (a_col ? "col_major" : "row_major") + ", B " +
-         (b_col ? "col_major" : "row_major");
+std::shared_ptr<const TensorIntrin>
+operand_load_layout(const std::shared_ptr<const TensorIntrin> &pattern, const OperandLoadLayout &l,
+                    bool is_a) {
+  return layout_pattern(pattern, {l.memory()}, is_a ? l.describe("m", "k") : l.describe("k", "n"),
+                        l.k_dim(is_a));
+}
+
+std::shared_ptr<const TensorIntrin> gemm_layout(const std::shared_ptr<const TensorIntrin> &pattern,
+                                                bool a_col, bool b_col) {
+  const char *a = a_col ? "col_major" : "row_major", *b = b_col ? "col_major" : "row_major";
+  return layout_pattern(pattern, {a, b}, std::string("A ") + a + ", B " + b);
 }
 
 } // namespace tessel

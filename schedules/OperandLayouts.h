@@ -11,7 +11,9 @@
 #pragma once
 
 #include "compiler/ir/Tensor.h"
+#include "compiler/schedule/TensorIntrin.h"
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,7 +52,15 @@ Tensor operand_load_pattern(int rows, int cols, DataType in, const OperandLoadLa
 Tensor gemm_pattern(int m, int n, int k, DataType in, DataType acc, bool a_col, bool b_col,
                     Tensor *A, Tensor *B);
 
-/// "A row_major, B col_major": the words of gemm_pattern's operand orders.
-std::string gemm_layout(bool a_col, bool b_col);
+/// A load's pattern (of `l`, for A when `is_a`, else B) as one layout of a load intrinsic
+/// (tensor_intrin_layouts): named, with the fragment's k dimension its reader must reduce over.
+std::shared_ptr<const TensorIntrin>
+operand_load_layout(const std::shared_ptr<const TensorIntrin> &pattern, const OperandLoadLayout &l,
+                    bool is_a);
+
+/// A GEMM's pattern (gemm_pattern's `a_col`, `b_col`) as one layout of a GEMM intrinsic, named
+/// "A row_major, B col_major".
+std::shared_ptr<const TensorIntrin> gemm_layout(const std::shared_ptr<const TensorIntrin> &pattern,
+                                                bool a_col, bool b_col);
 
 } // namespace tessel

@@ -81,8 +81,7 @@ std::shared_ptr<const TensorIntrin> wmma_load_matrix(const std::string &scope,
           return b;
         },
         name);
-    patterns.push_back(layout_pattern(
-        intrin, {l.memory()}, is_a ? l.describe("m", "k") : l.describe("k", "n"), l.k_dim(is_a)));
+    patterns.push_back(operand_load_layout(intrin, l, is_a));
   }
   return tensor_intrin_layouts("wmma_load_matrix(" + scope + (layout.empty() ? "" : ", " + layout) +
                                    ")",
@@ -123,9 +122,7 @@ std::shared_ptr<const TensorIntrin> wmma_gemm(WmmaShape s, DataType acc, DataTyp
             return b;
           },
           "wmma_gemm");
-      patterns.push_back(layout_pattern(
-          intrin, {a_col ? "col_major" : "row_major", b_col ? "col_major" : "row_major"},
-          gemm_layout(a_col, b_col)));
+      patterns.push_back(gemm_layout(intrin, a_col, b_col));
     }
   return tensor_intrin_layouts("wmma_gemm", std::move(patterns));
 }
