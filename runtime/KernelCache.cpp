@@ -1,7 +1,7 @@
 #include "runtime/KernelCache.h"
 
 #include "compiler/support/Error.h"
-#include "runtime/Log.h"
+#include "compiler/support/Log.h"
 #include "runtime/PrivateFiles.h"
 
 #include <llvm/ADT/SmallString.h>

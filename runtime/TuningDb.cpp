@@ -1,8 +1,8 @@
 #include "runtime/TuningDb.h"
 
 #include "compiler/support/Error.h"
+#include "compiler/support/Log.h"
 #include "runtime/Device.h"
-#include "runtime/Log.h"
 #include "runtime/PrivateFiles.h"
 
 #include <llvm/ADT/SmallString.h>

@@ -1,5 +1,6 @@
 // tessel's log: messages on standard error at or above TESSEL_LOG_LEVEL (error, warning,
-// info or debug; warning by default), as "tessel: info: ...".
+// info or debug; warning by default), as "tessel: info: ...". Here, below the compiler and the
+// runtime, so that lowering can warn too.
 #pragma once
 
 #include <string>

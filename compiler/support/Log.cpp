@@ -1,4 +1,4 @@
-#include "runtime/Log.h"
+#include "compiler/support/Log.h"
 
 #include <llvm/ADT/StringRef.h>
 #include <llvm/Support/raw_ostream.h>
