@@ -6,21 +6,23 @@
 
 namespace tessel {
 
-llvm::DenseSet<const Variable *> written_buffers(const Stmt &body) {
-  llvm::DenseSet<const Variable *> written;
+namespace {
+
+// Calls `written` with each buffer variable `body` writes, in program order (repeats included).
+template <typename F> void for_each_written(const Stmt &body, F written) {
   auto mark_pointer = [&](const Expr &ptr) {
     const auto *call = ptr.as<Call>();
     if (call && call->is_intrinsic(intrinsic::address_of))
       if (const auto *load = call->args[0].as<BufferLoad>())
-        written.insert(llvm::dyn_cast<Variable>(load->buffer->data.get()));
+        written(llvm::dyn_cast<Variable>(load->buffer->data.get()));
     if (call && call->is_intrinsic(intrinsic::access_ptr) && call->args.size() == 5)
       if (const auto *v = call->args[1].as<Variable>())
         if (auto mask = as_const_int(call->args[4]); !mask || (*mask & 2))
-          written.insert(v);
+          written(v);
   };
   post_order_visit(body, [&](const IRNode *n) {
     if (const auto *store = llvm::dyn_cast<BufferStore>(n))
-      written.insert(llvm::dyn_cast<Variable>(store->buffer->data.get()));
+      written(llvm::dyn_cast<Variable>(store->buffer->data.get()));
     if (const auto *call = llvm::dyn_cast<Call>(n)) {
       if (call->is_intrinsic(intrinsic::wmma_store_matrix_sync) && call->args.size() > 5)
         mark_pointer(call->args[5]);
@@ -33,7 +35,23 @@ llvm::DenseSet<const Variable *> written_buffers(const Stmt &body) {
         mark_pointer(call);
     }
   });
+}
+
+} // namespace
+
+llvm::DenseSet<const Variable *> written_buffers(const Stmt &body) {
+  llvm::DenseSet<const Variable *> written;
+  for_each_written(body, [&](const Variable *v) { written.insert(v); });
   return written;
+}
+
+std::string first_written_buffer(const Stmt &body) {
+  std::string name;
+  for_each_written(body, [&](const Variable *v) {
+    if (name.empty() && v)
+      name = v->name;
+  });
+  return name;
 }
 
 } // namespace tessel

@@ -21,6 +21,8 @@
 #include "compiler/passes/VectorizeLoops.h"
 #include "compiler/passes/WgmmaSync.h"
 #include "compiler/support/Error.h"
+#include "compiler/support/Log.h"
+#include "compiler/support/Remarks.h"
 
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/ADT/StringRef.h>
@@ -32,7 +34,8 @@ namespace tessel {
 
 namespace {
 
-// Which steps to print after, from the options and TESSEL_PRINT_AFTER.
+// What lower() prints: the IR after the steps asked for (by the options and
+// TESSEL_PRINT_AFTER), and the remarks.
 class StepPrinter {
 public:
   explicit StepPrinter(const LowerOptions &o)
@@ -57,6 +60,20 @@ public:
       return;
     os_ << "// ---- IR after " << step << " ----\n" << s;
     os_.flush();
+  }
+
+  // Every remark with print_remarks; otherwise the requests not applied, as warnings.
+  void remarks(const std::vector<Remark> &list, bool all) {
+    if (all) {
+      os_ << "// ---- remarks ----\n";
+      for (const Remark &r : list)
+        os_ << r.str() << "\n";
+      os_.flush();
+      return;
+    }
+    for (const Remark &r : list)
+      if (r.kind == Remark::Kind::Missed)
+        log_message(LogLevel::Warning, r.message);
   }
 
 private:
@@ -147,11 +164,12 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
   body = storage_flatten(body, arg_buffers, &flat_args, options.wide_index_elements);
   body = arith::simplify(body);
   printer.after("storage_flatten", body);
-  body = vectorize_loops(body);
+  Remarks remarks; // what became of vectorize, unroll and pipeline
+  body = vectorize_loops(body, &remarks);
   printer.after("vectorize_loops", body);
-  body = inject_pipeline(body);
+  body = inject_pipeline(body, &remarks);
   printer.after("pipeline", body);
-  body = unroll_loops(body, options.auto_unroll_max_step);
+  body = unroll_loops(body, options.auto_unroll_max_step, &remarks);
   body = arith::simplify(body);
   printer.after("unroll_loops", body);
   body = storage_rewrite(body);
@@ -167,6 +185,8 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
 
   LoweredModule m;
   m.num_workspaces = num_workspaces;
+  m.remarks = remarks.list();
+  printer.remarks(m.remarks, options.print_remarks);
   m.funcs =
       split_host_device(body, options.name, flat_args, arg_shapes, num_workspaces, tensor_maps);
   for (LoweredFunc &f : m.funcs) {

@@ -22,6 +22,10 @@ struct LowerOptions {
   std::vector<std::string> print_after;
   /// Where to print; standard error when null.
   llvm::raw_ostream *print_stream = nullptr;
+  /// Print every remark (LoweredModule::remarks: each vectorize, unroll and pipeline request,
+  /// applied or not and why) to print_stream. Without it, the requests that were not applied
+  /// are logged as warnings (runs the same, only slower; TESSEL_LOG_LEVEL=error hides them).
+  bool print_remarks = false;
   /// Serial loops with at most this many iterations in all are unrolled (TVM's
   /// tir.UnrollLoop auto_max_step); 0 unrolls only loops marked with unroll().
   int auto_unroll_max_step = 0;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "compiler/ir/IR.h"
+#include "compiler/support/Remarks.h"
 
 #include <array>
 #include <string>
@@ -70,6 +71,9 @@ struct LoweredFunc {
 struct LoweredModule {
   std::vector<LoweredFunc> funcs;
   size_t num_workspaces = 0;
+  /// What lowering did with the schedule's vectorize, unroll and pipeline requests: applied or
+  /// not, and why not (compiler/support/Remarks.h), in the order the passes decided.
+  std::vector<Remark> remarks;
 };
 
 } // namespace tessel

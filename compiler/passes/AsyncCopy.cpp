@@ -26,11 +26,12 @@ bool is_zero_value(const Expr &e) {
 class AsyncCopyRewriter : public IRMutator {
 public:
   int converted = 0;
+  std::string refusal; ///< why the first store not rewritten was not
 
 protected:
   Stmt visit(const BufferStore *op) override {
     if (op->buffer.scope() != "shared" || op->indices.size() != 1)
-      return IRMutator::visit(op);
+      return kept(op, "the store to '" + op->buffer.name() + "' is not into shared memory");
     // The source, and the condition of a zero-padded copy.
     Expr value = op->value, predicate = const_true();
     if (const auto *c = value.as<Call>(); c && c->is_intrinsic(intrinsic::if_then_else) &&
@@ -43,14 +44,24 @@ protected:
       predicate = s->condition;
       value = s->true_value;
     }
+    if (is_const(value))
+      return IRMutator::visit(op); // the zeros of a padded copy: nothing to copy
     const auto *load = value.as<BufferLoad>();
-    if (!load || load->buffer.scope() != "global" || load->indices.size() != 1 ||
-        load->type != op->value.type())
-      return IRMutator::visit(op);
+    if (!load || load->buffer.scope() != "global" || load->indices.size() != 1)
+      return kept(op, "the store to '" + op->buffer.name() +
+                          "' is not a copy of global memory (its value is computed)");
+    if (load->type != op->value.type())
+      return kept(op, "the store to '" + op->buffer.name() + "' converts " + load->type.str() +
+                          " to " + op->value.type().str());
     int bytes = op->value.type().bytes(); // all lanes
     Expr dst = first_element(op->indices[0]), src = first_element(load->indices[0]);
-    if ((bytes != 4 && bytes != 8 && bytes != 16) || !dst.defined() || !src.defined())
-      return IRMutator::visit(op);
+    if (!dst.defined() || !src.defined())
+      return kept(op, "the copy into '" + op->buffer.name() + "' is not of consecutive elements");
+    if (bytes != 4 && bytes != 8 && bytes != 16)
+      return kept(op, "the copy into '" + op->buffer.name() + "' moves " +
+                          std::to_string(bytes) +
+                          " bytes per thread; cp.async moves 4, 8 or 16 (vectorize the copy's "
+                          "inner axis)");
     auto address = [&](const Buffer &b, const Expr &i) {
       return Call::make(Handle(), intrinsic::address_of, {BufferLoad::make(b, {i})},
                         Call::Intrinsic);
@@ -61,14 +72,23 @@ protected:
                                       Expr(bytes), predicate},
                                      Call::Intrinsic));
   }
+
+private:
+  Stmt kept(const BufferStore *op, const std::string &why) {
+    if (refusal.empty())
+      refusal = why;
+    return IRMutator::visit(op);
+  }
 };
 
 } // namespace
 
-Stmt to_async_copies(const Stmt &fill, int *converted) {
+Stmt to_async_copies(const Stmt &fill, int *converted, std::string *refusal) {
   AsyncCopyRewriter r;
   Stmt out = r.mutate(fill);
   *converted = r.converted;
+  if (refusal)
+    *refusal = r.refusal;
   return out;
 }
 

@@ -91,6 +91,9 @@ Uses uses_in(const Stmt &s, const Variable *var, const AttrStmt *skip = nullptr)
   return c.uses;
 }
 
+const char *const kNoLoop = "its fill is in no loop (a loop of one iteration is removed), so "
+                           "there is no next tile to fetch ahead";
+
 /// One buffer to pipeline: where it is filled, the loop that pipelines it, its allocation.
 struct Plan {
   const AttrStmt *attr = nullptr;
@@ -100,6 +103,7 @@ struct Plan {
   int attrs = 0;
   int stages = 0; ///< asked for by the attr; the loop's largest count is what is used
   bool valid = true;
+  std::string why_not; ///< the first reason it cannot be pipelined, for the remark
   /// Filled by TMA (an attr bulk_copy of tma_load calls): completes on the ring's barriers.
   bool bulk = false;
   int64_t bulk_bytes = 0;
@@ -108,6 +112,12 @@ struct Plan {
   /// The block's thread variables bound around the attr, with their extents: the fill of a
   /// bulk copy is issued by the thread where all are 0, and every thread releases the stages.
   std::vector<std::pair<Var, Expr>> threads;
+
+  void require(bool ok, const std::string &why) {
+    if (!ok && valid)
+      why_not = why;
+    valid &= ok;
+  }
 };
 
 const AttrStmt *bulk_copy_of(const AttrStmt *pipeline) {
@@ -218,29 +228,46 @@ private:
       p.bulk_once = loops_.empty() && divergent_ == 0 && p.attrs == 1 && p.bulk_bytes > 0 &&
                     !uses_thread_var(op->body);
     }
-    p.valid &= p.attrs == 1 && !loops_.empty() && !loops_.back().divergent;
+    p.require(p.attrs == 1, "it is filled in more than one place");
+    p.require(!loops_.empty(), kNoLoop);
+    p.require(loops_.empty() || !loops_.back().divergent,
+              "its loop runs under a condition on threadIdx, where the pipeline's barrier "
+              "could hang");
     auto alloc = allocs_.find(var);
-    p.valid &= alloc != allocs_.end() && alloc->second.alloc->extents.size() == 1;
+    p.require(alloc != allocs_.end() && alloc->second.alloc->extents.size() == 1,
+              "it is not allocated as one flat buffer in the kernel");
     if (!p.valid)
       return;
     p.loop = loops_.back().loop;
     p.alloc = alloc->second.alloc;
     p.alloc_inside_loop = alloc->second.loop_depth >= loops_.size();
     // Hoisting the allocation out of the loop needs a size known outside it.
-    p.valid &= !p.alloc_inside_loop || as_const_int(p.alloc->extents[0]).has_value();
+    p.require(!p.alloc_inside_loop || as_const_int(p.alloc->extents[0]).has_value(),
+              "its size changes with the loop");
     // The fill moves to an earlier iteration and before the loop: it may only use variables
     // bound outside the loop (and the loop variable, which is substituted).
     llvm::DenseSet<const Variable *> inner(bound_.begin() + loops_.back().bound_depth + 1,
                                            bound_.end());
-    p.valid &= !uses_var(op->body, [&](const Variable *v) { return inner.count(v) > 0; });
+    std::string inner_name;
+    uses_var(op->body, [&](const Variable *v) {
+      if (inner.count(v) && inner_name.empty())
+        inner_name = v->name;
+      return inner.count(v) > 0;
+    });
+    p.require(inner_name.empty(), "its fill uses '" + inner_name +
+                                      "', bound inside the loop, so it cannot move to an "
+                                      "earlier iteration");
     Uses fill = uses_in(op->body, var);
     if (const AttrStmt *bulk = bulk_copy_of(op)) {
       // tma_load calls, which take the stage's address: the only way they touch it.
       Uses copies = uses_in(bulk->body, var); // the attr itself names the var
-      p.valid &= copies.other_stores == 0 && copies.raw_refs == 0 && p.bulk_bytes > 0;
-      p.valid &= !uses_thread_var(op->body); // one thread issues the copy for all
+      p.require(copies.other_stores == 0 && copies.raw_refs == 0 && p.bulk_bytes > 0,
+                "its bulk copy does more than copy into it");
+      p.require(!uses_thread_var(op->body), "its bulk copy depends on the thread");
     } else {
-      p.valid &= fill.other_stores == 0 && fill.loads == 0 && fill.raw_refs == 0 && !fill.calls;
+      p.require(fill.other_stores == 0, "its fill writes other storage too");
+      p.require(fill.loads == 0, "its fill reads the buffer itself");
+      p.require(fill.raw_refs == 0 && !fill.calls, "its fill calls an intrinsic");
     }
   }
 
@@ -266,15 +293,18 @@ private:
     Uses fill = uses_in(p.attr->body, var);
     Uses rest = uses_in(p.loop->body, var, p.attr);
     for (const ExprNode *b : fill.loaded)
-      p.valid &= !rest.stored.count(b);
+      p.require(!rest.stored.count(b), "its fill reads '" + llvm::cast<Variable>(b)->name +
+                                           "', which the loop also writes");
     // The buffer is only stored by the fill, only used inside the loop, and never by address.
-    p.valid &= !rest.stored.count(var) && rest.raw_refs == 0;
-    p.valid &= uses_in(root_, var).accesses == uses_in(p.loop->body, var).accesses;
+    p.require(!rest.stored.count(var) && rest.raw_refs == 0,
+              "the loop writes it outside its fill, or takes its address");
+    p.require(uses_in(root_, var).accesses == uses_in(p.loop->body, var).accesses,
+              "it is used outside the loop over '" + p.loop->loop_var->name + "'");
     // Within an iteration, the fill comes before every read.
     UseCounter before(var);
     before.stop_at = p.attr;
     before.visit_stmt(p.loop->body);
-    p.valid &= !before.accessed_before_stop;
+    p.require(!before.accessed_before_stop, "an iteration reads it before its fill");
   }
 
   Stmt root_;
@@ -347,8 +377,9 @@ std::pair<Expr, Expr> leader_and_threads(const Plan &p) {
 
 class Rewriter : public IRMutator {
 public:
-  Rewriter(llvm::DenseMap<const Variable *, Plan> &plans, std::vector<const Variable *> order)
-      : plans_(plans), order_(std::move(order)) {}
+  Rewriter(llvm::DenseMap<const Variable *, Plan> &plans, std::vector<const Variable *> order,
+           Remarks *remarks)
+      : plans_(plans), order_(std::move(order)), remarks_(remarks) {}
 
 protected:
   Stmt visit(const Allocate *op) override {
@@ -379,6 +410,7 @@ protected:
           << (here[0]->bulk ? "" : "not ") << "filled by TMA (bulk_copy) and '"
           << p->alloc->buffer_var->name << "' is " << (p->bulk ? "" : "not")
           << "; make both bulk copies or neither";
+      report_applied(*p, *op, stages);
     }
     if (here[0]->bulk)
       return bulk_pipeline(op, here, stages);
@@ -445,6 +477,16 @@ protected:
           << "fill cannot be pipelined: it must sit directly in a loop that every thread of the "
           << "block runs together, use nothing bound inside that loop, and be the only write "
           << "of the buffer (compute_at the loop that steps through the tiles)";
+      if (remarks_ && it != plans_.end()) {
+        std::string what = "pipeline(" + std::to_string(it->second.stages) + ") of '" +
+                           pipelined_var(op)->name + "' not applied: " + it->second.why_not;
+        // A loop of one iteration is removed before this pass: then there is nothing to do.
+        if (it->second.why_not == kNoLoop)
+          remarks_->note("pipeline", what);
+        else
+          remarks_->missed("pipeline",
+                           what + "; it stays one buffer, filled and then read in each iteration");
+      }
       return mutate(op->body); // not applicable: the buffer stays single
     }
     return Evaluate::make(Expr(0)); // the fill moves to the top of the loop
@@ -467,6 +509,28 @@ protected:
   }
 
 private:
+  // "pipeline(3) of 'A.shared' over 'k.outer' (3 stages): applied, ..." and whether its copies
+  // are cp.async (a missed remark when they are not).
+  void report_applied(const Plan &p, const For &loop, int stages) {
+    if (!remarks_)
+      return;
+    std::string what = "pipeline(" + std::to_string(p.stages) + ") of '" +
+                       p.alloc->buffer_var->name + "' over '" + loop.loop_var->name + "' (" +
+                       std::to_string(stages) + " stages)";
+    if (p.bulk)
+      return remarks_->applied("pipeline", what + ": applied, filled by TMA on a ring of " +
+                                               std::to_string(stages) + " mbarrier slots");
+    int copies = 0;
+    std::string why;
+    to_async_copies(p.attr->body, &copies, &why);
+    if (why.empty())
+      return remarks_->applied("pipeline", what + ": applied, filled by cp.async");
+    remarks_->missed("pipeline", what + ": applied, but its fill waits for its loads before "
+                                        "the compute runs: " +
+                                        (copies ? "some of its copies are" : "it is") +
+                                        " not cp.async, because " + why);
+  }
+
   Plan *plan_of(const Variable *var) {
     auto it = var ? plans_.find(var) : plans_.end();
     return it != plans_.end() && it->second.valid ? &it->second : nullptr;
@@ -656,18 +720,19 @@ private:
 
   llvm::DenseMap<const Variable *, Plan> &plans_;
   std::vector<const Variable *> order_;
+  Remarks *remarks_;
   llvm::DenseMap<const Plan *, int> loop_stages_;
   llvm::DenseMap<const BufferNode *, Buffer> grown_;
 };
 
 } // namespace
 
-Stmt inject_pipeline(Stmt s) {
+Stmt inject_pipeline(Stmt s, Remarks *remarks) {
   Planner planner(s);
   planner.visit_stmt(s);
   if (planner.plans.empty())
     return s;
-  return Rewriter(planner.plans, planner.order).mutate(s);
+  return Rewriter(planner.plans, planner.order, remarks).mutate(s);
 }
 
 } // namespace tessel

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "compiler/ir/IR.h"
+#include "compiler/support/Remarks.h"
 
 namespace tessel {
 
@@ -34,7 +35,8 @@ namespace tessel {
 /// storage written in the loop, writes other storage, uses variables bound inside the loop; the
 /// buffer is used before the fill or outside the loop; the loop runs under control flow that
 /// depends on threadIdx, where a barrier would hang) the attr is dropped and the buffer stays
-/// single.
-Stmt inject_pipeline(Stmt s);
+/// single; `remarks` (when given) hears why, and of each buffer pipelined, with or without
+/// cp.async.
+Stmt inject_pipeline(Stmt s, Remarks *remarks = nullptr);
 
 } // namespace tessel

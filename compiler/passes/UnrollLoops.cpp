@@ -2,8 +2,12 @@
 
 #include "compiler/ir/IRMutator.h"
 #include "compiler/ir/IROperator.h"
+#include "compiler/ir/IRPrinter.h"
 #include "compiler/ir/IRVisitor.h"
 #include "compiler/ir/Substitute.h"
+#include "compiler/ir/WrittenBuffers.h"
+
+#include <llvm/Support/raw_ostream.h>
 
 namespace tessel {
 
@@ -27,15 +31,32 @@ BodyShape shape_of(const Stmt &s) {
 
 class LoopUnroller : public IRMutator {
 public:
-  explicit LoopUnroller(int auto_max_step) : auto_max_step_(auto_max_step) {}
+  LoopUnroller(int auto_max_step, Remarks *remarks)
+      : auto_max_step_(auto_max_step), remarks_(remarks) {}
 
 protected:
   Stmt visit(const For *op) override {
     Stmt s = IRMutator::visit(op); // inner loops first, so auto-unrolling sees their result
     op = s.as<For>();
     auto extent = as_const_int(op->extent);
+    if (!extent && op->for_kind == ForKind::Unrolled) {
+      std::string why;
+      llvm::raw_string_ostream(why)
+          << "not applied: its extent (" << op->extent
+          << ") is not a constant; it stays a loop (#pragma unroll leaves it to nvcc). To "
+             "unroll it, split it by a constant factor and unroll the inner loop";
+      report(op, false, why);
+    }
     if (!extent || !should_unroll(op, *extent))
       return s;
+    if (*extent > 0) {
+      std::string how;
+      llvm::raw_string_ostream os(how);
+      os << "(" << *extent << " copies): applied";
+      if (op->for_kind != ForKind::Unrolled)
+        os << " (auto_unroll_max_step " << auto_max_step_ << ")";
+      report(op, true, os.str());
+    }
     if (*extent <= 0)
       return Evaluate::make(0); // the loop never runs; remove_no_op drops this
     std::vector<Stmt> copies;
@@ -56,11 +77,27 @@ private:
     return !shape.has_loop && extent * shape.steps <= auto_max_step_;
   }
 
+  // "unroll of axis 'i' of stage 'B' " followed by `outcome`.
+  void report(const For *op, bool applied, const std::string &outcome) {
+    if (!remarks_)
+      return;
+    std::string what = "unroll of axis '" + op->loop_var->name + "' ";
+    if (std::string stage = first_written_buffer(op->body); !stage.empty())
+      what += "of stage '" + stage + "' ";
+    if (applied)
+      remarks_->applied("unroll_loops", what + outcome);
+    else
+      remarks_->missed("unroll_loops", what + outcome);
+  }
+
   int auto_max_step_;
+  Remarks *remarks_;
 };
 
 } // namespace
 
-Stmt unroll_loops(Stmt s, int auto_max_step) { return LoopUnroller(auto_max_step).mutate(s); }
+Stmt unroll_loops(Stmt s, int auto_max_step, Remarks *remarks) {
+  return LoopUnroller(auto_max_step, remarks).mutate(s);
+}
 
 } // namespace tessel

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "compiler/ir/IR.h"
+#include "compiler/support/Remarks.h"
 
 namespace tessel {
 
@@ -10,7 +11,8 @@ namespace tessel {
 /// body has no loop left and whose extent times the number of statements in its body is at
 /// most `auto_max_step` is unrolled too. Unrolled loops whose extent is not constant are kept.
 /// Unrolling gives codegen straight-line code with constant indices, which registers (local
-/// and fragment arrays) need.
-Stmt unroll_loops(Stmt s, int auto_max_step = 0);
+/// and fragment arrays) need. `remarks` (when given) hears of every loop unrolled, and of each
+/// unroll() whose loop was kept.
+Stmt unroll_loops(Stmt s, int auto_max_step = 0, Remarks *remarks = nullptr);
 
 } // namespace tessel

@@ -3,14 +3,19 @@
 #include "compiler/ir/IREquality.h"
 #include "compiler/ir/IRMutator.h"
 #include "compiler/ir/IROperator.h"
+#include "compiler/ir/IRPrinter.h"
 #include "compiler/ir/Intrinsics.h"
 #include "compiler/ir/Substitute.h"
+#include "compiler/ir/WrittenBuffers.h"
 #include "compiler/support/Error.h"
+#include "compiler/support/Remarks.h"
 
 #include <llvm/ADT/DenseMap.h>
 #include <llvm/ADT/SmallVector.h>
 
 #include <algorithm>
+#include <optional>
+#include <sstream>
 
 namespace tessel {
 
@@ -35,8 +40,37 @@ bool is_dense_ramp(const Expr &e) {
   return r && is_one(r->stride);
 }
 
+template <typename... T> std::string str(const T &...parts) {
+  std::ostringstream os;
+  (os << ... << parts);
+  return os.str();
+}
+
+// Why a loop stays serial, and what would let it vectorize (for the remark; empty: nothing
+// but dropping vectorize).
+struct Refusal {
+  std::string why, fix;
+};
+
+const char *const kContiguousFix =
+    "make that access contiguous along it (vectorize the axis it is contiguous in, or change "
+    "the buffer's layout)";
+
+// Why a load or store at `index` (the vectorized index) is not a dense vector access.
+Refusal access_refusal(const char *access, const Buffer &b, const std::vector<Expr> &index) {
+  std::string what = str("the ", access, " '", b.name(), "'");
+  if (index.size() != 1)
+    return {what + " is not flat", kContiguousFix};
+  if (index[0].type().is_scalar())
+    return {what + " is at the same element in every lane", kContiguousFix};
+  if (const auto *r = index[0].as<Ramp>())
+    return {str(what, " has stride ", r->stride, " along it"), kContiguousFix};
+  return {str(what, " is not at consecutive elements along it (index ", index[0], ")"),
+          kContiguousFix};
+}
+
 // Rewrites the body of one vectorized loop. Anything it cannot express as vector code sets
-// `failed`, and the caller keeps the loop.
+// `failed` (and `refusal`, the first reason), and the caller keeps the loop.
 class Vectorizer : public IRMutator {
 public:
   Vectorizer(const Var &var, const Expr &min, int lanes)
@@ -45,16 +79,21 @@ public:
   using IRMutator::mutate;
 
   bool failed() const { return failed_; }
+  const Refusal &refusal() const { return refusal_; }
 
   /// True if no buffer is written at one index and read or written at another: then each
-  /// lane only sees its own writes, as in the serial loop.
-  bool lanes_independent() const {
+  /// lane only sees its own writes, as in the serial loop. Otherwise `refusal` says which.
+  bool lanes_independent() {
     for (const auto &[data, acc] : accesses_) {
       if (!acc.written)
         continue;
       for (const Expr &i : acc.indices)
-        if (!structural_equal(i, acc.indices.front()))
+        if (!structural_equal(i, acc.indices.front())) {
+          refuse({str("'", acc.name, "' is written at one element and accessed at another "
+                                     "(a lane could see another lane's write)"),
+                  "write and read each element of it at the same index"});
           return false;
+        }
     }
     return true;
   }
@@ -127,11 +166,14 @@ protected:
   }
 
   // Calls (math functions, if_then_else, intrinsics) have no vector form here.
-  Expr visit(const Call *op) override { return unless_changed(op); }
-  Expr visit(const Ramp *op) override { return unless_changed(op); }
-  Expr visit(const Broadcast *op) override { return unless_changed(op); }
-  Expr visit(const Reduce *op) override { return unless_changed(op); }
-  Expr visit(const TensorLoad *op) override { return unless_changed(op); }
+  Expr visit(const Call *op) override {
+    return unless_changed(op, {str("the call ", op->name, "(...) has no vector form"),
+                               "compute it in a stage of its own"});
+  }
+  Expr visit(const Ramp *op) override { return unless_changed(op, no_vector_form(op)); }
+  Expr visit(const Broadcast *op) override { return unless_changed(op, no_vector_form(op)); }
+  Expr visit(const Reduce *op) override { return unless_changed(op, no_vector_form(op)); }
+  Expr visit(const TensorLoad *op) override { return unless_changed(op, no_vector_form(op)); }
 
   Expr visit(const BufferLoad *op) override {
     Expr e = IRMutator::visit(op);
@@ -140,7 +182,7 @@ protected:
     if (e.same_as(Expr(op)))
       return e;
     if (load->indices.size() != 1 || !is_dense_ramp(load->indices[0]))
-      return fail(op);
+      return fail(op, access_refusal("read of", load->buffer, load->indices));
     return e;
   }
 
@@ -159,7 +201,7 @@ protected:
     mutate_all(op->indices, idx);
     // A store that does not move with the lanes would run once instead of once per lane.
     if (idx.size() != 1 || !is_dense_ramp(idx[0]))
-      return fail(op);
+      return fail(op, access_refusal("store to", op->buffer, idx));
     record(op->buffer, idx, true);
     return BufferStore::make(op->buffer, widen(value, lanes_), std::move(idx));
   }
@@ -167,7 +209,10 @@ protected:
   Stmt visit(const IfThenElse *op) override {
     Expr c = mutate(op->condition);
     if (!c.same_as(op->condition))
-      return fail(op);
+      return fail(op, {str("it is guarded by a condition that depends on it (",
+                           op->condition, ")"),
+                       "split by a factor that divides the extent, or with "
+                       "TailStrategy::ShiftInwards, so that no guard is needed"});
     return IRMutator::visit(op);
   }
 
@@ -183,40 +228,66 @@ protected:
 
   Stmt visit(const AttrStmt *op) override {
     if (!mutate(op->value).same_as(op->value))
-      return fail(op);
+      return fail(op, {str("its attribute '", op->key, "' depends on it"), ""});
     return IRMutator::visit(op);
   }
 
   Stmt visit(const AssertStmt *op) override {
     if (!mutate(op->condition).same_as(op->condition))
-      return fail(op);
+      return fail(op, {"an assertion depends on it", ""});
     return IRMutator::visit(op);
   }
 
   // Loops, allocations and effects (intrinsic calls) stay scalar: the whole loop falls back.
-  Stmt visit(const For *op) override { return fail(op); }
-  Stmt visit(const Allocate *op) override { return fail(op); }
-  Stmt visit(const BufferRealize *op) override { return fail(op); }
-  Stmt visit(const Evaluate *op) override { return is_const(op->value) ? Stmt(op) : fail(op); }
+  Stmt visit(const For *op) override {
+    return fail(op, {str("its body has a loop (over '", op->loop_var->name, "')"),
+                     "vectorize the innermost loop (reorder it inside)"});
+  }
+  Stmt visit(const Allocate *op) override {
+    return fail(op, {str("its body allocates '", op->buffer_var->name, "'"),
+                     "compute that stage outside the vectorized loop"});
+  }
+  Stmt visit(const BufferRealize *op) override {
+    return fail(op, {str("its body allocates '", op->buffer.name(), "'"),
+                     "compute that stage outside the vectorized loop"});
+  }
+  Stmt visit(const Evaluate *op) override {
+    if (is_const(op->value))
+      return op;
+    const auto *call = op->value.as<Call>();
+    return fail(op, {str("its body calls ", call ? call->name : std::string("an intrinsic"),
+                         ", which has effects of its own"),
+                     ""});
+  }
 
 private:
   struct Accesses {
+    std::string name;
     bool written = false;
     llvm::SmallVector<Expr, 4> indices;
   };
 
-  Expr fail(const ExprNode *op) {
+  void refuse(Refusal r) {
+    if (!failed_)
+      refusal_ = std::move(r);
     failed_ = true;
+  }
+  Expr fail(const ExprNode *op, Refusal r) {
+    refuse(std::move(r));
     return op;
   }
-  Stmt fail(const StmtNode *op) {
-    failed_ = true;
+  Stmt fail(const StmtNode *op, Refusal r) {
+    refuse(std::move(r));
     return op;
   }
 
-  template <typename T> Expr unless_changed(const T *op) {
+  static Refusal no_vector_form(const ExprNode *op) {
+    return {str("the expression ", Expr(op), " has no vector form"), ""};
+  }
+
+  template <typename T> Expr unless_changed(const T *op, Refusal r) {
     Expr e = IRMutator::visit(op);
-    return e.same_as(Expr(op)) ? e : fail(op);
+    return e.same_as(Expr(op)) ? e : fail(op, std::move(r));
   }
 
   template <typename T> Expr rebuild(const T *op, const Expr &a, const Expr &b) {
@@ -246,21 +317,26 @@ private:
 
   void record(const Buffer &b, const std::vector<Expr> &idx, bool write) {
     Accesses &acc = accesses_[b->data.get()];
+    acc.name = b.name();
     acc.written |= write;
     acc.indices.push_back(idx.size() == 1 ? idx[0] : Expr());
     if (idx.size() != 1)
-      failed_ = true;
+      refuse(access_refusal(write ? "store to" : "read of", b, idx));
   }
 
   const Variable *var_;
   int lanes_;
   Expr ramp_;
   bool failed_ = false;
+  Refusal refusal_;
   llvm::DenseMap<const Variable *, Expr> lets_;
   llvm::DenseMap<const ExprNode *, Accesses> accesses_;
 };
 
 class LoopVectorizer : public IRMutator {
+public:
+  explicit LoopVectorizer(Remarks *remarks) : remarks_(remarks) {}
+
 protected:
   Stmt visit(const For *op) override {
     Stmt s = IRMutator::visit(op); // inner loops first
@@ -271,18 +347,47 @@ protected:
     if (extent && *extent == 1)
       return substitute(op->body, op->loop_var, op->min);
     Stmt serial = For::make(op->loop_var, op->min, op->extent, ForKind::Serial, op->body);
-    if (!extent || *extent < 2)
+    if (!extent) {
+      report(op, Refusal{str("its extent (", op->extent, ") is not a constant"),
+                         "split it by a constant factor and vectorize the inner loop"});
       return serial;
+    }
+    if (*extent < 2)
+      return serial; // runs at most once
     Vectorizer v(op->loop_var, op->min, int(*extent));
     Stmt body = v.mutate(op->body);
-    if (v.failed() || !v.lanes_independent())
+    if (v.failed() || !v.lanes_independent()) {
+      report(op, v.refusal());
       return serial;
+    }
+    report(op, std::nullopt);
     return body;
   }
+
+private:
+  // "vectorize of axis 'j.inner' of stage 'B' (4 lanes)": applied, or not and why.
+  void report(const For *op, const std::optional<Refusal> &refusal) {
+    if (!remarks_)
+      return;
+    std::string what = str("vectorize of axis '", op->loop_var->name, "'");
+    if (std::string stage = first_written_buffer(op->body); !stage.empty())
+      what += str(" of stage '", stage, "'");
+    if (auto lanes = as_const_int(op->extent))
+      what += str(" (", *lanes, " lanes)");
+    if (!refusal)
+      return remarks_->applied("vectorize_loops", what + ": applied");
+    std::string fix = refusal->fix.empty()
+                          ? "Drop vectorize"
+                          : "To vectorize, " + refusal->fix + ", or drop vectorize";
+    remarks_->missed("vectorize_loops", str(what, " not applied: ", refusal->why,
+                                            "; it runs as a serial loop. ", fix));
+  }
+
+  Remarks *remarks_;
 };
 
 } // namespace
 
-Stmt vectorize_loops(Stmt s) { return LoopVectorizer().mutate(s); }
+Stmt vectorize_loops(Stmt s, Remarks *remarks) { return LoopVectorizer(remarks).mutate(s); }
 
 } // namespace tessel

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "compiler/ir/IR.h"
+#include "compiler/support/Remarks.h"
 
 namespace tessel {
 
@@ -10,7 +11,8 @@ namespace tessel {
 /// accesses are vectorized: a body with a loop, an intrinsic call, a branch or a store that
 /// depends on the variable in another way, a strided or gathered access, or a buffer written
 /// and accessed at different indices (which could make one lane see another's write) keeps
-/// its loop, as a serial loop. The fallback is never wrong, only slower.
-Stmt vectorize_loops(Stmt s);
+/// its loop, as a serial loop. The fallback is never wrong, only slower; `remarks` (when given)
+/// hears of every vectorized loop, applied or not, and why not.
+Stmt vectorize_loops(Stmt s, Remarks *remarks = nullptr);
 
 } // namespace tessel
