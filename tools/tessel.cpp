@@ -1,7 +1,7 @@
 // tessel: the command-line driver over the registry of named schedules (schedules/Registry.h).
 //
 //   tessel list                                   registered schedules, shapes, dtypes
-//   tessel lower NAME [--shape K=V,...] [--dtype T] [--print-after=STEP|all]
+//   tessel lower NAME [--shape K=V,...] [--dtype T] [--print-after=STEP|all] [--remarks]
 //   tessel cuda NAME [--shape ...] [--dtype T]    the CUDA C++ source
 //   tessel compile NAME [--arch sm_90] [-o f.cubin]   NVRTC; registers, shared memory, spills
 //   tessel interpret NAME [--shape ...]           CPU executor vs float64 reference
@@ -113,6 +113,10 @@ cl::opt<int> jobs_opt("j", cl::desc("Threads compiling candidates with NVRTC (de
 // The description names the steps; main() fills it in from lowering_steps().
 cl::list<std::string> print_after_opt("print-after", cl::CommaSeparated, cl::value_desc("step|all"),
                                       cl::sub(lower_cmd), cl::cat(tessel_category));
+cl::opt<bool> remarks_opt("remarks",
+                          cl::desc("List what became of each vectorize, unroll and pipeline "
+                                   "request: applied, or not and why"),
+                          cl::sub(lower_cmd), cl::cat(tessel_category));
 
 cl::opt<bool> no_check_opt("no-check",
                            cl::desc("Only time the kernel: skip the float64 reference, which is "
@@ -226,12 +230,14 @@ int cmd_lower() {
   Selected sel = select_schedule();
   LowerOptions options;
   options.print_after.assign(print_after_opt.begin(), print_after_opt.end());
-  // Steps print to stdout with the result, so that one pipe (e.g. into FileCheck) sees both.
+  options.print_remarks = remarks_opt;
+  // Steps and remarks print to stdout with the result, so that one pipe (e.g. into FileCheck)
+  // sees them all.
   options.print_stream = &llvm::outs();
   LoweredModule m = lower_selected(sel, options);
-  // Set the result apart from the steps printed before it (by the option or the environment).
+  // Set the result apart from what was printed before it (by the options or the environment).
   const char *env = std::getenv("TESSEL_PRINT_AFTER");
-  if (!options.print_after.empty() || (env && *env))
+  if (!options.print_after.empty() || options.print_remarks || (env && *env))
     llvm::outs() << "// ---- lowered module ----\n";
   llvm::outs() << to_string(m);
   return 0;

@@ -21,6 +21,8 @@ tessel_filecheck_test(NAME lower.conv2d_tc CHECKS conv2d_tc.txt COMMAND lower co
 tessel_filecheck_test(NAME cuda.conv2d_tc CHECKS cuda_conv2d_tc.txt COMMAND cuda conv2d_tc)
 tessel_filecheck_test(NAME lower.print_after_all CHECKS print_after_all.txt
   COMMAND lower gemm_naive --print-after=all)
+tessel_filecheck_test(NAME lower.remarks CHECKS remarks.txt
+  COMMAND lower gemm_shared --dtype float16 --remarks)
 tessel_filecheck_test(NAME lower.gemm_wmma_raster CHECKS gemm_wmma_raster.txt
   COMMAND lower gemm_wmma --shape M=1280,N=1024,K=64,G=4)
 tessel_filecheck_test(NAME lower.gemm_wmma_raster_divisible CHECKS gemm_wmma_raster.txt
