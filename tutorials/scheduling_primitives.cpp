@@ -39,34 +39,34 @@ std::string lowered(const Schedule &s, const std::vector<Tensor> &args) {
 const std::map<std::string, std::function<std::string()>> &examples() {
   static const std::map<std::string, std::function<std::string()>> table = {
       {"split", [] {
-         Vec v;
-         Schedule s = create_schedule({v.B});
-         auto [io, ii] = s[v.B].split(s[v.B].op_axis(0), 4); // 10 = 3 x 4, the last guarded
+         auto [A, B] = Vec();
+         Schedule s = create_schedule({B});
+         auto [io, ii] = s[B].split(s[B].op_axis(0), 4); // 10 = 3 x 4, the last guarded
          (void)io, (void)ii;
-         return lowered(s, {v.A, v.B});
+         return lowered(s, {A, B});
        }},
       {"tile_reorder", [] {
-         Mat m;
-         Schedule s = create_schedule({m.B});
-         auto [i, j] = s[m.B].axes<2>();
-         auto [io, jo, ii, ji] = s[m.B].tile(i, j, 4, 3); // loops io, jo, ii, ji
-         s[m.B].reorder({jo, io, ji, ii});
-         return lowered(s, {m.A, m.B});
+         auto [A, B] = Mat();
+         Schedule s = create_schedule({B});
+         auto [i, j] = s[B].axes<2>();
+         auto [io, jo, ii, ji] = s[B].tile(i, j, 4, 3);
+         s[B].reorder({jo, io, ji, ii});
+         return lowered(s, {A, B});
        }},
       {"fuse", [] {
-         Mat m;
-         Schedule s = create_schedule({m.B});
-         auto [i, j] = s[m.B].axes<2>();
-         s[m.B].fuse(i, j); // one loop of 48
-         return lowered(s, {m.A, m.B});
+         auto [A, B] = Mat();
+         Schedule s = create_schedule({B});
+         auto [i, j] = s[B].axes<2>();
+         s[B].fuse(i, j); // one loop of 48
+         return lowered(s, {A, B});
        }},
       {"bind", [] {
-         Mat m;
-         Schedule s = create_schedule({m.B});
-         auto [i, j] = s[m.B].axes<2>();
-         s[m.B].bind(i, thread_axis("blockIdx.x"));
-         s[m.B].bind(j, thread_axis("threadIdx.x"));
-         return lowered(s, {m.A, m.B});
+         auto [A, B] = Mat();
+         Schedule s = create_schedule({B});
+         auto [i, j] = s[B].axes<2>();
+         s[B].bind(i, thread_axis("blockIdx.x"));
+         s[B].bind(j, thread_axis("threadIdx.x"));
+         return lowered(s, {A, B});
        }},
       {"compute_inline", [] {
          Tensor A = placeholder({8}, Float(32), "A");
@@ -89,27 +89,27 @@ const std::map<std::string, std::function<std::string()>> &examples() {
          return lowered(s, {A, B});
        }},
       {"cache_read_shared", [] {
-         Mat m;
-         Schedule s = create_schedule({m.B});
-         Tensor AS = s.cache_read(m.A, "shared", {m.B});
-         auto [i, j] = s[m.B].axes<2>();
-         auto [io, ii] = s[m.B].split(i, 4);
-         s[m.B].bind(io, thread_axis("blockIdx.x"));
-         s[m.B].bind(ii, thread_axis("threadIdx.y"));
-         s[m.B].bind(j, thread_axis("threadIdx.x"));
-         s[AS].compute_at(s[m.B], io); // the block's 4 rows, copied by its threads together
+         auto [A, B] = Mat();
+         Schedule s = create_schedule({B});
+         Tensor AS = s.cache_read(A, "shared", {B});
+         auto [i, j] = s[B].axes<2>();
+         auto [io, ii] = s[B].split(i, 4);
+         s[B].bind(io, thread_axis("blockIdx.x"));
+         s[B].bind(ii, thread_axis("threadIdx.y"));
+         s[B].bind(j, thread_axis("threadIdx.x"));
+         s[AS].compute_at(s[B], io); // the block's 4 rows, copied by its threads together
          auto [ai, aj] = s[AS].axes<2>();
          s[AS].bind(ai, thread_axis("threadIdx.y"));
          s[AS].bind(aj, thread_axis("threadIdx.x"));
-         return lowered(s, {m.A, m.B});
+         return lowered(s, {A, B});
        }},
       {"cache_write_local", [] {
-         RowSum r;
-         Schedule s = create_schedule({r.B});
-         Tensor BL = s.cache_write(r.B, "local"); // accumulate in a register
-         s[r.B].bind(s[r.B].op_axis(0), thread_axis("threadIdx.x"));
-         s[BL].compute_at(s[r.B], s[r.B].op_axis(0));
-         return lowered(s, {r.A, r.B});
+         auto [A, k, B] = RowSum();
+         Schedule s = create_schedule({B});
+         Tensor BL = s.cache_write(B, "local"); // accumulate in a register
+         s[B].bind(s[B].op_axis(0), thread_axis("threadIdx.x"));
+         s[BL].compute_at(s[B], s[B].op_axis(0));
+         return lowered(s, {A, B});
        }},
       {"vectorize_unroll", [] {
          Tensor A = placeholder({4, 8}, Float(16), "A");
@@ -121,26 +121,26 @@ const std::map<std::string, std::function<std::string()>> &examples() {
          return lowered(s, {A, B});
        }},
       {"reduce_across_threads", [] {
-         RowSum r;
-         Schedule s = create_schedule({r.B});
-         auto [ko, ki] = s[r.B].split(r.k, 32);
-         s[r.B].bind(s[r.B].op_axis(0), thread_axis("blockIdx.x"));
-         s[r.B].bind(ki, thread_axis("threadIdx.x")); // a reduction across 32 threads
+         auto [A, k, B] = RowSum();
+         Schedule s = create_schedule({B});
+         auto [ko, ki] = s[B].split(k, 32);
+         s[B].bind(s[B].op_axis(0), thread_axis("blockIdx.x"));
+         s[B].bind(ki, thread_axis("threadIdx.x")); // a reduction across 32 threads
          (void)ko;
-         return lowered(s, {r.A, r.B});
+         return lowered(s, {A, B});
        }},
       {"rfactor", [] {
-         RowSum r;
-         Schedule s = create_schedule({r.B});
-         auto [ko, ki] = s[r.B].split(r.k, 32);
-         Tensor BF = s.rfactor(r.B, ki); // B.rf[ki, i] = sum over ko
-         IterVar tx = s[r.B].reduce_axis()[0];
-         s[r.B].bind(s[r.B].op_axis(0), thread_axis("blockIdx.x"));
-         s[r.B].bind(tx, thread_axis("threadIdx.x"));
-         s[BF].compute_at(s[r.B], tx);
+         auto [A, k, B] = RowSum();
+         Schedule s = create_schedule({B});
+         auto [ko, ki] = s[B].split(k, 32);
+         Tensor BF = s.rfactor(B, ki); // B.rf[ki, i] = sum over ko
+         IterVar tx = s[B].reduce_axis()[0];
+         s[B].bind(s[B].op_axis(0), thread_axis("blockIdx.x"));
+         s[B].bind(tx, thread_axis("threadIdx.x"));
+         s[BF].compute_at(s[B], tx);
          s[BF].set_scope("local");
          (void)ko;
-         return lowered(s, {r.A, r.B});
+         return lowered(s, {A, B});
        }},
       {"thread_extents", [] {
          // B's rows use 2 x 8 threads, the copy of A into shared memory 4 x 8: the block has
@@ -171,10 +171,10 @@ const std::map<std::string, std::function<std::string()>> &examples() {
          return lowered(s, {A, B});
        }},
       {"refuse_reduce_on_y", [] {
-         RowSum r;
-         Schedule s = create_schedule({r.B});
-         s[r.B].bind(r.k, thread_axis("threadIdx.y"));
-         return lowered(s, {r.A, r.B});
+         auto [A, k, B] = RowSum();
+         Schedule s = create_schedule({B});
+         s[B].bind(k, thread_axis("threadIdx.y"));
+         return lowered(s, {A, B});
        }},
       {"refuse_shared_in_two_kernels", [] {
          Tensor A = placeholder({8}, Float(32), "A");

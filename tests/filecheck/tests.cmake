@@ -72,8 +72,8 @@ tessel_filecheck_test(NAME error.grid CHECKS errors.txt EXIT_CODE 1
 tessel_filecheck_test(NAME error.dtype_digits CHECKS errors.txt EXIT_CODE 1
   COMMAND lower gemm_naive --dtype float99999999999 FILECHECK_ARGS --check-prefix=DTYPE_DIGITS)
 
-# Programs a reader runs first: they must keep building, running and printing what they say.
-tessel_filecheck_test(NAME readme_example PROGRAM readme_example CHECKS readme_example.txt)
+# Programs a reader runs first: they must keep building, running and printing what they say
+# (the documents' programs, README.md's readme_example among them: tests/CMakeLists.txt).
 tessel_filecheck_test(NAME tutorial.gemm_definition PROGRAM gemm_definition
   CHECKS tutorial_gemm_definition.txt)
 
