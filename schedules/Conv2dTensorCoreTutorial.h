@@ -1,5 +1,6 @@
 // The seed tutorial, TVM's "How to optimize convolution using TensorCores", ported statement
-// for statement: NHWCnc conv2d with fp16 inputs and fp32 accumulation.
+// for statement: NHWCnc conv2d with fp16 inputs and fp32 accumulation. Defined in
+// tutorials/conv2d_tensorcore.cpp, which reads as the tutorial does.
 #pragma once
 
 #include "schedules/Registry.h"
