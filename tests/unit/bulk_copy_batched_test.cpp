@@ -8,6 +8,7 @@
 #include "compiler/codegen/CodeGenCUDA.h"
 #include "compiler/tessel.h"
 #include "runtime/Check.h"
+#include "runtime/Device.h"
 #include "schedules/Gemm.h"
 #include "schedules/GemmWgmma.h"
 
@@ -139,4 +140,18 @@ TEST(BulkCopyBatched, SixDimensionsAreRefused) {
   expect_error([&] { lower(s, {A, B}); },
                {"stage 'A.shared' is filled by TMA (bulk_copy)",
                 "a TMA box has at most 5 dimensions, but 'A' has 6"});
+}
+
+// On a Hopper GPU: the 3-D TMA copies of every batch, checked against float64.
+TEST(BulkCopyBatched, GpuBatchedGemmMatchesTheReference) {
+  if (!Device::available())
+    GTEST_SKIP() << Device::unavailable_reason();
+  if (Device::get().arch() != "sm_90")
+    GTEST_SKIP() << "TMA and wgmma need a Hopper GPU";
+  for (int batch : {1, 3}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    BatchedWgmmaGemm g(batch, 256, 128, 192, tma_tiles(3));
+    CheckResult r = check_on_gpu(g.s, {g.A, g.B, g.C}, 2);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
 }

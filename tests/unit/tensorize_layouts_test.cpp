@@ -9,6 +9,7 @@
 #include "compiler/codegen/CodeGenCUDA.h"
 #include "compiler/tessel.h"
 #include "runtime/Check.h"
+#include "runtime/Device.h"
 #include "runtime/Nvrtc.h"
 #include "schedules/MmaIntrinsics.h"
 #include "schedules/WmmaIntrinsics.h"
@@ -119,11 +120,12 @@ struct Case {
 };
 constexpr Case kCases[] = {{"NN", false, false}, {"NT", false, true}, {"TN", true, false}};
 
-void check_batched_gemm(Frags frags) {
+void check_batched_gemm(Frags frags, bool on_gpu = false) {
   for (const Case &c : kCases) {
     SCOPED_TRACE(c.name);
     BatchedGemm g(2, 64, 32, 64, c.a_t, c.b_t, frags);
-    CheckResult r = check_on_cpu(g.s, {g.A, g.B, g.C}, 2);
+    CheckResult r = on_gpu ? check_on_gpu(g.s, {g.A, g.B, g.C}, 2)
+                           : check_on_cpu(g.s, {g.A, g.B, g.C}, 2);
     EXPECT_TRUE(r.compare.ok) << r.str();
   }
 }
@@ -133,6 +135,14 @@ void check_batched_gemm(Frags frags) {
 TEST(TensorizeLayouts, BatchedWmmaGemmsMatchTheReference) { check_batched_gemm(Frags::Wmma); }
 
 TEST(TensorizeLayouts, BatchedMmaGemmsMatchTheReference) { check_batched_gemm(Frags::Mma); }
+
+// The col_major fragments and transposed ldmatrix on the GPU, against float64.
+TEST(TensorizeLayouts, GpuBatchedGemmsMatchTheReference) {
+  if (!Device::available())
+    GTEST_SKIP() << Device::unavailable_reason();
+  check_batched_gemm(Frags::Wmma, true);
+  check_batched_gemm(Frags::Mma, true);
+}
 
 // The NT body holds B's fragment n x k: loaded col_major from B's shared tile (rows of K = 32
 // halves), a col_major matrix_b fragment in the CUDA; A stays row_major. The CUDA compiles for
