@@ -220,10 +220,6 @@ template <typename F> CheckResult host_memory_guarded(const char *where, F f) {
   }
 }
 
-} // namespace
-
-namespace {
-
 CheckResult check_on_cpu_unguarded(const Schedule &s, const std::vector<Tensor> &args,
                                    size_t num_inputs, uint64_t seed) {
   CheckProblem p = make_check_problem(args, num_inputs, seed);
