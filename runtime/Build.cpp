@@ -34,7 +34,7 @@ std::string target_arch(const LoweredModule &m, const std::string &arch) {
   for (const LoweredFunc &f : m.funcs)
     post_order_visit(f.body, [&](const IRNode *n) {
       const auto *c = llvm::dyn_cast<Call>(n);
-      if (c && c->name.rfind("wgmma_", 0) == 0)
+      if (c && (c->name.rfind("wgmma_", 0) == 0 || c->name == intrinsic::setmaxnreg))
         wgmma_kernel = f.name;
       if (c && (c->name.rfind("tma_load", 0) == 0 || c->name.rfind("mbarrier_", 0) == 0))
         tma_kernel = f.name;

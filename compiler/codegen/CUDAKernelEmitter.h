@@ -210,6 +210,8 @@ private:
   // ---- Hopper TMA and mbarrier (CodeGenCUDATma.cpp) ----------------------------------------
   /// tma_load, mbarrier_*, fence_barrier_init; false for other calls.
   bool emit_tma(const Call *op);
+  /// named_barrier_sync, named_barrier_arrive, setmaxnreg; false for other calls.
+  bool emit_warp_roles(const Call *op);
 
   const LoweredFunc &f_;
   ModuleNeeds &needs_;

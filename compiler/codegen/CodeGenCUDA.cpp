@@ -412,7 +412,8 @@ void CUDAKernelEmitter::emit_evaluate(const Evaluate *op) {
       return line("__syncthreads();");
     if (emit_async_copy(call) || emit_thread_allreduce(call))
       return;
-    if (emit_wmma(call) || emit_mma(call) || emit_wgmma(call) || emit_tma(call))
+    if (emit_wmma(call) || emit_mma(call) || emit_wgmma(call) || emit_tma(call) ||
+        emit_warp_roles(call))
       return;
   }
   line(print(v) + ";");

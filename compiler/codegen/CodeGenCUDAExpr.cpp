@@ -330,8 +330,9 @@ CExpr CUDAKernelEmitter::emit_call(const Call *op) {
       name == intrinsic::wgmma_fill || name == intrinsic::wgmma_mma ||
       name == intrinsic::wgmma_fence || name == intrinsic::wgmma_commit ||
       name == intrinsic::wgmma_wait || name == intrinsic::wgmma_store ||
-      name == intrinsic::wgmma_reg_set ||
-      name == intrinsic::fence_proxy_async)
+      name == intrinsic::wgmma_reg_set || name == intrinsic::fence_proxy_async ||
+      name == intrinsic::named_barrier_sync || name == intrinsic::named_barrier_arrive ||
+      name == intrinsic::setmaxnreg)
     user_error("codegen_cuda") << "intrinsic '" << name << "' in kernel '" << f_.name
                                << "' is used as a value; it has no result and may only be a "
                                   "statement (Evaluate)";
@@ -340,7 +341,8 @@ CExpr CUDAKernelEmitter::emit_call(const Call *op) {
                                 "syncthreads, cp_async{,_commit,_wait}, wmma_{fill_fragment, "
                                 "load_matrix_sync, mma_sync, store_matrix_sync}, mma_{lane_id, "
                                 "fill_fragment, ldmatrix, sync, store_fragment}, wgmma_{thread_id, "
-                                "fill, mma, fence, commit, wait, store, reg, reg_set} and fence_proxy_async";
+                                "fill, mma, fence, commit, wait, store, reg, reg_set}, fence_proxy_async, "
+                                "named_barrier_{sync, arrive} and setmaxnreg";
 }
 
 CExpr CUDAKernelEmitter::emit_expr(const Expr &e) {

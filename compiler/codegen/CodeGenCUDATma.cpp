@@ -1,4 +1,5 @@
-// CUDA code for Hopper bulk tensor copies (TMA) and shared-memory barriers (mbarrier).
+// CUDA code for Hopper bulk tensor copies (TMA), shared-memory barriers (mbarrier) and the
+// warp roles' named barriers and register budgets (bar.sync / bar.arrive, setmaxnreg).
 //
 // Each intrinsic is one inline-PTX helper of the module preamble (tma_preamble): the PTX takes
 // 32-bit shared-window addresses, made by __cvta_generic_to_shared from the generic pointers the
@@ -13,6 +14,45 @@
 #include "compiler/support/Error.h"
 
 namespace tessel::codegen {
+
+bool CUDAKernelEmitter::emit_warp_roles(const Call *op) {
+  const std::string &n = op->name;
+  if (op->call_kind != Call::Intrinsic ||
+      (n != intrinsic::named_barrier_sync && n != intrinsic::named_barrier_arrive &&
+       n != intrinsic::setmaxnreg))
+    return false;
+  const std::vector<Expr> &a = op->args;
+  auto constant = [&](const Expr &e, const char *what) {
+    auto v = as_const_int(e);
+    user_check(v.has_value(), "codegen_cuda")
+        << n << " in kernel '" << f_.name << "': " << what << " must be a constant, got " << e;
+    return *v;
+  };
+  if (n == intrinsic::setmaxnreg) {
+    check_intrinsic_args(op, 2, "(registers, increase)");
+    const int64_t regs = constant(a[0], "the register count");
+    user_check(regs >= 24 && regs <= 256 && regs % 8 == 0, "codegen_cuda")
+        << n << " in kernel '" << f_.name << "': " << regs
+        << " registers; setmaxnreg takes 24 .. 256, a multiple of 8";
+    needs_.wgmma = true; // setmaxnreg is sm_90a's, as wgmma
+    line(std::string("asm volatile(\"setmaxnreg.") + (constant(a[1], "increase") ? "inc" : "dec") +
+         ".sync.aligned.u32 " + std::to_string(regs) + ";\\n\" ::: \"memory\");");
+    return true;
+  }
+  check_intrinsic_args(op, 2, "(id, threads)");
+  if (auto id = as_const_int(a[0]))
+    user_check(*id >= 1 && *id <= 15, "codegen_cuda")
+        << n << " in kernel '" << f_.name << "': barrier " << *id
+        << "; named barriers are 1 .. 15 (0 is syncthreads')";
+  if (auto threads = as_const_int(a[1]))
+    user_check(*threads > 0 && *threads % 32 == 0, "codegen_cuda")
+        << n << " in kernel '" << f_.name << "': " << *threads
+        << " threads; a named barrier counts whole warps (a positive multiple of 32)";
+  const char *instr = n == intrinsic::named_barrier_sync ? "bar.sync" : "bar.arrive";
+  line(std::string("asm volatile(\"") + instr + " %0, %1;\\n\" :: \"r\"(" + print(a[0]) +
+       "), \"r\"(" + print(a[1]) + ") : \"memory\");");
+  return true;
+}
 
 bool CUDAKernelEmitter::emit_tma(const Call *op) {
   const std::string &n = op->name;

@@ -318,6 +318,11 @@ inline constexpr const char *pipeline_async_reads = "pipeline_async_reads";
 /// argument is 0 until inject_pipeline gives them the full barriers of its ring (and consumes the
 /// attr).
 inline constexpr const char *bulk_copy = "bulk_copy";
+/// node: none; around `if (role) producer else consumers` of a warp-specialized kernel
+/// (warp_specialize); value: the number of producer threads. The branches run concurrently and
+/// meet only through mbarriers and named barriers (the executor runs such a kernel's warps
+/// independently).
+inline constexpr const char *warp_specialize = "warp_specialize";
 inline constexpr const char *pragma_prefix = "pragma_";
 } // namespace attr
 

@@ -174,4 +174,16 @@ inline constexpr const char *tma_load = "tma_load";
 // the im2col row of output pixel m + p for that tap.
 inline constexpr const char *tma_load_im2col = "tma_load_im2col";
 
+// Warp roles (sm_90; Stage::warp_specialize). named_barrier_sync(id, threads): bar.sync id,
+// threads: the calling warp arrives at hardware barrier `id` (1..15; 0 is syncthreads') and
+// waits until `threads` threads (a multiple of 32) have arrived in its current phase.
+inline constexpr const char *named_barrier_sync = "named_barrier_sync";
+// named_barrier_arrive(id, threads): bar.arrive id, threads: arrives without waiting (the
+// producer side of an ordering between warps).
+inline constexpr const char *named_barrier_arrive = "named_barrier_arrive";
+// setmaxnreg(registers, increase): setmaxnreg.{inc,dec}.sync.aligned.u32: every thread of the
+// calling warpgroup asks for `registers` (24..256, a multiple of 8; constants) per thread, more
+// (increase = 1) or fewer (0) than it has. A register budget hint with no effect on values.
+inline constexpr const char *setmaxnreg = "setmaxnreg";
+
 } // namespace tessel::intrinsic
