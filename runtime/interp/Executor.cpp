@@ -5,6 +5,7 @@
 #include "compiler/support/Error.h"
 #include "runtime/interp/HalfFloat.h"
 #include "runtime/interp/Machine.h"
+#include "runtime/interp/WarpScheduler.h"
 
 #include <algorithm>
 #include <cmath>
@@ -286,17 +287,34 @@ void execute(const LoweredFunc &f, const std::vector<HostBuffer *> &args,
 
   StmtPtr body = C.stmt(f.body);
   const Mask all = Mask::full(M.n_threads);
+  // Independent warps: a fiber per warp, each under the mask of its threads.
+  std::unique_ptr<WarpScheduler> warps;
+  std::vector<Mask> warp_masks;
+  if (options.independent_warps.value_or(uses_warp_roles(f.body))) {
+    warps = std::make_unique<WarpScheduler>(M);
+    M.warps = warps.get();
+    for (uint32_t w = 0; w < M.n_warps; ++w)
+      warp_masks.push_back(all.filter([&](uint32_t t) { return t / 32 == w; }));
+  }
   for (int64_t z = 0; z < f.launch.grid[2]; ++z)
     for (int64_t y = 0; y < f.launch.grid[1]; ++y)
       for (int64_t x = 0; x < f.launch.grid[0]; ++x) {
         M.block_idx = {x, y, z};
         M.epoch = 1;
+        ++M.block_serial;
         M.pending_copies.assign(M.n_threads, {});
         M.committed_groups.assign(M.n_threads, 0);
         M.pending_wgmma.assign(M.n_warps, {});
         M.wgmma_groups.assign(M.n_warps, 0);
         M.barriers.clear();
-        body->exec(M, all);
+        M.clocks.reset(M.n_warps);
+        if (warps) {
+          M.block_barrier = BlockBarrier{};
+          M.named_barriers = {};
+          warps->run_block([&](uint32_t w) { body->exec(M, warp_masks[w]); });
+        } else {
+          body->exec(M, all);
+        }
         check_tma_landed(M);
         check_wgmma_landed(M);
       }

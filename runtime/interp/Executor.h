@@ -7,11 +7,18 @@
 // ldmatrix / mma.sync on per-lane register fragments in the PTX ISA's layouts, cp.async, Hopper
 // wgmma, and TMA bulk tensor copies with the mbarriers they complete on (Tma.cpp).
 //
+// A block's threads run in lock step (each statement for all of them at once), the fast way.
+// Warp-specialized kernels (attr::warp_specialize: producer and consumer warps meeting only on
+// mbarriers) and kernels with named barriers would deadlock that way; their warps run
+// independently instead, each as a fiber, one at a time, switching at blocking points (the
+// barriers, mbarrier waits); see Machine.h and WarpScheduler.h.
+//
 // Mistakes that would be undefined behaviour or silent corruption on the GPU are reported as
 // tessel::Error naming the buffer, index, thread(s) and block: out-of-bounds accesses, reads of
 // shared memory no thread wrote, barriers not reached by every thread of a block, data races
-// on shared memory between two barriers, WMMA calls by part of a warp, asynchronous copies
-// read before their wait or overwritten while in flight, mbarrier waits that would hang.
+// on shared memory that no barrier orders, WMMA calls by part of a warp, asynchronous copies
+// read before their wait or overwritten while in flight, mbarrier waits that would hang, and
+// blocks whose warps deadlock (with what each one waits for).
 //
 //   HostBuffer a = HostBuffer::from_doubles(Float(16), data_a), c = HostBuffer::zeros(Float(32), n);
 //   interp::execute(func, {&a, &b, &c});
@@ -21,6 +28,7 @@
 #include "compiler/lower/LoweredFunc.h"
 
 #include <cstddef>
+#include <optional>
 #include <vector>
 
 namespace tessel::interp {
@@ -66,6 +74,11 @@ struct ExecOptions {
   bool check_races = true;
   /// Report reads of shared memory that no thread wrote since its allocation.
   bool check_uninitialized_shared = true;
+  /// Run each warp of a block as its own fiber (true) or all threads in lock step (false).
+  /// Unset: independent warps for kernels with attr::warp_specialize or named_barrier_* calls,
+  /// lock step for the others. Both give the same results for a kernel that runs either way;
+  /// tests set true to run ordinary kernels with independent warps.
+  std::optional<bool> independent_warps;
 };
 
 /// Runs `f` over its whole grid on `args` (in the order of f.args; the same HostBuffer may be

@@ -1,21 +1,33 @@
 // Internal to the executor: the state a block runs against and the compiled code that runs it.
 //
-// The executor is a lock-step SIMT interpreter. The kernel body is compiled once into a tree of
-// ExprCode / StmtCode objects; each executes one IR node for all threads of a block at once,
-// under a Mask of the threads that are active there (divergent ifs and loops shrink it). An
-// expression yields one value per thread and lane, so interpretation overhead is paid once per
-// node per block instead of once per thread, and a barrier is exact: it is reached by all
-// threads together or the mask shows which threads did not reach it.
+// The executor is a SIMT interpreter. The kernel body is compiled once into a tree of ExprCode /
+// StmtCode objects; each executes one IR node for a set of threads at once, under a Mask of the
+// threads that are active there (divergent ifs and loops shrink it). An expression yields one
+// value per thread and lane, so interpretation overhead is paid once per node per mask.
+//
+// Two ways to run a block (Executor.h, ExecOptions::independent_warps):
+// - Lock step (the default): the body runs once for all threads of the block. A barrier is
+//   exact: it is reached by all threads together or the mask shows which threads did not reach
+//   it; a wait that another branch would release cannot be released and is an error.
+// - Independent warps (warp-specialized kernels, named barriers): each warp runs the same code
+//   as a fiber under a Mask of its own threads (WarpScheduler.h). Fibers run one at a time and
+//   switch only at blocking points (syncthreads, named_barrier_sync, an mbarrier_wait on an
+//   incomplete phase, thread_allreduce), so the Machine needs no locking; a block in which every
+//   unfinished warp is blocked is a deadlock, reported with what each warp waits for. Code that
+//   may block copies what it needs out of shared ExprCode results first; those results are
+//   written only for the threads of the mask, so warps do not overwrite each other's.
 #pragma once
 
 #include "compiler/ir/IR.h"
 #include "compiler/lower/LoweredFunc.h"
 #include "runtime/interp/Executor.h"
+#include "runtime/interp/HappensBefore.h"
 
 #include <llvm/ADT/DenseMap.h>
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -86,13 +98,15 @@ struct Mask {
 };
 
 /// Per-element shadow of shared memory for uninitialized-read and race detection. Epochs count
-/// barriers of the block (from 1), so an epoch of 0 means "never".
+/// barriers of the block (from 1), so an epoch of 0 means "never". Each access also records the
+/// clock of the accessor's warp (HappensBefore.h).
 struct ShadowCell {
   uint32_t write_epoch = 0;
   int32_t writer = 0;
   uint32_t read_epoch = 0;
   int32_t reader = 0;
   int32_t other_reader = kNoAgent; ///< a second, different reader in read_epoch
+  uint32_t write_clock = 0, read_clock = 0, other_read_clock = 0;
   /// When `writer` is an async agent (a tma_load landing): the phase of its barrier that the
   /// copy completed on. In write_epoch only threads that waited for that phase may access it.
   uint32_t async_phase = 0;
@@ -111,6 +125,8 @@ inline int32_t async_agent(uint32_t barrier) {
 }
 inline bool is_async_agent(int32_t a) { return a <= kAsyncAgentBase; }
 inline bool is_warp_agent(int32_t a) { return a <= -2 && a > kAsyncAgentBase; }
+/// The warp of a thread or warp agent.
+inline uint32_t warp_of(int32_t a) { return a >= 0 ? uint32_t(a) / 32 : uint32_t(-2 - a); }
 inline bool same_agent(int32_t a, int32_t b) {
   if (a == b)
     return true;
@@ -212,6 +228,31 @@ struct Barrier {
   /// threads), 0 if none: a wait that observes it orders, like a syncthreads, what the threads
   /// did before arriving before what the waiter does next (a pipeline's empty barriers).
   uint32_t block_wide_phase = 0;
+  /// The block_wide_phase that started a barrier interval already (one per phase).
+  uint32_t epoch_phase = 0;
+  /// The releases of the current phase's arrivals, and of the last completed phase's: what a
+  /// wait that returns acquires (HappensBefore.h).
+  VectorClock arrivals_clock, completed_clock;
+};
+
+/// A named barrier (named_barrier_sync / named_barrier_arrive, WarpSync.cpp): the current
+/// phase's arrivals. Used only with independent warps.
+struct NamedBarrier {
+  uint32_t expected = 0;   ///< threads of the current phase (set by its first arrival; 0: none)
+  uint32_t arrived = 0;    ///< threads arrived in the current phase
+  uint32_t completed = 0;  ///< completed phases
+  /// This phase's arrivals in order: the warp, and whether it waits (sync) or not (arrive).
+  std::vector<std::pair<uint32_t, bool>> arrivals;
+  VectorClock clock; ///< their releases
+};
+
+/// syncthreads (and thread_allreduce) with independent warps: who arrived at the block-wide
+/// barrier's current phase (WarpSync.cpp).
+struct BlockBarrier {
+  uint32_t completed = 0;
+  uint32_t arrived = 0;
+  std::vector<uint8_t> warp_arrived;
+  const char *what = nullptr; ///< the collective the arrived warps are in
 };
 
 /// A tensor map of the kernel (LoweredFunc::tensor_maps) and the argument it views.
@@ -219,6 +260,8 @@ struct TensorMap {
   TensorMapParam param;
   Memory *mem = nullptr;
 };
+
+class WarpScheduler;
 
 struct Machine {
   ExecOptions opts;
@@ -244,6 +287,15 @@ struct Machine {
   std::vector<Barrier> barriers;
   std::vector<TensorMap> tensor_maps;
   std::string kernel; ///< the kernel's name, for errors
+  /// Independent warps (null: lock step), and what only that mode uses: the block barrier's and
+  /// the named barriers' state.
+  WarpScheduler *warps = nullptr;
+  BlockBarrier block_barrier;
+  std::array<NamedBarrier, 16> named_barriers;
+  /// Counts the blocks run, so code with per-block state knows a new one started.
+  uint64_t block_serial = 0;
+  /// Happens-before through mbarriers and named barriers, for the race checker.
+  WarpClocks clocks;
 
   std::string thread_name(uint32_t t) const;
   std::string agent_name(int32_t agent) const;
@@ -306,6 +358,16 @@ private:
 StmtPtr compile_evaluate(Compiler &C, const Call *call);
 /// thread_allreduce (ThreadAllreduce.cpp).
 StmtPtr compile_thread_allreduce(Compiler &C, const Call *call);
+/// syncthreads, named_barrier_sync, named_barrier_arrive and setmaxnreg (WarpSync.cpp).
+StmtPtr compile_warp_sync(Compiler &C, const Call *call);
+/// A collective of every thread of the block (syncthreads, thread_allreduce; `what` names it)
+/// reached by the threads of `m`: in lock step they must be all of them, and `complete` runs at
+/// once; with independent warps `m` is one warp, which blocks until every warp arrived, and the
+/// last to arrive runs `complete` (WarpSync.cpp).
+void block_collective(Machine &M, const Mask &m, const char *what,
+                      const std::function<void()> &complete);
+/// Whether a kernel body needs independent warps: attr::warp_specialize or named barriers.
+bool uses_warp_roles(const Stmt &body);
 /// The WMMA intrinsics; `call` is one of wmma_* (Wmma.cpp).
 StmtPtr compile_wmma(Compiler &C, const Call *call);
 /// cp_async, cp_async_commit and cp_async_wait (AsyncCopy.cpp).

@@ -1,9 +1,12 @@
 // Uninitialized-read and data-race detection on shared memory.
 //
 // Every shared element has a ShadowCell: who last wrote it and in which barrier epoch, and who
-// read it in the current epoch. Two accesses by different agents to one element in the same
-// epoch, at least one of them a write, are a race: nothing orders them on the GPU. Agents are
-// threads, or whole warps for WMMA loads and stores (a warp does not race with its own lanes).
+// read it in the current epoch, each with the clock of the accessor's warp. Two accesses by
+// different agents to one element in the same epoch, at least one of them a write, are a race
+// unless an mbarrier or named barrier orders them (HappensBefore.h: the earlier accessor's warp
+// arrived after the access and the later one's warp acquired that arrival). Agents are threads,
+// or whole warps for WMMA loads and stores (a warp does not race with its own lanes); lanes of
+// one warp are ordered only by epochs.
 //
 // TMA copies (Tma.cpp) write as the asynchronous proxy of their barrier. While one is in flight
 // (issued, not landed) its destination must not be accessed at all. Once landed, in the epoch it
@@ -30,11 +33,39 @@ namespace tessel::interp {
 /// agent): every thread of it did, for a warp (Tma.cpp).
 bool async_ordered(const Machine &M, const ShadowCell &c, int32_t agent);
 
+/// Whether an access by `earlier` (a thread or warp agent) stamped `clock`, in this epoch, is
+/// ordered before an access by `agent` now.
+inline bool ordered(const Machine &M, int32_t earlier, uint32_t clock, int32_t agent) {
+  if (same_agent(earlier, agent))
+    return true;
+  if (is_async_agent(earlier) || is_async_agent(agent))
+    return false;
+  const uint32_t we = warp_of(earlier), wa = warp_of(agent);
+  return we != wa && M.clocks.ordered_after(wa, we, clock);
+}
+
 /// The last write of `c` is in this epoch and not ordered before an access by `agent`.
 inline bool unordered_write(const Machine &M, const ShadowCell &c, int32_t agent) {
-  return c.write_epoch == M.epoch && !same_agent(c.writer, agent) &&
-         !(is_async_agent(c.writer) && async_ordered(M, c, agent));
+  if (c.write_epoch != M.epoch)
+    return false;
+  if (is_async_agent(c.writer))
+    return !async_ordered(M, c, agent);
+  return !ordered(M, c.writer, c.write_clock, agent);
 }
+
+/// A reader of `c` in this epoch not ordered before a write by `agent`, or kNoAgent.
+inline int32_t unordered_reader(const Machine &M, const ShadowCell &c, int32_t agent) {
+  if (c.read_epoch != M.epoch)
+    return ShadowCell::kNoAgent;
+  if (!ordered(M, c.reader, c.read_clock, agent))
+    return c.reader;
+  if (c.other_reader != ShadowCell::kNoAgent && !ordered(M, c.other_reader, c.other_read_clock, agent))
+    return c.other_reader;
+  return ShadowCell::kNoAgent;
+}
+
+/// The clock an access by `agent` (a thread or warp agent) carries.
+inline uint32_t clock_of(const Machine &M, int32_t agent) { return M.clocks.now(warp_of(agent)); }
 
 /// Checks and records a read of shared element `index` (in bounds) by `agent`.
 inline void shared_read(const Machine &M, Memory &mem, int64_t index, int32_t agent) {
@@ -47,12 +78,18 @@ inline void shared_read(const Machine &M, Memory &mem, int64_t index, int32_t ag
     return;
   if (unordered_write(M, c, agent)) [[unlikely]]
     report_race(M, mem, index, agent, false, c.writer, true);
+  // The latest clock of each remembered reader: a later read is ordered by later arrivals only.
+  const uint32_t clock = clock_of(M, agent);
   if (c.read_epoch != M.epoch) {
     c.read_epoch = M.epoch;
     c.reader = agent;
+    c.read_clock = clock;
     c.other_reader = ShadowCell::kNoAgent;
-  } else if (!same_agent(c.reader, agent)) {
+  } else if (same_agent(c.reader, agent)) {
+    c.read_clock = clock;
+  } else {
     c.other_reader = agent;
+    c.other_read_clock = clock;
   }
 }
 
@@ -64,15 +101,12 @@ inline void shared_write(const Machine &M, Memory &mem, int64_t index, int32_t a
   if (M.opts.check_races) {
     if (unordered_write(M, c, agent)) [[unlikely]]
       report_race(M, mem, index, agent, true, c.writer, true);
-    if (c.read_epoch == M.epoch) {
-      if (!same_agent(c.reader, agent))
-        report_race(M, mem, index, agent, true, c.reader, false);
-      if (c.other_reader != ShadowCell::kNoAgent && !same_agent(c.other_reader, agent))
-        report_race(M, mem, index, agent, true, c.other_reader, false);
-    }
+    if (int32_t reader = unordered_reader(M, c, agent); reader != ShadowCell::kNoAgent)
+      [[unlikely]] report_race(M, mem, index, agent, true, reader, false);
   }
   c.write_epoch = M.epoch;
   c.writer = agent;
+  c.write_clock = clock_of(M, agent);
 }
 
 } // namespace tessel::interp

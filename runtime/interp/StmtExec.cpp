@@ -1,6 +1,7 @@
-// Statements: control flow under the active-thread mask, storage, stores and the barrier.
+// Statements: control flow under the active-thread mask, storage and stores.
 #include "runtime/interp/Machine.h"
 #include "runtime/interp/SharedMemoryChecker.h"
+#include "runtime/interp/WarpScheduler.h"
 
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
@@ -158,31 +159,77 @@ private:
 };
 
 /// Gives an allocation fresh storage each time it executes: "written since allocation" starts
-/// over, so a read of what a previous iteration left there is reported.
+/// over, so a read of what a previous iteration left there is reported. With independent warps
+/// each warp enters it on its own: a warp renews only its own local and fragment storage, and
+/// shared storage is renewed by the first warp to enter it for the n-th time in the block.
 class AllocateCode : public StmtCode {
 public:
   AllocateCode(Memory *mem, StmtPtr body) : mem_(mem), body_(std::move(body)) {}
   void exec(Machine &M, const Mask &m) override {
+    if (M.warps)
+      enter_warp(M, M.warps->current());
+    else
+      renew(M);
+    body_->exec(M, m);
+  }
+
+private:
+  size_t owners(const Machine &M) const {
+    return mem_->scope == MemScope::Local      ? M.n_threads
+           : mem_->scope == MemScope::Fragment ? M.n_warps
+                                               : 1;
+  }
+  /// A wgmma.accumulator's size is per warpgroup: a warp holds a quarter of it.
+  size_t per_owner() const {
+    return size_t(mem_->frag == FragKind::WgmmaAccumulator ? mem_->size / 4 : mem_->size);
+  }
+
+  void renew(Machine &M) {
     Memory &mem = *mem_;
-    size_t owners = mem.scope == MemScope::Local      ? M.n_threads
-                    : mem.scope == MemScope::Fragment ? M.n_warps
-                                                      : 1;
-    // A wgmma.accumulator's size is per warpgroup: a warp holds a quarter of it.
-    size_t per_owner = mem.frag == FragKind::WgmmaAccumulator ? mem.size / 4 : mem.size;
-    mem.data.assign(owners * per_owner, Val{0});
+    mem.data.assign(owners(M) * per_owner(), Val{0});
     if (mem.scope == MemScope::Shared) {
       if (!M.barriers.empty())
         release_barriers(M, mem);
       mem.shadow.assign(mem.size, ShadowCell{});
     }
     if (mem.scope == MemScope::Fragment)
-      mem.tile_shape.assign(owners * mem.tiles_per_warp, 0);
-    body_->exec(M, m);
+      mem.tile_shape.assign(owners(M) * mem.tiles_per_warp, 0);
   }
 
-private:
+  void enter_warp(Machine &M, uint32_t w) {
+    Memory &mem = *mem_;
+    if (mem.scope == MemScope::Shared) {
+      if (block_ != M.block_serial) {
+        block_ = M.block_serial;
+        entries_.assign(M.n_warps, 0);
+        instances_ = 0;
+      }
+      if (++entries_[w] > instances_) {
+        instances_ = entries_[w];
+        renew(M);
+      }
+      return;
+    }
+    if (mem.data.size() != owners(M) * per_owner())
+      renew(M);
+    const size_t per = per_owner();
+    auto zero = [&](size_t first, size_t count) {
+      std::fill_n(mem.data.begin() + std::ptrdiff_t(first * per), count * per, Val{0});
+    };
+    if (mem.scope == MemScope::Local) {
+      zero(32 * size_t(w), std::min<size_t>(32, M.n_threads - 32 * w));
+    } else {
+      zero(w, 1);
+      std::fill_n(mem.tile_shape.begin() + std::ptrdiff_t(w * mem.tiles_per_warp),
+                  mem.tiles_per_warp, uint8_t(0));
+    }
+  }
+
   Memory *mem_;
   StmtPtr body_;
+  uint64_t block_ = ~uint64_t(0); ///< shared: the block whose entries are counted
+  std::vector<uint32_t> entries_; ///< shared: per warp, its entries in that block
+  uint32_t instances_ = 0;
 };
 
 template <MemScope S> class StoreCode : public StmtCode {
@@ -214,23 +261,6 @@ public:
 private:
   Memory *mem_;
   ExprPtr index_, value_;
-};
-
-class SyncCode : public StmtCode {
-public:
-  void exec(Machine &M, const Mask &m) override {
-    if (m.count() != M.n_threads) {
-      uint32_t missing = 0;
-      while (m.contains(missing))
-        ++missing;
-      user_error("interp") << "divergent barrier: syncthreads is reached by only " << m.count()
-                           << " of the " << M.n_threads << " threads of block "
-                           << M.block_name() << "; " << M.thread_name(missing)
-                           << " does not reach it. A barrier must not be inside control flow "
-                              "that depends on threadIdx";
-    }
-    ++M.epoch;
-  }
 };
 
 class EvalCode : public StmtCode {
@@ -426,8 +456,10 @@ StmtPtr Compiler::stmt(const Stmt &s) {
 }
 
 StmtPtr compile_evaluate(Compiler &C, const Call *call) {
-  if (call->is_intrinsic(intrinsic::syncthreads))
-    return std::make_unique<SyncCode>();
+  if (call->is_intrinsic(intrinsic::syncthreads) ||
+      call->is_intrinsic(intrinsic::named_barrier_sync) ||
+      call->is_intrinsic(intrinsic::named_barrier_arrive) || call->is_intrinsic(intrinsic::setmaxnreg))
+    return compile_warp_sync(C, call);
   if (call->is_intrinsic(intrinsic::thread_allreduce))
     return compile_thread_allreduce(C, call);
   if (call->name.rfind("wmma_", 0) == 0 && call->call_kind == Call::Intrinsic)

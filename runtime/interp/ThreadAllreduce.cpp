@@ -1,6 +1,8 @@
 // thread_allreduce (Intrinsics.h) on the executor: the reduction across the threads along
 // threadIdx.x, in the order the generated CUDA combines (CodeGenCUDAReduce.cpp): an xor
-// butterfly within each warp, then the warps' results in warp order.
+// butterfly within each warp, then the warps' results in warp order. Every thread of the block
+// takes part: with independent warps it is a block collective (WarpSync.cpp), computed when the
+// last warp arrives.
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
 #include "compiler/ir/Intrinsics.h"
@@ -22,24 +24,39 @@ public:
         extent_(extent) {}
 
   void exec(Machine &M, const Mask &m) override {
-    user_check(m.count() == M.n_threads, "interp")
-        << "thread_allreduce is reached by only " << m.count() << " of the " << M.n_threads
-        << " threads of block " << M.block_name()
-        << "; every thread of the block takes part in it: it must not be inside control flow "
-           "that depends on threadIdx";
+    if (!M.warps)
+      user_check(m.count() == M.n_threads, "interp")
+          << "thread_allreduce is reached by only " << m.count() << " of the " << M.n_threads
+          << " threads of block " << M.block_name()
+          << "; every thread of the block takes part in it: it must not be inside control flow "
+             "that depends on threadIdx";
     Memory &mem = *acc_.mem;
     user_check(mem.scope == MemScope::Local, "interp")
         << "thread_allreduce combines a local buffer of each thread; '" << mem.name << "' is "
         << scope_name(mem.scope);
+    // Each thread's element, kept until the last warp arrives (with independent warps).
     const Val *index = acc_.index->eval(M, m);
-    const uint32_t n = M.n_threads, x = uint32_t(extent_);
-    std::vector<Val> v(n);
-    for (uint32_t t = 0; t < n; ++t) {
+    index_.resize(M.n_threads);
+    m.each([&](uint32_t t) {
       user_check(index[t].i >= 0 && index[t].i < mem.size, "interp")
           << "thread_allreduce: index " << index[t].i << " outside '" << mem.name << "' (size "
           << mem.size << ") by " << M.where(t);
-      v[t] = mem.data[size_t(t) * size_t(mem.size) + size_t(index[t].i)];
-    }
+      index_[t] = index[t].i;
+    });
+    block_collective(M, m, "thread_allreduce", [&] { reduce(M); });
+  }
+
+private:
+  /// Combines every thread's element, all threads having arrived.
+  void reduce(Machine &M) {
+    Memory &mem = *acc_.mem;
+    const uint32_t n = M.n_threads, x = uint32_t(extent_);
+    auto element = [&](uint32_t t) -> Val & {
+      return mem.data[size_t(t) * size_t(mem.size) + size_t(index_[t])];
+    };
+    std::vector<Val> v(n);
+    for (uint32_t t = 0; t < n; ++t)
+      v[t] = element(t);
     // Threads t and t ^ o (o < min(x, 32)) are in the same warp and the same group of x.
     for (uint32_t o = std::min(x, 32u) / 2; o >= 1; o /= 2) {
       std::vector<Val> next(n);
@@ -58,10 +75,9 @@ public:
       ++M.epoch; // the shared-memory step is between two barriers
     }
     for (uint32_t t = 0; t < n; ++t)
-      mem.data[size_t(t) * size_t(mem.size) + size_t(index[t].i)] = v[t];
+      element(t) = v[t];
   }
 
-private:
   Val combine(const Numeric &num, Val a, Val b) const {
     Val r;
     if (num.is_float()) {
@@ -82,6 +98,7 @@ private:
   PtrArg acc_;
   std::string combiner_;
   int64_t extent_;
+  std::vector<int64_t> index_; ///< per thread: the element of acc it combines
 };
 
 } // namespace

@@ -21,18 +21,26 @@
 // waiting for it, or refills a stage still in flight, is caught whatever the values.
 //
 // mbarrier_wait(bar, parity) returns when the current phase's parity differs from `parity` (the
-// phase of that parity completed: initially wait(1) returns and wait(0) blocks). The threads of
-// a block run in lock step, so a wait that would block can never be released: it is reported as
-// a hang with what the phase lacks.
+// phase of that parity completed: initially wait(1) returns and wait(0) blocks). In lock step
+// a wait that would block can never be released (no other thread runs meanwhile): it is
+// reported as a hang with what the phase lacks. With independent warps (warp-specialized
+// kernels) the warp blocks until the phase completes, and a wait no warp can release is part of
+// the deadlock report (WarpScheduler.h).
 //
 // The race checker: a landing writes its elements as the asynchronous agent of its barrier
 // (async_agent(id)), in the barrier interval of the wait that landed it. In that interval, a
 // thread may read or write them only if it has waited for the copy's phase (the barrier's
-// completed-phase count it saw at its last wait is above the phase); after a syncthreads
-// everyone may, as for ordinary writes. A tma_load is checked, when issued, against reads and
-// writes of its destination by other agents in the current interval (nothing orders them
-// before the asynchronous write). At the end of a block, a copy not landed or a barrier still
-// expecting bytes is an error.
+// completed-phase count it saw at its last wait is above the phase), or its warp acquired an
+// arrival by a thread that had (HappensBefore.h: the consumers' arrivals on an empty barrier
+// carry their waits on the full one to the producer); after a syncthreads everyone may, as for
+// ordinary writes. Arrivals release what their warp did and knows into the barrier's phase, and
+// a wait that returns acquires the last completed phase's releases, so the consumers' reads of a
+// stage are ordered before the producer's refill after its wait on the stage's empty barrier. A
+// wait that observes a phase every thread of the block arrived at also starts a barrier interval
+// (once per phase), like a syncthreads. A tma_load is checked, when issued, against reads and
+// writes of its destination by other agents in the current interval that nothing orders before
+// it (the asynchronous write may land before them). At the end of a block, a copy not landed or
+// a barrier still expecting bytes is an error.
 //
 // tma_load_im2col is the same copy (one code path, BulkTensorCode: destination alignment, the
 // swizzle, byte accounting, landing, in-flight cells and the race checker) with another source:
@@ -42,6 +50,7 @@
 // im2col maps; bind_tensor_maps checks each kind's shape at launch.
 #include "runtime/interp/SharedMemoryChecker.h"
 #include "runtime/interp/WarpIntrinsic.h"
+#include "runtime/interp/WarpScheduler.h"
 
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
@@ -106,11 +115,14 @@ void check_tx(const Machine &M, const std::string &op, uint32_t t, uint32_t id, 
       << b.pending_bytes << ", outside the range of the hardware's tx-count (+-(2^20 - 1))";
 }
 
-/// The phase completes when every arrival is in and no bytes are pending.
+/// The phase completes when every arrival is in and no bytes are pending; its waits acquire
+/// its arrivals' releases.
 void try_complete(Barrier &b) {
   if (b.arrivals == b.count && b.pending_bytes == 0) {
     ++b.completed;
     b.arrivals = 0;
+    b.completed_clock = std::move(b.arrivals_clock);
+    b.arrivals_clock.clear();
   }
 }
 
@@ -137,6 +149,16 @@ void land_ready(Machine &M, uint32_t id) {
     ++kept;
   }
   b.copies.resize(kept);
+}
+
+/// After the arrivals of a statement: the accesses that follow in the arriving warps are after
+/// their releases (HappensBefore.h).
+void tick_warps(Machine &M, const Mask &m) {
+  uint32_t last = ~0u;
+  m.each([&](uint32_t t) {
+    if (t / 32 != last)
+      M.clocks.tick(last = t / 32);
+  });
 }
 
 /// A barrier operand: address_of(bar[i]) of a UInt(64) shared buffer.
@@ -238,12 +260,17 @@ public:
           << "; arriving beyond the count of an incomplete phase is undefined on the GPU";
       b.pending_bytes += bytes; // expect-tx, then arrive-on
       check_tx(M, op_, t, id, b);
+      // The release: what t's warp did and knows, and the phases t itself waited for.
+      M.clocks.release(t / 32, b.arrivals_clock);
+      for (uint32_t x = 0; x < M.barriers.size(); ++x)
+        M.clocks.release_phase(x, M.barriers[x].observed[t], b.arrivals_clock);
       ++b.arrivals;
       const uint32_t before = b.completed;
       try_complete(b);
       if (b.completed != before && b.count == M.n_threads)
         b.block_wide_phase = b.completed;
     });
+    tick_warps(M, m);
   }
 
 private:
@@ -258,36 +285,82 @@ public:
   void exec(Machine &M, const Mask &m) override {
     const Val *bi = bar_.index->eval(M, m), *par = parity_->eval(M, m);
     const std::string op = intrinsic::mbarrier_wait;
-    bool synced = false;
+    // Copied out: with independent warps the wait may block, and other warps evaluate the same
+    // expressions meanwhile.
+    std::vector<ThreadWait> waits;
+    waits.reserve(m.count());
     m.each([&](uint32_t t) {
       const uint32_t id = use_barrier(M, op, *bar_.mem, bi[t].i, t);
-      Barrier &b = M.barriers[id];
       const int64_t parity = par[t].i;
       user_check(parity == 0 || parity == 1, "interp")
           << by(M, op, t) << " on " << M.barrier_name(id) << ": parity " << parity
           << "; it must be 0 or 1";
-      if (b.completed % 2 == uint32_t(parity))
-        user_error("interp")
-            << by(M, op, t) << " never returns: it waits for parity " << parity << " of "
-            << M.barrier_name(id) << ", whose current phase " << b.completed << " (parity "
-            << parity << ") has not completed (" << b.completed
-            << " phases completed): " << phase_state(b) << ", "
-            << "tma_load copies not landed: " << b.copies.size() << ". The executor runs a block's "
-            << "threads in lock step, so no other thread can complete the phase (a wait that "
-               "only a later statement or another branch of divergent code would release, as "
-               "in warp-specialized producers and consumers, is reported too)";
-      land_ready(M, id);
-      synced |= b.block_wide_phase == b.completed && b.observed[t] < b.completed;
-      b.observed[t] = b.completed;
+      waits.push_back({t, id, uint32_t(parity)});
     });
-    // A new barrier interval: the race checker's model of "ordered by a barrier". The executor
-    // runs in lock step, so every thread is past its arrival here; what they do between their
-    // arrival and this wait (nothing, in inject_pipeline's rings) is treated as ordered too.
-    if (synced)
+    auto blocked = [&M](const ThreadWait &x) {
+      return M.barriers[x.id].completed % 2 == x.parity;
+    };
+    auto first = std::find_if(waits.begin(), waits.end(), blocked);
+    if (first != waits.end()) {
+      if (!M.warps)
+        report_hang(M, *first);
+      WarpScheduler::Wait wait;
+      wait.ready = [&] { return std::none_of(waits.begin(), waits.end(), blocked); };
+      wait.describe = [&] {
+        const ThreadWait &x = *std::find_if(waits.begin(), waits.end(), blocked);
+        const Barrier &b = M.barriers[x.id];
+        return "mbarrier_wait on " + M.barrier_name(x.id) + " for parity " +
+               std::to_string(x.parity) + ": " + phase_state(b) + " (" +
+               std::to_string(b.completed) + " phases completed, " +
+               std::to_string(b.copies.size()) + " tma_load copies not landed)";
+      };
+      wait.hint =
+          "An mbarrier's phase completes when `count` arrivals (and the transaction bytes "
+          "announced) came in: check that the other role arrives on it (the consumers on the "
+          "empty barrier the producer waits on, the producer on the full one), that the parity "
+          "matches the phase (a ring's first wait on an empty barrier uses parity 1 so that it "
+          "returns at once; an off-by-one parity waits for a phase that comes only after this "
+          "one), and that the ring is no deeper than the loop that fills it.";
+      M.warps->wait_until(wait);
+    }
+    bool synced = false;
+    for (const ThreadWait &x : waits) {
+      Barrier &b = M.barriers[x.id];
+      land_ready(M, x.id);
+      synced |= b.block_wide_phase == b.completed && b.observed[x.t] < b.completed &&
+                b.epoch_phase != b.completed;
+      b.observed[x.t] = b.completed;
+      M.clocks.acquire(x.t / 32, b.completed_clock);
+    }
+    // A new barrier interval, once per phase: the race checker's model of "ordered by a
+    // barrier". Every thread arrived; what they do between their arrival and this wait (nothing,
+    // in inject_pipeline's rings) is treated as ordered too.
+    if (synced) {
       ++M.epoch;
+      for (const ThreadWait &x : waits)
+        M.barriers[x.id].epoch_phase = M.barriers[x.id].completed;
+    }
   }
 
 private:
+  struct ThreadWait {
+    uint32_t t, id, parity;
+  };
+
+  [[noreturn]] static void report_hang(const Machine &M, const ThreadWait &x) {
+    const Barrier &b = M.barriers[x.id];
+    user_error("interp")
+        << by(M, intrinsic::mbarrier_wait, x.t) << " never returns: it waits for parity "
+        << x.parity << " of " << M.barrier_name(x.id) << ", whose current phase " << b.completed
+        << " (parity " << x.parity << ") has not completed (" << b.completed
+        << " phases completed): " << phase_state(b) << ", "
+        << "tma_load copies not landed: " << b.copies.size() << ". The executor runs this "
+        << "block's threads in lock step, so no other thread can complete the phase (a wait that "
+           "only a later statement or another branch of divergent code would release is reported "
+           "too; warp-specialized kernels, marked with attr::warp_specialize, run with "
+           "independent warps)";
+  }
+
   BarrierArg bar_;
   ExprPtr parity_;
 };
@@ -415,16 +488,14 @@ private:
                            << "': " << M.agent_name(other) << (wrote ? " wrote" : " read")
                            << " it and " << M.thread_name(t) << " issues the " << copy.what
                            << " with no syncthreads between (barrier interval " << M.epoch
-                           << "); the copy may land before that " << (wrote ? "write" : "read");
+                           << ") and no wait on a barrier that the other side arrived at after "
+                              "it; the copy may land before that "
+                           << (wrote ? "write" : "read");
     };
     if (unordered_write(M, s, agent))
       race(s.writer, true);
-    if (s.read_epoch == M.epoch) {
-      if (!same_agent(s.reader, agent))
-        race(s.reader, false);
-      if (s.other_reader != ShadowCell::kNoAgent && !same_agent(s.other_reader, agent))
-        race(s.other_reader, false);
-    }
+    if (int32_t reader = unordered_reader(M, s, agent); reader != ShadowCell::kNoAgent)
+      race(reader, false);
   }
 
   PtrArg dst_;
@@ -736,6 +807,8 @@ bool async_ordered(const Machine &M, const ShadowCell &c, int32_t agent) {
   if (id >= M.barriers.size())
     return false;
   const Barrier &b = M.barriers[id];
+  if (!is_async_agent(agent) && M.clocks.knows_phase(warp_of(agent), uint32_t(id), c.async_phase))
+    return true;
   auto waited = [&](uint32_t t) { return b.observed[t] > c.async_phase; };
   if (agent >= 0)
     return waited(uint32_t(agent));

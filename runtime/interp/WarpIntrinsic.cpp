@@ -31,21 +31,24 @@ void WarpIntrinsicCode::exec(Machine &M, const Mask &m) {
     if (count[w] == 0)
       continue;
     check_whole_warp(M, m, w, count[w]);
-    if (group_warps_ > 1)
+    // With independent warps each warp issues its own part of a warpgroup's instruction (as on
+    // the GPU), so only the warp is checked.
+    const bool group = group_warps_ > 1 && !M.warps;
+    if (group)
       check_whole_group(M, count, w);
     // Uniform over the group: compared with the first thread of the group's first warp.
-    const uint32_t ref = first[w - w % group_warps_];
+    const uint32_t ref = group ? first[w - w % group_warps_] : first[w];
     args[w].resize(vals.size());
     for (size_t a = 0; a < vals.size(); ++a) {
       args[w][a] = vals[a][ref].i;
       for (uint32_t t = 32 * w; t < 32 * w + 32; ++t)
         user_check(vals[a][t].i == args[w][a], "interp")
             << name_ << ": argument '" << uniform_names_[a] << "' differs within "
-            << (group_warps_ > 1 ? "warpgroup " + std::to_string(w / group_warps_)
+            << (group ? "warpgroup " + std::to_string(w / group_warps_)
                                  : "warp " + std::to_string(w))
             << " of block " << M.block_name() << " (" << M.thread_name(ref) << " and "
             << M.thread_name(t) << " pass different values); all threads of a "
-            << (group_warps_ > 1 ? "warpgroup" : "warp") << " must pass the same arguments";
+            << (group ? "warpgroup" : "warp") << " must pass the same arguments";
     }
   }
   std::vector<LaneValues> lanes(per_lane_.size());

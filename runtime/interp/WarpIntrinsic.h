@@ -4,7 +4,9 @@
 // A call is checked to be made by all 32 threads of a warp (and all warps of its group), with
 // the same values of its uniform arguments (fragment indices, strides) over the warp (and
 // group); per-lane arguments (the row addresses of ldmatrix, each thread's pointer in an mma
-// store) may differ and reach run() lane by lane. run() is called warp by warp.
+// store) may differ and reach run() lane by lane. run() is called warp by warp. With independent
+// warps (Machine.h) a call runs for one warp, which issues its part of a warpgroup instruction
+// on its own: the whole-group and group-uniform checks apply in lock step only.
 #pragma once
 
 #include "runtime/interp/Machine.h"
