@@ -59,7 +59,8 @@ inline int32_t unordered_reader(const Machine &M, const ShadowCell &c, int32_t a
     return ShadowCell::kNoAgent;
   if (!ordered(M, c.reader, c.read_clock, agent))
     return c.reader;
-  if (c.other_reader != ShadowCell::kNoAgent && !ordered(M, c.other_reader, c.other_read_clock, agent))
+  if (c.other_reader != ShadowCell::kNoAgent &&
+      !ordered(M, c.other_reader, c.other_read_clock, agent))
     return c.other_reader;
   return ShadowCell::kNoAgent;
 }
@@ -101,8 +102,8 @@ inline void shared_write(const Machine &M, Memory &mem, int64_t index, int32_t a
   if (M.opts.check_races) {
     if (unordered_write(M, c, agent)) [[unlikely]]
       report_race(M, mem, index, agent, true, c.writer, true);
-    if (int32_t reader = unordered_reader(M, c, agent); reader != ShadowCell::kNoAgent)
-      [[unlikely]] report_race(M, mem, index, agent, true, reader, false);
+    if (int32_t reader = unordered_reader(M, c, agent); reader != ShadowCell::kNoAgent) [[unlikely]]
+      report_race(M, mem, index, agent, true, reader, false);
   }
   c.write_epoch = M.epoch;
   c.writer = agent;

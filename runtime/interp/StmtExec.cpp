@@ -458,7 +458,8 @@ StmtPtr Compiler::stmt(const Stmt &s) {
 StmtPtr compile_evaluate(Compiler &C, const Call *call) {
   if (call->is_intrinsic(intrinsic::syncthreads) ||
       call->is_intrinsic(intrinsic::named_barrier_sync) ||
-      call->is_intrinsic(intrinsic::named_barrier_arrive) || call->is_intrinsic(intrinsic::setmaxnreg))
+      call->is_intrinsic(intrinsic::named_barrier_arrive) ||
+      call->is_intrinsic(intrinsic::setmaxnreg))
     return compile_warp_sync(C, call);
   if (call->is_intrinsic(intrinsic::thread_allreduce))
     return compile_thread_allreduce(C, call);

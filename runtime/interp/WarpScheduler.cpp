@@ -95,8 +95,8 @@ void WarpScheduler::hand_to(uint32_t next) {
 
 void WarpScheduler::hand_on_finish(uint32_t w) {
   uint32_t next = pick(w);
-  if (next == kNone &&
-      std::any_of(fibers_.begin(), fibers_.end(), [](const Fiber &f) { return f.state != Finished; })) {
+  if (next == kNone && std::any_of(fibers_.begin(), fibers_.end(),
+                                   [](const Fiber &f) { return f.state != Finished; })) {
     // Every warp left is blocked, and this one will not release them.
     if (!error_) {
       try {
@@ -139,9 +139,9 @@ std::string WarpScheduler::deadlock_report() const {
   const Machine &M = M_;
   auto threads = [&](uint32_t first_warp, uint32_t last_warp) {
     const uint32_t last = std::min(M.n_threads, 32 * last_warp + 32) - 1;
-    return (first_warp == last_warp ? "warp " + std::to_string(first_warp)
-                                    : "warps " + std::to_string(first_warp) + ".." +
-                                          std::to_string(last_warp)) +
+    return (first_warp == last_warp
+                ? "warp " + std::to_string(first_warp)
+                : "warps " + std::to_string(first_warp) + ".." + std::to_string(last_warp)) +
            " (" + M.thread_name(32 * first_warp) + ".." + M.thread_name(last) + ")";
   };
   std::ostringstream os;
@@ -165,8 +165,7 @@ std::string WarpScheduler::deadlock_report() const {
            fibers_[last + 1].wait->describe() == what)
       ++last;
     os << "\n  " << threads(w, last) << " wait" << (w == last ? "s" : "") << " in " << what;
-    if (!f.wait->hint.empty() &&
-        std::find(hints.begin(), hints.end(), f.wait->hint) == hints.end())
+    if (!f.wait->hint.empty() && std::find(hints.begin(), hints.end(), f.wait->hint) == hints.end())
       hints.push_back(f.wait->hint);
     w = last + 1;
   }

@@ -61,8 +61,8 @@ void check_whole_warps(const Machine &M, const Mask &m, const std::string &what)
       ++missing;
     user_error("interp") << what << " is reached by only " << count[w] << " of the "
                          << warp_size(M, w) << " threads of warp " << w << " in block "
-                         << M.block_name() << " of kernel '" << M.kernel << "': "
-                         << M.thread_name(missing)
+                         << M.block_name() << " of kernel '" << M.kernel
+                         << "': " << M.thread_name(missing)
                          << " does not reach it. The threads of a warp reach it together (it "
                             "must not be inside control flow that depends on the lane)";
   }
@@ -92,13 +92,13 @@ public:
           << " pass different arguments; the threads that reach a named barrier together pass "
              "the same barrier and count";
     });
-    user_check(b >= 0 && b <= 15, "interp")
-        << call(b, n) << " in kernel '" << M.kernel << "': barrier " << b
-        << "; named barriers are 0 .. 15";
+    user_check(b >= 0 && b <= 15, "interp") << call(b, n) << " in kernel '" << M.kernel
+                                            << "': barrier " << b << "; named barriers are 0 .. 15";
     user_check(n > 0 && n % 32 == 0 && n <= 32 * int64_t(M.n_warps), "interp")
         << call(b, n) << " in kernel '" << M.kernel << "': " << n
         << " threads; a named barrier counts whole warps: a positive multiple of 32, at most the "
-           "block's " << 32 * M.n_warps;
+           "block's "
+        << 32 * M.n_warps;
     if (!M.warps)
       return lock_step(M, m, b, n);
     check_whole_warps(M, m, call(b, n));
@@ -136,9 +136,8 @@ private:
         << nb.expected << " threads (" << arrivals(nb)
         << "); every arrival of one phase must pass the same thread count";
     user_check(nb.arrived + count <= n, "interp")
-        << by.str() << ": one arrival too many: phase " << nb.completed << " of named barrier "
-        << b << " already has " << nb.arrived << " of " << n << " threads (" << arrivals(nb)
-        << ")";
+        << by.str() << ": one arrival too many: phase " << nb.completed << " of named barrier " << b
+        << " already has " << nb.arrived << " of " << n << " threads (" << arrivals(nb) << ")";
     M.clocks.release(w, nb.clock);
     M.clocks.tick(w);
     nb.arrived += count;
@@ -190,9 +189,7 @@ private:
 
 class SetMaxNRegCode : public StmtCode {
 public:
-  void exec(Machine &M, const Mask &m) override {
-    check_whole_warps(M, m, intrinsic::setmaxnreg);
-  }
+  void exec(Machine &M, const Mask &m) override { check_whole_warps(M, m, intrinsic::setmaxnreg); }
 };
 
 } // namespace
@@ -205,8 +202,8 @@ void block_collective(Machine &M, const Mask &m, const char *what,
       while (m.contains(missing))
         ++missing;
       user_error("interp") << "divergent barrier: " << what << " is reached by only " << m.count()
-                           << " of the " << M.n_threads << " threads of block "
-                           << M.block_name() << "; " << M.thread_name(missing)
+                           << " of the " << M.n_threads << " threads of block " << M.block_name()
+                           << "; " << M.thread_name(missing)
                            << " does not reach it. A barrier must not be inside control flow "
                               "that depends on threadIdx";
     }
@@ -243,8 +240,8 @@ void block_collective(Machine &M, const Mask &m, const char *what,
                                        : missing)
           .push_back(x);
     std::string s = std::string(what) + " (all " + std::to_string(M.n_warps) +
-                    " warps of the block): arrived: " + warp_list(arrived) + "; not arrived: " +
-                    warp_list(missing);
+                    " warps of the block): arrived: " + warp_list(arrived) +
+                    "; not arrived: " + warp_list(missing);
     if (!finished.empty())
       s += "; " + warp_list(finished) + (finished.size() > 1 ? " have" : " has") +
            " finished the kernel and will never arrive";
@@ -275,22 +272,21 @@ StmtPtr compile_warp_sync(Compiler &C, const Call *call) {
   if (n == intrinsic::syncthreads)
     return std::make_unique<SyncCode>();
   user_check(a.size() == 2, "interp")
-      << n << " takes 2 arguments " << (n == intrinsic::setmaxnreg ? "(registers, increase)" : "(id, threads)")
-      << ", got " << a.size() << ": " << Expr(call);
+      << n << " takes 2 arguments "
+      << (n == intrinsic::setmaxnreg ? "(registers, increase)" : "(id, threads)") << ", got "
+      << a.size() << ": " << Expr(call);
   if (n == intrinsic::setmaxnreg) {
     auto regs = as_const_int(a[0]), inc = as_const_int(a[1]);
     user_check(regs && inc, "interp")
         << "setmaxnreg in kernel '" << C.M.kernel << "': the register count and the direction "
         << "must be constants, got " << Expr(call);
-    user_check(*regs >= 24 && *regs <= 256 && *regs % 8 == 0 && (*inc == 0 || *inc == 1),
-               "interp")
+    user_check(*regs >= 24 && *regs <= 256 && *regs % 8 == 0 && (*inc == 0 || *inc == 1), "interp")
         << "setmaxnreg in kernel '" << C.M.kernel << "': " << Expr(call)
         << "; it takes 24 .. 256 registers, a multiple of 8, and increase 0 or 1";
     return std::make_unique<SetMaxNRegCode>();
   }
   for (const Expr &e : a)
-    user_check(e.type().is_scalar() && e.type().is_integer_like() && !e.type().is_bool(),
-               "interp")
+    user_check(e.type().is_scalar() && e.type().is_integer_like() && !e.type().is_bool(), "interp")
         << n << ": the barrier id and thread count must be scalar integers, got " << Expr(call);
   return std::make_unique<NamedBarrierCode>(n == intrinsic::named_barrier_sync, C.expr(a[0]),
                                             C.expr(a[1]));

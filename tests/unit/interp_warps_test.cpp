@@ -109,12 +109,12 @@ struct WarpSpecialized {
   int stages = 2;
   bool tma = false;
   // Mistakes.
-  bool producer_waits = true;      ///< the producer waits on empty before refilling
-  bool parity_off_by_one = false;  ///< the producer waits on empty with parity (k / S) % 2
-  bool consumers_wait = true;      ///< consumers wait on full before reading
-  bool consumers_arrive = true;    ///< consumers arrive on empty
-  bool early_release = false;      ///< consumers arrive on empty before reading the slot
-  int extra_consumer_steps = 0;    ///< consumers wait for steps the producer never fills
+  bool producer_waits = true;         ///< the producer waits on empty before refilling
+  bool parity_off_by_one = false;     ///< the producer waits on empty with parity (k / S) % 2
+  bool consumers_wait = true;         ///< consumers wait on full before reading
+  bool consumers_arrive = true;       ///< consumers arrive on empty
+  bool early_release = false;         ///< consumers arrive on empty before reading the slot
+  int extra_consumer_steps = 0;       ///< consumers wait for steps the producer never fills
   bool consumers_sync_at_end = false; ///< a syncthreads that the producer never reaches
 
   LoweredFunc build() const {
@@ -131,42 +131,42 @@ struct WarpSpecialized {
     Stmt fill;
     if (tma)
       fill = IfThenElse::make(
-          tx == 0, Seq::make({call(intrinsic::mbarrier_arrive_expect_tx,
-                                   {address_of(full, slot), 64 * 4}),
-                              call(intrinsic::tma_load, {map, address_of(stage, slot * 64),
-                                                         address_of(full, slot), 0, k})}));
+          tx == 0,
+          Seq::make({call(intrinsic::mbarrier_arrive_expect_tx, {address_of(full, slot), 64 * 4}),
+                     call(intrinsic::tma_load,
+                          {map, address_of(stage, slot * 64), address_of(full, slot), 0, k})}));
     else
       fill = Seq::make({loop(i, 2, st(stage, slot * 64 + tx * 2 + i, ld(A, k * 64 + tx * 2 + i))),
                         call(intrinsic::mbarrier_arrive, {address_of(full, slot)})});
     Expr empty_parity = floormod(round + (parity_off_by_one ? 0 : 1), 2);
-    Stmt producer = Seq::make(
-        {call(intrinsic::setmaxnreg, {40, 0}),
-         loop(k, steps,
-              Seq::make({producer_waits
-                             ? call(intrinsic::mbarrier_wait, {address_of(empty, slot), empty_parity})
-                             : Stmt(),
-                         fill}))});
+    Stmt producer =
+        Seq::make({call(intrinsic::setmaxnreg, {40, 0}),
+                   loop(k, steps,
+                        Seq::make({producer_waits ? call(intrinsic::mbarrier_wait,
+                                                         {address_of(empty, slot), empty_parity})
+                                                  : Stmt(),
+                                   fill}))});
 
     Expr o = ty * 64 + tx * 2 + i;
     Stmt read = loop(i, 2, st(Out, o, ld(Out, o) + ld(stage, slot * 64 + tx * 2 + i)));
-    Stmt arrive = consumers_arrive ? call(intrinsic::mbarrier_arrive, {address_of(empty, slot)})
-                                   : Stmt();
+    Stmt arrive =
+        consumers_arrive ? call(intrinsic::mbarrier_arrive, {address_of(empty, slot)}) : Stmt();
     Stmt consumer = Seq::make(
         {call(intrinsic::setmaxnreg, {232, 1}),
          loop(k, steps + extra_consumer_steps,
               Seq::make({consumers_wait ? call(intrinsic::mbarrier_wait,
                                                {address_of(full, slot), floormod(round, 2)})
                                         : Stmt(),
-                         early_release ? arrive : Stmt(), read,
-                         early_release ? Stmt() : arrive})),
+                         early_release ? arrive : Stmt(), read, early_release ? Stmt() : arrive})),
          consumers_sync_at_end ? sync_threads() : Stmt()});
 
     Stmt init = IfThenElse::make(
         tx == 0 && ty == 0,
-        Seq::make({loop(s, stages,
-                        Seq::make({call(intrinsic::mbarrier_init, {address_of(full, s), tma ? 1 : 32}),
-                                   call(intrinsic::mbarrier_init, {address_of(empty, s), 64})})),
-                   call(intrinsic::fence_barrier_init)}));
+        Seq::make(
+            {loop(s, stages,
+                  Seq::make({call(intrinsic::mbarrier_init, {address_of(full, s), tma ? 1 : 32}),
+                             call(intrinsic::mbarrier_init, {address_of(empty, s), 64})})),
+             call(intrinsic::fence_barrier_init)}));
     Stmt roles = AttrStmt::make(std::monostate{}, attr::warp_specialize, 32,
                                 IfThenElse::make(ty == 2, producer, consumer));
     Stmt body = Seq::make({init, sync_threads(), roles});
@@ -228,14 +228,13 @@ struct PingPong {
     auto named = [](const char *op, Expr id, Expr threads) {
       return call(op, {std::move(id), std::move(threads)});
     };
-    Stmt append = IfThenElse::make(
-        tx == 0, Seq::make({st(Log, ld(Pos, 0), ty), st(Pos, 0, ld(Pos, 0) + 1)}));
+    Stmt append =
+        IfThenElse::make(tx == 0, Seq::make({st(Log, ld(Pos, 0), ty), st(Pos, 0, ld(Pos, 0) + 1)}));
     Stmt turn = Seq::make({named(intrinsic::named_barrier_sync, ty + 1, 256), append,
                            named(intrinsic::named_barrier_arrive, 2 - ty, 256)});
-    Stmt first = give_first_turn
-                     ? IfThenElse::make(ty == 1, named(intrinsic::named_barrier_arrive, 1,
-                                                       first_turn_threads))
-                     : Stmt();
+    Stmt first = give_first_turn ? IfThenElse::make(ty == 1, named(intrinsic::named_barrier_arrive,
+                                                                   1, first_turn_threads))
+                                 : Stmt();
     LoweredFunc f;
     f.name = "ping_pong";
     f.args = {Log, Pos};
@@ -272,13 +271,15 @@ TEST(InterpWarps, TiledGemmMatchesLockStep) {
   LoweredFunc f = tiled_gemm(M, N, K);
   std::vector<double> results[2];
   for (int mode = 0; mode < 2; ++mode) {
-    HostBuffer A = HostBuffer::from_doubles(Float(32), a), B = HostBuffer::from_doubles(Float(32), b);
+    HostBuffer A = HostBuffer::from_doubles(Float(32), a),
+               B = HostBuffer::from_doubles(Float(32), b);
     HostBuffer C = HostBuffer::zeros(Float(32), M * N);
     ExecOptions o;
     o.independent_warps = mode == 1;
     auto start = std::chrono::steady_clock::now();
     within_deadline([&] { execute(f, {&A, &B, &C}, o); });
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     // 16 blocks x 8 warps, each through 2 syncthreads per K step (4): about 1000 switches.
     std::printf("[ timing   ] tiled 128^3 GEMM, %s: %.3f s\n",
                 mode ? "independent warps" : "lock step", seconds);
@@ -332,11 +333,12 @@ TEST(InterpWarps, DeadlockedRolesAreReported) {
                             "check that the other role arrives on it"});
   WarpSpecialized too_deep;
   too_deep.extra_consumer_steps = 2;
-  too_deep.expect_error({"deadlock", "warps 0..1", "barrier 'full'[1] for parity 0",
-                         "finished the kernel: warp 2"});
+  too_deep.expect_error(
+      {"deadlock", "warps 0..1", "barrier 'full'[1] for parity 0", "finished the kernel: warp 2"});
   WarpSpecialized sync_at_end;
   sync_at_end.consumers_sync_at_end = true;
-  sync_at_end.expect_error({"deadlock", "wait in syncthreads (all 3 warps of the block): arrived: "
+  sync_at_end.expect_error({"deadlock",
+                            "wait in syncthreads (all 3 warps of the block): arrived: "
                             "warps 0, 1; not arrived: none; warp 2 has finished the kernel and "
                             "will never arrive",
                             "a role that finishes the kernel early"});
@@ -377,7 +379,8 @@ TEST(InterpWarps, NamedBarrierPingPong) {
   PingPong mismatch;
   mismatch.first_turn_threads = 128;
   expect_error([&] { mismatch.run(); },
-               {"named_barrier_arrive(1, 128) by warp 4", "phase 0 of named barrier 1 counts 256 "
+               {"named_barrier_arrive(1, 128) by warp 4",
+                "phase 0 of named barrier 1 counts 256 "
                 "threads (arrived: warp 0 (sync), warp 1 (sync), warp 2 (sync), warp 3 (sync))",
                 "every arrival of one phase must pass the same thread count"});
   PingPong stuck;
@@ -431,13 +434,48 @@ TEST(InterpWarps, ErrorsInAFiberPropagate) {
     LoweredFunc f = tiled_gemm(64, 64, 64, {.sync_after_load = false});
     HostBuffer A = HostBuffer::zeros(Float(32), 64 * 64), B = HostBuffer::zeros(Float(32), 64 * 64),
                C = HostBuffer::zeros(Float(32), 64 * 64);
-    expect_error([&] { within_deadline([&] { execute(f, {&A, &B, &C}, independent()); }); },
+    expect_error([&] { within_deadline([&] {
+                         execute(f, {&A, &B, &C}, independent());
+                       }); },
                  {"data race (write/read) on shared buffer 'A_shared'[0]"});
   }
   // A divergent syncthreads within a warp.
   LoweredFunc g = tiled_gemm(64, 64, 64, {.barrier_under_thread_condition = true});
   HostBuffer A = HostBuffer::zeros(Float(32), 64 * 64), B = HostBuffer::zeros(Float(32), 64 * 64),
              C = HostBuffer::zeros(Float(32), 64 * 64);
-  expect_error([&] { within_deadline([&] { execute(g, {&A, &B, &C}, independent()); }); },
-               {"divergent barrier: syncthreads is reached by only 16 of the 32 threads of warp 0"});
+  expect_error(
+      [&] { within_deadline([&] {
+              execute(g, {&A, &B, &C}, independent());
+            }); },
+      {"divergent barrier: syncthreads is reached by only 16 of the 32 threads of warp 0"});
+}
+
+// What a switch between warps costs: two warps through 2000 syncthreads (one hand-over each with
+// independent warps), against lock step. Printed, not asserted (machines differ).
+TEST(InterpWarps, SwitchCost) {
+  const int iterations = 2000;
+  Buffer Out = flat("Out", Int(32), 64), sh = flat("sh", Int(32), 64, "shared");
+  Axes ax;
+  Expr tx = ax.tx;
+  Var i("i");
+  Stmt step =
+      Seq::make({st(sh, tx, i), sync_threads(), st(Out, tx, ld(sh, 63 - tx)), sync_threads()});
+  LoweredFunc f;
+  f.name = "syncs";
+  f.args = {Out};
+  f.launch = launch(1, 1, 64, 1);
+  f.body = ax.bind_all(f.launch, allocate(sh, loop(i, iterations / 2, step)));
+  double seconds[2];
+  for (int mode = 0; mode < 2; ++mode) {
+    HostBuffer out = HostBuffer::zeros(Int(32), 64);
+    ExecOptions o;
+    o.independent_warps = mode == 1;
+    auto start = std::chrono::steady_clock::now();
+    within_deadline([&] { execute(f, {&out}, o); });
+    seconds[mode] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(out.to_doubles()[0], iterations / 2 - 1);
+  }
+  std::printf("[ timing   ] %d syncthreads of 2 warps: lock step %.4f s, independent warps %.4f s "
+              "(%.1f us per switch)\n",
+              iterations, seconds[0], seconds[1], (seconds[1] - seconds[0]) / iterations * 1e6);
 }
