@@ -398,6 +398,8 @@ std::pair<Conv2dTcShape, GemmWgmmaTiles> wgmma_conv_from_knobs(const ShapeParams
   t.raster_group = get("G");
   // TMA=1 (the default) where TMA's im2col copies can take the conv; TMA=0 turns them off.
   t.tma = get("TMA") != 0 && t.swizzle != 0 && t.stages >= 2 && im2col_tma_fits(sh);
+  // WS=1 (the default): a producer warpgroup issues the TMA copies (warp roles).
+  t.warp_specialized = t.warpgroups_n == 1 && (!p.count("WS") || get("WS") != 0);
   return {sh, t};
 }
 
@@ -405,12 +407,13 @@ ScheduleEntry wgmma_conv_entry(const char *name, const char *description, int64_
   ScheduleEntry e = conv2d_tc_entry();
   e.name = name;
   e.description = description;
-  for (const char *knob : {"BM", "BN", "S", "G", "SK", "TMA"}) {
-    e.default_shape[knob] = std::string(knob) == "TMA" ? 1 : 0;
+  for (const char *knob : {"BM", "BN", "S", "G", "SK", "TMA", "WS"}) {
+    e.default_shape[knob] = std::string(knob) == "TMA" || std::string(knob) == "WS" ? 1 : 0;
     e.nonnegative.push_back(knob);
   }
   e.default_shape["Y16"] = y16; // conv2d_tc's, with this entry's default
   e.choices["TMA"] = {0, 1};
+  e.choices["WS"] = {0, 1};
   e.dtypes = {Float(16), BFloat(16)};
   return e;
 }
@@ -424,7 +427,8 @@ ScheduleEntry conv2d_wgmma_entry() {
       "layouts: x NHWC, w KRSC fp16 or bf16, y NPQK fp32; stride, dil(ation), zero padding; "
       "gemm_wgmma's schedule; BM, BN, S (stages), G (rasterization group), SK (split-K "
       "parts of whole filter taps; 1: none) override its tiles (0: the default); TMA=1 "
-      "(the default) fills them with TMA (im2col mode for x), TMA=0 with cp.async; Y16=1 "
+      "(the default) fills them with TMA (im2col mode for x), TMA=0 with cp.async; WS=1 "
+      "(the default) issues the TMA copies from a producer warpgroup (warp roles); Y16=1 "
       "writes y as float16 (rounded from the float32 sum, as cuDNN's fp16 convolutions do)",
       0);
   e.build = [](const ShapeParams &p, DataType in) {

@@ -1,6 +1,7 @@
 #include "schedules/GemmWgmma.h"
 
 #include "compiler/lower/LaunchLimits.h"
+#include "compiler/passes/SplitWarpRoles.h"
 #include "compiler/support/Error.h"
 #include "compiler/te/Compute.h"
 #include "runtime/Device.h"
@@ -56,8 +57,11 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
   // A thread holds group_m x group_n / 128 float32 accumulators in registers, and needs about
   // 30 more (addresses, loop counters, descriptors: ptxas asked for 154 where 256x256 blocks of
   // 4 warpgroups left 128). A block's threads share 64K registers, at most 255 each.
+  // With warp roles the consumers take what the producer warpgroup leaves (setmaxnreg).
   const int64_t accumulators = int64_t(t.group_m()) * t.group_n() / 128;
-  const int64_t registers = std::min<int64_t>(255, 65536 / std::max(1, t.threads()));
+  const int64_t registers =
+      t.roles() ? warp_role_registers(t.warpgroups_m * t.warpgroups_n).second
+                         : std::min<int64_t>(255, 65536 / std::max(1, t.threads()));
   user_check(accumulators + 30 <= registers, context)
       << t.block_m << "x" << t.block_n << " blocks of " << t.warpgroups_m * t.warpgroups_n
       << " warpgroups hold " << accumulators << " float32 accumulators per thread, and with "
@@ -76,6 +80,10 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
       << " (n a multiple of 8 up to 256)";
   user_check(t.swizzle == 0 || t.swizzle == 32 || t.swizzle == 64 || t.swizzle == 128, context)
       << "swizzle must be 128, 64, 32 or 0, got " << t.swizzle;
+  user_check(!t.roles() || t.warpgroups_n == 1, context)
+      << "warp roles (warp_specialized) need the warpgroups on threadIdx.y alone "
+         "(warpgroups_n = 1; the producer is one more there), got warpgroups_n="
+      << t.warpgroups_n;
   user_check(!t.tma || (t.swizzle && t.stages >= 2), context)
       << "TMA bulk copies (tma) fill swizzled tiles through a ring of 2 or more stages; got "
          "swizzle "
@@ -136,6 +144,7 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::stri
   auto with_tma = [](GemmWgmmaTiles t) {
     t.tma = t.swizzle != 0 && t.stages >= 2;
     t.raster_group = t.tma ? 8 : 0;
+    t.warp_specialized = t.tma && t.warpgroups_n == 1;
     return t;
   };
   GemmWgmmaTiles best;
@@ -223,9 +232,10 @@ std::vector<GemmWgmmaTiles> gemm_wgmma_candidates(int64_t M, int64_t N, int64_t 
   for (const auto &[bm, bn, groups] : blocks)
     for (int stages : {4, 3})
       for (int64_t raster : {0, 8})
-        for (bool tma : {true, false}) {
+        for (int fill : {2, 1, 0}) { // TMA with warp roles, TMA, cp.async
           GemmWgmmaTiles t{.block_m = bm, .block_n = bn, .block_k = 64, .warpgroups_m = groups,
-                           .stages = stages, .raster_group = raster, .tma = tma};
+                           .stages = stages, .raster_group = raster, .tma = fill > 0,
+                           .warp_specialized = fill == 2};
           if (fits(M, N, K, t, /*partial_blocks=*/M < 64))
             out.push_back(t);
         }
@@ -238,6 +248,7 @@ std::string to_string(const GemmWgmmaTiles &t) {
          std::to_string(t.warpgroups_n) + " n=" + std::to_string(t.instruction_n()) +
          " stages=" + std::to_string(t.stages) + " raster=" + std::to_string(t.raster_group) +
          " swizzle=" + std::to_string(t.swizzle) + (t.tma ? " tma" : "") +
+         (t.roles() ? " ws" : "") +
          (t.split_k > 1 ? " split_k=" + std::to_string(t.split_k) : "");
 }
 
@@ -428,6 +439,8 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
 
   if (t.tma)
     sc.env_threads({thread_axis(Range(0, 128), "threadIdx.x")});
+  if (t.roles())
+    sf.warp_specialize();
 
   // Register indices must be constants.
   sc.unroll(c.tile_i);
@@ -468,6 +481,8 @@ GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p) {
     t.swizzle = int(get("SW"));
   t.raster_group = get("G");
   t.tma = get("TMA") != 0 && t.swizzle != 0 && t.stages >= 2;
+  // WS=1 (the default) gives TMA fills warp roles wherever the warpgroups allow them.
+  t.warp_specialized = t.tma && (!p.count("WS") || get("WS") != 0) && t.warpgroups_n == 1;
   if (get("SK"))
     t.split_k = int(get("SK"));
   return t;
@@ -490,9 +505,9 @@ ScheduleEntry wgmma_gemm_entry(const char *name, const char *description) {
   e.description = description;
   e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"G", 8},    {"BM", 0},
                      {"BN", 0},   {"BK", 0},   {"S", 0},    {"SW", 128}, {"TMA", 1},
-                     {"SK", 0}};
-  e.nonnegative = {"G", "BM", "BN", "BK", "S", "SW", "TMA", "SK"};
-  e.choices = {{"SW", {0, 32, 64, 128}}, {"TMA", {0, 1}}};
+                     {"WS", 1},   {"SK", 0}};
+  e.nonnegative = {"G", "BM", "BN", "BK", "S", "SW", "TMA", "WS", "SK"};
+  e.choices = {{"SW", {0, 32, 64, 128}}, {"TMA", {0, 1}}, {"WS", {0, 1}}};
   e.knobs = gemm_wgmma_knobs();
   e.dtypes = {Float(16), BFloat(16)};
   return e;
@@ -509,7 +524,9 @@ ScheduleEntry gemm_wgmma_entry() {
                     "BM, BN, BK, S (stages), G (rasterization group), SW "
                     "(swizzle: 128, 64, 32 or 0) override the tiles; TMA=1 (the default) fills "
                     "swizzled, pipelined tiles with TMA bulk copies on an mbarrier ring, TMA=0 "
-                    "with cp.async; SK splits K into that many parts (0: the tiles' choice, "
+                    "with cp.async; WS=1 (the default) issues the TMA copies from a producer "
+                    "warpgroup of their own (warp roles, setmaxnreg), WS=0 from a consumer "
+                    "thread; SK splits K into that many parts (0: the tiles' choice, "
                     "which splits grids under half a wave), added by a second kernel; C16=1 "
                     "rounds the float32 sum once as it is stored");
   e.default_shape["C16"] = 0;

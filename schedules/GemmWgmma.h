@@ -45,11 +45,18 @@ struct GemmWgmmaTiles {
   /// completing on a ring of mbarriers, instead of 16-byte cp.async by every thread. Needs
   /// swizzle 128, 64 or 32 and 2+ stages.
   bool tma = false;
+  /// With tma: warp roles (Stage::warp_specialize): a producer warpgroup of its own issues the
+  /// copies, the warpgroups above only wait, compute and release. Needs warpgroups_n = 1.
+  /// Without tma it has no effect.
+  bool warp_specialized = false;
   /// Split-K: the reduction cut into this many parts, each block summing one part of K into a
   /// float32 workspace of partial sums (the grid's z), which a second kernel adds in a fixed
   /// order (deterministic) into C. For grids too small to fill the GPU (a few rows of C).
   int split_k = 1;
 
+  /// Whether the kernel has warp roles: TMA fills with warp_specialized.
+  bool roles() const { return tma && warp_specialized; }
+  /// The consumer threads (the producer warpgroup of roles() comes on top).
   int threads() const { return 128 * warpgroups_m * warpgroups_n; }
   int group_m() const { return block_m / warpgroups_m; } ///< rows of C per warpgroup
   int group_n() const { return block_n / warpgroups_n; } ///< columns of C per warpgroup

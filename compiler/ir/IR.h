@@ -305,8 +305,9 @@ inline constexpr const char *storage_swizzle = "storage_swizzle"; ///< node: Buf
 /// node: the buffer (Form 1) or its storage var (Form 2); value: the number of stages (>= 2).
 inline constexpr const char *pipeline_scope = "pipeline_scope";
 /// node: a buffer var; around the steady-state fill of a pipelined buffer (inject_pipeline). The
-/// fill writes a stage that no other statement of the iteration touches; insert_thread_syncs
-/// relies on that (and consumes the attr).
+/// fill writes a stage that no other statement of the iteration touches before the pipeline's
+/// own synchronization orders them (a later iteration's barrier, or the ring's mbarriers);
+/// insert_thread_syncs relies on that (and consumes the attr).
 inline constexpr const char *pipeline_fill = "pipeline_fill";
 /// node: none; around a pipelined loop whose compute reads its stages asynchronously (wgmma)
 /// (inject_pipeline). Value L: each iteration may leave its last L groups of asynchronous reads
@@ -318,6 +319,15 @@ inline constexpr const char *pipeline_async_reads = "pipeline_async_reads";
 /// argument is 0 until inject_pipeline gives them the full barriers of its ring (and consumes the
 /// attr).
 inline constexpr const char *bulk_copy = "bulk_copy";
+/// node: the stage's buffer (Form 1) or storage var (Form 2); around the nest of a stage that
+/// asked for Stage::warp_specialize (schedule_ops):
+/// the TMA rings pipelined in its loops get a producer role (inject_pipeline), and
+/// split_warp_roles splits the kernel into roles (and consumes the attr).
+inline constexpr const char *warp_roles = "warp_roles";
+/// node: none; around the fill of a TMA ring in one iteration of its loop, which the producer
+/// role runs (inject_pipeline, under warp_roles): waiting for the slot to be empty, announcing
+/// its bytes, issuing the copies. split_warp_roles moves it to the producer (and consumes it).
+inline constexpr const char *warp_producer = "warp_producer";
 /// node: none; around `if (role) producer else consumers` of a warp-specialized kernel
 /// (warp_specialize); value: the number of producer threads. The branches run concurrently and
 /// meet only through mbarriers and named barriers (the executor runs such a kernel's warps

@@ -16,6 +16,7 @@
 #include "compiler/passes/RemoveNoOp.h"
 #include "compiler/passes/SplitHostDevice.h"
 #include "compiler/passes/StorageFlatten.h"
+#include "compiler/passes/SplitWarpRoles.h"
 #include "compiler/passes/StorageRewrite.h"
 #include "compiler/passes/UnrollLoops.h"
 #include "compiler/passes/VectorizeLoops.h"
@@ -87,7 +88,7 @@ const std::vector<std::string> &lowering_steps() {
   static const std::vector<std::string> steps = {
       "schedule_ops",   "simplify",        "lower_bulk_copy", "storage_flatten",    "vectorize_loops",
       "pipeline",       "unroll_loops",    "storage_rewrite",    "insert_thread_syncs",
-      "insert_wgmma_syncs", "remove_no_op", "final_simplify"};
+      "insert_wgmma_syncs", "split_warp_roles", "remove_no_op", "final_simplify"};
   return steps;
 }
 
@@ -178,6 +179,8 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
   printer.after("insert_thread_syncs", body);
   body = insert_wgmma_syncs(body);
   printer.after("insert_wgmma_syncs", body);
+  body = split_warp_roles(body, &remarks);
+  printer.after("split_warp_roles", body);
   body = remove_no_op(body);
   printer.after("remove_no_op", body);
   body = arith::simplify(body);

@@ -112,6 +112,9 @@ struct Plan {
   /// The block's thread variables bound around the attr, with their extents: the fill of a
   /// bulk copy is issued by the thread where all are 0, and every thread releases the stages.
   std::vector<std::pair<Var, Expr>> threads;
+  /// Under a warp_roles attr (Stage::warp_specialize): a bulk copy's fills are the producer
+  /// role's (warp_producer), issued as far ahead as the ring allows.
+  bool warp_roles = false;
 
   void require(bool ok, const std::string &why) {
     if (!ok && valid)
@@ -182,7 +185,9 @@ protected:
     }
     if (op->key == attr::pipeline_scope)
       plan_attr(op);
+    roles_ += op->key == attr::warp_roles;
     IRVisitor::visit(op);
+    roles_ -= op->key == attr::warp_roles;
     if (block_thread)
       block_threads_.pop_back();
     if (iv)
@@ -219,6 +224,7 @@ private:
     internal_check(stages && *stages >= 2) << "pipeline_scope needs 2 or more stages, got "
                                            << op->value;
     p.stages = int(*stages);
+    p.warp_roles = roles_ > 0;
     ++p.attrs;
     if (const AttrStmt *bulk = bulk_copy_of(op)) {
       p.bulk = true;
@@ -314,6 +320,7 @@ private:
   llvm::DenseSet<const Variable *> thread_vars_;
   llvm::SmallVector<std::pair<Var, Expr>, 4> block_threads_; ///< threadIdx bound here, extents
   int divergent_ = 0;
+  int roles_ = 0; ///< warp_roles attrs around
 };
 
 Stmt intrinsic_stmt(const char *name, std::vector<Expr> args = {}) {
@@ -412,8 +419,14 @@ protected:
           << "; make both bulk copies or neither";
       report_applied(*p, *op, stages);
     }
+    for (Plan *p : here)
+      user_check(p->bulk || !p->warp_roles, "warp_specialize")
+          << "buffer '" << p->alloc->buffer_var->name << "' is pipelined over " << op->loop_var
+          << " in a warp-specialized stage, but its fill is not a TMA bulk copy: the producer "
+          << "role only issues bulk copies; call bulk_copy() on its stage, or drop "
+          << "warp_specialize";
     if (here[0]->bulk)
-      return bulk_pipeline(op, here, stages);
+      return bulk_pipeline(op, here, stages, here[0]->warp_roles);
     // The compute: fills removed (they move to the top), reads retargeted to their stage.
     Stmt compute = remove_no_op(IRMutator::mutate(op->body));
 
@@ -519,7 +532,8 @@ private:
                        std::to_string(stages) + " stages)";
     if (p.bulk)
       return remarks_->applied("pipeline", what + ": applied, filled by TMA on a ring of " +
-                                               std::to_string(stages) + " mbarrier slots");
+                                               std::to_string(stages) + " mbarrier slots" +
+                                               (p.warp_roles ? " by a producer warpgroup" : ""));
     int copies = 0;
     std::string why;
     to_async_copies(p.attr->body, &copies, &why);
@@ -587,7 +601,13 @@ private:
   // of a slot are over (lag iterations later, when the compute reads asynchronously) arrives
   // on that slot's empty barrier. No block barrier is left in the loop: warps drift apart by up
   // to the ring's slack.
-  Stmt bulk_pipeline(const For *op, const std::vector<Plan *> &here, int stages) {
+  //
+  // With warp roles the fill of iteration i is iteration i's own, marked warp_producer, with no
+  // prologue: split_warp_roles moves it into a producer loop of its own, which runs ahead of the
+  // consumers as far as the empty barriers let it (the whole ring). Before that split the loop
+  // is still a correct program: the slot filled in iteration i was released in iteration
+  // i - stages + lag, before it.
+  Stmt bulk_pipeline(const For *op, const std::vector<Plan *> &here, int stages, bool roles) {
     Stmt compute = remove_no_op(IRMutator::mutate(op->body));
     Var i = op->loop_var;
     DataType t = i.type();
@@ -639,23 +659,28 @@ private:
     init.push_back(intrinsic_stmt(intrinsic::fence_barrier_init));
     std::vector<Stmt> out{IfThenElse::make(leader, Seq::make(std::move(init))),
                           intrinsic_stmt(intrinsic::syncthreads)};
-    auto extent = as_const_int(op->extent);
-    for (int s = 0; s < ahead; ++s) {
-      if (extent && s >= *extent)
-        break;
-      Expr cond = extent ? leader : leader && make_const(t, s) < op->extent;
-      out.push_back(IfThenElse::make(cond, fills(op->min + make_const(t, s), false)));
-    }
     // Reads of iteration rel - lag are over at the end of iteration rel.
     Stmt release =
         intrinsic_stmt(intrinsic::mbarrier_arrive, {empty_at(floormod(rel - lag, stages))});
     if (lag)
       release = IfThenElse::make(rel >= lag, release);
-    std::vector<Stmt> body{IfThenElse::make(leader && i + ahead < end, fills(i + ahead, true)),
-                           intrinsic_stmt(intrinsic::mbarrier_wait,
-                                          {full_at(floormod(rel, stages)),
-                                           floormod(floordiv(rel, stages), 2)}),
-                           compute, release};
+    Stmt wait_full = intrinsic_stmt(
+        intrinsic::mbarrier_wait,
+        {full_at(floormod(rel, stages)), floormod(floordiv(rel, stages), 2)});
+    std::vector<Stmt> body;
+    if (roles) {
+      body.push_back(AttrStmt::make(AttrNode(), attr::warp_producer, Expr(0), fills(i, true)));
+    } else {
+      auto extent = as_const_int(op->extent);
+      for (int s = 0; s < ahead; ++s) {
+        if (extent && s >= *extent)
+          break;
+        Expr cond = extent ? leader : leader && make_const(t, s) < op->extent;
+        out.push_back(IfThenElse::make(cond, fills(op->min + make_const(t, s), false)));
+      }
+      body.push_back(IfThenElse::make(leader && i + ahead < end, fills(i + ahead, true)));
+    }
+    body.insert(body.end(), {wait_full, compute, release});
     Stmt result = finish_loop(*op, std::move(body), lag, std::move(out), here);
     result = Allocate::make(empty_var, UInt(64), {Expr(stages)}, "shared", result);
     return Allocate::make(full_var, UInt(64), {Expr(stages)}, "shared", result);

@@ -311,6 +311,9 @@ private:
 
   // Whether threads of one block may disagree on `s`'s control flow.
   bool is_divergent(const Stmt &s) const {
+    // The producer role's part (split_warp_roles gives it threads of its own).
+    if (const auto *op = s.as<AttrStmt>(); op && op->key == attr::warp_producer)
+      return true;
     if (const auto *op = s.as<IfThenElse>())
       return is_variant(op->condition);
     if (const auto *op = s.as<For>())

@@ -511,6 +511,13 @@ Stage &Stage::bulk_copy_im2col(const Im2colCopy &conv) {
   return *this;
 }
 
+Stage &Stage::warp_specialize() {
+  user_check(n_->op.as<ComputeOpNode>(), "warp_specialize")
+      << "stage '" << name() << "' is not computed; warp roles split a computed stage's loops";
+  n_->warp_specialized = true;
+  return *this;
+}
+
 Stage &Stage::env_threads(const std::vector<IterVar> &threads) {
   for (const IterVar &t : threads) {
     const std::string &tag = t.thread_tag();

@@ -188,6 +188,14 @@ public:
   /// binding a loop to them: every one of those threads executes it (TVM's env_threads). A
   /// warpgroup's wgmma needs its 128 threads even when no loop is split over them.
   Stage &env_threads(const std::vector<IterVar> &threads);
+  /// Splits the block into warp roles around the TMA rings (bulk_copy + pipeline) filled in
+  /// this stage's loops: a producer warpgroup of its own (one more on threadIdx.y, whose one
+  /// thread waits for empty slots and issues the copies, with its registers lowered by
+  /// setmaxnreg) and this stage's warpgroups as consumers (waiting for full slots, computing,
+  /// releasing them; registers raised). The copies then run as far ahead as the ring allows,
+  /// never behind a consumer's wait. The block's threads must be warpgroups on threadIdx.x
+  /// (128) and threadIdx.y, none on threadIdx.z.
+  Stage &warp_specialize();
   Stage &unroll(const IterVar &iv);
   Stage &vectorize(const IterVar &iv);
   Stage &parallel(const IterVar &iv);
@@ -234,6 +242,7 @@ public:
   bool bulk_copy = false;  ///< Stage::bulk_copy
   std::optional<Im2colCopy> im2col; ///< Stage::bulk_copy_im2col
   std::vector<IterVar> env_threads;
+  bool warp_specialized = false; ///< Stage::warp_specialize
   std::vector<StorageAlign> storage_aligns;
   int storage_interleave = 0; ///< chunk of Stage::storage_interleave; 0: row major
   int storage_swizzle = 0;    ///< bytes of Stage::swizzle (with storage_interleave); 0: none

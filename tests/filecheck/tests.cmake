@@ -105,10 +105,16 @@ tessel_filecheck_test(NAME lower.gemm_wgmma CHECKS gemm_wgmma.txt
 tessel_filecheck_test(NAME cuda.gemm_wgmma CHECKS cuda_gemm_wgmma.txt
   COMMAND cuda gemm_wgmma --shape TMA=0,G=0,BN=256)
 tessel_filecheck_test(NAME lower.gemm_wgmma_tma CHECKS gemm_wgmma_tma.txt COMMAND lower gemm_wgmma
-  --shape BM=128,BN=128
+  --shape BM=128,BN=128,WS=0
   FILECHECK_ARGS --implicit-check-not=cp_async --implicit-check-not=wgmma.accumulator[)
 tessel_filecheck_test(NAME cuda.gemm_wgmma_tma CHECKS cuda_gemm_wgmma_tma.txt COMMAND cuda gemm_wgmma
-  --shape BM=128,BN=128)
+  --shape BM=128,BN=128,WS=0)
+# The default: the TMA ring with warp roles (a producer warpgroup), IR and CUDA at 4096^3.
+tessel_filecheck_test(NAME lower.gemm_wgmma_roles CHECKS gemm_wgmma_roles.txt COMMAND lower gemm_wgmma
+  --shape M=4096,N=4096,K=4096
+  FILECHECK_ARGS --implicit-check-not=cp_async --implicit-check-not=wgmma.accumulator[)
+tessel_filecheck_test(NAME cuda.gemm_wgmma_roles CHECKS cuda_gemm_wgmma_roles.txt COMMAND cuda gemm_wgmma
+  --shape M=4096,N=4096,K=4096)
 tessel_filecheck_test(NAME lower.conv2d_wgmma_tma CHECKS conv2d_wgmma_tma.txt
   COMMAND lower conv2d_wgmma --shape N=2,H=8,W=8,C=128,K=128
   FILECHECK_ARGS --implicit-check-not=cp_async)

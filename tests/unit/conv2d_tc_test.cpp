@@ -494,10 +494,11 @@ TEST(Conv2dWgmma, FusedBiasRelu) {
   LoweredModule m = lower(p.schedule, p.args);
   std::string ir = to_string(m);
   // Each column's bias is loaded once for the thread's two rows of it (registers 0 and 2).
+  // (In the consumers' branch of the warp roles.)
   EXPECT_NE(ir.find("let v0: float16 = bias[floormod(wgmma_thread_id(), 4) * 2]\n"
-                    "  @wgmma_reg_set(y_acc, 0, 64, 0, max(@wgmma_reg(y_acc, 0, 64, 0) + "
+                    "    @wgmma_reg_set(y_acc, 0, 64, 0, max(@wgmma_reg(y_acc, 0, 64, 0) + "
                     "cast(float32, v0), 0f32))\n"
-                    "  @wgmma_reg_set(y_acc, 0, 64, 2, "),
+                    "    @wgmma_reg_set(y_acc, 0, 64, 2, "),
             std::string::npos)
       << ir;
   std::string src = codegen_cuda(m);
@@ -614,8 +615,10 @@ TEST(Conv2dWgmma, TmaIm2colCopies) {
   EXPECT_EQ(w.box, (std::vector<int64_t>{64, 1, 1, 256}));
   std::string ir = to_string(m);
   EXPECT_EQ(ir.find("cp_async"), std::string::npos) << ir;
-  EXPECT_NE(ir.find("@tma_load_im2col(x_tmap, @address_of(A.shared[0]), "), std::string::npos)
+  // Issued by the producer warpgroup, one K step (filter tap and 64 channels) at a time.
+  EXPECT_NE(ir.find("@tma_load_im2col(x_tmap, @address_of(A.shared["), std::string::npos)
       << ir;
+  EXPECT_NE(ir.find("if (threadIdx.y == 2) {\n    @setmaxnreg(40, 0)"), std::string::npos) << ir;
   std::string src = codegen_cuda(m);
   EXPECT_NE(src.find("cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::"
                      "complete_tx::bytes"),

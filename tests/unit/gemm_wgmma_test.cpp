@@ -280,7 +280,8 @@ TEST(GemmWgmma, RaggedKAndUnalignedRowsRunOnPaddedCopies) {
   EXPECT_EQ(cuda.find("*(float2*)(row + c)"), std::string::npos);
   const size_t wait = cuda.find("griddepcontrol.wait");
   EXPECT_NE(wait, std::string::npos);
-  EXPECT_GT(wait, cuda.find("void __launch_bounds__(128) default_function("));
+  // One consumer warpgroup and the producer's.
+  EXPECT_GT(wait, cuda.find("void __launch_bounds__(256) default_function("));
   EXPECT_EQ(cuda.find("griddepcontrol.wait", wait + 1), std::string::npos);
   // The two kernels compile for Hopper; the stores' register choices stay constant (no local
   // memory).
@@ -481,11 +482,12 @@ TEST(GemmWgmma, OtherArchitecturesAreRefused) {
 // The tuner's search space: legal tilings only, each of which lowers and compiles.
 TEST(GemmWgmma, TunerCandidatesAreLegal) {
   std::vector<GemmWgmmaTiles> all = gemm_wgmma_candidates(4096, 4096, 4096);
-  EXPECT_EQ(all.size(), 32u); // 4 blocks x 2 stage counts x 2 rasterizations x TMA or not
+  // 4 blocks x 2 stage counts x 2 rasterizations x TMA with warp roles, TMA or cp.async
+  EXPECT_EQ(all.size(), 48u);
   EXPECT_EQ(to_string(all.front()),
-            "wgmma bm=128 bn=256 bk=64 wg=2x1 n=256 stages=4 raster=0 swizzle=128 tma");
+            "wgmma bm=128 bn=256 bk=64 wg=2x1 n=256 stages=4 raster=0 swizzle=128 tma ws");
   // 256 x 128 blocks do not divide M = 128; the 3 others do.
-  EXPECT_EQ(gemm_wgmma_candidates(128, 256, 128).size(), 24u);
+  EXPECT_EQ(gemm_wgmma_candidates(128, 256, 128).size(), 36u);
   for (const GemmWgmmaTiles &t : gemm_wgmma_candidates(256, 256, 128)) {
     SCOPED_TRACE(to_string(t));
     ScheduledProgram p = gemm_wgmma(256, 256, 128, t);
@@ -519,6 +521,7 @@ TEST(GemmWgmma, TilesAreChecked) {
 TEST(GemmWgmma, TmaFillsOnAnMbarrierRing) {
   GemmWgmmaTiles t = gemm_wgmma_tiles(4096, 4096, 4096);
   EXPECT_TRUE(t.tma);
+  EXPECT_TRUE(t.roles());
   EXPECT_EQ(t.raster_group, 8);
   EXPECT_EQ(t.block_n, 256);
   // Under a wave of 128 x 256 blocks the default takes the tiles that keep most SMs busy:
@@ -528,6 +531,8 @@ TEST(GemmWgmma, TmaFillsOnAnMbarrierRing) {
   EXPECT_EQ(gemm_wgmma_tiles(128, 4096, 4096).block_m, 64);
   EXPECT_EQ(gemm_wgmma_tiles(128, 4096, 4096).block_n, 64);
   EXPECT_EQ(gemm_wgmma_tiles(2048, 2048, 2048).block_n, 256); // 64 blocks either way
+  // The ring without warp roles: the leader thread of the consumers issues the copies.
+  t.warp_specialized = false;
   ScheduledProgram p = gemm_wgmma(256, 512, 512, t);
   LoweredModule m = lower(p.schedule, p.args);
   const LoweredFunc &f = m.funcs[0];
@@ -629,4 +634,85 @@ TEST(GemmWgmma, TmaErrors) {
         s[g.C].env_threads({thread_axis("threadIdx.x")});
       },
       {"env_threads", "constant extent", "thread_axis(Range(0, n)"});
+}
+
+// The default Hopper GEMM has warp roles (Stage::warp_specialize): a producer warpgroup (one
+// more on threadIdx.y) whose first thread waits for empty slots and issues every K step's TMA
+// copies, and consumer warpgroups that only wait for full slots, compute and release them;
+// setmaxnreg moves registers from the producer to the consumers. The executor runs the roles'
+// warps independently (no lock step), so the ring is exact at every depth, with the K loop
+// shorter or longer than the ring.
+TEST(GemmWgmma, WarpRolesByDefault) {
+  GemmWgmmaTiles t = gemm_wgmma_tiles(4096, 4096, 4096);
+  ASSERT_TRUE(t.roles());
+  ScheduledProgram p = gemm_wgmma(256, 512, 512, t);
+  LoweredModule m = lower(p.schedule, p.args);
+  ASSERT_EQ(m.funcs.size(), 1u);
+  const LoweredFunc &f = m.funcs[0];
+  EXPECT_EQ(f.launch.block[1], 3); // 2 consumer warpgroups and the producer
+  std::string ir = to_string(m);
+  // The barriers are set up by all, then the block splits; the fills are the producer's only.
+  std::regex roles(
+      R"(@syncthreads\(\)\n\s*attr \[0\] "warp_specialize" = 128;\n\s*if \(threadIdx.y == 2\) \{\n)"
+      R"(\s*@setmaxnreg\(40, 0\)\n\s*if \(threadIdx.x == 0\) \{\n\s*for \(k.outer: int32, 0, 8\) \{\n)"
+      R"(\s*@mbarrier_wait\(@address_of\(k.outer_empty\[floormod\(k.outer, 4\)\]\), floormod\(floordiv\(k.outer, 4\) \+ 1, 2\)\)\n)"
+      R"(\s*@mbarrier_arrive_expect_tx\(@address_of\(k.outer_full\[floormod\(k.outer, 4\)\]\), 49152\))");
+  EXPECT_TRUE(std::regex_search(ir, roles)) << ir;
+  EXPECT_EQ(count_of(ir, "@tma_load(A_tmap, "), 1) << ir;
+  std::string consumers = ir.substr(ir.find("} else {"));
+  EXPECT_NE(consumers.find("@setmaxnreg(232, 1)"), std::string::npos) << ir;
+  EXPECT_EQ(consumers.find("tma_load"), std::string::npos) << ir;
+  EXPECT_EQ(consumers.find("syncthreads"), std::string::npos) << ir;
+  bool applied = false;
+  for (const Remark &r : m.remarks)
+    applied |= r.kind == Remark::Kind::Applied && r.step == "split_warp_roles";
+  EXPECT_TRUE(applied);
+
+  std::string src = codegen_cuda(m);
+  EXPECT_NE(src.find("__launch_bounds__(384)"), std::string::npos);
+  EXPECT_NE(src.find("setmaxnreg.dec.sync.aligned.u32 40;"), std::string::npos);
+  EXPECT_NE(src.find("setmaxnreg.inc.sync.aligned.u32 232;"), std::string::npos);
+  CompiledKernel k = tessel::test::compile_for_sm90(m, src, "gemm_wgmma_roles.cu");
+  ASSERT_FALSE(k.cubin.empty()) << k.log;
+  EXPECT_EQ(k.kernels.at(0).spill_store_bytes, 0) << k.log;
+  if (std::optional<std::string> sass = tessel::test::sass_of(k.cubin, "gemm_wgmma_roles")) {
+    for (const char *op : {"USETMAXREG.DEALLOC", "USETMAXREG.TRY_ALLOC", "UTMALDG.2D",
+                           "HGMMA.64x256x16.F32"})
+      EXPECT_NE(sass->find(op), std::string::npos) << op << ":\n" << sass->substr(0, 4000);
+    for (const char *absent : {"LDL", "STL"})
+      EXPECT_EQ(sass->find(absent), std::string::npos) << absent;
+  }
+
+  // Exact on the executor: ring depths 2..4 over 5 K steps, 4 stages over 2 steps, one
+  // consumer warpgroup (64-row blocks), split-K, and a narrow C.
+  for (int stages : {2, 3, 4}) {
+    SCOPED_TRACE("stages " + std::to_string(stages));
+    GemmWgmmaTiles r{.block_m = 128, .block_n = 64, .block_k = 64, .warpgroups_m = 2,
+                     .stages = stages, .tma = true, .warp_specialized = true};
+    EXPECT_EQ(mismatch(gemm_wgmma(256, 128, 320, r), 256, 128, 320), "");
+  }
+  EXPECT_EQ(mismatch(gemm_wgmma(128, 256, 128), 128, 256, 128), "");
+  GemmWgmmaTiles one{.block_m = 64, .block_n = 128, .block_k = 64, .warpgroups_m = 1,
+                     .stages = 3, .tma = true, .warp_specialized = true};
+  EXPECT_EQ(mismatch(gemm_wgmma(64, 128, 256, one), 64, 128, 256), "");
+  GemmWgmmaTiles split = one;
+  split.split_k = 2;
+  EXPECT_EQ(mismatch(gemm_wgmma(64, 128, 512, split), 64, 128, 512), "");
+  ScheduledProgram c16 = gemm_wgmma(128, 128, 256, one, Float(16), Float(16));
+  CheckResult narrow = check_on_cpu(c16.schedule, c16.args, c16.num_inputs);
+  EXPECT_TRUE(narrow.compare.ok) << narrow.str();
+
+  // Warp roles add the producer on threadIdx.y: warpgroups along N are refused.
+  expect_error([] { gemm_wgmma(256, 256, 256, {.block_m = 128, .block_n = 256, .warpgroups_m = 1,
+                                               .warpgroups_n = 2, .tma = true,
+                                               .warp_specialized = true}); },
+               {"warp roles", "warpgroups_n = 1"});
+  // One K step: nothing to run ahead of, a note, and the kernel keeps its threads.
+  ScheduledProgram short_k = gemm_wgmma(128, 256, 64, t);
+  LoweredModule once = lower(short_k.schedule, short_k.args);
+  EXPECT_EQ(once.funcs.back().launch.block[1], 2);
+  bool noted = false;
+  for (const Remark &r : once.remarks)
+    noted |= r.kind == Remark::Kind::Note && r.step == "split_warp_roles";
+  EXPECT_TRUE(noted);
 }

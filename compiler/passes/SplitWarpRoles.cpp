@@ -1,0 +1,319 @@
+#include "compiler/passes/SplitWarpRoles.h"
+
+#include "compiler/ir/IRMutator.h"
+#include "compiler/ir/IROperator.h"
+#include "compiler/ir/IRPrinter.h"
+#include "compiler/ir/IRVisitor.h"
+#include "compiler/ir/Substitute.h"
+#include "compiler/ir/Intrinsics.h"
+#include "compiler/support/Error.h"
+
+#include <algorithm>
+
+namespace tessel {
+
+namespace {
+
+constexpr int kWarpgroup = 128;
+constexpr int kConsumerBarrier = 1; // the named barrier that replaces the consumers' syncthreads
+
+Stmt call(const char *name, std::vector<Expr> args) {
+  return Evaluate::make(Call::make(Void(), name, std::move(args), Call::Intrinsic));
+}
+
+bool contains(const Stmt &s, const std::function<bool(const IRNode *)> &pred) {
+  bool found = false;
+  post_order_visit(s, [&](const IRNode *n) { found = found || pred(n); });
+  return found;
+}
+
+bool has_attr(const Stmt &s, const char *key) {
+  return contains(s, [&](const IRNode *n) {
+    const auto *a = llvm::dyn_cast<AttrStmt>(n);
+    return a && a->key == key;
+  });
+}
+
+bool has_call(const Stmt &s, const char *name) {
+  return contains(s, [&](const IRNode *n) {
+    const auto *c = llvm::dyn_cast<Call>(n);
+    return c && c->is_intrinsic(name);
+  });
+}
+
+bool is_call(const Stmt &s, const char *name) {
+  const auto *e = s.as<Evaluate>();
+  const auto *c = e ? e->value.as<Call>() : nullptr;
+  return c && c->is_intrinsic(name);
+}
+
+// The name of the stage a warp_roles attr was put around (its buffer, or its storage var).
+std::string stage_name(const AttrStmt *op) {
+  if (const auto *b = std::get_if<Buffer>(&op->node))
+    return (*b).name();
+  if (const auto *e = std::get_if<Expr>(&op->node))
+    if (const auto *v = e->as<Variable>())
+      return v->name;
+  return "?";
+}
+
+// The statements of `s` in order, through nested lists and warp_roles attrs (dropped).
+void flatten(const Stmt &s, std::vector<Stmt> &out) {
+  if (const auto *a = s.as<AttrStmt>(); a && a->key == attr::warp_roles)
+    return flatten(a->body, out);
+  if (const auto *q = s.as<Seq>()) {
+    for (const Stmt &x : q->stmts)
+      flatten(x, out);
+    return;
+  }
+  out.push_back(s);
+}
+
+// The producer's part of `s`: the bodies of its warp_producer attrs, inside the loops, lets,
+// conditions and attributes around them (which give them their variables), and nothing else.
+Stmt producer_part(const Stmt &s) {
+  if (!s.defined() || !has_attr(s, attr::warp_producer))
+    return Stmt();
+  if (const auto *a = s.as<AttrStmt>()) {
+    if (a->key == attr::warp_producer)
+      return a->body;
+    Stmt body = producer_part(a->body);
+    return a->key == attr::warp_roles ? body : AttrStmt::make(a->node, a->key, a->value, body);
+  }
+  if (const auto *q = s.as<Seq>()) {
+    std::vector<Stmt> parts;
+    for (const Stmt &x : q->stmts)
+      if (Stmt p = producer_part(x); p.defined())
+        parts.push_back(p);
+    return Seq::make(std::move(parts));
+  }
+  if (const auto *f = s.as<For>())
+    return For::make(f->loop_var, f->min, f->extent, f->for_kind, producer_part(f->body),
+                     f->thread_tag);
+  if (const auto *l = s.as<LetStmt>())
+    return LetStmt::make(l->var, l->value, producer_part(l->body));
+  if (const auto *i = s.as<IfThenElse>()) {
+    Stmt then_case = producer_part(i->then_case), else_case = producer_part(i->else_case);
+    if (!then_case.defined())
+      return IfThenElse::make(!i->condition, else_case);
+    return IfThenElse::make(i->condition, then_case, else_case);
+  }
+  if (const auto *a = s.as<Allocate>()) {
+    // Kept only where the fills use it (they copy into shared buffers allocated further out).
+    Stmt body = producer_part(a->body);
+    const Variable *buf = a->buffer_var.get();
+    bool used = contains(body, [&](const IRNode *n) { return n == buf; });
+    return used ? Allocate::make(a->buffer_var, a->dtype, a->extents, a->scope, body) : body;
+  }
+  internal_error << "split_warp_roles: a warp_producer attr under " << s;
+}
+
+// The consumers' part: `s` without its warp_producer (and warp_roles) attrs, syncthreads turned
+// into a named barrier of `threads` consumer threads (0: left as they are).
+class ConsumerPart : public IRMutator {
+public:
+  explicit ConsumerPart(int threads) : threads_(threads) {}
+
+protected:
+  Stmt visit(const AttrStmt *op) override {
+    if (op->key == attr::warp_producer)
+      return Evaluate::make(Expr(0));
+    if (op->key == attr::warp_roles)
+      return mutate(op->body);
+    return IRMutator::visit(op);
+  }
+  Stmt visit(const Evaluate *op) override {
+    if (threads_ && is_call(Stmt(op), intrinsic::syncthreads))
+      return call(intrinsic::named_barrier_sync, {Expr(kConsumerBarrier), Expr(threads_)});
+    return IRMutator::visit(op);
+  }
+
+private:
+  int threads_;
+};
+
+// Walks down the statements every thread of the block runs before its work (allocations, lets,
+// attributes: the thread bindings among them) to the work, which it splits.
+class Splitter {
+public:
+  explicit Splitter(Remarks *remarks) : remarks_(remarks) {}
+
+  Stmt descend(const Stmt &s) {
+    if (const auto *a = s.as<Allocate>())
+      return Allocate::make(a->buffer_var, a->dtype, a->extents, a->scope, descend(a->body));
+    if (const auto *l = s.as<LetStmt>())
+      return LetStmt::make(l->var, l->value, descend(l->body));
+    if (const auto *a = s.as<AttrStmt>()) {
+      if (a->key == attr::warp_roles)
+        return descend(a->body);
+      const IterVar *iv = std::get_if<IterVar>(&a->node);
+      if (a->key == attr::thread_extent && iv && iv->thread_tag().rfind("threadIdx.", 0) == 0)
+        return thread_binding(a, *iv);
+      return AttrStmt::make(a->node, a->key, a->value, descend(a->body));
+    }
+    return split(s);
+  }
+
+private:
+  Stmt thread_binding(const AttrStmt *a, const IterVar &iv) {
+    const std::string &tag = iv.thread_tag();
+    auto extent = as_const_int(a->value);
+    user_check(extent.has_value(), "warp_specialize")
+        << "stage '" << stage_ << "': " << tag << " has extent " << a->value
+        << "; warp roles need constant thread extents";
+    if (tag == "threadIdx.x")
+      user_check(*extent == kWarpgroup, "warp_specialize")
+          << "stage '" << stage_ << "': threadIdx.x has " << *extent
+          << " threads; warp roles are whole warpgroups: bind 128 threads to threadIdx.x and "
+             "the warpgroups to threadIdx.y";
+    if (tag == "threadIdx.z")
+      user_check(*extent == 1, "warp_specialize")
+          << "stage '" << stage_ << "': threadIdx.z has " << *extent
+          << " threads; the producer warpgroup is added on threadIdx.y, so bind the consumer "
+             "warpgroups to threadIdx.y only (warpgroups_n = 1)";
+    if (tag != "threadIdx.y")
+      return AttrStmt::make(a->node, a->key, a->value, descend(a->body));
+    role_var_ = iv.var();
+    consumer_groups_ = int(*extent);
+    Stmt body = descend(a->body);
+    // One warpgroup more, the producer, where the work was split.
+    return AttrStmt::make(a->node, a->key, split_ ? Expr(consumer_groups_ + 1) : a->value, body);
+  }
+
+  Stmt split(const Stmt &work) {
+    std::vector<Stmt> stmts;
+    flatten(work, stmts);
+    auto first_fill = std::find_if(stmts.begin(), stmts.end(), [](const Stmt &x) {
+      return has_attr(x, attr::warp_producer);
+    });
+    if (first_fill == stmts.end()) {
+      // No ring to run ahead on: its loop had one step (a note, as pipeline's), or there is
+      // no bulk copy pipelined in the stage's loops at all (missed).
+      if (remarks_) {
+        std::string what = "warp_specialize of '" + stage_ + "' not applied: ";
+        if (has_call(work, intrinsic::tma_load) || has_call(work, intrinsic::tma_load_im2col))
+          remarks_->note("split_warp_roles",
+                         what + "its TMA copies are filled once (a loop of one step), so "
+                                "there is nothing for a producer to run ahead of");
+        else
+          remarks_->missed("split_warp_roles",
+                           what + "no TMA ring (bulk_copy + pipeline of a shared stage "
+                                  "computed at one of its loops) is filled in its loops");
+      }
+      return ConsumerPart(0).mutate(work); // drops the warp_roles attrs; no syncthreads change
+    }
+    user_check(!contains(work,
+                         [](const IRNode *n) {
+                           const auto *a = llvm::dyn_cast<AttrStmt>(n);
+                           const IterVar *iv = a ? std::get_if<IterVar>(&a->node) : nullptr;
+                           return a && a->key == attr::thread_extent && iv &&
+                                  iv->thread_tag().rfind("threadIdx.", 0) == 0;
+                         }),
+               "warp_specialize")
+        << "stage '" << stage_ << "': threads are bound inside the block's work; warp roles "
+           "need every thread axis bound around it";
+    // The ring's barriers are initialized by the last statement with mbarrier_init before the
+    // loop, and published by the next syncthreads: all threads run those, then the roles part.
+    auto init = std::find_if(std::make_reverse_iterator(first_fill), stmts.rend(),
+                             [](const Stmt &x) { return has_call(x, intrinsic::mbarrier_init); });
+    user_check(init != stmts.rend() && !has_call(*first_fill, intrinsic::mbarrier_init),
+               "warp_specialize")
+        << "stage '" << stage_ << "': the TMA ring's loop runs more than once per block (it is "
+           "inside another loop of the block's work); warp roles split a ring that the block "
+           "fills and drains once: compute the stage at the block's tile";
+    auto init_at = std::prev(init.base());
+    auto sync = std::find_if(init_at, first_fill,
+                             [](const Stmt &x) { return is_call(x, intrinsic::syncthreads); });
+    internal_check(sync != first_fill) << "split_warp_roles: no syncthreads after the ring's "
+                                          "mbarrier_init";
+    std::vector<Stmt> shared(init_at, sync + 1), roles(stmts.begin(), init_at);
+    roles.insert(roles.end(), sync + 1, stmts.end());
+    Stmt work_of_roles = Seq::make(std::move(roles));
+
+    split_ = true;
+    if (remarks_)
+      remarks_->applied("split_warp_roles",
+                        "warp_specialize of '" + stage_ + "': a producer warpgroup issues the "
+                        "TMA ring's copies, " + std::to_string(std::max(1, consumer_groups_)) +
+                        " consumer warpgroup(s) compute");
+    bool new_axis = !role_var_.defined();
+    if (new_axis) { // one consumer warpgroup: threadIdx.y is bound here, with the producer
+      iv_ = thread_axis(Range(0, 2), "threadIdx.y");
+      role_var_ = iv_.var();
+      consumer_groups_ = 1;
+    }
+    // The ring's barriers are initialized by the block's first thread. Where one warpgroup was
+    // bound, its condition names threadIdx.x alone, which the producer's first thread matches
+    // too: the first consumer warpgroup's only.
+    const auto *init_if = shared.front().as<IfThenElse>();
+    internal_check(init_if && !init_if->else_case.defined())
+        << "split_warp_roles: the ring's mbarrier_init is not under a leader's condition";
+    if (!uses_var(init_if->condition, role_var_))
+      shared.front() =
+          IfThenElse::make(role_var_ == 0 && init_if->condition, init_if->then_case);
+    auto [producer_regs, consumer_regs] = warp_role_registers(consumer_groups_);
+    Stmt producer = Seq::make(
+        {call(intrinsic::setmaxnreg, {Expr(producer_regs), Expr(0)}),
+         IfThenElse::make(thread_x_ == make_zero(Int(32)), producer_part(work_of_roles))});
+    Stmt consumer = Seq::make({call(intrinsic::setmaxnreg, {Expr(consumer_regs), Expr(1)}),
+                               ConsumerPart(consumer_groups_ * kWarpgroup).mutate(work_of_roles)});
+    Stmt roles_branch = AttrStmt::make(
+        AttrNode(), attr::warp_specialize, Expr(kWarpgroup),
+        IfThenElse::make(role_var_ == consumer_groups_, producer, consumer));
+    shared.push_back(roles_branch);
+    Stmt result = Seq::make(std::move(shared));
+    if (new_axis)
+      result = AttrStmt::make(iv_, attr::thread_extent, Expr(2), result);
+    return result;
+  }
+
+public:
+  Expr thread_x_;            ///< threadIdx.x, as the kernel binds it
+  std::string stage_ = "?"; ///< the stage that asked for warp_specialize
+
+private:
+  Remarks *remarks_;
+  Var role_var_;
+  IterVar iv_;
+  int consumer_groups_ = 0;
+  bool split_ = false; ///< the work was split into roles
+};
+
+} // namespace
+
+std::pair<int, int> warp_role_registers(int consumer_warpgroups) {
+  // The register file (64K per SM, a block of these per SM) after the producer's 40 a thread,
+  // shared by the consumers in multiples of 8, at most 240 (setmaxnreg's limit is 256).
+  constexpr int kProducer = 40;
+  const int consumer = (65536 - kWarpgroup * kProducer) /
+                       (kWarpgroup * std::max(1, consumer_warpgroups)) / 8 * 8;
+  return {kProducer, std::min(240, consumer)};
+}
+
+Stmt split_warp_roles(Stmt s, Remarks *remarks) {
+  if (!has_attr(s, attr::warp_roles) && !has_attr(s, attr::warp_producer))
+    return s;
+  // The root's statements are the module's kernels (split_host_device): each on its own.
+  if (const auto *q = s.as<Seq>()) {
+    std::vector<Stmt> kernels;
+    for (const Stmt &x : q->stmts)
+      kernels.push_back(split_warp_roles(x, remarks));
+    return Seq::make(std::move(kernels));
+  }
+  Splitter splitter(remarks);
+  post_order_visit(s, [&](const IRNode *n) {
+    const auto *a = llvm::dyn_cast<AttrStmt>(n);
+    const IterVar *iv = a ? std::get_if<IterVar>(&a->node) : nullptr;
+    if (a && a->key == attr::warp_roles)
+      splitter.stage_ = stage_name(a);
+    // The producer's one issuing thread is its threadIdx.x 0.
+    if (a && a->key == attr::thread_extent && iv && iv->thread_tag() == "threadIdx.x")
+      splitter.thread_x_ = iv->var();
+  });
+  user_check(splitter.thread_x_.defined(), "warp_specialize")
+      << "stage '" << splitter.stage_ << "' is warp-specialized, but its kernel binds no "
+      << "threadIdx.x; bind a warpgroup (128 threads) to it";
+  return splitter.descend(s);
+}
+
+} // namespace tessel

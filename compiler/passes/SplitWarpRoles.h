@@ -1,0 +1,36 @@
+#pragma once
+
+#include "compiler/ir/IR.h"
+#include "compiler/support/Remarks.h"
+
+namespace tessel {
+
+/// Splits a warp-specialized kernel into its roles (Form 2 in, Form 2 out; Stage::warp_specialize).
+/// inject_pipeline left the fills of the kernel's TMA ring marked warp_producer inside the
+/// loop that consumes them; this pass makes of the block's work after the ring's barriers are
+/// initialized
+///
+///   attr warp_specialize = 128 {
+///     if (threadIdx.y == G) {                 // the producer: one warpgroup more
+///       setmaxnreg(40, dec)
+///       if (threadIdx.x == 0) { <the loops around the fills, with only the fills> }
+///     } else {                                // the G consumer warpgroups
+///       setmaxnreg(R, inc)
+///       <the work, without the fills; syncthreads become a named barrier of the consumers>
+///     }
+///   }
+///
+/// so that the producer runs ahead of the consumers as far as the ring's empty barriers let
+/// it, and the consumers only wait for full slots, compute and release. threadIdx.y's extent
+/// grows by one (threadIdx.x must be one warpgroup, 128 threads; threadIdx.z unused). R is the
+/// most registers the consumers can take once the producer gave its up (at most 240).
+/// Consumes the warp_roles and warp_producer attrs. A warp_roles attr with no ring to split (a
+/// K loop of one step) leaves the kernel as it is, with a missed remark in `remarks`; a ring in
+/// a loop run more than once per block is a user error naming the stage.
+Stmt split_warp_roles(Stmt s, Remarks *remarks = nullptr);
+
+/// The registers per thread split_warp_roles gives the producer warpgroup and each of
+/// `consumer_warpgroups` consumer warpgroups (setmaxnreg): {40, R}.
+std::pair<int, int> warp_role_registers(int consumer_warpgroups);
+
+} // namespace tessel
