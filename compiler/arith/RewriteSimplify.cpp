@@ -32,12 +32,12 @@ bool exactly_representable(double v, DataType t) {
     return false;
   if (t.bits() == 64 || t.bits() == 32)
     return true; // FloatImm::make rounds float32 like the hardware does
-  if (v == 0 || std::isinf(v))
+  if (std::isinf(v)) // float8 casts saturate to the largest finite value
+    return !t.is_float8();
+  if (v == 0)
     return true;
-  int mantissa = t.is_bfloat() ? 8 : 11;
-  int min_exp = t.is_bfloat() ? -126 : -14;
-  double max = t.is_bfloat() ? 3.3895313892515355e38 : 65504.0;
-  if (std::fabs(v) > max)
+  const int mantissa = t.significand_bits(), min_exp = t.min_normal_exponent();
+  if (std::fabs(v) > t.max_finite())
     return false;
   int e;
   std::frexp(v, &e);

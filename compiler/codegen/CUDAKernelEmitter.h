@@ -23,6 +23,7 @@ namespace tessel::codegen {
 struct ModuleNeeds {
   bool fp16 = false;
   bool bf16 = false;
+  bool fp8 = false; ///< <cuda_fp8.h>: __nv_fp8_e4m3 / __nv_fp8_e5m2
   bool wmma = false;
   bool floor_helpers = false;
   bool async_copy = false; ///< tessel_cp_async* helpers (cp.async)

@@ -474,6 +474,8 @@ std::string codegen_cuda(const LoweredModule &m) {
     os << "#include <cuda_fp16.h>\n";
   if (needs.bf16)
     os << "#include <cuda_bf16.h>\n";
+  if (needs.fp8)
+    os << "#include <cuda_fp8.h>\n";
   if (needs.wmma)
     os << "#include <mma.h>\n";
   if (needs.floor_helpers) {

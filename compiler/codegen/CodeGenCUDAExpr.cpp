@@ -17,6 +17,13 @@ namespace {
 bool is_small_int(DataType t) { return t.is_integer_like() && !t.is_bool() && t.bits() < 32; }
 bool is_half_like(DataType t) { return t.is_float16() || t.is_bfloat(); }
 
+// float8 is a storage type: CUDA has no arithmetic on __nv_fp8_e4m3 / __nv_fp8_e5m2.
+void check_not_float8(DataType t, const char *op) {
+  user_check(!t.is_float8(), "codegen_cuda")
+      << "'" << op << "' on " << t << " values: float8 types are for storage and Tensor Core "
+      << "operands only; cast them to float32 first (x.astype(Float(32)))";
+}
+
 /// Shortest text that reads back as `v` (as float when `single`), always with a '.' or an
 /// exponent so that it is a floating-point literal.
 std::string shortest_float_text(double v, bool single) {
@@ -89,6 +96,12 @@ std::string CUDAKernelEmitter::type_name(DataType t) {
   case DataType::BFloat:
     needs_.bf16 = true;
     return "__nv_bfloat16";
+  case DataType::Float8E4M3:
+    needs_.fp8 = true;
+    return "__nv_fp8_e4m3";
+  case DataType::Float8E5M2:
+    needs_.fp8 = true;
+    return "__nv_fp8_e5m2";
   case DataType::Handle:
     break;
   }
@@ -113,6 +126,8 @@ std::string CUDAKernelEmitter::float_literal(DataType t, double v) {
     return v < 0 ? "(" + s + ")" : s;
   }
   type_name(t);
+  if (t.is_float8()) // the constructor rounds to nearest even, saturating (__NV_SATFINITE)
+    return type_name(t) + "(" + f32 + ")";
   if (t.is_bfloat())
     return "__float2bfloat16_rn(" + f32 + ")";
   if (t.is_float16())
@@ -161,6 +176,7 @@ std::string CUDAKernelEmitter::print(const Expr &e, int parent_prec, bool is_rig
 
 CExpr CUDAKernelEmitter::emit_binary(const char *op, int prec, const Expr &a, const Expr &b,
                                      DataType t) {
+  check_not_float8(t, op);
   std::string text = print(a, prec, false) + " " + op + " " + print(b, prec, true);
   // C computes small integers in int; cast back so that results wrap as the IR's type does.
   if (is_small_int(t) && prec <= PrecAdd)
@@ -184,6 +200,7 @@ CExpr CUDAKernelEmitter::emit_floor_div_mod(bool is_div, const Expr &a, const Ex
 
 CExpr CUDAKernelEmitter::emit_min_max(bool is_min, const Expr &a, const Expr &b) {
   DataType t = a.type();
+  check_not_float8(t, is_min ? "min" : "max");
   // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "(" + std::string&&.
   std::string text = is_half_like(t) ? (is_min ? "__hmin(" : "__hmax(") : (is_min ? "min(" : "max(");
   text += print(a);
@@ -200,6 +217,29 @@ CExpr CUDAKernelEmitter::emit_cast(DataType to, const Expr &v) {
   DataType from = v.type();
   if (from == to)
     return emit_expr(v);
+  // float8 goes through float (exact), the one conversion cuda_fp8.h defines both ways; the
+  // constructor from float or double rounds once, to nearest even, saturating to the largest
+  // finite value (__NV_SATFINITE).
+  if (from.is_float8()) {
+    std::string f = "((float)" + print(v, PrecUnary) + ")";
+    if (to == Float(32))
+      return {f, PrecAtom};
+    if (to.is_float8())
+      return {type_name(to) + "(" + f + ")", PrecAtom};
+    if (is_half_like(to)) {
+      type_name(to);
+      return {(to.is_bfloat() ? "__float2bfloat16_rn(" : "__float2half_rn(") + f + ")", PrecAtom};
+    }
+    if (to.is_bool())
+      return {"(" + f + " != 0.0f)", PrecAtom};
+    return {"((" + type_name(to) + ")" + f + ")", PrecAtom};
+  }
+  if (to.is_float8()) {
+    std::string value = from == Float(64) || from == Float(32) ? print(v)
+                        : is_half_like(from) ? print(Cast::make(Float(32), v))
+                                             : "(float)" + print(v, PrecUnary);
+    return {type_name(to) + "(" + value + ")", PrecAtom};
+  }
   auto to_half_like = [&](const std::string &as_float) -> std::string {
     type_name(to);
     return (to.is_bfloat() ? "__float2bfloat16_rn(" : "__float2half_rn(") + as_float + ")";
@@ -244,6 +284,7 @@ CExpr CUDAKernelEmitter::emit_let(const Let *op) {
 CExpr CUDAKernelEmitter::emit_math_call(const Call *op) {
   DataType t = op->type;
   std::string name = op->name;
+  check_not_float8(t, name.c_str());
   bool float_math = is_float_math(name) || name == "abs";
   if (t.is_float() && float_math && name == "abs")
     name = "fabs";

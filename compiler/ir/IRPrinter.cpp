@@ -99,7 +99,10 @@ static void print_float(llvm::raw_ostream &os, double v, DataType t) {
     os << "nan";
   else
     os << llvm::format("%.9g", v);
-  os << (t.is_bfloat() ? "bf" : "f") << t.bits();
+  if (t.is_float8())
+    os << (t.code() == DataType::Float8E4M3 ? "e4m3" : "e5m2");
+  else
+    os << (t.is_bfloat() ? "bf" : "f") << t.bits();
 }
 
 void IRPrinter::print_expr(const Expr &e, int pp, bool right) {

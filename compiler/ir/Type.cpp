@@ -23,6 +23,36 @@ int64_t DataType::max_int() const {
   return bits_ >= 64 ? std::numeric_limits<int64_t>::max() : (int64_t(1) << (bits_ - 1)) - 1;
 }
 
+int DataType::min_normal_exponent() const {
+  internal_check(is_float()) << "min_normal_exponent of " << str();
+  switch (code_) {
+  case BFloat:
+    return -126;
+  case Float8E4M3:
+    return -6;
+  case Float8E5M2:
+    return -14;
+  default:
+    return bits_ == 16 ? -14 : bits_ == 32 ? -126 : -1022;
+  }
+}
+
+double DataType::max_finite() const {
+  internal_check(is_float()) << "max_finite of " << str();
+  switch (code_) {
+  case BFloat:
+    return 0x1.fep127;
+  case Float8E4M3:
+    return 448.0;
+  case Float8E5M2:
+    return 57344.0;
+  default:
+    return bits_ == 16   ? 65504.0
+           : bits_ == 32 ? double(std::numeric_limits<float>::max())
+                         : std::numeric_limits<double>::max();
+  }
+}
+
 std::string DataType::str() const {
   const char *prefix = "";
   switch (code_) {
@@ -42,6 +72,10 @@ std::string DataType::str() const {
     break;
   case Handle:
     return bits_ == 0 ? "void" : "handle";
+  case Float8E4M3:
+  case Float8E5M2:
+    return std::string(code_ == Float8E4M3 ? "float8_e4m3" : "float8_e5m2") +
+           (lanes_ > 1 ? "x" + std::to_string(lanes_) : std::string());
   }
   std::string s = prefix;
   s += std::to_string(bits_);
@@ -57,7 +91,7 @@ DataType DataType::parse(const std::string &name) {
     user_error("DataType::parse")
         << "unknown data type '" << name
         << "'; expected one of bool, int8/16/32/64, uint8/16/32/64, float16/32/64, bfloat16, "
-           "handle, optionally with lanes such as float16x8";
+           "float8_e4m3, float8_e5m2, handle, optionally with lanes such as float16x8";
   };
   // The digits of `text` after `prefix` as a number; 0 if they are not all digits or do not fit
   // (float99999999999 is no type, not an overflow).
@@ -82,6 +116,10 @@ DataType DataType::parse(const std::string &name) {
     return tessel::Bool(l);
   if (base == "handle")
     return tessel::Handle();
+  if (base == "float8_e4m3")
+    return tessel::Float8E4M3(l);
+  if (base == "float8_e5m2")
+    return tessel::Float8E5M2(l);
   if (number_after(base, "bfloat") == 16)
     return tessel::BFloat(16, l);
   if (unsigned b = number_after(base, "float"); b == 16 || b == 32 || b == 64)

@@ -24,8 +24,9 @@ void check_host_dtype(DataType t) {
   bool ok = t.is_scalar() &&
             (t.is_bool() || (t.is_integer_like() && (t.bits() == 8 || t.bits() == 16 ||
                                                      t.bits() == 32 || t.bits() == 64)) ||
-             (t.is_float() && !t.is_bfloat() && (t.bits() == 16 || t.bits() == 32 || t.bits() == 64)) ||
-             (t.is_bfloat() && t.bits() == 16));
+             (t.code() == DataType::Float &&
+              (t.bits() == 16 || t.bits() == 32 || t.bits() == 64)) ||
+             (t.is_bfloat() && t.bits() == 16) || t.is_float8());
   user_check(ok, "HostBuffer") << "unsupported element type " << t;
 }
 
@@ -35,6 +36,10 @@ template <typename T> T load_as(const std::byte *p) {
   return v;
 }
 template <typename T> void store_as(std::byte *p, T v) { std::memcpy(p, &v, sizeof(T)); }
+
+const Float8Format &float8_format(DataType t) {
+  return t.code() == DataType::Float8E4M3 ? kE4M3 : kE5M2;
+}
 
 int64_t to_int(DataType t, double v) {
   if (std::isnan(v))
@@ -65,6 +70,8 @@ HostBuffer HostBuffer::from_floats(DataType dtype, const std::vector<float> &val
 double HostBuffer::get(size_t i) const {
   internal_check(i < elements_) << "HostBuffer::get(" << i << ") of " << elements_;
   const std::byte *p = bytes_.data() + i * element_bytes(dtype_);
+  if (dtype_.is_float8()) // the 8-bit code
+    return float8_value(load_as<uint8_t>(p), float8_format(dtype_));
   if (dtype_.is_bfloat())
     return bfloat16_value(load_as<uint16_t>(p));
   if (dtype_.is_float()) {
@@ -83,6 +90,8 @@ double HostBuffer::get(size_t i) const {
 void HostBuffer::set(size_t i, double v) {
   internal_check(i < elements_) << "HostBuffer::set(" << i << ") of " << elements_;
   std::byte *p = bytes_.data() + i * element_bytes(dtype_);
+  if (dtype_.is_float8())
+    return store_as(p, float8_bits(v, float8_format(dtype_)));
   if (dtype_.is_bfloat())
     return store_as(p, bfloat16_bits(v));
   if (dtype_.is_float()) {

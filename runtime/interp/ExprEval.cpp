@@ -25,6 +25,10 @@ double round_float(Numeric::Kind k, double x) {
     return round_to_half(x);
   case Numeric::BF16:
     return round_to_bfloat16(x);
+  case Numeric::F8E4M3:
+    return round_to_e4m3(x);
+  case Numeric::F8E5M2:
+    return round_to_e5m2(x);
   default:
     internal_error << "round_float of a non-float kind";
   }
@@ -35,6 +39,8 @@ Numeric Numeric::of(DataType t) {
   n.bits = static_cast<uint8_t>(t.bits());
   if (t.is_bfloat())
     n.kind = BF16;
+  else if (t.is_float8())
+    n.kind = t.code() == DataType::Float8E4M3 ? F8E4M3 : F8E5M2;
   else if (t.is_float())
     n.kind = t.bits() == 64 ? F64 : t.bits() == 32 ? F32 : F16;
   else if (t.is_bool())
@@ -60,6 +66,10 @@ template <typename F> void with_float_kind(Numeric::Kind k, F &&f) {
     return f(std::integral_constant<Numeric::Kind, Numeric::F16>{});
   case Numeric::BF16:
     return f(std::integral_constant<Numeric::Kind, Numeric::BF16>{});
+  case Numeric::F8E4M3:
+    return f(std::integral_constant<Numeric::Kind, Numeric::F8E4M3>{});
+  case Numeric::F8E5M2:
+    return f(std::integral_constant<Numeric::Kind, Numeric::F8E5M2>{});
   default:
     internal_error << "not a float kind";
   }
@@ -72,8 +82,12 @@ template <Numeric::Kind K> inline double round_as(double x) {
     return round_to_float(x);
   else if constexpr (K == Numeric::F16)
     return round_to_half(x);
-  else
+  else if constexpr (K == Numeric::BF16)
     return round_to_bfloat16(x);
+  else if constexpr (K == Numeric::F8E4M3)
+    return round_to_e4m3(x);
+  else
+    return round_to_e5m2(x);
 }
 
 class ConstCode : public ExprCode {

@@ -1,11 +1,12 @@
-// Rounding of double values to the narrow float formats (IEEE half, bfloat16), and their 16-bit
-// encodings.
+// Rounding of double values to the narrow float formats (IEEE half, bfloat16; the 8-bit floats
+// are in runtime/Float8.h), and their 16-bit encodings.
 //
 // The executor keeps every float value as a double that is exactly representable in its IR type
 // and rounds after each operation. Rounding directly from double (not through float) matters:
 // double -> float -> half rounds twice and can differ from the GPU's single rounding.
 #pragma once
 
+#include "runtime/Float8.h"
 #include "runtime/Half.h"
 
 #include <bit>

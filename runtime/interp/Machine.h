@@ -44,12 +44,12 @@ union Val {
 
 /// How results of a type are brought back into the type after computing in int64 / double.
 struct Numeric {
-  enum Kind : uint8_t { F64, F32, F16, BF16, Int, UInt, Bool };
+  enum Kind : uint8_t { F64, F32, F16, BF16, F8E4M3, F8E5M2, Int, UInt, Bool };
   Kind kind = Int;
   uint8_t bits = 32;
 
   static Numeric of(DataType t);
-  bool is_float() const { return kind <= BF16; }
+  bool is_float() const { return kind <= F8E5M2; }
   int64_t wrap(int64_t x) const {
     if (kind == Bool)
       return x != 0;

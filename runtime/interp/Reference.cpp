@@ -64,6 +64,8 @@ int64_t wrap(int64_t v, DataType t) {
 double round_to(DataType t, double x) {
   if (t.is_bfloat())
     return interp::round_to_bfloat16(x);
+  if (t.is_float8()) // to nearest even, saturating (as the GPU's cvt.rn.satfinite)
+    return t.code() == DataType::Float8E4M3 ? round_to_e4m3(x) : round_to_e5m2(x);
   switch (t.bits()) {
   case 16:
     return interp::round_to_half(x);
@@ -79,6 +81,9 @@ double round_to(DataType t, double x) {
 bool float_contains(DataType to, DataType from) {
   if (to == from || to.bits() == 64)
     return true;
+  // An 8-bit float is a value of each wider float type (e4m3 and e5m2 not of each other).
+  if (from.is_float8())
+    return !to.is_float8();
   return to.bits() == 32 && !to.is_bfloat() && from.bits() == 16;
 }
 

@@ -1,6 +1,7 @@
 #include "runtime/interp/ResultCheck.h"
 
 #include "compiler/support/Error.h"
+#include "runtime/Float8.h"
 #include "runtime/Half.h"
 
 #include <cmath>
@@ -30,6 +31,8 @@ HostTensor random_tensor(const Tensor &t, uint64_t seed, double lo, double hi) {
       double x = d(rng);
       if (dt.is_bfloat())
         return bfloat16_to_float(float_to_bfloat16(float(x)));
+      if (dt.is_float8())
+        return dt.code() == DataType::Float8E4M3 ? round_to_e4m3(x) : round_to_e5m2(x);
       switch (dt.bits()) {
       case 16:
         return half_to_float(float_to_half(float(x)));
