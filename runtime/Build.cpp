@@ -98,9 +98,11 @@ TensorMapEncoding tensor_map_encoding(const TensorMapParam &m, DataType t) {
     e.type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
   else if (t == Float(32))
     e.type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  else if (t.is_float8()) // TMA moves bytes: 8-bit floats as unsigned bytes
+    e.type = CU_TENSOR_MAP_DATA_TYPE_UINT8;
   else
     user_error("tensor map") << "tensor map '" << m.var.name() << "': TMA copies of " << t
-                             << " are not supported (float16, bfloat16, float32)";
+                             << " are not supported (float16, bfloat16, float32, float8)";
   size_t rank = m.dims.size();
   user_check(rank >= 1 && rank <= 5 && m.strides.size() == rank &&
                  (m.box.size() == rank || m.im2col),

@@ -77,6 +77,8 @@ const char *tensor_map_type_name(CUtensorMapDataType t) {
     return "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16";
   case CU_TENSOR_MAP_DATA_TYPE_FLOAT32:
     return "CU_TENSOR_MAP_DATA_TYPE_FLOAT32";
+  case CU_TENSOR_MAP_DATA_TYPE_UINT8:
+    return "CU_TENSOR_MAP_DATA_TYPE_UINT8";
   default:
     internal_error << "tensor map data type " << int(t) << " has no name here";
   }

@@ -11,7 +11,8 @@ namespace tessel {
 namespace {
 
 constexpr int kRows = 64;    // a warpgroup's accumulator tile has 64 rows
-constexpr int kK = 16;       // K of one fp16 wgmma
+constexpr int kK16 = 16;     // K of one fp16 / bf16 wgmma
+constexpr int kK8 = 32;      // K of one fp8 wgmma (32 bytes of a row, as kK16 halves)
 constexpr int kChunk = 8;    // halves per core-matrix row: the interleave chunk
 
 Expr thread_in_group() {
@@ -28,10 +29,11 @@ Buffer accumulator_decl(int64_t n, const char *name = "BC") {
 }
 
 Buffer operand_decl(const char *name, DataType dtype, std::vector<Expr> shape, int swizzle) {
-  // Swizzled: chunks of 128 bytes; the region may start at any 16-byte unit of a row (which
-  // binding checks: its offset has a floormod of the column the alignment check cannot see).
+  // Swizzled: chunks of `swizzle` bytes (64 halves or 128 fp8 values in the widest); the region
+  // may start at any 16-byte unit of a row (which binding checks: its offset has a floormod of
+  // the column the alignment check cannot see).
   return Buffer::make(name, dtype, std::move(shape), "shared", {}, Expr(), swizzle ? 0 : 16, 1)
-      .with_interleave(swizzle ? swizzle / 2 : kChunk, swizzle);
+      .with_interleave(swizzle ? swizzle / dtype.bytes() : kChunk, swizzle);
 }
 
 void check_n(int64_t n, const char *intrin) {
@@ -45,10 +47,23 @@ void check_n(int64_t n, const char *intrin) {
 bool is_wgmma_n(int64_t n) { return n >= 8 && n <= 256 && n % 8 == 0; }
 
 std::shared_ptr<const TensorIntrin> wgmma_gemm(int64_t n, const std::string &b_layout,
-                                               int swizzle, DataType dtype) {
+                                               int swizzle, DataType dtype, DataType b_dtype) {
   check_n(n, "wgmma_gemm");
-  user_check(dtype == Float(16) || dtype == BFloat(16), "wgmma_gemm")
-      << "the operands must be float16 or bfloat16, got " << dtype;
+  if (b_dtype.is_void())
+    b_dtype = dtype;
+  const bool fp8 = dtype.is_float8();
+  user_check(dtype == Float(16) || dtype == BFloat(16) || fp8, "wgmma_gemm")
+      << "the operands must be float16, bfloat16, float8_e4m3 or float8_e5m2, got " << dtype;
+  user_check(fp8 ? b_dtype.is_float8() : b_dtype == dtype, "wgmma_gemm")
+      << "A is " << dtype << " and B " << b_dtype << "; wgmma takes two float8 types (e4m3, "
+      << "e5m2, in any pair) or A and B of one 16-bit type";
+  // 8-bit operands: K is 32 a wgmma (32 bytes of a row, as fp16's 16), and both operands must
+  // be K-major in shared memory (wgmma transposes only 16-bit types) in a swizzled layout.
+  user_check(!fp8 || (b_layout == "col_major" && swizzle != 0), "wgmma_gemm")
+      << "float8 operands are read K-major from swizzled tiles: B must be col_major (N x K, K "
+         "contiguous: C = A B^T) and swizzle 32, 64 or 128; got B " << b_layout << ", swizzle "
+      << swizzle;
+  const int kK = fp8 ? kK8 : kK16;
   user_check(swizzle == 0 || swizzle == 32 || swizzle == 64 || swizzle == 128, "wgmma_gemm")
       << "swizzle must be 32, 64 or 128 (Stage::swizzle) or 0 (storage_interleave(8)), got "
       << swizzle;
@@ -60,7 +75,7 @@ std::shared_ptr<const TensorIntrin> wgmma_gemm(int64_t n, const std::string &b_l
       << "b_layout must be row_major or col_major, got '" << b_layout << "'";
   bool b_col = b_layout == "col_major";
   Tensor A = placeholder({kRows, kK}, dtype, "A");
-  Tensor B = b_col ? placeholder({int(n), kK}, dtype, "B") : placeholder({kK, int(n)}, dtype, "B");
+  Tensor B = b_col ? placeholder({int(n), kK}, b_dtype, "B") : placeholder({kK, int(n)}, dtype, "B");
   IterVar k = reduce_axis({0, kK}, "k");
   Tensor C = compute(
       {kRows, int(n)},
@@ -70,11 +85,15 @@ std::shared_ptr<const TensorIntrin> wgmma_gemm(int64_t n, const std::string &b_l
       },
       "C", {"i", "j"});
   std::string name = "wgmma_gemm(" + std::to_string(n) + (b_col ? ", col_major" : "") +
-                     (swizzle ? "" : ", no swizzle") + (dtype == Float(16) ? ")" : ", bfloat16)");
+                     (swizzle ? "" : ", no swizzle") +
+                     (dtype == Float(16) ? std::string()
+                                         : ", " + (dtype == BFloat(16) ? std::string("bfloat16")
+                                                                       : dtype.str())) +
+                     (b_dtype != dtype ? " x " + b_dtype.str() : std::string()) + ")";
   return decl_tensor_intrin(
       C,
       {{A, operand_decl("BA", dtype, A.shape(), swizzle)},
-       {B, operand_decl("BB", dtype, B.shape(), swizzle)},
+       {B, operand_decl("BB", b_dtype, B.shape(), swizzle)},
        {C, accumulator_decl(n)}},
       [=](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
         // stride(0) is the row stride inside a chunk (8, or 64 swizzled), chunk_stride() the
@@ -87,8 +106,9 @@ std::shared_ptr<const TensorIntrin> wgmma_gemm(int64_t n, const std::string &b_l
           // swizzle's width: the next 8 rows are the next atom (SBO) and LBO is unused (16
           // bytes, as CUTLASS sets it). B row major (k x n, chunks along N): the next 8 k are
           // the next atom (SBO), the next chunk of columns the next chunk (LBO).
-          a_lbo = 8, a_sbo = 8 * a.stride(0);
-          b_lbo = b_col ? 8 : b.chunk_stride();
+          const int64_t unit = 16 / dtype.bytes(); // 16 bytes, in elements
+          a_lbo = unit, a_sbo = 8 * a.stride(0);
+          b_lbo = b_col ? unit : b.chunk_stride();
           b_sbo = 8 * b.stride(0);
         } else {
           // A (m x k, chunks along K): next 8 rows = next core matrix (SBO), next 8 k = next

@@ -37,8 +37,14 @@ bool is_wgmma_n(int64_t n);
 /// "col_major": n x k).
 /// `swizzle`: the operands' layout, 128, 64 or 32 (Stage::swizzle) or 0 (storage_interleave(8)).
 /// `dtype`: the operands' type, float16 or bfloat16.
+///
+/// 8-bit operands (`dtype` float8_e4m3 or float8_e5m2, and `b_dtype` either of them; void: the
+/// same as A): a 64 x n x 32 block, wgmma.mma_async.m64n{n}k32.f32.{e4m3,e5m2}.{e4m3,e5m2}.
+/// wgmma reads 8-bit operands only K-major, so B must be "col_major" (n x k, C = A B^T: both
+/// operands "TN"), and only from swizzled tiles (a 128-byte row holds 128 values: 4 K steps).
 std::shared_ptr<const TensorIntrin> wgmma_gemm(int64_t n, const std::string &b_layout = "row_major",
-                                               int swizzle = 128, DataType dtype = Float(16));
+                                               int swizzle = 128, DataType dtype = Float(16),
+                                               DataType b_dtype = DataType());
 
 /// Stores a 64 x n float32 accumulator tile from the warpgroup's registers to memory of `scope`
 /// ("global" or "shared"), row major, each thread its own elements: one pair per register pair

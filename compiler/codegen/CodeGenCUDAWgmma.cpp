@@ -163,15 +163,35 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
                          "(acc, index, n, a_ptr, a_lbo, a_sbo, b_ptr, b_lbo, b_sbo, trans_b, swizzle)");
     int64_t cols = constant(a[2], "n");
     auto [acc, base] = tile_base(a[0], a[1], cols);
+    // The operands' types: both float16, both bfloat16, or two float8 types (any pair).
+    auto operand_type = [&](const Expr &p) {
+      const auto *c = p.as<Call>();
+      const auto *load = c && c->is_intrinsic(intrinsic::address_of) ? c->args[0].as<BufferLoad>() : nullptr;
+      auto mem = load ? scope_of_.find(data_var(load->buffer)) : scope_of_.end();
+      const DataType t = load ? load->buffer.dtype() : DataType();
+      user_check(mem != scope_of_.end() && mem->second == "shared" &&
+                     (t == Float(16) || t == BFloat(16) || t.is_float8()),
+                 "codegen_cuda")
+          << name << " in kernel '" << f_.name
+          << "': an operand must be address_of(buffer[index]) of a float16, bfloat16 or float8 "
+             "shared buffer, got " << p;
+      return t;
+    };
+    const DataType ta = operand_type(a[3]), tb = operand_type(a[6]);
+    const bool fp8 = ta.is_float8();
+    user_check(fp8 ? tb.is_float8() : ta == tb, "codegen_cuda")
+        << name << " in kernel '" << f_.name << "': A is " << ta << " but B is " << tb
+        << "; wgmma takes one 16-bit input type, or two float8 types";
+    const int64_t bytes = ta.bytes();
     int64_t offsets[4];
     const char *what[4] = {"a_lbo", "a_sbo", "b_lbo", "b_sbo"};
     const int at[4] = {4, 5, 7, 8};
     for (int i = 0; i < 4; ++i) {
-      offsets[i] = constant(a[at[i]], what[i]);
+      offsets[i] = constant(a[at[i]], what[i]) * bytes;
       // The descriptor holds 14 bits of (bytes >> 4).
-      user_check(offsets[i] % 8 == 0 && offsets[i] >= 0 && offsets[i] * 2 < (int64_t(1) << 18),
+      user_check(offsets[i] % 16 == 0 && offsets[i] >= 0 && offsets[i] < (int64_t(1) << 18),
                  "codegen_cuda")
-          << name << ": " << what[i] << "=" << offsets[i]
+          << name << ": " << what[i] << "=" << offsets[i] / bytes
           << " elements; a descriptor offset is a non-negative multiple of 16 bytes below 256 KiB";
     }
     int64_t trans_b = constant(a[9], "trans_b"), swizzle = constant(a[10], "swizzle");
@@ -181,39 +201,32 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
         << name << ": swizzle must be 0, 32, 64 or 128, got " << swizzle;
     if (!layout)
       layout = "0";
-    std::optional<DataType> in; // of the operands, which must agree
-    auto shared_ptr = [&](const Expr &p) {
-      const auto *c = p.as<Call>();
-      const auto *load = c && c->is_intrinsic(intrinsic::address_of) ? c->args[0].as<BufferLoad>() : nullptr;
-      auto mem = load ? scope_of_.find(data_var(load->buffer)) : scope_of_.end();
-      user_check(mem != scope_of_.end() && mem->second == "shared" &&
-                     (load->buffer.dtype() == Float(16) || load->buffer.dtype() == BFloat(16)),
-                 "codegen_cuda")
-          << name << " in kernel '" << f_.name
-          << "': an operand must be address_of(buffer[index]) of a float16 or bfloat16 shared "
-             "buffer, got " << p;
-      user_check(!in || *in == load->buffer.dtype(), "codegen_cuda")
-          << name << " in kernel '" << f_.name << "': A is " << *in << " but B is "
-          << load->buffer.dtype() << "; wgmma takes one input type";
-      in = load->buffer.dtype();
-      return print(p);
+    user_check(!fp8 || !trans_b, "codegen_cuda")
+        << name << " in kernel '" << f_.name << "': wgmma reads float8 operands K-major only "
+        << "(trans_b 0), got trans_b " << trans_b;
+    std::string da = "tessel_wgmma_desc(" + print(a[3]) + ", " + std::to_string(offsets[0]) +
+                     ", " + std::to_string(offsets[1]) + ", " + std::string(layout) + ")";
+    std::string db = "tessel_wgmma_desc(" + print(a[6]) + ", " + std::to_string(offsets[2]) +
+                     ", " + std::to_string(offsets[3]) + ", " + std::string(layout) + ")";
+    // PTX names of the operand types; 8-bit wgmma has K 32 and no transpose immediates.
+    auto ptx_type = [](DataType t) {
+      return t == Float(16)                       ? "f16"
+             : t == BFloat(16)                    ? "bf16"
+             : t.code() == DataType::Float8E4M3 ? "e4m3"
+                                                  : "e5m2";
     };
-    std::string da = "tessel_wgmma_desc(" + shared_ptr(a[3]) + ", " +
-                     std::to_string(offsets[0] * 2) + ", " + std::to_string(offsets[1] * 2) +
-                     ", " + std::string(layout) + ")";
-    std::string db = "tessel_wgmma_desc(" + shared_ptr(a[6]) + ", " +
-                     std::to_string(offsets[2] * 2) + ", " + std::to_string(offsets[3] * 2) +
-                     ", " + std::string(layout) + ")";
+    const std::string shape = "m64n" + std::to_string(cols) + (fp8 ? "k32" : "k16");
+    const std::string immediates =
+        fp8 ? "1, 1" : "1, 1, 0, " + std::to_string(trans_b ? 1 : 0);
     int regs = int(cols / 2);
     std::string dlist;
     for (int r = 0; r < regs; ++r)
       dlist += (r ? ", %" : "%") + std::to_string(r);
     // scale-d is a predicate: always accumulate (the reset fills the tile with zeros).
     line("asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + std::to_string(regs + 2) +
-         ", 0;\\nwgmma.mma_async.sync.aligned.m64n" + std::to_string(cols) +
-         "k16.f32." + std::string(*in == Float(16) ? "f16.f16" : "bf16.bf16") + " {" + dlist + "}, %" + std::to_string(regs) + ", %" +
-         std::to_string(regs + 1) + ", p, 1, 1, 0, " + std::to_string(trans_b ? 1 : 0) +
-         ";\\n}\\n\"");
+         ", 0;\\nwgmma.mma_async.sync.aligned." + shape + ".f32." + ptx_type(ta) + "." +
+         ptx_type(tb) + " {" + dlist + "}, %" + std::to_string(regs) + ", %" +
+         std::to_string(regs + 1) + ", p, " + immediates + ";\\n}\\n\"");
     std::string outs;
     for (int r = 0; r < regs; ++r)
       outs += std::string(r ? ", " : "") + "\"+f\"(" + acc + "[" + std::to_string(base + r) + "])";

@@ -190,11 +190,13 @@ struct PendingCopy {
 };
 
 /// A wgmma_mma of one warp not yet landed in its accumulator: the shared cells it read at issue
-/// (A's 16 rows x 16 of this warp, then B's 16 x n, both row-major) and their values then.
+/// (A's 16 rows x k of this warp, then B's k x n, both row-major; k = 16, or 32 for 8-bit
+/// operands) and their values then.
 struct PendingWgmma {
   Memory *acc = nullptr;
   int64_t tile = 0;
   int n = 0;
+  int k = 16;
   uint32_t group = 0;
   Memory *a = nullptr, *b = nullptr;
   std::vector<int64_t> cells;

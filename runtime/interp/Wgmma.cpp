@@ -112,6 +112,7 @@ public:
 
   Op op = Fence;
   Memory *a_mem = nullptr, *b_mem = nullptr; ///< mma
+  int k = 16;                                ///< mma: K of one instruction (32: 8-bit operands)
   bool trans_b = false;                      ///< mma
   int swizzle = 0;                           ///< mma: bytes of the swizzled layouts (0: none)
   Memory *ptr_mem = nullptr;                 ///< store
@@ -181,12 +182,13 @@ private:
         << "' was accessed by wgmma_fill / wgmma_store since the warp's last wgmma_fence; "
            "call wgmma_fence between them and the wgmma_mma";
     const char *names[] = {"a_ptr", "a_lbo", "a_sbo", "b_ptr", "b_lbo", "b_sbo"};
+    const int64_t bytes = a_mem->dtype.bytes(), unit = 16 / bytes;
     for (int j = 0; j < 6; ++j)
-      user_check(a[1 + j] % 8 == 0, "interp")
-          << by(M, w) << ": " << names[j] << " = " << a[1 + j]
-          << " elements, not a multiple of 8 (16 bytes, as the matrix descriptor encodes it)";
-    PendingWgmma p{acc, tile, n, M.wgmma_groups[w], a_mem, b_mem, {}, {}};
-    p.cells.reserve(256 + 16 * size_t(n));
+      user_check(a[1 + j] % unit == 0, "interp")
+          << by(M, w) << ": " << names[j] << " = " << a[1 + j] << " elements, not a multiple of "
+          << unit << " (16 bytes, as the matrix descriptor encodes it)";
+    PendingWgmma p{acc, tile, n, k, M.wgmma_groups[w], a_mem, b_mem, {}, {}};
+    p.cells.reserve(size_t(16 + n) * size_t(k));
     p.values.reserve(p.cells.capacity());
     const int32_t agent = warp_agent(w);
     auto read = [&](Memory &mem, int64_t i) {
@@ -199,18 +201,22 @@ private:
     const int64_t gw = w % 4, ap = a[1], a_lbo = a[2], a_sbo = a[3];
     const int64_t bp = a[4], b_lbo = a[5], b_sbo = a[6];
     if (swizzle) {
-      // Rows of W = swizzle / 2 halves; offsets from the buffer's start (1024-byte aligned on
-      // the GPU) have their 16-byte unit (element bits 3..) XORed with element bits 6.. (byte
-      // address bits 4.. with bits 7..: Swizzle<log2(swizzle / 16), 4, 3>).
-      const int64_t W = swizzle / 2, mask = swizzle / 16 - 1;
-      auto S = [mask](int64_t f) { return f ^ (((f >> 6) & mask) << 3); };
+      // Rows of W = swizzle / bytes elements; offsets from the buffer's start (1024-byte aligned
+      // on the GPU) have their byte address bits 4.. (the 16-byte unit) XORed with bits 7..:
+      // Swizzle<log2(swizzle / 16), 4, 3> (element bits 3.. with 6.. for halves, 4.. with 7..
+      // for 8-bit values).
+      const int64_t W = swizzle / bytes, mask = swizzle / 16 - 1;
+      auto S = [mask, bytes](int64_t f) {
+        const int64_t b = f * bytes;
+        return (b ^ (((b >> 7) & mask) << 4)) / bytes;
+      };
       for (int64_t m = 16 * gw; m < 16 * gw + 16; ++m)
-        for (int64_t k = 0; k < 16; ++k)
-          read(*a_mem, S(ap + (m % 8) * W + (m / 8) * a_sbo + k));
-      for (int64_t k = 0; k < 16; ++k)
+        for (int64_t kk = 0; kk < k; ++kk)
+          read(*a_mem, S(ap + (m % 8) * W + (m / 8) * a_sbo + kk));
+      for (int64_t kk = 0; kk < k; ++kk)
         for (int64_t c = 0; c < n; ++c)
-          read(*b_mem, S(trans_b ? bp + (c % W) + (c / W) * b_lbo + (k % 8) * W + (k / 8) * b_sbo
-                                 : bp + (c % 8) * W + (c / 8) * b_sbo + k));
+          read(*b_mem, S(trans_b ? bp + (c % W) + (c / W) * b_lbo + (kk % 8) * W + (kk / 8) * b_sbo
+                                 : bp + (c % 8) * W + (c / 8) * b_sbo + kk));
     } else {
       for (int64_t m = 16 * gw; m < 16 * gw + 16; ++m)
         for (int64_t k = 0; k < 16; ++k)
@@ -233,13 +239,16 @@ private:
   // Groups [0, committed - wait_n) complete: their wgmma_mma land in issue order, each adding
   // its product to the accumulator as the previous one left it. Each product is exact in
   // double and the sum is rounded once to float32 (as mma_sync; the GPU's order and rounding
-  // inside one wgmma are unspecified, so tests use exact inputs or a tolerance).
+  // inside one wgmma are unspecified, so tests use exact inputs or a tolerance). 8-bit operands
+  // too: the GPU's fp8 wgmma keeps only about 14 bits of the sum it adds to, which is not
+  // modelled (a schedule that promotes each K block into float32, gemm_fp8, is bounded by it).
   void run_wait(Machine &M, uint32_t w) {
     const uint32_t committed = M.wgmma_groups[w];
     const uint32_t done = committed > wait_n ? committed - wait_n : 0;
     land_groups(M.pending_wgmma[w], done, [&](const PendingWgmma &p) {
+      const size_t a_cells = 16 * size_t(p.k);
       for (size_t j = 0; j < p.cells.size(); ++j) {
-        const Memory &mem = j < 256 ? *p.a : *p.b;
+        const Memory &mem = j < a_cells ? *p.a : *p.b;
         const Val now = mem.data[size_t(p.cells[j])];
         // A tma_load issued into an operand after the wgmma_mma read it may land before the
         // wgmma reads it on the GPU, whenever the executor lands it.
@@ -255,15 +264,15 @@ private:
             << " when issued, now " << now.f
             << "); wait for the group before writing the operands again";
       }
-      const Val *A = p.values.data(), *B = A + 256;
+      const Val *A = p.values.data(), *B = A + a_cells;
       const int64_t first = p.tile * (p.n / 2);
       for (int l = 0; l < 32; ++l)
         for (int i = 0; i < p.n / 2; ++i) {
           RowCol x = acc_element(l, i);
           Val &d = reg(*p.acc, w, l, first + i);
           double sum = d.f;
-          for (int k = 0; k < 16; ++k)
-            sum += A[x.row * 16 + k].f * B[k * p.n + x.col].f;
+          for (int k = 0; k < p.k; ++k)
+            sum += A[x.row * p.k + k].f * B[k * p.n + x.col].f;
           d.f = round_float(p.acc->num.kind, sum);
         }
     });
@@ -412,11 +421,12 @@ StmtPtr compile_wgmma(Compiler &C, const Call *call) {
   auto operand = [&](const Expr &e, const char *what) {
     PtrArg p = compile_pointer(C, call, e);
     user_check(p.mem->scope == MemScope::Shared &&
-                   (p.mem->dtype == Float(16) || p.mem->dtype == BFloat(16)),
+                   (p.mem->dtype == Float(16) || p.mem->dtype == BFloat(16) ||
+                    p.mem->dtype.is_float8()),
                "interp")
         << n << ": operand '" << p.mem->name << "' is " << p.mem->dtype << " in "
-        << scope_name(p.mem->scope) << " memory; wgmma reads float16 or bfloat16 from shared "
-        << "memory";
+        << scope_name(p.mem->scope) << " memory; wgmma reads float16, bfloat16 or float8 from "
+        << "shared memory";
     code->add_uniform(std::move(p.index), what);
     return p.mem;
   };
@@ -436,9 +446,13 @@ StmtPtr compile_wgmma(Compiler &C, const Call *call) {
     uniform(a[4], "a_lbo");
     uniform(a[5], "a_sbo");
     code->b_mem = operand(a[6], "b_ptr");
-    user_check(code->a_mem->dtype == code->b_mem->dtype, "interp")
+    const bool fp8 = code->a_mem->dtype.is_float8();
+    user_check(fp8 ? code->b_mem->dtype.is_float8() : code->a_mem->dtype == code->b_mem->dtype,
+               "interp")
         << n << ": A ('" << code->a_mem->name << "') is " << code->a_mem->dtype << " but B ('"
-        << code->b_mem->name << "') is " << code->b_mem->dtype << "; wgmma takes one input type";
+        << code->b_mem->name << "') is " << code->b_mem->dtype
+        << "; wgmma takes one 16-bit input type, or two float8 types";
+    code->k = fp8 ? 32 : 16;
     uniform(a[7], "b_lbo");
     uniform(a[8], "b_sbo");
     int64_t t = const_arg(call, 9, "trans_b");
@@ -448,6 +462,9 @@ StmtPtr compile_wgmma(Compiler &C, const Call *call) {
     user_check(sw == 0 || sw == 32 || sw == 64 || sw == 128, "interp")
         << n << ": swizzle must be 0, 32, 64 or 128, got " << sw;
     code->swizzle = int(sw);
+    user_check(!fp8 || (sw != 0 && !code->trans_b), "interp")
+        << n << ": float8 operands are read K-major (trans_b 0) from swizzled tiles (swizzle "
+        << "32, 64 or 128); got trans_b " << t << ", swizzle " << sw;
     return code;
   }
   if (n == intrinsic::wgmma_store) {
