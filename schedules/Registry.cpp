@@ -5,6 +5,7 @@
 #include "schedules/Conv2dTc.h"
 #include "schedules/Conv2dTensorCoreTutorial.h"
 #include "schedules/Gemm.h"
+#include "schedules/GemmFp8.h"
 #include "schedules/GemmMma.h"
 #include "schedules/GemmTc.h"
 #include "schedules/GemmWgmma.h"
@@ -24,9 +25,10 @@ const std::map<std::string, ScheduleEntry> &schedule_registry() {
     std::map<std::string, ScheduleEntry> r;
     for (ScheduleEntry e : {gemm_naive_entry(), gemm_shared_entry(), gemm_wmma_entry(),
                             gemm_tc_entry(), gemm_mma_entry(), gemm_wgmma_entry(),
-                            gemm_bias_gelu_entry(), conv2d_tensorcore_tutorial_entry(),
-                            conv2d_wgmma_entry(), conv2d_bias_relu_entry(), conv2d_tc_entry(),
-                            conv2d_grouped_entry(), softmax_entry(), layernorm_entry()})
+                            gemm_fp8_entry(), gemm_bias_gelu_entry(),
+                            conv2d_tensorcore_tutorial_entry(), conv2d_wgmma_entry(),
+                            conv2d_bias_relu_entry(), conv2d_tc_entry(), conv2d_grouped_entry(),
+                            softmax_entry(), layernorm_entry()})
       r.emplace(e.name, std::move(e));
     return r;
   }();

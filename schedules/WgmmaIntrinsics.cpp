@@ -260,4 +260,74 @@ std::shared_ptr<const TensorIntrin> wgmma_store_matrix(int64_t n, const std::str
   return partial;
 }
 
+Expr fp8_scaled_partial(const Expr &partial, const Expr &scale_a, const Expr &scale_b) {
+  return partial * (scale_a * scale_b);
+}
+
+std::shared_ptr<const TensorIntrin> wgmma_promote(int64_t n, Fp8Scales scales) {
+  check_n(n, "wgmma_promote");
+  const bool block_wise = scales == Fp8Scales::BlockWise;
+  user_check(!block_wise || n == 128, "wgmma_promote")
+      << "n=" << n << ": with block-wise scales a tile's columns are one 128-column block of B "
+      << "(one scale_b per tile), so n must be 128";
+  Tensor P = placeholder({kRows, int(n)}, Float(32), "P");
+  Tensor SA = block_wise ? placeholder({kRows, 1}, Float(32), "SA")
+                         : placeholder({1}, Float(32), "SA");
+  Tensor SB = placeholder({1}, Float(32), "SB");
+  IterVar r = reduce_axis({0, 1}, "r");
+  Tensor D = compute(
+      {kRows, int(n)},
+      [&](Var i, Var j) {
+        Expr sa = block_wise ? SA(i, r) : SA(0);
+        Expr sb = block_wise ? SB(r) : SB(0);
+        return sum(fp8_scaled_partial(P(i, j), sa, sb), {r});
+      },
+      "D", {"i", "j"});
+  const std::string name = "wgmma_promote(" + std::to_string(n) +
+                           (block_wise ? ", block-wise scales)" : ", per-tensor scales)");
+  return decl_tensor_intrin(
+      D,
+      {{P, accumulator_decl(n, "BP")},
+       {SA, Buffer::make("BSA", Float(32), SA.shape())},
+       {SB, Buffer::make("BSB", Float(32), SB.shape())},
+       {D, accumulator_decl(n, "BD")}},
+      [=](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
+        const BoundBuffer &p = in[0], &sa = in[1], &sb = in[2];
+        const Expr tile = out.tile_index(kRows, n, name), ptile = p.tile_index(kRows, n, name);
+        // The scale element of a bound region: `row` of the tile's rows (block-wise scale_a),
+        // the region's first element otherwise.
+        auto scale_at = [](const BoundBuffer &b, const Expr &row) {
+          std::vector<Expr> at(b.buffer().ndim(), Expr(0));
+          if (row.defined())
+            at[at.size() - 2] = row;
+          return b.load(at);
+        };
+        // Register r = 4 q + 2 h + e of the thread holds row 16 (t / 32) + (t % 32) / 4 + 8 h
+        // (Intrinsics.h): the scale of its row is loaded once for its n / 4 registers.
+        Var q("q"), h("h"), e("e"), scale("scale", Float(32));
+        Expr t = thread_in_group();
+        Expr row = floordiv(t, 32) * 16 + floordiv(floormod(t, 32), 4) + h * 8;
+        Expr rg = q * 4 + h * 2 + e;
+        auto reg = [&](const BoundBuffer &b, const Expr &index) {
+          return Call::make(Float(32), intrinsic::wgmma_reg, {b.data(), index, Expr(int(n)), rg},
+                            Call::Intrinsic);
+        };
+        // fp8_scaled_partial with the scales' product hoisted: the same roundings.
+        Stmt set = Evaluate::make(intrinsic_call(
+            intrinsic::wgmma_reg_set,
+            {out.data(), tile, Expr(int(n)), rg, reg(out, tile) + reg(p, ptile) * scale}));
+        auto unrolled = [](Var v, int64_t extent, Stmt body) {
+          return For::make(v, 0, Expr(int(extent)), ForKind::Unrolled, std::move(body));
+        };
+        Expr product = scale_at(sa, block_wise ? row : Expr()) * scale_at(sb, Expr());
+        TensorIntrinBodies bodies;
+        bodies.reset = Evaluate::make(intrinsic_call(
+            intrinsic::wgmma_fill, {out.data(), tile, Expr(int(n)), make_zero(Float(32))}));
+        bodies.update = unrolled(
+            h, 2, LetStmt::make(scale, product, unrolled(q, n / 8, unrolled(e, 2, set))));
+        return bodies;
+      },
+      name);
+}
+
 } // namespace tessel

@@ -77,4 +77,28 @@ std::shared_ptr<const TensorIntrin> wgmma_store_matrix(int64_t n, const std::str
                                                        DataType out,
                                                        const WgmmaEpilogue &epilogue);
 
+// ---- fp8 GEMMs: promotion of a block's partial sum into a float32 accumulator ----------------
+
+/// How the scales of an fp8 GEMM are given (gemm_fp8): one float32 per operand, or one per
+/// 1 x 128 block of A (scale_a[M, K / 128]) and per 128 x 128 block of B (scale_b[N / 128,
+/// K / 128]).
+enum class Fp8Scales { PerTensor, BlockWise };
+
+/// The term the promotion adds: a K block's partial sum (float32) times its scales,
+/// partial * (scale_a * scale_b). gemm_fp8's definition and wgmma_promote's pattern are written
+/// with it, so that the stage tensorizes.
+Expr fp8_scaled_partial(const Expr &partial, const Expr &scale_a, const Expr &scale_b);
+
+/// D[i, j] += fp8_scaled_partial(P[i, j], SA, SB) for a 64 x n tile, the sum over a reduction
+/// axis of extent 1 (the K block, looped outside): the promotion of a wgmma accumulator P
+/// holding one K block's partial sum into a float32 accumulator D, both in scope
+/// wgmma.accumulator, register by register (wgmma_reg / wgmma_reg_set), each register with the
+/// scales of its row; the reset fills D with zeros. Fp8 wgmma keeps about 14 bits of its sum,
+/// so a long K is summed this way, a block of K at a time (DeepSeek-V3's "promotion").
+///   PerTensor: SA and SB are 1-element tensors (SA[0], SB[0]).
+///   BlockWise: SA[i, kb] is the tile's rows' scales in this K block (a 64 x 1 region of
+///     scale_a), SB[jb, kb] one scale (a 1 x 1 region of scale_b, jb = j / 128): the tile's
+///     columns are one 128-column block of B, so n is 128.
+std::shared_ptr<const TensorIntrin> wgmma_promote(int64_t n, Fp8Scales scales);
+
 } // namespace tessel

@@ -327,14 +327,18 @@ Stmt intrinsic_stmt(const char *name, std::vector<Expr> args = {}) {
   return Evaluate::make(Call::make(Void(), name, std::move(args), Call::Intrinsic));
 }
 
-// Whether `s` issues wgmma, whose reads of shared memory complete asynchronously.
+// Whether `s` issues wgmma, whose reads of shared memory complete asynchronously, and leaves
+// them in flight: not where it also reads an accumulator register (wgmma_reg: an fp8 GEMM's
+// promotion of each K block), which waits for every wgmma of the iteration.
 bool reads_asynchronously(const Stmt &s) {
-  bool found = false;
+  bool mma = false, reads_registers = false;
   post_order_visit(s, [&](const IRNode *n) {
-    if (const auto *c = llvm::dyn_cast<Call>(n))
-      found |= c->is_intrinsic(intrinsic::wgmma_mma);
+    if (const auto *c = llvm::dyn_cast<Call>(n)) {
+      mma |= c->is_intrinsic(intrinsic::wgmma_mma);
+      reads_registers |= c->is_intrinsic(intrinsic::wgmma_reg);
+    }
   });
-  return found;
+  return mma && !reads_registers;
 }
 
 // address_of(b[i]).

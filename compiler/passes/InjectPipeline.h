@@ -17,7 +17,8 @@ namespace tessel {
 ///       commit
 ///       compute, reading stage (i - min) % N
 ///
-/// When the compute issues wgmma (whose reads of the stage complete asynchronously) and N >= 3,
+/// When the compute issues wgmma (whose reads of the stage complete asynchronously), reads no
+/// accumulator register in the loop (wgmma_reg, which must wait for all of them) and N >= 3,
 /// the fills run one iteration further behind (N - 2 iterations ahead, cp_async_wait(N - 3)) so
 /// that one iteration's wgmma may stay in flight across the next barrier; the loop is then
 /// wrapped in a `pipeline_async_reads` attr (value 1) for insert_wgmma_syncs.

@@ -1,0 +1,254 @@
+#include "schedules/GemmFp8.h"
+
+#include "compiler/lower/LaunchLimits.h"
+#include "compiler/support/Error.h"
+#include "compiler/te/Compute.h"
+#include "schedules/GemmTiling.h"
+
+namespace tessel {
+
+namespace {
+
+constexpr int kRows = 64;      // rows of one wgmma accumulator tile
+constexpr int kK = 32;         // K of one fp8 wgmma
+constexpr int kSwizzle = 128;  // the tiles' swizzle: a row of 128 fp8 values
+constexpr int kScaleBlock = 128; // scale_b's blocks are 128 x 128 (N x K), scale_a's 1 x 128
+
+// The GEMM's tensors: the arguments and the stages the schedule places.
+struct Fp8Gemm {
+  Tensor A, B, scale_a, scale_b; ///< arguments
+  Tensor P;                      ///< [K / 128, M, N]: each K block's partial sum (wgmma)
+  Tensor D;                      ///< [M, N]: the promoted float32 sum
+  Tensor C;                      ///< D rounded to the output type
+};
+
+Fp8Gemm fp8_gemm_definition(int64_t M, int64_t N, int64_t K, DataType a, DataType b,
+                            Fp8Scales scales, DataType out) {
+  const int64_t blocks = K / kFp8BlockK;
+  const bool block_wise = scales == Fp8Scales::BlockWise;
+  Fp8Gemm g;
+  g.A = placeholder({M, K}, a, "A");
+  g.B = placeholder({N, K}, b, "B");
+  g.scale_a = block_wise ? placeholder({M, blocks}, Float(32), "scale_a")
+                         : placeholder({1}, Float(32), "scale_a");
+  g.scale_b = block_wise ? placeholder({N / kScaleBlock, blocks}, Float(32), "scale_b")
+                         : placeholder({1}, Float(32), "scale_b");
+  IterVar k = reduce_axis({0, kFp8BlockK}, "k");
+  g.P = compute(
+      {blocks, M, N},
+      [&](Var kb, Var i, Var j) {
+        Expr at = kb * kFp8BlockK + k.var();
+        return sum(g.A(i, at).astype(Float(32)) * g.B(j, at).astype(Float(32)), {k});
+      },
+      "C_block", {"kb", "i", "j"});
+  IterVar kb = reduce_axis({0, blocks}, "kb");
+  g.D = compute(
+      {M, N},
+      [&](Var i, Var j) {
+        Expr sa = block_wise ? g.scale_a(i, kb.var()) : g.scale_a(0);
+        Expr sb = block_wise ? g.scale_b(floordiv(j, kScaleBlock), kb.var()) : g.scale_b(0);
+        return sum(fp8_scaled_partial(g.P(kb.var(), i, j), sa, sb), {kb});
+      },
+      "C_acc", {"i", "j"});
+  g.C = compute(
+      {M, N}, [&](Var i, Var j) { return g.D(i, j).astype(out); }, "C", {"i", "j"});
+  return g;
+}
+
+} // namespace
+
+void check_gemm_fp8_tiles(const std::string &context, int64_t M, int64_t N, int64_t K,
+                          const GemmWgmmaTiles &t, Fp8Scales scales) {
+  user_check(t.block_m > 0 && t.block_n > 0 && t.warpgroups_m > 0 && t.warpgroups_n > 0 &&
+                 t.wgmma_n >= 0,
+             context)
+      << "tile parameters must be positive";
+  user_check(t.block_k == kFp8BlockK, context)
+      << "block_k=" << t.block_k << ": an fp8 GEMM steps K by its promotion block, "
+      << kFp8BlockK << " (one 128-byte swizzled row of A and B); use block_k " << kFp8BlockK;
+  user_check(t.swizzle == kSwizzle && t.tma && t.stages >= 2, context)
+      << "the fp8 tiles are filled by TMA (tma) into 128-byte swizzled tiles (swizzle 128, "
+         "which 8-bit wgmma needs) through a ring of 2 or more stages; got swizzle "
+      << t.swizzle << ", tma " << t.tma << ", " << t.stages << " stage(s)";
+  user_check(t.split_k == 1, context)
+      << "split_k=" << t.split_k << ": gemm_fp8 does not split K; use split_k 1";
+  user_check(K > 0 && K % kFp8BlockK == 0, context)
+      << "K=" << K << " must be a positive multiple of " << kFp8BlockK
+      << " (the promotion block and the scales' K blocks); pad A and B with zeros along K";
+  const bool block_wise = scales == Fp8Scales::BlockWise;
+  user_check(!block_wise || N % kScaleBlock == 0, context)
+      << "N=" << N << " must be a multiple of " << kScaleBlock
+      << " with block-wise scales (scale_b has one scale per 128 x 128 block of B); pad B's "
+         "rows or use per-tensor scales";
+  user_check(t.threads() <= 1024, context)
+      << t.warpgroups_m << " x " << t.warpgroups_n << " warpgroups make " << t.threads()
+      << " threads; a block has at most 1024";
+  user_check(t.block_m % (kRows * t.warpgroups_m) == 0, context)
+      << "block_m=" << t.block_m << " must be a multiple of 64 x warpgroups_m = "
+      << kRows * t.warpgroups_m << ": each warpgroup's rows are whole 64-row wgmma tiles";
+  const int n = t.instruction_n();
+  user_check(t.block_n % t.warpgroups_n == 0 && is_wgmma_n(n) && t.group_n() % n == 0, context)
+      << "block_n=" << t.block_n << " over " << t.warpgroups_n << " warpgroups gives "
+      << t.block_n / t.warpgroups_n << " columns each, which must be whole wgmma tiles of n=" << n
+      << " (n a multiple of 8 up to 256)";
+  user_check(!block_wise || n == kScaleBlock, context)
+      << "wgmma_n=" << n << ": with block-wise scales each wgmma tile is one 128-column block of "
+      << "B (one scale_b per tile), so n must be 128 (block_n a multiple of 128 per warpgroup)";
+  // Two accumulators per thread: the block's partial sums and the promoted sums, and about 30
+  // registers more (addresses, counters, the scales).
+  const int64_t accumulators = 2 * int64_t(t.group_m()) * t.group_n() / 128;
+  const int64_t registers = std::min<int64_t>(255, 65536 / std::max(1, t.threads()));
+  user_check(accumulators + 30 <= registers, context)
+      << t.block_m << "x" << t.block_n << " blocks of " << t.warpgroups_m * t.warpgroups_n
+      << " warpgroups hold " << accumulators
+      << " float32 accumulators per thread (partial and promoted sums), and with " << t.threads()
+      << " threads a thread has at most " << registers
+      << " registers (about 30 go to addresses and counters): use smaller tiles";
+  // The last block of rows and of columns shifts inwards: it must fit.
+  user_check(M >= t.block_m && N >= t.block_n, context)
+      << M << "x" << N << " is smaller than a " << t.block_m << "x" << t.block_n
+      << " block (the last block shifts inwards, so it must fit); choose smaller block_m / "
+         "block_n";
+  const int64_t bytes = int64_t(t.stages) * (t.block_m + t.block_n) * kFp8BlockK;
+  user_check(bytes <= max_shared_bytes_per_block("sm_90"), context)
+      << t.stages << " stages of " << t.block_m << "x128 and " << t.block_n
+      << "x128 fp8 tiles take " << bytes
+      << " bytes of shared memory; a block has at most 227 KiB: use fewer stages or smaller "
+         "tiles";
+}
+
+GemmWgmmaTiles gemm_fp8_tiles(int64_t M, int64_t N, int64_t K, Fp8Scales scales) {
+  (void)N, (void)K, (void)scales;
+  GemmWgmmaTiles t{.block_m = 128,
+                   .block_n = 128,
+                   .block_k = kFp8BlockK,
+                   .warpgroups_m = 2,
+                   .stages = 4,
+                   .swizzle = kSwizzle,
+                   .raster_group = 8,
+                   .tma = true};
+  if (M < 128)
+    t.block_m = 64, t.warpgroups_m = 1;
+  return t;
+}
+
+ScheduledProgram gemm_fp8(int64_t M, int64_t N, int64_t K, DataType a, Fp8Scales scales,
+                          DataType out) {
+  return gemm_fp8(M, N, K, gemm_fp8_tiles(M, N, K, scales), a, scales, out);
+}
+
+ScheduledProgram gemm_fp8(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t, DataType a,
+                          Fp8Scales scales, DataType out, DataType b) {
+  if (b.is_void())
+    b = a;
+  user_check(a.is_scalar() && a.is_float8() && b.is_scalar() && b.is_float8(), "gemm_fp8")
+      << "A and B must be float8_e4m3 or float8_e5m2, got " << a << " and " << b;
+  user_check(out == BFloat(16) || out == Float(16) || out == Float(32), "gemm_fp8")
+      << "C must be bfloat16, float16 or float32, got " << out;
+  check_gemm_fp8_tiles("gemm_fp8", M, N, K, t, scales);
+  const Fp8Gemm g = fp8_gemm_definition(M, N, K, a, b, scales, out);
+  const int n = t.instruction_n();
+
+  Schedule s = create_schedule({g.C});
+  const Tensor AS = s.cache_read(g.A, "shared", {g.P});
+  const Tensor BS = s.cache_read(g.B, "shared", {g.P});
+  s[g.P].set_scope("wgmma.accumulator");
+  s[g.D].set_scope("wgmma.accumulator");
+  GemmThreadAxes idx;
+
+  // C: blocks, warpgroups on threadIdx.y / z, each warpgroup's 64 x n tiles (its 128 threads
+  // on threadIdx.x, run by the intrinsics as a whole).
+  Stage sc = s[g.C];
+  GemmOutputLoops c = tile_gemm_output(sc, idx, t.block_m, t.block_n, t.warpgroups_m,
+                                       t.warpgroups_n, kRows, n, t.raster_group);
+  sc.env_threads({thread_axis(Range(0, 128), "threadIdx.x")});
+
+  // D, the promoted sums: a warpgroup's tiles, the K blocks outermost (the outer reduction).
+  Stage sd = s[g.D];
+  sd.compute_at(sc, c.group_j);
+  const IterVar kb = sd.reduce_axis()[0];
+  auto [dfi, dii] = sd.split(sd.op_axis(0), kRows);
+  auto [dfj, djj] = sd.split(sd.op_axis(1), n);
+  sd.reorder({kb, dfi, dfj, dii, djj});
+
+  // P, one K block's partial sums, in every K block (its reduction is whole inside): 4 wgmma
+  // K steps of 32 over the warpgroup's tiles.
+  Stage sp = s[g.P];
+  sp.compute_at(sd, kb);
+  auto [ki, kk] = sp.split(sp.reduce_axis()[0], kK);
+  auto [pfi, pii] = sp.split(sp.op_axis(1), kRows);
+  auto [pfj, pjj] = sp.split(sp.op_axis(2), n);
+  sp.reorder({ki, pfi, pfj, pii, pjj, kk});
+
+  // The K block's tiles of A and B: one thread copies each with TMA into the swizzled layout,
+  // pipelined over the K blocks on a ring of mbarriers.
+  for (const Tensor &sh : {AS, BS}) {
+    Stage ss = s[sh];
+    ss.compute_at(sd, kb);
+    ss.swizzle(kSwizzle);
+    ss.bulk_copy();
+    ss.pipeline(t.stages);
+  }
+
+  // Register indices must be constants.
+  sc.unroll(c.tile_i);
+  sc.unroll(c.tile_j);
+  sd.unroll(dfi);
+  sd.unroll(dfj);
+  sp.unroll(ki);
+  sp.unroll(pfi);
+  sp.unroll(pfj);
+  sp.tensorize(pii, wgmma_gemm(n, "col_major", kSwizzle, a, b));
+  sd.tensorize(dii, wgmma_promote(n, scales));
+  sc.tensorize(c.inner_i, wgmma_store_matrix(n, "global", out));
+
+  ScheduledProgram p;
+  p.schedule = s;
+  p.args = {g.A, g.B, g.scale_a, g.scale_b, g.C};
+  p.num_inputs = 4;
+  p.flops = 2.0 * double(M) * double(N) * double(K);
+  return p;
+}
+
+ScheduleEntry gemm_fp8_entry() {
+  ScheduleEntry e;
+  e.name = "gemm_fp8";
+  e.description =
+      "fp8 GEMM C = A B^T on Hopper Tensor Cores (wgmma k32, sm_90a), A (M x K) and B (N x K) "
+      "float8_e4m3 or float8_e5m2, K contiguous; float32 scales, SCALE=1 (the default) "
+      "block-wise (scale_a M x K/128: 1x128 blocks of A, scale_b N/128 x K/128: 128x128 blocks "
+      "of B; N a multiple of 128), SCALE=0 per tensor (one each); each 128 of K is summed by "
+      "wgmma and promoted into a float32 register accumulator with its scales (DeepSeek-V3 "
+      "style); K a multiple of 128; C bfloat16 (OUT=0, the default), float16 (OUT=1) or float32 "
+      "(OUT=2). 128x128 blocks of 2 warpgroups, K step 128 through 4 TMA stages of 128-byte "
+      "swizzled tiles; BM (64 or 128), BN, S (stages), G (rasterization group) override them";
+  e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"BM", 0},   {"BN", 0},
+                     {"S", 0},    {"G", 8},    {"SCALE", 1}, {"OUT", 0}};
+  e.nonnegative = {"BM", "BN", "S", "G", "SCALE", "OUT"};
+  e.choices = {{"SCALE", {0, 1}}, {"OUT", {0, 1, 2}}};
+  e.knobs = {{"BM", {64, 128}}, {"BN", {128, 256}}, {"S", {3, 4, 5, 6}}, {"G", {8, 16}}};
+  e.dtypes = {Float8E4M3(), Float8E5M2()};
+  e.build = [](const ShapeParams &p, DataType in) {
+    const int64_t M = p.at("M"), N = p.at("N"), K = p.at("K");
+    const Fp8Scales scales = p.at("SCALE") ? Fp8Scales::BlockWise : Fp8Scales::PerTensor;
+    GemmWgmmaTiles t = gemm_fp8_tiles(M, N, K, scales);
+    if (p.at("BM")) {
+      t.block_m = int(p.at("BM"));
+      t.warpgroups_m = std::max(1, t.block_m / kRows);
+    }
+    if (p.at("BN")) {
+      t.block_n = int(p.at("BN"));
+      // Block-wise scales: one warpgroup column per 128 columns (n = 128).
+      if (scales == Fp8Scales::BlockWise)
+        t.warpgroups_n = std::max(1, t.block_n / kScaleBlock);
+    }
+    if (p.at("S"))
+      t.stages = int(p.at("S"));
+    t.raster_group = p.at("G");
+    const DataType outs[] = {BFloat(16), Float(16), Float(32)};
+    return gemm_fp8(M, N, K, t, in, scales, outs[p.at("OUT")]);
+  };
+  return e;
+}
+
+} // namespace tessel

@@ -1,0 +1,233 @@
+// gemm_fp8: e4m3 / e5m2 GEMMs on Hopper wgmma (k32) with per-tensor and block-wise scales and
+// the float32 promotion every 128 of K. The CPU executor against the float64 reference (which
+// dequantizes exactly), the CUDA compiled by NVRTC for sm_90a with the fp8 HGMMA in the SASS, the
+// lowered IR's structure (one promotion per K block, the wgmma groups waited for before it), and
+// the errors for shapes and tiles it cannot take.
+#include "TestUtil.h"
+
+#include "compiler/codegen/CodeGenCUDA.h"
+#include "compiler/tessel.h"
+#include "runtime/Build.h"
+#include "runtime/Check.h"
+#include "runtime/Float8.h"
+#include "runtime/interp/Magnitude.h"
+#include "schedules/GemmFp8.h"
+#include "schedules/Registry.h"
+
+#include "SassUtil.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <sstream>
+
+using namespace tessel;
+using tessel::test::count_of;
+using tessel::test::expect_error;
+
+namespace {
+
+// Random values of an fp8 format over several binades, never zero: uniform in [-hi, hi]
+// rounded to the format, redrawn when they round to zero.
+HostTensor fp8_values(const Tensor &t, uint64_t seed, double hi) {
+  HostTensor h{t.dtype(), constant_shape(t), {}};
+  h.values.resize(size_t(h.num_elements()));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> d(-hi, hi);
+  const Float8Format &f = t.dtype() == Float8E4M3() ? kE4M3 : kE5M2;
+  for (double &v : h.values)
+    do
+      v = round_to_float8(d(rng), f);
+    while (v == 0);
+  return h;
+}
+
+// Random positive float32 scales: half powers of two (2^-4 .. 2^1), half not (in [2^-4, 4)),
+// small enough that float16 outputs stay finite.
+HostTensor scale_values(const Tensor &t, uint64_t seed) {
+  HostTensor h{Float(32), constant_shape(t), {}};
+  h.values.resize(size_t(h.num_elements()));
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> e(-4, 1);
+  std::uniform_real_distribution<double> m(1.0, 2.0);
+  for (size_t i = 0; i < h.values.size(); ++i)
+    h.values[i] = i % 2 ? std::ldexp(1.0, e(rng)) : double(float(std::ldexp(m(rng), e(rng))));
+  return h;
+}
+
+struct Fp8Run {
+  CompareResult result;
+  double max_abs_ref = 0;
+};
+
+// Runs gemm_fp8 on the executor with fresh random inputs and compares it with the float64
+// reference. The tolerance, element by element (output_tolerance):
+//   |got - ref| <= 2 u_out |ref| + 2 sqrt(steps) 2^-24 M + (the output's subnormal spacing)
+// u_out = 2^-8 (bfloat16), 2^-11 (float16), 2^-24 (float32): the output's one rounding, which may
+// cross a rounding boundary (2 u). The executor accumulates each wgmma's 32 exact products
+// into float32 (one rounding) and each promotion rounds the scales' product, the scaled partial
+// and the sum to float32: a few roundings per 128 of K, each within 2^-24 of M = sum_k
+// |A[i, k] B[j, k]| scale_a scale_b (magnitude_of(C)); steps (the definition's chain of
+// roundings, 128 + K / 128 + 4 here) bounds how many.
+Fp8Run run_fp8(int64_t M, int64_t N, int64_t K, DataType in, Fp8Scales scales, DataType out,
+               uint64_t seed, DataType b_type = DataType()) {
+  ScheduledProgram p = gemm_fp8(M, N, K, gemm_fp8_tiles(M, N, K, scales), in, scales, out, b_type);
+  LoweredModule m = lower(p.schedule, p.args);
+  const Tensor &A = p.args[0], &B = p.args[1], &SA = p.args[2], &SB = p.args[3], &C = p.args[4];
+  HostTensor a = fp8_values(A, seed, 16.0), b = fp8_values(B, seed + 1, 4.0);
+  HostTensor sa = scale_values(SA, seed + 2), sb = scale_values(SB, seed + 3);
+  std::vector<TensorBinding> in_bindings = {{A, a}, {B, b}, {SA, sa}, {SB, sb}};
+  std::vector<double> ref = evaluate_reference(C, in_bindings);
+  std::vector<double> mag = evaluate_reference(magnitude_of(C), in_bindings);
+  std::vector<interp::HostBuffer> bufs;
+  for (const HostTensor *h : {&a, &b, &sa, &sb})
+    bufs.push_back(interp::HostBuffer::from_doubles(h->dtype, h->values));
+  bufs.push_back(interp::HostBuffer::from_doubles(out, std::vector<double>(M * N, NAN)));
+  std::vector<interp::HostBuffer *> args;
+  for (auto &b : bufs)
+    args.push_back(&b);
+  interp::execute(m, args);
+  const interp::HostBuffer &c = bufs.back();
+  Fp8Run r;
+  r.result = compare(ref, [&](size_t i) { return c.get(i); }, ref.size(), output_tolerance(C), mag);
+  for (double v : ref)
+    r.max_abs_ref = std::max(r.max_abs_ref, std::fabs(v));
+  return r;
+}
+
+std::string name_of(Fp8Scales s) { return s == Fp8Scales::BlockWise ? "block-wise" : "per-tensor"; }
+
+} // namespace
+
+// Every input type, scale kind and output type at 128 x 128 x 256 (two K blocks), and the
+// larger 128 x 256 x 512 (two blocks of columns, four K blocks, a pipeline that wraps).
+TEST(GemmFp8, ExecutorMatchesFloat64Reference) {
+  uint64_t seed = 100;
+  for (auto [M, N, K] : {std::array<int64_t, 3>{128, 128, 256}, {128, 256, 512}})
+    for (DataType in : {Float8E4M3(), Float8E5M2()})
+      for (Fp8Scales scales : {Fp8Scales::PerTensor, Fp8Scales::BlockWise})
+        for (DataType out : {BFloat(16), Float(16), Float(32)}) {
+          SCOPED_TRACE(std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) +
+                       " " + in.str() + " " + name_of(scales) + " -> " + out.str());
+          Fp8Run r = run_fp8(M, N, K, in, scales, out, seed += 10);
+          EXPECT_TRUE(r.result.ok) << r.result.str();
+          EXPECT_GT(r.max_abs_ref, 1.0); // the data is not degenerate
+        }
+}
+
+// A of e4m3 times B of e5m2 (wgmma's mixed .e4m3.e5m2 form).
+TEST(GemmFp8, MixedInputTypes) {
+  Fp8Run r = run_fp8(128, 128, 256, Float8E4M3(), Fp8Scales::BlockWise, Float(32), 7,
+                     Float8E5M2());
+  EXPECT_TRUE(r.result.ok) << r.result.str();
+}
+
+// A dropped K block or a scale applied to the wrong block is far outside the tolerance: the
+// check is not vacuous. (The reference with one K block's scale_b doubled.)
+TEST(GemmFp8, ToleranceCatchesAWrongScale) {
+  ScheduledProgram p = gemm_fp8(128, 128, 256, Float8E4M3());
+  const Tensor &A = p.args[0], &B = p.args[1], &SA = p.args[2], &SB = p.args[3], &C = p.args[4];
+  HostTensor a = fp8_values(A, 1, 16.0), b = fp8_values(B, 2, 4.0);
+  HostTensor sa = scale_values(SA, 3), sb = scale_values(SB, 4), sb2 = sb;
+  sb2.values[1] *= 2; // block (0, kb 1)
+  std::vector<double> ref = evaluate_reference(C, {{A, a}, {B, b}, {SA, sa}, {SB, sb}});
+  std::vector<double> wrong = evaluate_reference(C, {{A, a}, {B, b}, {SA, sa}, {SB, sb2}});
+  std::vector<double> mag = evaluate_reference(magnitude_of(C), {{A, a}, {B, b}, {SA, sa}, {SB, sb}});
+  CompareResult r =
+      compare(ref, [&](size_t i) { return wrong[i]; }, ref.size(), output_tolerance(C), mag);
+  EXPECT_FALSE(r.ok);
+  EXPECT_GT(r.num_mismatches, ref.size() / 2) << r.str();
+}
+
+// The CUDA: wgmma's k32 fp8 form on K-major descriptors, the promotion as register FMAs, compiled
+// by NVRTC for sm_90a. In the SASS the fp8 Tensor Core instruction is QGMMA (HGMMA is fp16 /
+// bf16's): 4 per K block of a 64 x 128 tile, the promotion's 64 FFMA per thread, TMA loads and no
+// local memory.
+TEST(GemmFp8, CompilesForSm90aWithFp8Qgmma) {
+  struct Case {
+    DataType a, b;
+    Fp8Scales scales;
+    DataType out;
+    const char *ptx, *sass;
+  };
+  for (const Case &c :
+       {Case{Float8E4M3(), Float8E4M3(), Fp8Scales::BlockWise, BFloat(16),
+             "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3", "QGMMA.64x128x32.F32.E4M3.E4M3"},
+        Case{Float8E5M2(), Float8E5M2(), Fp8Scales::PerTensor, Float(32),
+             "wgmma.mma_async.sync.aligned.m64n128k32.f32.e5m2.e5m2", "QGMMA.64x128x32.F32.E5M2.E5M2"},
+        Case{Float8E4M3(), Float8E5M2(), Fp8Scales::BlockWise, Float(16),
+             "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e5m2", "QGMMA.64x128x32.F32.E4M3.E5M2"}}) {
+    SCOPED_TRACE(std::string(c.ptx));
+    const int64_t M = 256, N = 256, K = 1024;
+    ScheduledProgram p = gemm_fp8(M, N, K, gemm_fp8_tiles(M, N, K, c.scales), c.a, c.scales,
+                                  c.out, c.b);
+    LoweredModule m = lower(p.schedule, p.args);
+    std::string src = codegen_cuda(m);
+    EXPECT_NE(src.find(c.ptx), std::string::npos) << src;
+    EXPECT_EQ(src.find("k16"), std::string::npos);
+    CompiledKernel k = tessel::test::compile_for_sm90(m, src, "gemm_fp8.cu");
+    ASSERT_FALSE(k.cubin.empty());
+    std::optional<std::string> sass = tessel::test::sass_of(k.cubin, "gemm_fp8");
+    if (!sass)
+      continue;
+    EXPECT_EQ(count_of(*sass, c.sass), 4) << sass->substr(0, 4000);
+    EXPECT_GE(count_of(*sass, " FFMA "), 64);
+    EXPECT_NE(sass->find("UTMALDG.2D"), std::string::npos);
+    for (const char *local : {"LDL", "STL"})
+      EXPECT_EQ(sass->find(local), std::string::npos) << local << ":\n" << sass->substr(0, 4000);
+  }
+}
+
+// The lowered loop over K blocks: the A and B tiles on an mbarrier ring, per block a reset of
+// the partial sums, 4 x 32 of K through wgmma (one group, waited for to 0: the promotion reads
+// the registers), then the promotion; the promoted sums are stored once.
+TEST(GemmFp8, LoweredIrPromotesEachKBlock) {
+  ScheduledProgram p = gemm_fp8(128, 128, 512, Float8E4M3());
+  LoweredModule m = lower(p.schedule, p.args);
+  std::ostringstream os;
+  os << m.funcs.back().body;
+  const std::string ir = os.str();
+  EXPECT_EQ(count_of(ir, "wgmma_mma("), 4) << ir;   // 4 K steps of 32, one 64 x 128 tile
+  EXPECT_EQ(count_of(ir, "wgmma_wait(0)"), 1) << ir; // after them, before the promotion
+  EXPECT_EQ(count_of(ir, "wgmma_wait(1)"), 0) << ir;
+  EXPECT_EQ(count_of(ir, "wgmma_reg_set("), 64) << ir; // a thread's 64 registers, unrolled
+  EXPECT_EQ(count_of(ir, "let scale"), 2) << ir;       // its two rows' scales
+  EXPECT_EQ(count_of(ir, "wgmma_store("), 1) << ir;
+  EXPECT_EQ(count_of(ir, "wgmma_fill("), 2) << ir; // partial sums per block, promoted sums once
+  EXPECT_NE(ir.find("mbarrier_wait"), std::string::npos) << ir;
+}
+
+TEST(GemmFp8, Errors) {
+  expect_error([] { gemm_fp8(128, 128, 200, Float8E4M3()); },
+               {"K=200", "multiple of 128", "pad A and B"});
+  expect_error([] { gemm_fp8(128, 192, 256, Float8E4M3()); },
+               {"N=192", "multiple of 128", "block-wise", "per-tensor"});
+  expect_error([] { gemm_fp8(128, 128, 256, Float(16)); }, {"float8_e4m3 or float8_e5m2", "float16"});
+  expect_error([] { gemm_fp8(128, 128, 256, Float8E4M3(), Fp8Scales::PerTensor, Int(32)); },
+               {"bfloat16, float16 or float32", "int32"});
+  GemmWgmmaTiles t = gemm_fp8_tiles(128, 256, 256, Fp8Scales::BlockWise);
+  t.block_n = 256; // one warpgroup column of 256: two tiles of n = 256 would straddle scale blocks
+  t.wgmma_n = 256;
+  expect_error([&] { gemm_fp8(128, 256, 256, t, Float8E4M3()); }, {"wgmma_n=256", "n must be 128"});
+  t = gemm_fp8_tiles(128, 128, 256, Fp8Scales::BlockWise);
+  t.block_k = 64;
+  expect_error([&] { gemm_fp8(128, 128, 256, t, Float8E4M3()); }, {"block_k=64", "use block_k 128"});
+  t = gemm_fp8_tiles(128, 128, 256, Fp8Scales::BlockWise);
+  t.tma = false;
+  expect_error([&] { gemm_fp8(128, 128, 256, t, Float8E4M3()); }, {"TMA", "swizzle 128"});
+  expect_error([] { wgmma_gemm(128, "row_major", 128, Float8E4M3()); },
+               {"K-major", "col_major"});
+  expect_error([] { wgmma_promote(64, Fp8Scales::BlockWise); }, {"n=64", "n must be 128"});
+}
+
+TEST(GemmFp8, Registered) {
+  const ScheduleEntry &e = find_schedule("gemm_fp8");
+  EXPECT_NE(e.name.find("fp8"), std::string::npos);
+  EXPECT_EQ(e.dtypes, (std::vector<DataType>{Float8E4M3(), Float8E5M2()}));
+  ShapeParams p = resolve_shape(e, {{"M", 128}, {"N", 128}, {"K", 256}, {"OUT", 2}, {"SCALE", 0}});
+  ScheduledProgram prog = e.build(p, Float8E5M2());
+  EXPECT_EQ(prog.args.size(), 5u);
+  EXPECT_EQ(prog.num_inputs, 4u);
+  EXPECT_EQ(prog.args.back().dtype(), Float(32));
+  EXPECT_EQ(prog.args[2].ndim(), 1); // per-tensor scale_a
+}
