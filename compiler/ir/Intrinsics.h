@@ -74,19 +74,23 @@ inline constexpr const char *wgmma_fill = "wgmma_fill";
 // wgmma_mma(acc, index, n, a_ptr, a_lbo, a_sbo, b_ptr, b_lbo, b_sbo, trans_b, swizzle):
 // wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{f16,bf16}.{f16,bf16}: accumulator tile `index`
 // (64 x n) += A (64 x 16) x B (16 x n), both float16 or both bfloat16 in shared memory. a_ptr / b_ptr are address_of(buf[i]) of
-// the operands' first element; the offsets are in elements, multiples of 8. With swizzle 0 the
+// the operands' first element; the offsets are in elements, multiples of 16 bytes. With 8-bit
+// operands (float8_e4m3 / float8_e5m2, in any pair) it is m64n{n}k32.f32.{e4m3,e5m2}.{e4m3,e5m2}:
+// K is 32, both operands K-major (trans_b 0) and swizzled. With swizzle 0 the
 // operands are read through the no-swizzle canonical layouts of 8 x 8 core matrices (128
 // contiguous bytes each):
 //   A (K-major):                element (m, k) at a_ptr + (m % 8) * 8 + (m / 8) * a_sbo + (k % 8) + (k / 8) * a_lbo
 //   B, trans_b = 1 (MN-major):  element (k, n) at b_ptr + (n % 8) + (n / 8) * b_sbo + (k % 8) * 8 + (k / 8) * b_lbo
 //   B, trans_b = 0 (K-major):   element (k, n) at b_ptr + (n % 8) * 8 + (n / 8) * b_sbo + (k % 8) + (k / 8) * b_lbo
 // With swizzle 128, 64 or 32, through that swizzled layout (Stage::swizzle: rows of
-// W = swizzle / 2 halves):
+// W = swizzle / 2 halves, or swizzle 8-bit values):
 //   A (K-major):                element (m, k) at S(a_ptr + (m % 8) * W + (m / 8) * a_sbo + k)
 //   B, trans_b = 1 (MN-major):  element (k, n) at S(b_ptr + (n % W) + (n / W) * b_lbo + (k % 8) * W + (k / 8) * b_sbo)
 //   B, trans_b = 0 (K-major):   element (k, n) at S(b_ptr + (n % 8) * W + (n / 8) * b_sbo + k)
-// where S(f) = f ^ (((f / 64) % (swizzle / 16)) * 8) on offsets from the buffer's start
-// (1024-byte aligned) and the K-major a_lbo / b_lbo are unused.
+// where S permutes the 16-byte units of each 128 bytes by the bits above them: for halves
+// S(f) = f ^ (((f / 64) % (swizzle / 16)) * 8), for 8-bit values f ^ (((f / 128) % (swizzle /
+// 16)) * 16), on offsets from the buffer's start (1024-byte aligned); the K-major a_lbo / b_lbo
+// are unused.
 // n is a multiple of 8 from 8 to 256. The operation is asynchronous: it belongs to the thread's
 // next wgmma_commit group, and neither the accumulator tile may be read nor the operands
 // overwritten before a wgmma_wait completes that group.
