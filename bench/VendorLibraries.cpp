@@ -36,11 +36,16 @@ CublasGemm::~CublasGemm() { cublasDestroy(static_cast<cublasHandle_t>(handle_));
 void CublasGemm::run(const DeviceArray &A, const DeviceArray &B, DeviceArray &C, int64_t M,
                      int64_t N, int64_t K) {
   const float alpha = 1.0f, beta = 0.0f;
+  user_check(A.dtype() == B.dtype() && (A.dtype() == Float(16) || A.dtype() == BFloat(16)),
+             "cuBLAS")
+      << "CublasGemm takes float16 or bfloat16 A and B of one type, got " << A.dtype() << " and "
+      << B.dtype();
+  const cudaDataType in = A.dtype() == BFloat(16) ? CUDA_R_16BF : CUDA_R_16F;
   // Row-major C = A * B is column-major C^T = B^T * A^T.
   CHECK_CUBLAS(cublasGemmEx(static_cast<cublasHandle_t>(handle_), CUBLAS_OP_N, CUBLAS_OP_N, int(N),
                             int(M), int(K), &alpha, reinterpret_cast<const void *>(B.data()),
-                            CUDA_R_16F, int(N), reinterpret_cast<const void *>(A.data()),
-                            CUDA_R_16F, int(K), &beta, reinterpret_cast<void *>(C.data()),
+                            in, int(N), reinterpret_cast<const void *>(A.data()),
+                            in, int(K), &beta, reinterpret_cast<void *>(C.data()),
                             CUDA_R_32F, int(N), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 

@@ -12,8 +12,9 @@ namespace tessel::bench {
 /// max |ours - vendor| / (1 + |vendor|) over all elements of a float32 result.
 double max_rel_error(const DeviceArray &ours, const std::vector<float> &vendor);
 
-/// C (M x N, float32) = A (M x K, float16) * B (K x N, float16), all row major, with
-/// cublasGemmEx and float32 compute.
+/// C (M x N, float32) = A (M x K) * B (K x N), all row major, A and B both float16 or both
+/// bfloat16 (their DeviceArray's dtype says which), with cublasGemmEx, float32 compute and
+/// cuBLAS's default algorithm choice.
 class CublasGemm {
 public:
   CublasGemm();
