@@ -1,0 +1,40 @@
+// One row of tessel_bench's table: our kernel against the vendor's on one problem.
+#pragma once
+
+#include "runtime/Timer.h"
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+namespace tessel::bench {
+
+struct Row {
+  std::string kernel, shape, ours_name;
+  double flops = 0, ours_ms = NAN, vendor_ms = NAN, max_err = NAN;
+  std::string note;
+  /// What gave vendor_ms ("cuDNN eng34 k2=1 (heuristic A)", "cuBLASLt algo 66 ...").
+  std::string vendor_call;
+  /// The vendor as bench called it before issue 25 (cuDNN's legacy Find choice,
+  /// cublasGemmEx's default algorithm), where the row has one: how the baseline moved.
+  double vendor_default_ms = NAN;
+};
+
+/// Every timing of the table: CUDA events, 3 warm-up launches, median of 30 measurements of 10.
+inline TimeOptions timing() { return {.number = 10, .repeat = 30, .warmup = 3, .flush_l2 = false}; }
+
+/// The table's line; after the check, what the vendor ran and the pre-issue-25 baseline.
+inline void print_row(const Row &r) {
+  std::printf("%-6s %-28s %-20s %10.4f %10.4f %9.1f %9.1f %7.3f  %-9.2e %s", r.kernel.c_str(),
+              r.shape.c_str(), r.ours_name.c_str(), r.ours_ms, r.vendor_ms,
+              r.flops / (r.ours_ms * 1e9), r.flops / (r.vendor_ms * 1e9), r.vendor_ms / r.ours_ms,
+              r.max_err, r.note.c_str());
+  if (!r.vendor_call.empty())
+    std::printf(" | vendor: %s", r.vendor_call.c_str());
+  if (!std::isnan(r.vendor_default_ms))
+    std::printf(" (default choice %.4f ms)", r.vendor_default_ms);
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+} // namespace tessel::bench
