@@ -1,13 +1,24 @@
 // tessel against the vendor libraries, in one process on the same inputs.
 //
-// For each shape: our kernel and the vendor's (cuBLAS cublasGemmEx fp16 in / fp32 out; cuDNN
-// NHWC fp16 convolution, the best algorithm it finds) run on the same random data; our result is
+// For each shape: our kernel and the vendor's best run on the same random data; our result is
 // checked against the vendor's; both are timed with CUDA events (warm-up, median of 30
-// measurements of 10 launches). Prints a table and writes CSV. Convolutions get two rows: the seed
-// tutorial's schedule (on relaid-out copies) and conv2d_tc (on cuDNN's arrays themselves).
+// measurements of 10 launches). Prints a table and writes CSV. The vendor's best (bench/README.md):
+//   - GEMM fp16 / bf16 in, fp32 out: the faster of cublasGemmEx (cuBLAS's default choice) and
+//     the fastest cuBLASLt algorithm of those its heuristic offers, each timed;
+//   - fp8 (e4m3 in, bf16 out, per-tensor or block scales): the fastest cuBLASLt algorithm of
+//     those its heuristic offers, with and without fast accumulation, each timed;
+//   - conv (NHWC fp16): the fastest of every legacy algorithm and every backend-API engine
+//     configuration cuDNN can run, each timed (CudnnConv::find_best); the legacy Find's choice,
+//     bench's baseline before issue 25, is timed too and shown beside it.
+// Convolutions get several rows: the seed tutorial's schedule (on relaid-out copies), conv2d_tc
+// and conv2d_wgmma (on cuDNN's arrays themselves), the fused bias + ReLU.
 //
-//   ./build/bench/tessel_bench [--csv results.csv] [--only gemm|conv|norm] [--schedule gemm_wmma]
+//   ./build/bench/tessel_bench [--csv results.csv] [--only gemm|fp8|conv|norm] [--filter REGEX]
+//                              [--schedule gemm_wmma] [--list]
 //   ./build/bench/tessel_bench --tune [--only gemm|conv] [--tune-csv tune.csv]
+#include "bench/BenchRow.h"
+#include "bench/CublasLt.h"
+#include "bench/Fp8Bench.h"
 #include "bench/Tune.h"
 #include "bench/VendorLibraries.h"
 #include "compiler/te/Compute.h"
@@ -22,20 +33,46 @@
 #include "schedules/Registry.h"
 
 #include <llvm/Support/CommandLine.h>
+#include <llvm/Support/Regex.h>
 
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <random>
 
 using namespace tessel;
+using bench::print_row;
+using bench::Row;
+using bench::timing;
 
 static llvm::cl::opt<std::string> csv_path("csv", llvm::cl::desc("write the table as CSV here"),
                                            llvm::cl::init("bench_results.csv"));
-static llvm::cl::opt<std::string> only("only", llvm::cl::desc("gemm, conv or norm"),
-                                       llvm::cl::init(""));
+static llvm::cl::opt<std::string> only(
+    "only", llvm::cl::desc("gemm (fp16 and bf16), fp8, conv or norm: the rows of one kind"),
+    llvm::cl::init(""));
+static llvm::cl::opt<std::string> filter(
+    "filter", llvm::cl::desc("run only the groups of rows whose label (--list) matches this "
+                             "regular expression, e.g. 'fp8|bf16' or 'conv seed batch'"),
+    llvm::cl::init(""));
+static llvm::cl::opt<bool> list_groups(
+    "list", llvm::cl::desc("print the labels of the groups of rows that would run, and exit "
+                           "(needs no GPU)"));
+static llvm::cl::opt<std::string> fp8_schedule(
+    "fp8-schedule",
+    llvm::cl::desc("our schedule for the per-tensor fp8 rows, NAME or NAME:P=V,... (default "
+                   "gemm_fp8; rows say 'ours: not built' where it is not registered)"),
+    llvm::cl::init("gemm_fp8"));
+static llvm::cl::opt<std::string> fp8_block_schedule(
+    "fp8-block-schedule",
+    llvm::cl::desc("our schedule for the block-scaled fp8 rows, NAME or NAME:P=V,... (default: "
+                   "the first registered schedule named gemm_fp8* with 'block' in its name)"),
+    llvm::cl::init(""));
+static llvm::cl::opt<std::string> cudnn_log(
+    "cudnn-log", llvm::cl::desc("where the cuDNN search writes every candidate's time"),
+    llvm::cl::init("cudnn_search.txt"));
 static llvm::cl::list<std::string> gemm_schedules(
     "schedule", llvm::cl::desc("GEMM schedules to run (default: gemm_tc, which is gemm_wgmma on Hopper, gemm_mma, gemm_wmma)"));
 static llvm::cl::opt<bool> tune(
@@ -47,43 +84,84 @@ static llvm::cl::opt<std::string> tune_csv("tune-csv", llvm::cl::desc("the searc
 
 namespace {
 
-struct Row {
-  std::string kernel, shape, ours_name;
-  double flops = 0, ours_ms = NAN, vendor_ms = NAN, max_err = NAN;
-  std::string note;
+// The vendor's best for a GEMM: cublasGemmEx (cuBLAS's own choice, bench's baseline before
+// issue 25) and cuBLASLt's timed fastest on the same A, B; the faster one. Cached per problem:
+// every schedule's row of a shape compares with the same figure.
+struct VendorGemm {
+  double ms = NAN, default_ms = NAN;
+  std::string call, note;
 };
 
-TimeOptions timing() { return {.number = 10, .repeat = 30, .warmup = 3, .flush_l2 = false}; }
-
-void print_row(const Row &r) {
-  std::printf("%-6s %-28s %-20s %10.4f %10.4f %9.1f %9.1f %7.3f  %-9.2e %s\n", r.kernel.c_str(),
-              r.shape.c_str(), r.ours_name.c_str(), r.ours_ms, r.vendor_ms,
-              r.flops / (r.ours_ms * 1e9), r.flops / (r.vendor_ms * 1e9), r.vendor_ms / r.ours_ms,
-              r.max_err, r.note.c_str());
-  std::fflush(stdout);
+VendorGemm vendor_gemm(const DeviceArray &A, const DeviceArray &B, const DeviceArray &Cv, int64_t M,
+                       int64_t N, int64_t K, bench::CublasGemm &cublas) {
+  static std::map<std::string, VendorGemm> cache;
+  const std::string key = A.dtype().str() + " " + std::to_string(M) + "x" + std::to_string(N) +
+                          "x" + std::to_string(K);
+  if (auto it = cache.find(key); it != cache.end())
+    return it->second;
+  VendorGemm v;
+  DeviceArray Cv2(Float(32), {M, N});
+  v.default_ms = time_launches([&] { cublas.run(A, B, Cv2, M, N, K); }, timing()).median_ms;
+  v.ms = v.default_ms;
+  v.call = "cublasGemmEx default";
+  try {
+    const bench::LtType in = A.dtype() == BFloat(16) ? bench::LtType::bf16 : bench::LtType::f16;
+    bench::CublasLtGemm lt(M, N, K, in, bench::LtType::f32, bench::LtScaling::none, false);
+    DeviceArray Clt(Float(32), {M, N});
+    bench::LtOperands ops{A.data(), B.data(), Clt.data(), 0, 0};
+    lt.choose(ops);
+    Clt.poison();
+    lt.run(ops);
+    std::vector<float> want(M * N);
+    Cv.copy_to_host(want.data(), Cv.bytes());
+    if (double err = bench::max_rel_error(Clt, want); err > 1e-3) {
+      v.note = "cuBLASLt's result differs from cublasGemmEx's by " + std::to_string(err) +
+               ": not used; ";
+    } else {
+      double lt_ms = time_launches([&] { lt.run(ops); }, timing()).median_ms;
+      if (lt_ms < v.ms) {
+        v.ms = lt_ms;
+        v.call = lt.choice();
+      }
+    }
+  } catch (const Error &e) {
+    v.note = std::string("cuBLASLt: ") + e.what() + "; ";
+  }
+  cache[key] = v;
+  return v;
 }
 
-Row bench_gemm(const std::string &schedule, int64_t M, int64_t N, int64_t K, bench::CublasGemm &cublas) {
+// `schedule` on A (M x K) and B (K x N) of type `in` (float16 or bfloat16), C float32, against
+// the vendor's best on the same arrays.
+Row bench_gemm(const std::string &schedule, int64_t M, int64_t N, int64_t K,
+               bench::CublasGemm &cublas, DataType in = Float(16)) {
   Row r;
   r.kernel = "gemm";
   r.shape = std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K);
-  r.ours_name = schedule;
+  r.ours_name = in == Float(16) ? schedule : schedule + " (" + in.str() + ")";
   r.flops = 2.0 * M * N * K;
-  DeviceArray A(Float(16), {M, K}), B(Float(16), {K, N}), C(Float(32), {M, N}), Cv(Float(32), {M, N});
+  DeviceArray A(in, {M, K}), B(in, {K, N}), C(Float(32), {M, N}), Cv(Float(32), {M, N});
   std::vector<uint16_t> ha = random_halves(M * K, 1), hb = random_halves(K * N, 2);
+  if (in == BFloat(16))
+    for (std::vector<uint16_t> *h : {&ha, &hb})
+      for (uint16_t &x : *h)
+        x = float_to_bfloat16(half_to_float(x)); // the same values, rounded to bf16
   A.copy_from_host(ha.data(), A.bytes());
   B.copy_from_host(hb.data(), B.bytes());
   cublas.run(A, B, Cv, M, N, K);
-  r.vendor_ms = time_launches([&] { cublas.run(A, B, Cv, M, N, K); }, timing()).median_ms;
+  VendorGemm v = vendor_gemm(A, B, Cv, M, N, K, cublas);
+  r.vendor_ms = v.ms;
+  r.vendor_call = v.call;
+  r.vendor_default_ms = v.default_ms;
   try {
     const ScheduleEntry &e = find_schedule(schedule);
     // The best record of `tessel tune` for the shape, if any (TESSEL_LOG_LEVEL=info says which).
-    ScheduledProgram p = build_tuned(e, {{"M", M}, {"N", N}, {"K", K}}, Float(16), tuning_arch());
+    ScheduledProgram p = build_tuned(e, {{"M", M}, {"N", N}, {"K", K}}, in, tuning_arch());
     Module m = build(p.schedule, p.args);
     C.poison();
     // Ours on cuBLAS's own A and B, as raw device pointers on cuBLAS's (default) stream: the
     // launch an application holding those buffers would make (Module::launch, TensorView).
-    std::vector<TensorView> args = {{A.data(), Float(16), {M, K}}, {B.data(), Float(16), {K, N}},
+    std::vector<TensorView> args = {{A.data(), in, {M, K}}, {B.data(), in, {K, N}},
                                     {C.data(), Float(32), {M, N}}};
     m.launch(args, nullptr);
     r.ours_ms = m.time(args, timing()).median_ms;
@@ -91,10 +169,10 @@ Row bench_gemm(const std::string &schedule, int64_t M, int64_t N, int64_t K, ben
     Cv.copy_to_host(vendor.data(), Cv.bytes());
     double worst = bench::max_rel_error(C, vendor);
     r.max_err = worst;
-    // Both accumulate K fp16 products in fp32, in different orders.
-    r.note = worst <= 1e-3 ? "ok" : "MISMATCH";
+    // Both accumulate K fp16 (bf16) products, exact in fp32, in fp32 in different orders.
+    r.note = v.note + (worst <= 1e-3 ? "ok" : "MISMATCH");
   } catch (const Error &e) {
-    r.note = std::string("n/a: ") + e.what();
+    r.note = v.note + "n/a: " + e.what();
   }
   return r;
 }
@@ -207,6 +285,11 @@ std::vector<Row> bench_bias_relu(const Conv2dTcShape &shape, const Row &base, co
   fused_row.ours_name = separate_row.ours_name = "conv2d_bias_relu (y fp16)";
   fused_row.note = "vs cuDNN ConvolutionBiasActivationForward; ";
   separate_row.note = "vs cuDNN conv + bias/ReLU kernel; ";
+  // The fused call takes one algorithm (implicit precomputed GEMM); the separate pair is
+  // cuDNN's best convolution and our bias + ReLU kernel.
+  fused_row.vendor_call = "cudnnConvolutionBiasActivationForward, implicit precomp GEMM";
+  separate_row.vendor_call = base.vendor_call + " + tessel bias/ReLU kernel";
+  fused_row.vendor_default_ms = separate_row.vendor_default_ms = NAN;
   try {
     cudnn.run_bias_relu(dx, dw, bias16, bias32, fused);
     fused_row.vendor_ms =
@@ -275,6 +358,31 @@ Row bench_implicit_gemm(Row base, const std::string &name, Conv2dTcShape sh, Dat
   return row;
 }
 
+// cuDNN's figures for a conv row: its legacy choice (bench's baseline before issue 25) timed,
+// then its best found (CudnnConv::find_best) and timed; dy holds the best's output, the
+// reference our rows are checked against. Every candidate's time goes to --cudnn-log.
+std::ofstream *cudnn_search_log = nullptr;
+
+void time_cudnn(Row &r, bench::CudnnConv &cudnn, const DeviceArray &dx, const DeviceArray &dw,
+                DeviceArray &dy) {
+  cudnn.run_legacy(dx, dw, dy);
+  r.vendor_default_ms =
+      time_launches([&] { cudnn.run_legacy(dx, dw, dy); }, timing()).median_ms;
+  cudnn.find_best(dx, dw, dy);
+  cudnn.run(dx, dw, dy);
+  r.vendor_ms = time_launches([&] { cudnn.run(dx, dw, dy); }, timing()).median_ms;
+  r.vendor_call = "cuDNN " + cudnn.algorithm();
+  std::printf("# cuDNN for %s: best %s %.4f ms; legacy Find's %s %.4f ms (%.2fx)\n",
+              r.shape.c_str(), cudnn.algorithm().c_str(), r.vendor_ms,
+              cudnn.legacy_algorithm().c_str(), r.vendor_default_ms,
+              r.vendor_default_ms / r.vendor_ms);
+  if (cudnn_search_log)
+    *cudnn_search_log << r.shape << "\n" << cudnn.search_log() << "  legacy Find's "
+                      << cudnn.legacy_algorithm() << ": " << r.vendor_default_ms
+                      << " ms (full timing); best: " << r.vendor_ms << " ms\n\n"
+                      << std::flush;
+}
+
 // The seed tutorial's schedule (NHWCnc: x and w relaid out on the host first) and conv2d_tc
 // (cuDNN's own NHWC / KRSC arrays, as they are), each against cuDNN on the same data.
 std::vector<Row> bench_conv(const std::string &label, const Conv2dTutorialShape &s) {
@@ -290,9 +398,7 @@ std::vector<Row> bench_conv(const std::string &label, const Conv2dTutorialShape 
   DeviceArray dx(Float(16), {N, H, W, C}), dw(Float(16), {K, R, R, C}), dy(Float(16), {N, H, W, K});
   dx.copy_from_host(x.data(), dx.bytes());
   dw.copy_from_host(w.data(), dw.bytes());
-  cudnn.run(dx, dw, dy);
-  r.vendor_ms = time_launches([&] { cudnn.run(dx, dw, dy); }, timing()).median_ms;
-  r.note = "cuDNN " + cudnn.algorithm() + "; ";
+  time_cudnn(r, cudnn, dx, dw, dy);
   Row tc = r;
 
   r.ours_name = "conv2d_tensorcore_tutorial";
@@ -364,9 +470,7 @@ std::vector<Row> bench_conv_strided(const std::string &label, const Conv2dTcShap
   DeviceArray dx(Float(16), {N, H, W, C}), dw(Float(16), {K, R, R, C}), dy(Float(16), {N, P, Q, K});
   dx.copy_from_host(x.data(), dx.bytes());
   dw.copy_from_host(w.data(), dw.bytes());
-  cudnn.run(dx, dw, dy);
-  r.vendor_ms = time_launches([&] { cudnn.run(dx, dw, dy); }, timing()).median_ms;
-  r.note = "cuDNN " + cudnn.algorithm() + "; ";
+  time_cudnn(r, cudnn, dx, dw, dy);
   std::vector<Row> rows;
   auto ours = [&](const std::string &name, DataType out,
                   const std::function<ScheduledProgram(const Conv2dTcShape &)> &schedule) {
@@ -378,11 +482,148 @@ std::vector<Row> bench_conv_strided(const std::string &label, const Conv2dTcShap
   return rows;
 }
 
+// CSV field: quoted, inner quotes doubled.
+std::string csv_field(const std::string &text) {
+  std::string out = "\"";
+  for (char c : text)
+    out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+// A group of rows that share their vendor set-up (one shape): what --list prints and --filter
+// and --only select.
+struct Group {
+  std::string label;
+  std::function<std::vector<Row>()> run;
+};
+
+// The block-scaled fp8 schedule: --fp8-block-schedule, else the first registered gemm_fp8*
+// with "block" in its name, else none (the rows say "ours: not built").
+bench::Fp8Schedule block_fp8_schedule() {
+  if (!fp8_block_schedule.empty())
+    return bench::Fp8Schedule::parse(fp8_block_schedule);
+  for (const auto &[name, e] : schedule_registry())
+    if (name.rfind("gemm_fp8", 0) == 0 && name.find("block") != std::string::npos)
+      return {name, ""};
+  return {};
+}
+
+std::vector<Group> groups() {
+  std::vector<Group> out;
+  // One cuBLAS handle for every GEMM group, made at the first (on the GPU).
+  auto cublas = std::make_shared<std::unique_ptr<bench::CublasGemm>>();
+  auto handle = [cublas]() -> bench::CublasGemm & {
+    if (!*cublas)
+      *cublas = std::make_unique<bench::CublasGemm>();
+    return **cublas;
+  };
+  auto label = [](std::initializer_list<int64_t> dims) {
+    std::string s;
+    for (int64_t d : dims) {
+      if (!s.empty())
+        s += "x";
+      s += std::to_string(d);
+    }
+    return s;
+  };
+
+  std::vector<std::string> names(gemm_schedules.begin(), gemm_schedules.end());
+  if (names.empty())
+    for (const char *n : {"gemm_tc", "gemm_mma", "gemm_wmma"})
+      if (schedule_registry().count(n))
+        names.push_back(n);
+  // The square and the skinny shapes, then (issue 13) ragged ones and an LLM's layers
+  // (M x N x K: a batch of 16 or 128 tokens through 4096 x 4096, and an MLP's 11008).
+  const int64_t shapes[][3] = {{1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096},
+                               {8192, 8192, 8192}, {4096, 4096, 1024}, {8192, 1024, 4096},
+                               {4095, 4095, 4095}, {1000, 1000, 1000}, {3000, 5000, 700},
+                               {16, 4096, 4096},   {128, 4096, 4096},  {4096, 11008, 4096}};
+  for (const std::string &name : names)
+    for (const auto &sh : shapes)
+      out.push_back({"gemm fp16 " + name + " " + label({sh[0], sh[1], sh[2]}),
+                     [=] { return std::vector<Row>{bench_gemm(name, sh[0], sh[1], sh[2], handle())}; }});
+  // bfloat16 in, float32 out, against cuBLAS's bf16 GEMMs (issue 25).
+  std::vector<std::string> bf16_names(gemm_schedules.begin(), gemm_schedules.end());
+  if (bf16_names.empty())
+    bf16_names = {"gemm_tc"};
+  const int64_t bf16_shapes[][3] = {{4096, 4096, 4096}, {8192, 8192, 8192}, {4096, 11008, 4096}};
+  for (const std::string &name : bf16_names)
+    for (const auto &sh : bf16_shapes)
+      out.push_back({"gemm bf16 " + name + " " + label({sh[0], sh[1], sh[2]}), [=] {
+                       return std::vector<Row>{
+                           bench_gemm(name, sh[0], sh[1], sh[2], handle(), BFloat(16))};
+                     }});
+
+  // fp8 e4m3 in, bfloat16 out, per-tensor and block scales, against cuBLASLt (issue 25).
+  const int64_t fp8_shapes[][3] = {{1024, 1024, 1024}, {4096, 4096, 4096}, {8192, 8192, 8192},
+                                   {4096, 11008, 4096}};
+  for (bool block : {false, true})
+    for (const auto &sh : fp8_shapes)
+      out.push_back({std::string("fp8 ") + (block ? "block " : "tensor ") +
+                         label({sh[0], sh[1], sh[2]}),
+                     [=] {
+                       bench::Fp8Schedule ours = block ? block_fp8_schedule()
+                                                       : bench::Fp8Schedule::parse(fp8_schedule);
+                       return std::vector<Row>{bench::bench_fp8(sh[0], sh[1], sh[2], block, ours)};
+                     }});
+
+  Conv2dTutorialShape seed;
+  Conv2dTutorialShape res3{.batch = 256, .height = 28, .width = 28, .in_channels = 128, .out_channels = 128};
+  Conv2dTutorialShape res5{.batch = 256, .height = 7, .width = 7, .in_channels = 512, .out_channels = 512};
+  Conv2dTutorialShape seed1 = seed, seed8 = seed;
+  seed1.batch = 1;
+  seed8.batch = 8;
+  for (auto &[name, s] : {std::pair<std::string, Conv2dTutorialShape>{"seed 256x14x14 256->512", seed},
+                          {"resnet50 res3 256x28x28 128->128", res3},
+                          {"resnet50 res5 256x7x7 512->512", res5},
+                          {"seed batch 1 1x14x14 256->512", seed1},
+                          {"seed batch 8 8x14x14 256->512", seed8}})
+    out.push_back({"conv " + name, [name, s] { return bench_conv(name, s); }});
+  // ResNet-50's downsampling 3x3 conv (res3's first block: stride 2, 56x56 -> 28x28).
+  Conv2dTcShape down{.batch = 256, .height = 56, .width = 56, .in_channels = 128,
+                     .out_channels = 128, .kernel = 3, .pad = 1, .stride = 2};
+  const std::string down_label = "resnet50 3x3 stride 2 256x56x56 128->128";
+  out.push_back({"conv " + down_label, [=] { return bench_conv_strided(down_label, down); }});
+
+  for (const char *name : {"softmax", "layernorm"})
+    for (int64_t C : {1024, 2048, 4096, 8192}) {
+      const int64_t R = (int64_t(1) << 26) / C;
+      out.push_back({std::string("norm ") + name + " " + label({R, C}),
+                     [=] { return std::vector<Row>{bench_norm(name, R, C)}; }});
+    }
+  return out;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
-  llvm::cl::ParseCommandLineOptions(argc, argv, "tessel vs cuBLAS / cuDNN\n");
+  llvm::cl::ParseCommandLineOptions(
+      argc, argv,
+      "tessel vs cuBLAS / cuBLASLt / cuDNN, each the vendor's best (bench/README.md)\n");
   try {
+    // Which groups: --only (a label's first word) and --filter (a regular expression).
+    llvm::Regex re(filter);
+    std::string re_error;
+    user_check(filter.empty() || re.isValid(re_error), "bench")
+        << "--filter '" << filter << "': " << re_error;
+    std::vector<Group> chosen;
+    for (Group &g : groups())
+      if ((only.empty() || g.label.rfind(only + " ", 0) == 0) &&
+          (filter.empty() || re.match(g.label)))
+        chosen.push_back(std::move(g));
+    if (list_groups) {
+      for (const Group &g : chosen)
+        std::printf("%s\n", g.label.c_str());
+      return 0;
+    }
+    if (!Device::available()) {
+      std::fprintf(stderr,
+                   "tessel_bench: no GPU here (%s). It times kernels against cuBLAS, cuBLASLt and "
+                   "cuDNN on a GPU: build it here, run it there (bench/gpu_session.sh pack, then "
+                   "run bench). --list shows the rows it would run, --help its options.\n",
+                   Device::unavailable_reason().c_str());
+      return 2;
+    }
     Device &gpu = Device::get(0);
     std::printf("device: %s (%s)\n", gpu.name().c_str(), gpu.arch().c_str());
     std::printf("%-6s %-28s %-20s %10s %10s %9s %9s %7s  %-9s %s\n", "kind", "shape", "ours",
@@ -400,64 +641,24 @@ int main(int argc, char **argv) {
       std::printf("tuning log written to %s\n", tune_csv.c_str());
       return 0;
     }
+    std::ofstream search_log(cudnn_log);
+    cudnn_search_log = &search_log;
     std::vector<Row> rows;
-    if (only.empty() || only == "gemm") {
-      bench::CublasGemm cublas;
-      std::vector<std::string> names(gemm_schedules.begin(), gemm_schedules.end());
-      if (names.empty())
-        for (const char *n : {"gemm_tc", "gemm_mma", "gemm_wmma"})
-          if (schedule_registry().count(n))
-            names.push_back(n);
-      // The square and the skinny shapes, then (issue 13) ragged ones and an LLM's layers
-      // (M x N x K: a batch of 16 or 128 tokens through 4096 x 4096, and an MLP's 11008).
-      const int64_t shapes[][3] = {{1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096},
-                                   {8192, 8192, 8192}, {4096, 4096, 1024}, {8192, 1024, 4096},
-                                   {4095, 4095, 4095}, {1000, 1000, 1000}, {3000, 5000, 700},
-                                   {16, 4096, 4096},   {128, 4096, 4096},  {4096, 11008, 4096}};
-      for (const std::string &name : names)
-        for (const auto &sh : shapes) {
-          rows.push_back(bench_gemm(name, sh[0], sh[1], sh[2], cublas));
-          print_row(rows.back());
-        }
-    }
-    if (only.empty() || only == "conv") {
-      Conv2dTutorialShape seed;
-      Conv2dTutorialShape res3{.batch = 256, .height = 28, .width = 28, .in_channels = 128, .out_channels = 128};
-      Conv2dTutorialShape res5{.batch = 256, .height = 7, .width = 7, .in_channels = 512, .out_channels = 512};
-      Conv2dTutorialShape seed1 = seed, seed8 = seed;
-      seed1.batch = 1;
-      seed8.batch = 8;
-      for (auto &[label, s] : {std::pair<std::string, Conv2dTutorialShape>{"seed 256x14x14 256->512", seed},
-                               {"resnet50 res3 256x28x28 128->128", res3},
-                               {"resnet50 res5 256x7x7 512->512", res5},
-                               {"seed batch 1 1x14x14 256->512", seed1},
-                               {"seed batch 8 8x14x14 256->512", seed8}}) {
-        for (const Row &r : bench_conv(label, s)) {
-          rows.push_back(r);
-          print_row(r);
-        }
-      }
-      // ResNet-50's downsampling 3x3 conv (res3's first block: stride 2, 56x56 -> 28x28).
-      Conv2dTcShape down{.batch = 256, .height = 56, .width = 56, .in_channels = 128,
-                         .out_channels = 128, .kernel = 3, .pad = 1, .stride = 2};
-      for (const Row &r : bench_conv_strided("resnet50 3x3 stride 2 256x56x56 128->128", down)) {
+    for (const Group &g : chosen)
+      for (const Row &r : g.run()) {
         rows.push_back(r);
         print_row(r);
       }
-    }
-    if (only.empty() || only == "norm")
-      for (const char *name : {"softmax", "layernorm"})
-        for (int64_t C : {1024, 2048, 4096, 8192}) {
-          rows.push_back(bench_norm(name, (int64_t(1) << 26) / C, C));
-          print_row(rows.back());
-        }
     std::ofstream csv(csv_path);
-    csv << "kind,shape,ours,ours_ms,vendor_ms,ours_tflops,vendor_tflops,ratio,max_err,check\n";
+    csv << "kind,shape,ours,ours_ms,vendor_ms,ours_tflops,vendor_tflops,ratio,max_err,check,"
+           "vendor_call,vendor_default_ms\n";
     for (const Row &r : rows)
-      csv << r.kernel << ",\"" << r.shape << "\"," << r.ours_name << "," << r.ours_ms << ","
-          << r.vendor_ms << "," << r.flops / (r.ours_ms * 1e9) << "," << r.flops / (r.vendor_ms * 1e9)
-          << "," << r.vendor_ms / r.ours_ms << "," << r.max_err << ",\"" << r.note << "\"\n";
-    std::printf("CSV written to %s\n", csv_path.c_str());
+      csv << r.kernel << "," << csv_field(r.shape) << "," << csv_field(r.ours_name) << ","
+          << r.ours_ms << "," << r.vendor_ms << "," << r.flops / (r.ours_ms * 1e9) << ","
+          << r.flops / (r.vendor_ms * 1e9) << "," << r.vendor_ms / r.ours_ms << "," << r.max_err
+          << "," << csv_field(r.note) << "," << csv_field(r.vendor_call) << ","
+          << r.vendor_default_ms << "\n";
+    std::printf("CSV written to %s; cuDNN's search to %s\n", csv_path.c_str(), cudnn_log.c_str());
   } catch (const Error &e) {
     std::fprintf(stderr, "tessel_bench: error: %s\n", e.what());
     return 1;
