@@ -5,10 +5,14 @@
         --title "tessel vs cuBLAS / cuDNN" --gpu "H100 80GB HBM3" --date 2026-11-24 --commit 3dccf2e
 
 The CSV is what `tessel_bench --csv FILE` writes (columns kind, shape, ours, ours_ms, vendor_ms,
-ours_tflops, vendor_tflops, ratio, max_err, check; without the TFLOP/s columns, times are
-drawn). One panel per kind (gemm: cuBLAS, conv: cuDNN, norm: a device-to-device
-copy, whose "TFLOP/s" columns are TB/s), one pair of bars per row, the ratio vendor ms / ours ms
-written beside it (> 1: ours is faster). Rows that failed or did not match the vendor are marked.
+ours_tflops, vendor_tflops, ratio, max_err, check, and since issue 25 vendor_call and
+vendor_default_ms; without the TFLOP/s columns, times are drawn). One panel per kind (gemm:
+cuBLAS / cuBLASLt, fp8: cuBLASLt, conv: cuDNN, norm: a device-to-device copy, whose "TFLOP/s"
+columns are TB/s), one pair of bars per row, the ratio vendor ms / ours ms written beside it
+(> 1: ours is faster). Where the CSV has vendor_default_ms (the vendor as bench called it before
+issue 25: cuDNN's legacy Find choice, cublasGemmEx's default), a tick on the vendor's bar marks
+that figure. Rows that failed, did not match the vendor, or whose schedule is not in the build
+("ours: not built") are marked.
 `--metric ms` draws times instead. Needs python3 and matplotlib only (not the GPU machine's:
 plot here, after a session).
 """
@@ -18,7 +22,8 @@ import math
 import os
 import sys
 
-VENDOR = {"gemm": "cuBLAS", "conv": "cuDNN", "norm": "a copy"}  # norm: cuMemcpyDtoD of x
+VENDOR = {"gemm": "cuBLAS", "fp8": "cuBLASLt", "conv": "cuDNN",
+          "norm": "a copy"}  # norm: cuMemcpyDtoD of x
 UNIT = {"norm": "TB/s"}  # bench.cpp: norm rows count bytes read + written as their "flops"
 
 
@@ -46,6 +51,7 @@ def read_rows(path):
                 "ours_tflops": number(r.get("ours_tflops")),
                 "vendor_tflops": number(r.get("vendor_tflops")),
                 "check": (r.get("check") or "").strip(),
+                "vendor_default_ms": number(r.get("vendor_default_ms")),
             }
             row["ratio"] = row["vendor_ms"] / row["ours_ms"] if row["ours_ms"] > 0 else math.nan
             rows.append(row)
@@ -71,6 +77,8 @@ def label_of(row):
 
 def status_of(row):
     check = row["check"]
+    if "ours: not built" in check:
+        return "not built"
     if math.isnan(row["ours_ms"]) or "n/a" in check:
         return "failed"
     if "MISMATCH" in check:
@@ -115,7 +123,8 @@ def main():
     ours_color, vendor_color = "#1f77b4", "#b0b0b0"
     for ax, kind, panel in zip(axes[:, 0], kinds, panels):
         unit = UNIT.get(kind, "TFLOP/s")
-        no_throughput = all(math.isnan(r["ours_tflops"]) for r in panel)
+        no_throughput = all(math.isnan(r["ours_tflops"]) and math.isnan(r["vendor_tflops"])
+                            for r in panel)
         if args.metric == "ms" or no_throughput:
             ours = [r["ours_ms"] for r in panel]
             vendor = [r["vendor_ms"] for r in panel]
@@ -129,12 +138,20 @@ def main():
                 color=ours_color, label="tessel")
         ax.barh([y + bar_h / 2 for y in ys], [0 if math.isnan(v) else v for v in vendor], bar_h,
                 color=vendor_color, label="vendor")
+        # The old vendor baseline, where the CSV has it: a tick on the vendor's bar.
+        for y, r in zip(ys, panel):
+            old = r["vendor_default_ms"]
+            if not math.isnan(old) and old > 0 and not math.isnan(r["vendor_ms"]):
+                x_old = old if args.metric == "ms" or no_throughput else \
+                    r["vendor_tflops"] * r["vendor_ms"] / old
+                ax.plot([x_old, x_old], [y + bar_h * 0.05, y + bar_h * 0.95], color="#555555",
+                        linewidth=1.2, label="_default")
         finite = [v for v in ours + vendor if not math.isnan(v)]
         top = max(finite) if finite else 1.0
         for y, r, o, v in zip(ys, panel, ours, vendor):
             status = status_of(r)
-            if status == "failed":
-                text, color = "failed", "#d62728"
+            if status in ("failed", "not built"):
+                text, color = status, "#d62728" if status == "failed" else "#7f7f7f"
             else:
                 text = f'{r["ratio"]:.2f}x'
                 color = "#2ca02c" if r["ratio"] >= 1 else "#333333"
@@ -164,7 +181,9 @@ def main():
     subtitle = "  ·  ".join(s for s in (args.gpu, args.date,
                                         f"commit {args.commit}" if args.commit else None) if s)
     legend = ("beside each row: vendor ms / ours ms (> 1: tessel faster"
-              + ("; norm rows: against a copy of the same bytes" if "norm" in kinds else "") + ")")
+              + ("; norm rows: against a copy of the same bytes" if "norm" in kinds else "")
+              + ("; tick: the vendor's default choice" if any(
+                  not math.isnan(r["vendor_default_ms"]) for r in rows) else "") + ")")
     fig.suptitle("\n".join(s for s in (args.title, subtitle, legend) if s), fontsize=10, x=0.01,
                  ha="left", linespacing=1.5)
     handles, _ = axes[0, 0].get_legend_handles_labels()
