@@ -23,6 +23,10 @@
 #             afterwards (the GPU machine has no matplotlib): python3 bench/plot.py bench.csv
 #             -o bench/plots/DATE-GPU-COMMIT.svg --gpu GPU --date DATE --commit COMMIT
 #   norm      tessel_bench --only norm: softmax / layernorm against a device-to-device copy
+#   baselines tessel_bench on the rows issue 25 changed or added (not among the default steps):
+#             the fp8 rows (per-tensor and block-scaled, against cuBLASLt), the bf16 GEMM rows
+#             and the conv rows (against cuDNN's best, its legacy choice beside it), into
+#             $OUT/baselines.csv, cuDNN's search into $OUT/cudnn_search.txt
 #   sanitize  compute-sanitizer memcheck, racecheck and synccheck on gemm_tc at 512^3 (pipelined
 #             with cp.async; wgmma on a Hopper GPU) and on conv2d_tc (and conv2d_wgmma with a
 #             float16 y, the fused conv2d_bias_relu and gemm_bias_gelu, a ragged gemm_wgmma whose
@@ -89,7 +93,10 @@ run_step() {
         TESSEL_TUNING_DB="$out/tuning.jsonl" TESSEL_LOG_LEVEL=info ./tessel run "${gemm[@]}" --no-check &&
         TESSEL_TUNING_DB="$out/tuning.jsonl" TESSEL_LOG_LEVEL=info ./tessel run "${gemm[@]}" --no-check ;;
     bench_tune) ./tessel_bench --tune --tune-csv "$out/tune.csv" ;;
-    bench) ./tessel_bench --csv "$out/bench.csv" ;;
+    bench) ./tessel_bench --csv "$out/bench.csv" --cudnn-log "$out/cudnn_search.txt" ;;
+    baselines)
+      ./tessel_bench --filter '^(fp8|gemm bf16|conv) ' --csv "$out/baselines.csv" \
+        --cudnn-log "$out/cudnn_search.txt" ;;
     norm) ./tessel_bench --only norm --csv "$out/norm.csv" ;;
     sanitize)
       # One timed launch each (--number 1 --repeat 1): under the sanitizer every launch is
