@@ -30,7 +30,8 @@
 #   sanitize  compute-sanitizer memcheck, racecheck and synccheck on gemm_tc at 512^3 (pipelined
 #             with cp.async; wgmma on a Hopper GPU) and on conv2d_tc (and conv2d_wgmma with a
 #             float16 y, the fused conv2d_bias_relu and gemm_bias_gelu, a ragged gemm_wgmma whose
-#             padded copies are kernels of their own, a split-K one of 16 rows, a strided
+#             padded copies are kernels of their own, one with warp roles over 16 K steps,
+#             gemm_fp8 block-scaled and per-tensor, a split-K one of 16 rows, a strided
 #             conv2d_wgmma, a depthwise conv2d_grouped, softmax and layernorm with their
 #             reductions across threads, the tutorial at batch 32) at small shapes, racecheck
 #             on gemm_shared at 256^3; one timed launch each
@@ -113,6 +114,9 @@ run_step() {
         sanitize_all conv2d_bias_relu --shape N=8,H=8,W=8,C=64,K=128 "${once[@]}" &&
         sanitize_all gemm_bias_gelu --shape M=256,N=512,K=256 "${once[@]}" &&
         sanitize_all gemm_wgmma --shape M=200,N=199,K=100 "${once[@]}" &&
+        sanitize_all gemm_wgmma --shape M=512,N=512,K=1024 "${once[@]}" &&
+        sanitize_all gemm_fp8 --shape M=256,N=256,K=512 "${once[@]}" &&
+        sanitize_all gemm_fp8 --shape M=256,N=256,K=512,SCALE=0,OUT=2 "${once[@]}" &&
         sanitize_all gemm_wgmma --shape M=16,N=512,K=1024 "${once[@]}" &&
         sanitize_all conv2d_wgmma --shape N=8,H=16,W=16,C=64,K=128,stride=2,Y16=1 "${once[@]}" &&
         sanitize_all conv2d_grouped --shape N=2,H=16,W=16,C=64,K=64,G=64 "${once[@]}" &&

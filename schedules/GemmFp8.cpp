@@ -126,7 +126,8 @@ GemmWgmmaTiles gemm_fp8_tiles(int64_t M, int64_t N, int64_t K, Fp8Scales scales)
                    .stages = 4,
                    .swizzle = kSwizzle,
                    .raster_group = 8,
-                   .tma = true};
+                   .tma = true,
+                   .warp_specialized = true};
   if (M < 128)
     t.block_m = 64, t.warpgroups_m = 1;
   return t;
@@ -198,6 +199,9 @@ ScheduledProgram gemm_fp8(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles 
   sp.unroll(ki);
   sp.unroll(pfi);
   sp.unroll(pfj);
+  // A producer warpgroup issues the ring's copies (warp roles), the consumers compute.
+  if (t.roles())
+    sd.warp_specialize();
   sp.tensorize(pii, wgmma_gemm(n, "col_major", kSwizzle, a, b));
   sd.tensorize(dii, wgmma_promote(n, scales));
   sc.tensorize(c.inner_i, wgmma_store_matrix(n, "global", out));
@@ -221,11 +225,12 @@ ScheduleEntry gemm_fp8_entry() {
       "wgmma and promoted into a float32 register accumulator with its scales (DeepSeek-V3 "
       "style); K a multiple of 128; C bfloat16 (OUT=0, the default), float16 (OUT=1) or float32 "
       "(OUT=2). 128x128 blocks of 2 warpgroups, K step 128 through 4 TMA stages of 128-byte "
-      "swizzled tiles; BM (64 or 128), BN, S (stages), G (rasterization group) override them";
+      "swizzled tiles filled by a producer warpgroup (WS=1, the default; WS=0: by a consumer "
+      "thread); BM (64 or 128), BN, S (stages), G (rasterization group) override them";
   e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"BM", 0},   {"BN", 0},
-                     {"S", 0},    {"G", 8},    {"SCALE", 1}, {"OUT", 0}};
-  e.nonnegative = {"BM", "BN", "S", "G", "SCALE", "OUT"};
-  e.choices = {{"SCALE", {0, 1}}, {"OUT", {0, 1, 2}}};
+                     {"S", 0},    {"G", 8},    {"SCALE", 1}, {"OUT", 0}, {"WS", 1}};
+  e.nonnegative = {"BM", "BN", "S", "G", "SCALE", "OUT", "WS"};
+  e.choices = {{"SCALE", {0, 1}}, {"OUT", {0, 1, 2}}, {"WS", {0, 1}}};
   e.knobs = {{"BM", {64, 128}}, {"BN", {128, 256}}, {"S", {3, 4, 5, 6}}, {"G", {8, 16}}};
   e.dtypes = {Float8E4M3(), Float8E5M2()};
   e.build = [](const ShapeParams &p, DataType in) {
@@ -245,6 +250,8 @@ ScheduleEntry gemm_fp8_entry() {
     if (p.at("S"))
       t.stages = int(p.at("S"));
     t.raster_group = p.at("G");
+    // Warp roles (WS=1, the default) where the warpgroups are on threadIdx.y alone.
+    t.warp_specialized = p.at("WS") && t.warpgroups_n == 1;
     const DataType outs[] = {BFloat(16), Float(16), Float(32)};
     return gemm_fp8(M, N, K, t, in, scales, outs[p.at("OUT")]);
   };
