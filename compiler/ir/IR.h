@@ -333,6 +333,11 @@ inline constexpr const char *warp_producer = "warp_producer";
 /// meet only through mbarriers and named barriers (the executor runs such a kernel's warps
 /// independently).
 inline constexpr const char *warp_specialize = "warp_specialize";
+/// node: the tile loop's variable (Stage::persistent); value: the number of tiles. Around the
+/// loop in which each block of a persistent kernel walks its tiles (schedule_ops): a TMA ring
+/// pipelined inside it runs across the loop's iterations, its barriers initialized once before
+/// it (inject_pipeline).
+inline constexpr const char *tile_loop = "tile_loop";
 inline constexpr const char *pragma_prefix = "pragma_";
 } // namespace attr
 

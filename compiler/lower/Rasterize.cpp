@@ -37,16 +37,17 @@ size_t position(const StageNode *s, const IterVar &iv) {
 
 void check_one(const ScheduleNode *sch, const StageNode *s, const Rasterization &r) {
   const std::string stage = "stage '" + s->op.name() + "'";
+  const char *prim = r.persistent() ? "persistent" : "rasterize";
   const std::string axes = "('" + r.rows.name() + "', '" + r.cols.name() + "')";
-  user_check(s->attach_type != AttachType::Inline, "rasterize")
+  user_check(s->attach_type != AttachType::Inline, prim)
       << stage << " is rasterized on " << axes
       << " but computed inline, so it has no loops; rasterize a stage that keeps its loops";
   const char *tags[] = {"blockIdx.y", "blockIdx.x"};
   const IterVar *ivs[] = {&r.rows, &r.cols};
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < 2 && !r.persistent(); ++i) {
     const IterVarAttr *a = s->find_attr(*ivs[i]);
     std::string bound = a && a->bind_thread.defined() ? a->bind_thread.thread_tag() : "";
-    user_check(bound == tags[i], "rasterize")
+    user_check(bound == tags[i], prim)
         << stage << " is rasterized on " << axes << ", but axis '" << ivs[i]->name() << "' is "
         << (bound.empty() ? "not bound to a thread index" : "bound to " + bound)
         << "; rasterize remaps the block grid, so bind '" << ivs[i]->name() << "' to "
@@ -55,13 +56,18 @@ void check_one(const ScheduleNode *sch, const StageNode *s, const Rasterization 
   }
   size_t pr = position(s, r.rows), pc = position(s, r.cols);
   size_t outer = std::min(pr, pc), inner = std::max(pr, pc);
+  // The tile loop replaces both loops at once: nothing can sit between them.
+  user_check(!r.persistent() || pc == pr + 1, "persistent")
+      << stage << " is persistent on " << axes << ", but '" << r.rows.name()
+      << "' is not the loop just outside '" << r.cols.name()
+      << "'; reorder them so that the two tile loops are adjacent, rows first";
   for (size_t i = 0; i <= inner; ++i) {
     const IterVar &iv = s->leaf_iter_vars[i];
-    user_check(!is_reduce_leaf(s, iv), "rasterize")
+    user_check(!is_reduce_leaf(s, iv), prim)
         << stage << ": reduction loop '" << iv.name() << "' encloses the rasterized loops "
         << axes << "; reorder the block loops outside the reduction";
     const IterVarAttr *a = s->find_attr(iv);
-    user_check(!a || !a->tensorize, "rasterize")
+    user_check(!a || !a->tensorize, prim)
         << stage << " is tensorized at loop '" << iv.name() << "', which encloses the "
         << "rasterized loops " << axes << "; tensorize at a loop inside them";
   }
@@ -71,7 +77,7 @@ void check_one(const ScheduleNode *sch, const StageNode *s, const Rasterization 
     if (st->attach_type != AttachType::Scope || st->attach_stage != s)
       continue;
     size_t at = position(s, st->attach_ivar);
-    user_check(at < outer || at >= inner, "rasterize")
+    user_check(at < outer || at >= inner, prim)
         << "stage '" << st->op.name() << "' is computed at loop '" << st->attach_ivar.name()
         << "' of " << stage << ", between its rasterized loops " << axes
         << ", where the block's tile is not known yet; compute it at '"
@@ -90,7 +96,7 @@ void check_rasterizations(const ScheduleNode *sch) {
 Stmt bind_rasterized_tile(const StageNode *s, const IterVar &leaf, const DomainMap &dom,
                           Stmt body) {
   const std::optional<Rasterization> &r = s->rasterization;
-  if (!r)
+  if (!r || r->persistent()) // a persistent stage's tile is bound by its tile loop
     return body;
   size_t pr = position(s, r->rows), pc = position(s, r->cols);
   if (!s->leaf_iter_vars[std::max(pr, pc)].same_as(leaf))

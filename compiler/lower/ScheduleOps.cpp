@@ -8,6 +8,7 @@
 #include "compiler/lower/Rasterize.h"
 #include "compiler/lower/Tensorize.h"
 #include "compiler/lower/ThreadExtents.h"
+#include "compiler/lower/TileScheduler.h"
 #include "compiler/support/Error.h"
 
 namespace tessel {
@@ -305,6 +306,10 @@ private:
       body = AttrStmt::make(attr_iv, kLoopScope, Expr(0), body);
       // Stages computed at this loop read the tile too, so it is bound outside the marker.
       body = bind_rasterized_tile(s, attr_iv, dom_, body);
+      // A persistent stage's tile axes are no loops: one tile loop of a fixed grid walks them.
+      if (const auto &r = s->rasterization;
+          r && r->persistent() && (r->rows.same_as(attr_iv) || r->cols.same_as(attr_iv)))
+        return persistent_tile_loop(s, attr_iv, dom_, body);
     }
     const IterVarAttr *a = s->find_attr(attr_iv);
     Stmt loop;

@@ -72,8 +72,10 @@ void check_not_rasterized(const StageNode *s, const IterVar &iv, const char *pri
   const auto &r = s->rasterization;
   user_check(!r || (!r->rows.same_as(iv) && !r->cols.same_as(iv)), primitive)
       << "axis '" << iv.name() << "' of stage '" << s->op.name()
-      << "' is rasterized (its block order is remapped); " << primitive
-      << " it before calling rasterize";
+      << "' is " << (r && r->persistent() ? "persistent (walked by a tile loop)"
+                                             : "rasterized (its block order is remapped)")
+      << "; " << primitive << " it before calling " << (r && r->persistent() ? "persistent"
+                                                                           : "rasterize");
 }
 
 IterVar new_iter_var(const std::string &name, IterVarType type) {
@@ -291,6 +293,13 @@ Stage &Stage::bind(const IterVar &iv, const IterVar &thread) {
         << "stage '" << name() << "': thread tag '" << thread.thread_tag()
         << "' is already bound to another axis of this stage; bind each thread index once";
   }
+  if (const auto &r = n_->rasterization; r && r->persistent()) {
+    bool tile_axis = r->rows.same_as(iv) || r->cols.same_as(iv);
+    user_check(!tile_axis && thread.thread_tag() != "blockIdx.x", "bind")
+        << "stage '" << name() << "' is persistent on ('" << r->rows.name() << "', '"
+        << r->cols.name() << "'), whose tile loop runs on a fixed grid on blockIdx.x; "
+        << (tile_axis ? "its tile axes are not bound" : "bind '" + iv.name() + "' elsewhere");
+  }
   IterVarAttr &a = n_->attr(iv);
   user_check(a.for_kind == ForKind::Serial, "bind")
       << "stage '" << name() << "', axis '" << iv.name()
@@ -370,6 +379,52 @@ Stage &Stage::rasterize(const IterVar &rows, const IterVar &cols, int64_t group)
   }
   n_->rasterization = Rasterization{rows, cols, group, Var(rows.name() + ".raster"),
                                     Var(cols.name() + ".raster")};
+  return *this;
+}
+
+Stage &Stage::persistent(const IterVar &rows, const IterVar &cols, int64_t group,
+                         int64_t blocks) {
+  check_leaf(n_, rows, "persistent");
+  check_leaf(n_, cols, "persistent");
+  const std::string axes = "('" + rows.name() + "', '" + cols.name() + "')";
+  user_check(!rows.same_as(cols), "persistent")
+      << "stage '" << name() << "': rows and cols are both '" << rows.name()
+      << "'; give the two block-tile loops, rows first";
+  for (const IterVar &iv : {rows, cols}) {
+    user_check(iv.iter_type() == IterVarType::DataPar, "persistent")
+        << "stage '" << name() << "', axis '" << iv.name()
+        << "' is a reduction axis; persistent walks the tiles of two data-parallel axes";
+    const IterVarAttr *a = n_->find_attr(iv);
+    user_check(!a || (a->for_kind == ForKind::Serial && !a->bind_thread.defined()),
+               "persistent")
+        << "stage '" << name() << "', axis '" << iv.name() << "' is "
+        << (a && a->bind_thread.defined() ? "bound to " + a->bind_thread.thread_tag()
+                                          : std::string("unrolled, vectorized or parallel"))
+        << "; persistent runs the tiles " << axes
+        << " in a loop of a fixed grid on blockIdx.x: leave both axes plain loops";
+  }
+  user_check(group >= 1, "persistent")
+      << "stage '" << name() << "', axes " << axes
+      << ": group must be at least 1 (1 keeps the row-major order), got " << group;
+  user_check(blocks >= 1, "persistent")
+      << "stage '" << name() << "', axes " << axes << ": blocks must be at least 1 (the "
+      << "persistent grid, e.g. 132: one block per SM of an H100), got " << blocks;
+  if (const auto &r = n_->rasterization)
+    user_error("persistent") << "stage '" << name() << "' already has a tile order on ('"
+                             << r->rows.name() << "', '" << r->cols.name() << "') ("
+                             << (r->persistent() ? "persistent" : "rasterize")
+                             << "); give a stage one tile order";
+  for (const auto &[node, a] : n_->iter_var_attrs)
+    user_check(!a.bind_thread.defined() || a.bind_thread.thread_tag() != "blockIdx.x",
+               "persistent")
+        << "stage '" << name() << "': an axis is bound to blockIdx.x, which the persistent "
+        << "grid of " << axes << " takes; bind it to blockIdx.y or .z, or unbind it";
+  Rasterization r{rows, cols, group, Var(rows.name() + ".raster"), Var(cols.name() + ".raster")};
+  r.blocks = blocks;
+  r.block = thread_axis("blockIdx.x");
+  r.iteration = Var(name() + ".tile_iter");
+  r.tile = Var(name() + ".tile");
+  n_->rasterization = r;
   return *this;
 }
 

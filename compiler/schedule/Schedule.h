@@ -56,10 +56,20 @@ using IterVarRelation = std::variant<SplitRelation, FuseRelation>;
 /// grouped ordering instead of (by, bx). The stage's body, and the stages computed inside it,
 /// read the loops' values through the variables `row` and `col`, let-bound just inside the inner
 /// of the two loops.
+///
+/// A persistent stage (Stage::persistent) has no block per tile: `blocks` blocks (blockIdx.x)
+/// each run a tile loop, iteration `iteration` computing tile `tile` = iteration * grid +
+/// blockIdx.x of the grouped order while it is below the number of tiles (grid: `blocks`, or
+/// fewer where there are fewer tiles). The loops `rows` and `cols` are not emitted.
 struct Rasterization {
   IterVar rows, cols;
   int64_t group;
   Var row, col;
+  int64_t blocks = 0; ///< persistent: the blocks that walk the tiles; 0: one block per tile
+  IterVar block{};    ///< persistent: the block axis (blockIdx.x) of the fixed grid
+  Var iteration{}, tile{}; ///< persistent: the tile loop's variable, the tile it computes
+
+  bool persistent() const { return blocks != 0; }
 };
 
 enum class AttachType : uint8_t {
@@ -209,6 +219,17 @@ public:
   /// CUTLASS's threadblock swizzle). The last group is smaller when `group` does not divide
   /// the rows; group 1 is the plain row-major order. Split and fuse the axes before this call.
   Stage &rasterize(const IterVar &rows, const IterVar &cols, int64_t group);
+  /// A persistent kernel: instead of a block per tile of `rows` x `cols` (the two block-tile
+  /// loops, adjacent, outermost of the data-parallel ones, not bound to threads), a fixed grid
+  /// of `blocks` blocks on blockIdx.x (default 132, the SMs of an H100 / H200; fewer where
+  /// there are fewer tiles) each walks the tiles in a loop of its own: tile t = iteration *
+  /// grid + blockIdx.x in the grouped order of `group` rows (as rasterize). Stages computed
+  /// inside the tile (at `cols` or further in) run once per tile; a TMA ring (bulk_copy +
+  /// pipeline) in them runs across the tiles, its barriers initialized once per block, and
+  /// needs warp_specialize so that the producer fills the next tile's first slots during this
+  /// tile's epilogue. Split and fuse the axes before this call; not with rasterize.
+  Stage &persistent(const IterVar &rows, const IterVar &cols, int64_t group = 8,
+                    int64_t blocks = 132);
 
   StageNode *get() const { return n_; }
   bool operator==(const Stage &o) const { return n_ == o.n_; }

@@ -1,0 +1,28 @@
+// The tile scheduler of a persistent stage (Stage::persistent) in lowering: the loop in which
+// each block of a fixed grid walks the output tiles.
+//
+// With T = ny * nx tiles and a grid of G = min(blocks, T) blocks, block b runs
+//   for (iteration = 0; iteration < ceil(T / G); ++iteration) {
+//     tile = iteration * G + b;
+//     if (tile < T) { (row, col) = grouped tile `tile` (Rasterize.h); the tile's work }
+//   }
+// so the blocks together compute each tile once, in the grouped order, the first G tiles in
+// the first iteration (a wave), the next G in the second, and so on.
+#pragma once
+
+#include "compiler/lower/Relations.h"
+
+namespace tessel {
+
+/// The blocks a persistent stage launches: min(blocks, tiles).
+int64_t persistent_grid(const Rasterization &r, const DomainMap &dom);
+
+/// `body` (the nest inside leaf loop `leaf` of persistent stage `s`, its marker included) as
+/// the tile scheduler emits it: for the rows leaf, the grid's blockIdx.x binding, the thread
+/// bindings found at the top of `body` (hoisted: they are the block's, not the tile's), the
+/// tile loop marked attr::tile_loop, the tile's index and its guard; for the cols leaf, the
+/// tile's (row, col) bound by LetStmts, no loop. Unchanged for any other leaf.
+Stmt persistent_tile_loop(const StageNode *s, const IterVar &leaf, const DomainMap &dom,
+                          Stmt body);
+
+} // namespace tessel
