@@ -123,6 +123,11 @@ struct Plan {
   }
 };
 
+bool is_same_var(const AttrNode &node, const Var &v) {
+  const auto *e = std::get_if<Expr>(&node);
+  return e && e->as<Variable>() == v.get();
+}
+
 const AttrStmt *bulk_copy_of(const AttrStmt *pipeline) {
   const auto *a = pipeline->body.as<AttrStmt>();
   return a && a->key == attr::bulk_copy ? a : nullptr;
@@ -142,6 +147,14 @@ protected:
     IRVisitor::visit(op);
   }
   void visit(const For *op) override {
+    if (tile_loops_.count(op)) {
+      // A persistent kernel's tile loop: the block's work, which a ring inside runs across
+      // (and a fill in no other loop is filled once per tile).
+      bound_.push_back(op->loop_var.get());
+      IRVisitor::visit(op);
+      bound_.pop_back();
+      return;
+    }
     bool thread = op->for_kind == ForKind::ThreadBinding && is_thread_tag(op->thread_tag);
     if (thread)
       thread_vars_.insert(op->loop_var.get());
@@ -185,6 +198,9 @@ protected:
     }
     if (op->key == attr::pipeline_scope)
       plan_attr(op);
+    if (op->key == attr::tile_loop)
+      if (const auto *f = op->body.as<For>(); f && is_same_var(op->node, f->loop_var))
+        tile_loops_.insert(f);
     roles_ += op->key == attr::warp_roles;
     IRVisitor::visit(op);
     roles_ -= op->key == attr::warp_roles;
@@ -195,6 +211,8 @@ protected:
   }
 
 private:
+  llvm::DenseSet<const For *> tile_loops_;
+
   struct LoopEntry {
     const For *loop;
     size_t bound_depth; ///< bound_.size() before the loop var was pushed
@@ -429,8 +447,17 @@ protected:
           << " in a warp-specialized stage, but its fill is not a TMA bulk copy: the producer "
           << "role only issues bulk copies; call bulk_copy() on its stage, or drop "
           << "warp_specialize";
-    if (here[0]->bulk)
+    if (here[0]->bulk) {
+      // In a persistent kernel's tile loop the ring runs across the tiles: its steps (slots,
+      // parities) are counted from the block's first tile.
+      if (!tiles_.empty()) {
+        auto steps = as_const_int(op->extent);
+        internal_check(steps.has_value()) << "persistent ring over a loop of extent "
+                                          << op->extent;
+        ring_base_[op] = tiles_.back().iteration * make_const(op->loop_var.type(), *steps);
+      }
       return bulk_pipeline(op, here, stages, here[0]->warp_roles);
+    }
     // The compute: fills removed (they move to the top), reads retargeted to their stage.
     Stmt compute = remove_no_op(IRMutator::mutate(op->body));
 
@@ -483,12 +510,14 @@ protected:
   }
 
   Stmt visit(const AttrStmt *op) override {
+    if (op->key == attr::tile_loop)
+      return tile_loop(op);
     if (op->key != attr::pipeline_scope)
       return IRMutator::visit(op);
     if (!plan_of(pipelined_var(op))) {
       auto it = plans_.find(pipelined_var(op));
       if (it != plans_.end() && it->second.bulk_once && bulk_copy_of(op))
-        return bulk_once(it->second, op);
+        return tiles_.empty() ? bulk_once(it->second, op) : bulk_once_per_tile(it->second, op);
       user_check(!bulk_copy_of(op), "pipeline")
           << "buffer '" << pipelined_var(op)->name << "' is filled by TMA (bulk_copy), but its "
           << "fill cannot be pipelined: it must sit directly in a loop that every thread of the "
@@ -560,10 +589,18 @@ private:
     return it->second;
   }
 
-  // (i - min) % N: the stage iteration i of the loop uses.
+  // (i - min) % N: the stage iteration i of the loop uses (with the steps of earlier tiles
+  // before it, in a persistent kernel's tile loop).
   Expr stage_of(Plan &p, const For &loop) const {
+    return floormod(ring_step(loop), stages_of(p));
+  }
+
+  // The ring's step of the loop's current iteration: i - min, after the steps of the block's
+  // earlier tiles when the loop is in a tile loop.
+  Expr ring_step(const For &loop) const {
     Expr rel = is_zero(loop.min) ? Expr(loop.loop_var) : loop.loop_var - loop.min;
-    return floormod(rel, stages_of(p));
+    auto it = ring_base_.find(&loop);
+    return it == ring_base_.end() ? rel : it->second + rel;
   }
 
   // The fill of `p`, writing the stage of the loop's current iteration.
@@ -616,7 +653,15 @@ private:
     Var i = op->loop_var;
     DataType t = i.type();
     Expr end = op->min + op->extent;
-    Expr rel = is_zero(op->min) ? Expr(i) : i - op->min;
+    const Expr step_in_loop = is_zero(op->min) ? Expr(i) : i - op->min; // counts the lag
+    Expr rel = ring_step(*op);
+    // In a persistent kernel's tile loop the ring's barriers are initialized once, before it.
+    TileLoop *tile = tiles_.empty() ? nullptr : &tiles_.back();
+    user_check(!tile || roles, "persistent")
+        << "the TMA ring of '" << here[0]->alloc->buffer_var->name << "' over " << op->loop_var
+        << " runs in the tile loop of a persistent stage, which needs warp roles (a producer "
+        << "filling the next tile's slots during this tile's epilogue): call warp_specialize() "
+        << "on the stage computed at the tile";
     int64_t bytes = 0;
     for (Plan *p : here)
       bytes += p->bulk_bytes;
@@ -663,11 +708,15 @@ private:
     init.push_back(intrinsic_stmt(intrinsic::fence_barrier_init));
     std::vector<Stmt> out{IfThenElse::make(leader, Seq::make(std::move(init))),
                           intrinsic_stmt(intrinsic::syncthreads)};
+    if (tile) {
+      tile->hoisted.push_back({{full_var, empty_var}, stages, std::move(out)});
+      out.clear();
+    }
     // Reads of iteration rel - lag are over at the end of iteration rel.
     Stmt release =
         intrinsic_stmt(intrinsic::mbarrier_arrive, {empty_at(floormod(rel - lag, stages))});
     if (lag)
-      release = IfThenElse::make(rel >= lag, release);
+      release = IfThenElse::make(step_in_loop >= lag, release);
     Stmt wait_full = intrinsic_stmt(
         intrinsic::mbarrier_wait,
         {full_at(floormod(rel, stages)), floormod(floordiv(rel, stages), 2)});
@@ -685,9 +734,41 @@ private:
       body.push_back(IfThenElse::make(leader && i + ahead < end, fills(i + ahead, true)));
     }
     body.insert(body.end(), {wait_full, compute, release});
-    Stmt result = finish_loop(*op, std::move(body), lag, std::move(out), here);
+    // Across tiles the last step's slot is released too, once its reads have landed (after
+    // the loop, where insert_wgmma_syncs waits for them) and before the epilogue, so that the
+    // producer has the whole ring for the next tile meanwhile.
+    Stmt release_last;
+    if (tile && lag)
+      release_last = intrinsic_stmt(intrinsic::mbarrier_arrive,
+                                    {empty_at(floormod(substitute(rel, i, end - 1), stages))});
+    Stmt result = finish_loop(*op, std::move(body), lag, std::move(out), here, release_last);
+    if (tile)
+      return result; // the barriers are allocated around the tile loop
     result = Allocate::make(empty_var, UInt(64), {Expr(stages)}, "shared", result);
     return Allocate::make(full_var, UInt(64), {Expr(stages)}, "shared", result);
+  }
+
+  // A persistent kernel's tile loop: the rings inside it keep their barriers from one tile to
+  // the next, so their allocations and initialization go before it.
+  Stmt tile_loop(const AttrStmt *op) {
+    const auto *iteration = std::get_if<Expr>(&op->node);
+    internal_check(iteration && iteration->as<Variable>()) << "tile_loop without its variable";
+    const auto *loop = op->body.as<For>();
+    if (!loop || !is_same_var(op->node, loop->loop_var))
+      return mutate(op->body); // a loop of one iteration, simplified away: one tile per block
+    tiles_.push_back({loop->loop_var, {}});
+    Stmt body = mutate(op->body);
+    std::vector<HoistedRing> hoisted = std::move(tiles_.back().hoisted);
+    tiles_.pop_back();
+    std::vector<Stmt> out;
+    for (HoistedRing &h : hoisted)
+      out.insert(out.end(), h.init.begin(), h.init.end());
+    out.push_back(AttrStmt::make(op->node, op->key, op->value, body));
+    Stmt result = Seq::make(std::move(out));
+    for (const HoistedRing &h : hoisted)
+      for (const Var &bar : h.barriers)
+        result = Allocate::make(bar, UInt(64), {Expr(h.slots)}, "shared", result);
+    return result;
   }
 
   // A bulk copy outside any loop: the leader fills the buffer once on a barrier of its own,
@@ -712,16 +793,47 @@ private:
     return Allocate::make(bar_var, UInt(64), {Expr(1)}, "shared", body);
   }
 
+  // bulk_once in a persistent kernel's tile loop: the barrier is initialized once, before the
+  // loop, and completes once per tile (phase: the tile iteration's parity). The block's
+  // threads meet before each fill, so that the copy does not overwrite the previous tile's
+  // buffer while a thread still reads it.
+  Stmt bulk_once_per_tile(Plan &p, const AttrStmt *op) {
+    const AttrStmt *bulk = bulk_copy_of(op);
+    Var bar_var(pipelined_var(op)->name + "_full", Handle());
+    Buffer bar = passes_detail::make_flat_buffer(bar_var->name, bar_var, UInt(64), Expr(1),
+                                                 "shared");
+    Expr at = element_address(bar, Expr(0));
+    Expr leader = leader_and_threads(p).first;
+    TileLoop &tile = tiles_.back();
+    tile.hoisted.push_back(
+        {{bar_var},
+         1,
+         {IfThenElse::make(leader,
+                           Seq::make({intrinsic_stmt(intrinsic::mbarrier_init, {at, Expr(1)}),
+                                      intrinsic_stmt(intrinsic::fence_barrier_init)})),
+          intrinsic_stmt(intrinsic::syncthreads)}});
+    return Seq::make(
+        {intrinsic_stmt(intrinsic::syncthreads),
+         IfThenElse::make(leader,
+                          Seq::make({intrinsic_stmt(intrinsic::mbarrier_arrive_expect_tx,
+                                                    {at, Expr(int(p.bulk_bytes))}),
+                                     with_barrier(bulk->body, at)})),
+         intrinsic_stmt(intrinsic::mbarrier_wait,
+                        {at, floormod(tile.iteration, make_const(tile.iteration.type(), 2))})});
+  }
+
   // The pipelined loop with body `body` (wrapped for insert_wgmma_syncs when its compute keeps
   // `lag` groups of reads in flight) after the statements `out` before it, inside the grown
   // allocations that were inside the loop.
   Stmt finish_loop(const For &op, std::vector<Stmt> body, int lag, std::vector<Stmt> out,
-                   const std::vector<Plan *> &here) {
+                   const std::vector<Plan *> &here, Stmt after = Stmt()) {
     Stmt loop = For::make(op.loop_var, op.min, op.extent, op.for_kind,
                           Seq::make(std::move(body)), op.thread_tag);
     if (lag)
       loop = AttrStmt::make(AttrNode(), attr::pipeline_async_reads, Expr(lag), loop);
     out.push_back(loop);
+    if (after.defined())
+      out.push_back(after);
     Stmt result = Seq::make(std::move(out));
     for (Plan *p : here)
       if (p->alloc_inside_loop)
@@ -752,6 +864,20 @@ private:
   Remarks *remarks_;
   llvm::DenseMap<const Plan *, int> loop_stages_;
   llvm::DenseMap<const BufferNode *, Buffer> grown_;
+
+  /// A ring (or a once-filled barrier) inside a tile loop: its barriers, their slots, and the
+  /// statements that initialize them, which go before the tile loop.
+  struct HoistedRing {
+    std::vector<Var> barriers;
+    int slots = 0;
+    std::vector<Stmt> init;
+  };
+  struct TileLoop {
+    Var iteration;
+    std::vector<HoistedRing> hoisted;
+  };
+  std::vector<TileLoop> tiles_; ///< the tile loops around the statement being rewritten
+  llvm::DenseMap<const For *, Expr> ring_base_; ///< a ring's steps before its loop's first
 };
 
 } // namespace

@@ -220,7 +220,8 @@ private:
                "warp_specialize")
         << "stage '" << stage_ << "': the TMA ring's loop runs more than once per block (it is "
            "inside another loop of the block's work); warp roles split a ring that the block "
-           "fills and drains once: compute the stage at the block's tile";
+           "fills and drains once: compute the stage at the block's tile (or, to walk several "
+           "tiles per block, make the output stage persistent: Stage::persistent)";
     auto init_at = std::prev(init.base());
     auto sync = std::find_if(init_at, first_fill,
                              [](const Stmt &x) { return is_call(x, intrinsic::syncthreads); });

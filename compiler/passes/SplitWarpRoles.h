@@ -26,7 +26,10 @@ namespace tessel {
 /// most registers the consumers can take once the producer gave its up (at most 240).
 /// Consumes the warp_roles and warp_producer attrs. A warp_roles attr with no ring to split (a
 /// K loop of one step) leaves the kernel as it is, with a missed remark in `remarks`; a ring in
-/// a loop run more than once per block is a user error naming the stage.
+/// a loop run more than once per block is a user error naming the stage, except in a
+/// persistent kernel's tile loop (attr tile_loop), whose ring runs across the tiles with its
+/// barriers initialized before the loop: the producer's part keeps the tile loop (its lets and
+/// guard), so that it fills the next tile's first slots while the consumers store this one.
 Stmt split_warp_roles(Stmt s, Remarks *remarks = nullptr);
 
 /// The registers per thread split_warp_roles gives the producer warpgroup and each of
