@@ -2,11 +2,14 @@
 
 #include "compiler/support/Error.h"
 
+#include <algorithm>
+
 namespace tessel {
 
 GemmOutputLoops tile_gemm_output(Stage sc, const GemmThreadAxes &axes, int block_m, int block_n,
                                  int groups_m, int groups_n, int tile_m, int tile_n,
-                                 int64_t raster_group, TailStrategy n_tail, TailStrategy m_tail) {
+                                 int64_t raster_group, TailStrategy n_tail, TailStrategy m_tail,
+                                 int64_t persistent_blocks) {
   // Blocks that do not divide M or N shift the last one inwards (every block is whole) or
   // stay in place (stores of the part inside). A leading axis (split-K's partial sums) is the
   // grid's z.
@@ -21,13 +24,17 @@ GemmOutputLoops tile_gemm_output(Stage sc, const GemmThreadAxes &axes, int block
   auto [fi, ii] = sc.split(i2, tile_m);
   auto [fj, jj] = sc.split(j2, tile_n);
   sc.reorder({bi, bj, wi, wj, fi, fj, ii, jj});
-  sc.bind(bi, axes.block_y);
-  sc.bind(bj, axes.block_x);
+  if (persistent_blocks == 0) {
+    sc.bind(bi, axes.block_y);
+    sc.bind(bj, axes.block_x);
+  }
   sc.bind(wi, axes.thread_y);
   sc.bind(wj, axes.thread_z);
   if (all.size() == 3)
     sc.bind(all[0], thread_axis("blockIdx.z"));
-  if (raster_group != 0)
+  if (persistent_blocks != 0)
+    sc.persistent(bi, bj, std::max<int64_t>(1, raster_group), persistent_blocks);
+  else if (raster_group != 0)
     sc.rasterize(bi, bj, raster_group);
   return {wj, fi, fj, ii};
 }

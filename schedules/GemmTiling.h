@@ -31,12 +31,15 @@ struct GemmOutputLoops {
 /// columns inside, through an intrinsic that can: TensorIntrin::partial_output),
 /// each into groups_m x groups_n thread groups (threadIdx.y /
 /// z; a group is a warp or a warpgroup, its own threads on threadIdx.x), each group's part into
-/// tile_m x tile_n tiles.
+/// tile_m x tile_n tiles. With `persistent_blocks` nonzero the block tiles are not bound to
+/// the grid: that many blocks walk them (Stage::persistent, in the grouped order of
+/// raster_group rows, 1 when 0).
 GemmOutputLoops tile_gemm_output(Stage sc, const GemmThreadAxes &axes, int block_m, int block_n,
                                  int groups_m, int groups_n, int tile_m, int tile_n,
                                  int64_t raster_group,
                                  TailStrategy n_tail = TailStrategy::ShiftInwards,
-                                 TailStrategy m_tail = TailStrategy::ShiftInwards);
+                                 TailStrategy m_tail = TailStrategy::ShiftInwards,
+                                 int64_t persistent_blocks = 0);
 
 /// Splits the accumulator's one reduction axis into steps of block_k (the first loop) and the
 /// rest (the second). With a nonzero period (a multiple of block_k), the steps are counted

@@ -84,6 +84,16 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
       << "warp roles (warp_specialized) need the warpgroups on threadIdx.y alone "
          "(warpgroups_n = 1; the producer is one more there), got warpgroups_n="
       << t.warpgroups_n;
+  user_check(!t.persistent || t.roles(), context)
+      << "a persistent kernel (persistent) needs TMA fills with warp roles (tma and "
+         "warp_specialized; knobs TMA=1 WS=1), whose producer loads the next tile during this "
+         "tile's epilogue";
+  user_check(!t.persistent || t.split_k == 1, context)
+      << "a persistent kernel (persistent) walks whole output tiles; use split_k = 1 (knob "
+         "SK=1), got split_k=" << t.split_k;
+  user_check(!t.persistent || t.persistent_blocks >= 1, context)
+      << "a persistent kernel needs 1 or more blocks (persistent_blocks, knob PB; 132 is one "
+         "per SM of an H100), got " << t.persistent_blocks;
   user_check(!t.tma || (t.swizzle && t.stages >= 2), context)
       << "TMA bulk copies (tma) fill swizzled tiles through a ring of 2 or more stages; got "
          "swizzle "
@@ -238,6 +248,11 @@ std::vector<GemmWgmmaTiles> gemm_wgmma_candidates(int64_t M, int64_t N, int64_t 
                            .warp_specialized = fill == 2};
           if (fits(M, N, K, t, /*partial_blocks=*/M < 64))
             out.push_back(t);
+          if (t.roles()) { // the same tiles walked by one block per SM
+            t.persistent = true;
+            if (fits(M, N, K, t, /*partial_blocks=*/M < 64))
+              out.push_back(t);
+          }
         }
   return out;
 }
@@ -249,7 +264,8 @@ std::string to_string(const GemmWgmmaTiles &t) {
          " stages=" + std::to_string(t.stages) + " raster=" + std::to_string(t.raster_group) +
          " swizzle=" + std::to_string(t.swizzle) + (t.tma ? " tma" : "") +
          (t.roles() ? " ws" : "") +
-         (t.split_k > 1 ? " split_k=" + std::to_string(t.split_k) : "");
+         (t.split_k > 1 ? " split_k=" + std::to_string(t.split_k) : "") +
+         (t.persistent ? " persistent=" + std::to_string(t.persistent_blocks) : "");
 }
 
 bool hopper_gpu() { return Device::available() && Device::get().arch() == "sm_90"; }
@@ -380,7 +396,8 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
   // keep that block in place and store only the columns inside (wgmma_store's limit).
   GemmOutputLoops c =
       tile_gemm_output(sc, idx, t.block_m, t.block_n, t.warpgroups_m, t.warpgroups_n, kRows, n,
-                       t.raster_group, column_tail(*as_const_int(st.C.shape().back())));
+                       t.raster_group, column_tail(*as_const_int(st.C.shape().back())),
+                       TailStrategy::ShiftInwards, t.persistent ? t.persistent_blocks : 0);
 
   // The accumulator: a warpgroup's tiles, K in shared-tile steps (ko), then 16-wide slices.
   Stage sf = s[st.CF];
@@ -485,6 +502,14 @@ GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p) {
   t.warp_specialized = t.tma && (!p.count("WS") || get("WS") != 0) && t.warpgroups_n == 1;
   if (get("SK"))
     t.split_k = int(get("SK"));
+  // P=1: persistent on PB blocks (0: 132), whole K per tile unless SK says otherwise.
+  if (get("P")) {
+    t.persistent = true;
+    if (get("PB"))
+      t.persistent_blocks = int(get("PB"));
+    if (!get("SK"))
+      t.split_k = 1;
+  }
   return t;
 }
 
@@ -505,9 +530,9 @@ ScheduleEntry wgmma_gemm_entry(const char *name, const char *description) {
   e.description = description;
   e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"G", 8},    {"BM", 0},
                      {"BN", 0},   {"BK", 0},   {"S", 0},    {"SW", 128}, {"TMA", 1},
-                     {"WS", 1},   {"SK", 0}};
-  e.nonnegative = {"G", "BM", "BN", "BK", "S", "SW", "TMA", "WS", "SK"};
-  e.choices = {{"SW", {0, 32, 64, 128}}, {"TMA", {0, 1}}, {"WS", {0, 1}}};
+                     {"WS", 1},   {"SK", 0},   {"P", 0},    {"PB", 0}};
+  e.nonnegative = {"G", "BM", "BN", "BK", "S", "SW", "TMA", "WS", "SK", "P", "PB"};
+  e.choices = {{"SW", {0, 32, 64, 128}}, {"TMA", {0, 1}}, {"WS", {0, 1}}, {"P", {0, 1}}};
   e.knobs = gemm_wgmma_knobs();
   e.dtypes = {Float(16), BFloat(16)};
   return e;
@@ -527,7 +552,9 @@ ScheduleEntry gemm_wgmma_entry() {
                     "with cp.async; WS=1 (the default) issues the TMA copies from a producer "
                     "warpgroup of their own (warp roles, setmaxnreg), WS=0 from a consumer "
                     "thread; SK splits K into that many parts (0: the tiles' choice, "
-                    "which splits grids under half a wave), added by a second kernel; C16=1 "
+                    "which splits grids under half a wave), added by a second kernel; P=1 "
+                    "makes it persistent: PB blocks (0: 132, the SMs of an H100) walk the "
+                    "tiles in the grouped order, the TMA ring running across them; C16=1 "
                     "rounds the float32 sum once as it is stored");
   e.default_shape["C16"] = 0;
   e.nonnegative.push_back("C16");

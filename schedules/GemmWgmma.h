@@ -53,6 +53,12 @@ struct GemmWgmmaTiles {
   /// float32 workspace of partial sums (the grid's z), which a second kernel adds in a fixed
   /// order (deterministic) into C. For grids too small to fill the GPU (a few rows of C).
   int split_k = 1;
+  /// A persistent kernel (Stage::persistent): `persistent_blocks` blocks (132: one per SM of
+  /// an H100 / H200) each walk the output tiles in the grouped order of raster_group rows (1
+  /// when 0), the TMA ring running across their tiles, so that the producer loads the next
+  /// tile while the consumers store this one. Needs warp roles (roles()) and split_k = 1.
+  bool persistent = false;
+  int persistent_blocks = 132;
 
   /// Whether the kernel has warp roles: TMA fills with warp_specialized.
   bool roles() const { return tma && warp_specialized; }
@@ -96,7 +102,8 @@ ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTile
 
 /// The tilings the tuner tries for M x N x K: blocks of 128x256, 256x128 (4 warpgroups), 128x128
 /// and 64x256, K step 64, 3 or 4 stages, rasterization off or in groups of 8, TMA or cp.async
-/// fills; only those that pass check_gemm_wgmma_tiles.
+/// fills, and persistent variants (132 blocks) of the TMA ones with warp roles; only those that
+/// pass check_gemm_wgmma_tiles.
 std::vector<GemmWgmmaTiles> gemm_wgmma_candidates(int64_t M, int64_t N, int64_t K);
 /// "wgmma bm=128 bn=256 bk=64 wg=2x1 n=256 stages=4 raster=8 swizzle=128": as the tuner logs it.
 std::string to_string(const GemmWgmmaTiles &t);
@@ -116,7 +123,7 @@ ScheduleEntry gemm_bias_gelu_entry();
 bool hopper_gpu();
 
 /// gemm_wgmma's tiles from the registry's knobs in `p` (M, N, K; BM, BN, BK, S, SW, TMA, G, SK:
-/// 0 or absent is gemm_wgmma_tiles' choice), as gemm_wgmma, gemm_bias_gelu and gemm_tc on
+/// 0 or absent is gemm_wgmma_tiles' choice; P=1 persistent on PB blocks, 0: 132), as gemm_wgmma, gemm_bias_gelu and gemm_tc on
 /// Hopper take them.
 GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p);
 /// The values `tessel tune` tries for those knobs.
