@@ -86,6 +86,9 @@ tessel_filecheck_test(NAME interpret.gemm_wmma CHECKS interpret.txt
 tessel_filecheck_test(NAME interpret.gemm_wmma_raster CHECKS interpret.txt
   COMMAND interpret gemm_wmma --shape M=192,N=256,K=32,G=2
   FILECHECK_ARGS --check-prefix=GEMM_WMMA_RASTER)
+tessel_filecheck_test(NAME interpret.gemm_wgmma_persistent CHECKS interpret.txt
+  COMMAND interpret gemm_wgmma --shape M=200,N=136,K=320,BM=128,BN=64,P=1,PB=4
+  FILECHECK_ARGS --check-prefix=GEMM_WGMMA_PERSISTENT)
 tessel_filecheck_test(NAME interpret.gemm_mma CHECKS interpret.txt
   COMMAND interpret gemm_mma --shape M=96,N=128,K=48 FILECHECK_ARGS --check-prefix=GEMM_MMA)
 tessel_filecheck_test(NAME interpret.conv2d_tensorcore_tutorial CHECKS interpret.txt
@@ -115,6 +118,10 @@ tessel_filecheck_test(NAME lower.gemm_wgmma_roles CHECKS gemm_wgmma_roles.txt CO
   FILECHECK_ARGS --implicit-check-not=cp_async --implicit-check-not=wgmma.accumulator[)
 tessel_filecheck_test(NAME cuda.gemm_wgmma_roles CHECKS cuda_gemm_wgmma_roles.txt COMMAND cuda gemm_wgmma
   --shape M=4096,N=4096,K=4096)
+# Persistent (P=1): 5 blocks walk 16 tiles in a tile loop, the TMA ring running across them.
+tessel_filecheck_test(NAME lower.gemm_wgmma_persistent CHECKS gemm_wgmma_persistent.txt
+  COMMAND lower gemm_wgmma --shape M=512,N=512,K=320,BM=128,BN=128,P=1,PB=5
+  FILECHECK_ARGS --implicit-check-not=cp_async)
 tessel_filecheck_test(NAME lower.conv2d_wgmma_tma CHECKS conv2d_wgmma_tma.txt
   COMMAND lower conv2d_wgmma --shape N=2,H=8,W=8,C=128,K=128
   FILECHECK_ARGS --implicit-check-not=cp_async)
