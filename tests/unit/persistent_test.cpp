@@ -127,6 +127,23 @@ TEST(Persistent, ScheduleErrors) {
                  c.split(bi, 2);
                }),
                {"split", "persistent (walked by a tile loop)", "before calling persistent"});
+  // A TMA ring in the tile loop without warp roles: the pipeline refuses it.
+  expect_error(
+      [] {
+        GemmTensors g = gemm_definition(256, 256, 256, Float(16));
+        Schedule s = create_schedule({g.C});
+        WgmmaGemmStages st;
+        st.C = g.C;
+        st.AS = s.cache_read(g.A, "shared", {g.C});
+        st.BS = s.cache_read(g.B, "shared", {g.C});
+        st.CF = s.cache_write(g.C, "wgmma.accumulator");
+        GemmWgmmaTiles t = persistent_tiles(3, 3);
+        t.warp_specialized = false;
+        schedule_wgmma_gemm(s, st, t);
+        lower(s, {g.A, g.B, g.C});
+      },
+      {"persistent", "runs in the tile loop of a persistent stage", "needs warp roles",
+       "warp_specialize()"});
   // gemm_wgmma: persistent needs warp roles and whole K per tile.
   expect_error([] { gemm_wgmma(256, 256, 128, {.tma = true, .persistent = true}); },
                {"persistent", "warp roles", "TMA=1 WS=1"});
