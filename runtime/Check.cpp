@@ -73,6 +73,16 @@ protected:
   }
   void visit(const Reduce *op) override {
     rounds(op->type);
+    // A sum of products of 8-bit floats runs on Hopper's fp8 Tensor Cores, which keep about 14
+    // bits of its partial sums whatever the accumulator's type (DeepSeek-V3's report, 3.3.2;
+    // gemm_fp8 promotes them into float32 every 128 of K): its unit is 2^-13, not float32's.
+    bool fp8_products = false;
+    post_order_visit(op->source, [&](const IRNode *n) {
+      const auto *c = llvm::dyn_cast<Cast>(n);
+      fp8_products |= c && c->value.type().is_float8();
+    });
+    if (op->combiner == Reduce::Sum && fp8_products)
+      unit = std::max(unit, std::ldexp(1.0, -13));
     IRVisitor::visit(op);
   }
   void visit(const Call *op) override {
