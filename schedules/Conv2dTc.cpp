@@ -290,6 +290,7 @@ GemmWgmmaTiles conv2d_wgmma_tiles(const Conv2dTcShape &sh) {
   // (measured no better on the bench's convs).
   t.tma = t.tma && sh.in_channels % t.block_k == 0 && im2col_tma_fits(sh);
   t.raster_group = 0;
+  t.persistent = false; // measured on GEMMs only (gemm_wgmma_tiles)
   // Grids under half a wave (batch 1: the seed conv's 196 x 512 output makes 32 blocks of
   // 64 x 64) split the reduction into parts of whole filter taps, as gemm_wgmma_tiles does for
   // a few rows of C.

@@ -177,11 +177,19 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::stri
     return part(M, t.block_m) * part(N, t.block_n);
   };
   const bool big = blocks(best) >= 132; // the default blocks fill a wave
+  // Persistent (132 blocks walking the tiles, the ring running across them) for grids of 1 to
+  // 8 waves: on the H100 4096^3 (512 tiles) 0.2130 -> 0.1961 ms and 4096x4096x1024 0.0702 ->
+  // 0.0644, but 8192^3 (2048 tiles) 1.6542 -> 1.6770 (bench/RESULTS.md, 2026-11-26).
+  auto with_persistence = [&](GemmWgmmaTiles t) {
+    t = with_tma(t);
+    t.persistent = t.roles() && blocks(t) >= 132 && blocks(t) <= 8 * 132;
+    return t;
+  };
   if (big && fits(M, N, K, with_tma(best)) && fits(M, N, K, with_tma(narrow)) &&
       useful(narrow) >= 0.9 && wave_use(narrow) > wave_use(best) + 0.1)
-    return with_tma(narrow);
+    return with_persistence(narrow);
   if (big && fits(M, N, K, with_tma(best)) && useful(best) >= 0.9)
-    return with_tma(best);
+    return with_persistence(best);
   // Otherwise the tiles that waste least (in steps of 5%), swizzled, then, for grids of less
   // than a wave, those that keep most SMs busy (in steps of 10%; a batch-1 conv measured 2x
   // faster in 64 x 64 blocks than in 256 x 128), then the largest (128 x 256 before 256 x 128).
@@ -502,8 +510,11 @@ GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p) {
   t.warp_specialized = t.tma && (!p.count("WS") || get("WS") != 0) && t.warpgroups_n == 1;
   if (get("SK"))
     t.split_k = int(get("SK"));
-  // P=1: persistent on PB blocks (0: 132), whole K per tile unless SK says otherwise.
-  if (get("P")) {
+  // P=0: the tiles' choice; P=1: persistent on PB blocks (0: 132), whole K per tile unless SK
+  // says otherwise; P=2: not persistent.
+  if (get("P") == 2 || t.split_k > 1)
+    t.persistent = false;
+  if (get("P") == 1) {
     t.persistent = true;
     if (get("PB"))
       t.persistent_blocks = int(get("PB"));
@@ -532,7 +543,7 @@ ScheduleEntry wgmma_gemm_entry(const char *name, const char *description) {
                      {"BN", 0},   {"BK", 0},   {"S", 0},    {"SW", 128}, {"TMA", 1},
                      {"WS", 1},   {"SK", 0},   {"P", 0},    {"PB", 0}};
   e.nonnegative = {"G", "BM", "BN", "BK", "S", "SW", "TMA", "WS", "SK", "P", "PB"};
-  e.choices = {{"SW", {0, 32, 64, 128}}, {"TMA", {0, 1}}, {"WS", {0, 1}}, {"P", {0, 1}}};
+  e.choices = {{"SW", {0, 32, 64, 128}}, {"TMA", {0, 1}}, {"WS", {0, 1}}, {"P", {0, 1, 2}}};
   e.knobs = gemm_wgmma_knobs();
   e.dtypes = {Float(16), BFloat(16)};
   return e;
@@ -554,7 +565,8 @@ ScheduleEntry gemm_wgmma_entry() {
                     "thread; SK splits K into that many parts (0: the tiles' choice, "
                     "which splits grids under half a wave), added by a second kernel; P=1 "
                     "makes it persistent: PB blocks (0: 132, the SMs of an H100) walk the "
-                    "tiles in the grouped order, the TMA ring running across them; C16=1 "
+                    "tiles in the grouped order, the TMA ring running across them (P=0, the "
+                    "default: where the tiles make 1 to 8 waves; P=2: never); C16=1 "
                     "rounds the float32 sum once as it is stored");
   e.default_shape["C16"] = 0;
   e.nonnegative.push_back("C16");

@@ -112,12 +112,13 @@ tessel_filecheck_test(NAME lower.gemm_wgmma_tma CHECKS gemm_wgmma_tma.txt COMMAN
   FILECHECK_ARGS --implicit-check-not=cp_async --implicit-check-not=wgmma.accumulator[)
 tessel_filecheck_test(NAME cuda.gemm_wgmma_tma CHECKS cuda_gemm_wgmma_tma.txt COMMAND cuda gemm_wgmma
   --shape BM=128,BN=128,WS=0)
-# The default: the TMA ring with warp roles (a producer warpgroup), IR and CUDA at 4096^3.
+# The TMA ring with warp roles (a producer warpgroup), IR and CUDA at 4096^3 without the
+# persistent tile loop (the default there: gemm_wgmma_persistent.txt).
 tessel_filecheck_test(NAME lower.gemm_wgmma_roles CHECKS gemm_wgmma_roles.txt COMMAND lower gemm_wgmma
-  --shape M=4096,N=4096,K=4096
+  --shape M=4096,N=4096,K=4096,P=2
   FILECHECK_ARGS --implicit-check-not=cp_async --implicit-check-not=wgmma.accumulator[)
 tessel_filecheck_test(NAME cuda.gemm_wgmma_roles CHECKS cuda_gemm_wgmma_roles.txt COMMAND cuda gemm_wgmma
-  --shape M=4096,N=4096,K=4096)
+  --shape M=4096,N=4096,K=4096,P=2)
 # Persistent (P=1): 5 blocks walk 16 tiles in a tile loop, the TMA ring running across them.
 tessel_filecheck_test(NAME lower.gemm_wgmma_persistent CHECKS gemm_wgmma_persistent.txt
   COMMAND lower gemm_wgmma --shape M=512,N=512,K=320,BM=128,BN=128,P=1,PB=5

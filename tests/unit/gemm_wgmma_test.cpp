@@ -532,8 +532,10 @@ TEST(GemmWgmma, TmaFillsOnAnMbarrierRing) {
   EXPECT_EQ(gemm_wgmma_tiles(128, 4096, 4096).block_m, 64);
   EXPECT_EQ(gemm_wgmma_tiles(128, 4096, 4096).block_n, 64);
   EXPECT_EQ(gemm_wgmma_tiles(2048, 2048, 2048).block_n, 256); // 64 blocks either way
-  // The ring without warp roles: the leader thread of the consumers issues the copies.
+  // The ring without warp roles (nor the persistent tile loop, which needs them): the leader
+  // thread of the consumers issues the copies.
   t.warp_specialized = false;
+  t.persistent = false;
   ScheduledProgram p = gemm_wgmma(256, 512, 512, t);
   LoweredModule m = lower(p.schedule, p.args);
   const LoweredFunc &f = m.funcs[0];
@@ -646,6 +648,7 @@ TEST(GemmWgmma, TmaErrors) {
 TEST(GemmWgmma, WarpRolesByDefault) {
   GemmWgmmaTiles t = gemm_wgmma_tiles(4096, 4096, 4096);
   ASSERT_TRUE(t.roles());
+  t.persistent = false; // the tile loop around the roles: tests/unit/persistent_test.cpp
   ScheduledProgram p = gemm_wgmma(256, 512, 512, t);
   LoweredModule m = lower(p.schedule, p.args);
   ASSERT_EQ(m.funcs.size(), 1u);

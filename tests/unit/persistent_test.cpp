@@ -234,8 +234,14 @@ TEST(Persistent, GemmWgmmaKnobs) {
   EXPECT_EQ(to_string(t),
             "wgmma bm=128 bn=256 bk=64 wg=2x1 n=256 stages=4 raster=8 swizzle=128 tma ws "
             "persistent=114");
-  GemmWgmmaTiles off = gemm_wgmma_tiles_from_knobs({{"M", 4096}, {"N", 4096}, {"K", 4096}});
-  EXPECT_FALSE(off.persistent);
+  // P=0 (absent): the tiles' choice, persistent for 1 to 8 waves of blocks (4096^3: 512 tiles;
+  // 8192^3: 2048, not); P=2: never; a split K: not.
+  EXPECT_TRUE(gemm_wgmma_tiles_from_knobs({{"M", 4096}, {"N", 4096}, {"K", 4096}}).persistent);
+  EXPECT_FALSE(gemm_wgmma_tiles_from_knobs({{"M", 8192}, {"N", 8192}, {"K", 8192}}).persistent);
+  EXPECT_FALSE(
+      gemm_wgmma_tiles_from_knobs({{"M", 4096}, {"N", 4096}, {"K", 4096}, {"P", 2}}).persistent);
+  EXPECT_FALSE(
+      gemm_wgmma_tiles_from_knobs({{"M", 4096}, {"N", 4096}, {"K", 4096}, {"SK", 2}}).persistent);
   // Small grids: P=1 takes whole K per tile (no split-K) unless SK asks.
   GemmWgmmaTiles small =
       gemm_wgmma_tiles_from_knobs({{"M", 64}, {"N", 4096}, {"K", 4096}, {"TMA", 1}, {"P", 1}});
