@@ -283,12 +283,19 @@ private:
 } // namespace
 
 std::pair<int, int> warp_role_registers(int consumer_warpgroups) {
-  // The register file (64K per SM, a block of these per SM) after the producer's 40 a thread,
-  // shared by the consumers in multiples of 8, at most 240 (setmaxnreg's limit is 256).
+  // setmaxnreg moves registers within the block's pool (SASS: USETMAXREG ... CTAPOOL): what
+  // the block got at launch, its threads times the registers ptxas gave each, the most that
+  // __launch_bounds__ allows (64K over the threads, in multiples of 8, at most 255). The
+  // producer keeps 40; the consumers share the rest in multiples of 8, at most 248 (a thread
+  // addresses 255; one consumer warpgroup keeps its launch count, 248). Asking for
+  // more than the pool holds waits forever: 4 consumer warpgroups (640 threads, 96 registers
+  // each at launch) asking for 112 hung on the H100.
   constexpr int kProducer = 40;
-  const int consumer = (65536 - kWarpgroup * kProducer) /
-                       (kWarpgroup * std::max(1, consumer_warpgroups)) / 8 * 8;
-  return {kProducer, std::min(240, consumer)};
+  const int groups = std::max(1, consumer_warpgroups);
+  const int threads = kWarpgroup * (groups + 1);
+  const int at_launch = std::min(255, 65536 / threads) / 8 * 8;
+  const int consumer = (at_launch * threads - kWarpgroup * kProducer) / (kWarpgroup * groups) / 8 * 8;
+  return {kProducer, std::min(248, consumer)};
 }
 
 Stmt split_warp_roles(Stmt s, Remarks *remarks) {

@@ -23,7 +23,8 @@ namespace tessel {
 /// so that the producer runs ahead of the consumers as far as the ring's empty barriers let
 /// it, and the consumers only wait for full slots, compute and release. threadIdx.y's extent
 /// grows by one (threadIdx.x must be one warpgroup, 128 threads; threadIdx.z unused). R is the
-/// most registers the consumers can take once the producer gave its up (at most 240).
+/// most registers the consumers can take from the block's pool once the producer gave its up
+/// (warp_role_registers).
 /// Consumes the warp_roles and warp_producer attrs. A warp_roles attr with no ring to split (a
 /// K loop of one step) leaves the kernel as it is, with a missed remark in `remarks`; a ring in
 /// a loop run more than once per block is a user error naming the stage, except in a
@@ -33,7 +34,8 @@ namespace tessel {
 Stmt split_warp_roles(Stmt s, Remarks *remarks = nullptr);
 
 /// The registers per thread split_warp_roles gives the producer warpgroup and each of
-/// `consumer_warpgroups` consumer warpgroups (setmaxnreg): {40, R}.
+/// `consumer_warpgroups` consumer warpgroups (setmaxnreg): {40, R}, R within the registers the
+/// block holds at launch (232 for 2 consumer warpgroups, 104 for 4).
 std::pair<int, int> warp_role_registers(int consumer_warpgroups);
 
 } // namespace tessel

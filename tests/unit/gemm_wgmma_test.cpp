@@ -13,6 +13,7 @@
 #include "schedules/Gemm.h"
 #include "schedules/GemmWgmma.h"
 #include "schedules/WgmmaIntrinsics.h"
+#include "compiler/passes/SplitWarpRoles.h"
 
 #include "ExactGemm.h"
 #include "SassUtil.h"
@@ -719,4 +720,28 @@ TEST(GemmWgmma, WarpRolesByDefault) {
   for (const Remark &r : once.remarks)
     noted |= r.kind == Remark::Kind::Note && r.step == "split_warp_roles";
   EXPECT_TRUE(noted);
+}
+
+// setmaxnreg moves registers within the block's pool (what it got at launch): the consumers'
+// raised count must fit it with the producer's 40, or setmaxnreg.inc waits forever (4 consumer
+// warpgroups asking for 112 of a 96-register launch hung on the H100).
+TEST(GemmWgmma, WarpRoleRegistersFitTheBlocksPool) {
+  EXPECT_EQ(warp_role_registers(2), (std::pair<int, int>{40, 232}));
+  EXPECT_EQ(warp_role_registers(4), (std::pair<int, int>{40, 104}));
+  for (int groups = 1; groups <= 7; ++groups) {
+    SCOPED_TRACE(std::to_string(groups) + " consumer warpgroups");
+    const int threads = 128 * (groups + 1);
+    const int at_launch = std::min(255, 65536 / threads) / 8 * 8;
+    auto [producer, consumer] = warp_role_registers(groups);
+    EXPECT_EQ(consumer % 8, 0);
+    EXPECT_GE(consumer, at_launch); // an increase
+    EXPECT_LE(128 * producer + 128 * groups * consumer, at_launch * threads);
+  }
+  // 256 x 128 blocks of 4 consumer warpgroups: 64 accumulators, within the 104.
+  GemmWgmmaTiles t{.block_m = 256, .block_n = 128, .warpgroups_m = 4, .stages = 4, .tma = true,
+                   .warp_specialized = true};
+  ScheduledProgram p = gemm_wgmma(512, 512, 256, t);
+  std::string src = codegen_cuda(lower(p.schedule, p.args));
+  EXPECT_NE(src.find("__launch_bounds__(640)"), std::string::npos);
+  EXPECT_NE(src.find("setmaxnreg.inc.sync.aligned.u32 104;"), std::string::npos);
 }
