@@ -771,26 +771,36 @@ private:
     return result;
   }
 
-  // A bulk copy outside any loop: the leader fills the buffer once on a barrier of its own,
-  // which every thread waits for (phase 0).
-  Stmt bulk_once(Plan &p, const AttrStmt *op) {
-    const AttrStmt *bulk = bulk_copy_of(op);
+  // A bulk copy filled once (outside any loop, or once per tile) on a barrier of its own: the
+  // barrier, the leader's setup of it, and the fill (its bytes announced, its copies issued).
+  struct OnceFill {
+    Var bar;
+    Expr at; ///< the barrier's address
+    Stmt init, fill;
+  };
+  OnceFill once_fill(Plan &p, const AttrStmt *op) {
     Var bar_var(pipelined_var(op)->name + "_full", Handle());
     Buffer bar = passes_detail::make_flat_buffer(bar_var->name, bar_var, UInt(64), Expr(1),
                                                  "shared");
     Expr at = element_address(bar, Expr(0));
     Expr leader = leader_and_threads(p).first;
-    Stmt body = Seq::make(
-        {IfThenElse::make(leader,
-                          Seq::make({intrinsic_stmt(intrinsic::mbarrier_init, {at, Expr(1)}),
-                                     intrinsic_stmt(intrinsic::fence_barrier_init)})),
-         intrinsic_stmt(intrinsic::syncthreads),
-         IfThenElse::make(
-             leader, Seq::make({intrinsic_stmt(intrinsic::mbarrier_arrive_expect_tx,
-                                               {at, Expr(int(p.bulk_bytes))}),
-                                with_barrier(bulk->body, at)})),
-         intrinsic_stmt(intrinsic::mbarrier_wait, {at, Expr(0)})});
-    return Allocate::make(bar_var, UInt(64), {Expr(1)}, "shared", body);
+    Stmt init = IfThenElse::make(
+        leader, Seq::make({intrinsic_stmt(intrinsic::mbarrier_init, {at, Expr(1)}),
+                           intrinsic_stmt(intrinsic::fence_barrier_init)}));
+    Stmt fill = IfThenElse::make(
+        leader, Seq::make({intrinsic_stmt(intrinsic::mbarrier_arrive_expect_tx,
+                                          {at, Expr(int(p.bulk_bytes))}),
+                           with_barrier(bulk_copy_of(op)->body, at)}));
+    return {bar_var, at, init, fill};
+  }
+
+  // A bulk copy outside any loop: the leader fills the buffer once on a barrier of its own,
+  // which every thread waits for (phase 0).
+  Stmt bulk_once(Plan &p, const AttrStmt *op) {
+    OnceFill f = once_fill(p, op);
+    Stmt body = Seq::make({f.init, intrinsic_stmt(intrinsic::syncthreads), f.fill,
+                           intrinsic_stmt(intrinsic::mbarrier_wait, {f.at, Expr(0)})});
+    return Allocate::make(f.bar, UInt(64), {Expr(1)}, "shared", body);
   }
 
   // bulk_once in a persistent kernel's tile loop: the barrier is initialized once, before the
@@ -798,28 +808,13 @@ private:
   // threads meet before each fill, so that the copy does not overwrite the previous tile's
   // buffer while a thread still reads it.
   Stmt bulk_once_per_tile(Plan &p, const AttrStmt *op) {
-    const AttrStmt *bulk = bulk_copy_of(op);
-    Var bar_var(pipelined_var(op)->name + "_full", Handle());
-    Buffer bar = passes_detail::make_flat_buffer(bar_var->name, bar_var, UInt(64), Expr(1),
-                                                 "shared");
-    Expr at = element_address(bar, Expr(0));
-    Expr leader = leader_and_threads(p).first;
+    OnceFill f = once_fill(p, op);
     TileLoop &tile = tiles_.back();
-    tile.hoisted.push_back(
-        {{bar_var},
-         1,
-         {IfThenElse::make(leader,
-                           Seq::make({intrinsic_stmt(intrinsic::mbarrier_init, {at, Expr(1)}),
-                                      intrinsic_stmt(intrinsic::fence_barrier_init)})),
-          intrinsic_stmt(intrinsic::syncthreads)}});
+    tile.hoisted.push_back({{f.bar}, 1, {f.init, intrinsic_stmt(intrinsic::syncthreads)}});
     return Seq::make(
-        {intrinsic_stmt(intrinsic::syncthreads),
-         IfThenElse::make(leader,
-                          Seq::make({intrinsic_stmt(intrinsic::mbarrier_arrive_expect_tx,
-                                                    {at, Expr(int(p.bulk_bytes))}),
-                                     with_barrier(bulk->body, at)})),
+        {intrinsic_stmt(intrinsic::syncthreads), f.fill,
          intrinsic_stmt(intrinsic::mbarrier_wait,
-                        {at, floormod(tile.iteration, make_const(tile.iteration.type(), 2))})});
+                        {f.at, floormod(tile.iteration, make_const(tile.iteration.type(), 2))})});
   }
 
   // The pipelined loop with body `body` (wrapped for insert_wgmma_syncs when its compute keeps
