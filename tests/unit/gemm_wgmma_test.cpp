@@ -608,6 +608,13 @@ TEST(GemmWgmma, TmaErrors) {
     s[AS].split(c, 8);
     s[AS].bulk_copy().pipeline(2);
   }, {"'A.shared' is filled by TMA (bulk_copy)", "no split"});
+  // Warp roles over a ring that is not filled by TMA: the producer only issues bulk copies.
+  expect_bulk_copy_error(128, [](Schedule &s, const GemmTensors &g, const Tensor &AS) {
+    auto [ko, ki] = s[g.C].split(s[g.C].reduce_axis()[0], 32);
+    s[AS].compute_at(s[g.C], ko);
+    s[AS].pipeline(2);
+    s[g.C].warp_specialize();
+  }, {"warp_specialize", "'A.shared'", "not a TMA bulk copy", "call bulk_copy()"});
   // Not pipelined.
   expect_bulk_copy_error(64, [](Schedule &s, const GemmTensors &, const Tensor &AS) {
     s[AS].bulk_copy();
