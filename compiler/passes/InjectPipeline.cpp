@@ -9,6 +9,7 @@
 #include "compiler/ir/Substitute.h"
 #include "compiler/passes/AsyncCopy.h"
 #include "compiler/passes/FlatBuffer.h"
+#include "compiler/passes/IntrinsicStmt.h"
 #include "compiler/passes/RemoveNoOp.h"
 #include "compiler/support/Error.h"
 
@@ -341,9 +342,7 @@ private:
   int roles_ = 0; ///< warp_roles attrs around
 };
 
-Stmt intrinsic_stmt(const char *name, std::vector<Expr> args = {}) {
-  return Evaluate::make(Call::make(Void(), name, std::move(args), Call::Intrinsic));
-}
+using passes_detail::intrinsic_stmt;
 
 // Whether `s` issues wgmma, whose reads of shared memory complete asynchronously, and leaves
 // them in flight: not where it also reads an accumulator register (wgmma_reg: an fp8 GEMM's

@@ -5,6 +5,7 @@
 #include "compiler/ir/IRVisitor.h"
 #include "compiler/ir/Intrinsics.h"
 #include "compiler/ir/Substitute.h"
+#include "compiler/passes/IntrinsicStmt.h"
 
 #include <llvm/ADT/DenseSet.h>
 
@@ -43,15 +44,9 @@ const void *pipeline_fill_var(const AttrStmt *op) {
   return e ? e->get() : nullptr;
 }
 
-bool is_sync(const Stmt &s) {
-  const auto *e = s.as<Evaluate>();
-  const auto *c = e ? e->value.as<Call>() : nullptr;
-  return c && c->is_intrinsic(intrinsic::syncthreads);
-}
+bool is_sync(const Stmt &s) { return passes_detail::is_intrinsic_stmt(s, intrinsic::syncthreads); }
 
-Stmt make_sync() {
-  return Evaluate::make(Call::make(Void(), intrinsic::syncthreads, {}, Call::Intrinsic));
-}
+Stmt make_sync() { return passes_detail::intrinsic_stmt(intrinsic::syncthreads); }
 
 class AccessCollector : public IRVisitor {
 public:

@@ -6,6 +6,7 @@
 #include "compiler/ir/IRVisitor.h"
 #include "compiler/ir/Substitute.h"
 #include "compiler/ir/Intrinsics.h"
+#include "compiler/passes/IntrinsicStmt.h"
 #include "compiler/support/Error.h"
 
 #include <algorithm>
@@ -17,9 +18,8 @@ namespace {
 constexpr int kWarpgroup = 128;
 constexpr int kConsumerBarrier = 1; // the named barrier that replaces the consumers' syncthreads
 
-Stmt call(const char *name, std::vector<Expr> args) {
-  return Evaluate::make(Call::make(Void(), name, std::move(args), Call::Intrinsic));
-}
+using passes_detail::intrinsic_stmt;
+using passes_detail::is_intrinsic_stmt;
 
 bool contains(const Stmt &s, const std::function<bool(const IRNode *)> &pred) {
   bool found = false;
@@ -39,12 +39,6 @@ bool has_call(const Stmt &s, const char *name) {
     const auto *c = llvm::dyn_cast<Call>(n);
     return c && c->is_intrinsic(name);
   });
-}
-
-bool is_call(const Stmt &s, const char *name) {
-  const auto *e = s.as<Evaluate>();
-  const auto *c = e ? e->value.as<Call>() : nullptr;
-  return c && c->is_intrinsic(name);
 }
 
 // The name of the stage a warp_roles attr was put around (its buffer, or its storage var).
@@ -123,8 +117,8 @@ protected:
     return IRMutator::visit(op);
   }
   Stmt visit(const Evaluate *op) override {
-    if (threads_ && is_call(Stmt(op), intrinsic::syncthreads))
-      return call(intrinsic::named_barrier_sync, {Expr(kConsumerBarrier), Expr(threads_)});
+    if (threads_ && is_intrinsic_stmt(Stmt(op), intrinsic::syncthreads))
+      return intrinsic_stmt(intrinsic::named_barrier_sync, {Expr(kConsumerBarrier), Expr(threads_)});
     return IRMutator::visit(op);
   }
 
@@ -224,7 +218,7 @@ private:
            "tiles per block, make the output stage persistent: Stage::persistent)";
     auto init_at = std::prev(init.base());
     auto sync = std::find_if(init_at, first_fill,
-                             [](const Stmt &x) { return is_call(x, intrinsic::syncthreads); });
+                             [](const Stmt &x) { return is_intrinsic_stmt(x, intrinsic::syncthreads); });
     internal_check(sync != first_fill) << "split_warp_roles: no syncthreads after the ring's "
                                           "mbarrier_init";
     std::vector<Stmt> shared(init_at, sync + 1), roles(stmts.begin(), init_at);
@@ -254,9 +248,9 @@ private:
           IfThenElse::make(role_var_ == 0 && init_if->condition, init_if->then_case);
     auto [producer_regs, consumer_regs] = warp_role_registers(consumer_groups_);
     Stmt producer = Seq::make(
-        {call(intrinsic::setmaxnreg, {Expr(producer_regs), Expr(0)}),
+        {intrinsic_stmt(intrinsic::setmaxnreg, {Expr(producer_regs), Expr(0)}),
          IfThenElse::make(thread_x_ == make_zero(Int(32)), producer_part(work_of_roles))});
-    Stmt consumer = Seq::make({call(intrinsic::setmaxnreg, {Expr(consumer_regs), Expr(1)}),
+    Stmt consumer = Seq::make({intrinsic_stmt(intrinsic::setmaxnreg, {Expr(consumer_regs), Expr(1)}),
                                ConsumerPart(consumer_groups_ * kWarpgroup).mutate(work_of_roles)});
     Stmt roles_branch = AttrStmt::make(
         AttrNode(), attr::warp_specialize, Expr(kWarpgroup),

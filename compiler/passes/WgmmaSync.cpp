@@ -5,25 +5,19 @@
 #include "compiler/ir/IRPrinter.h"
 #include "compiler/ir/IRVisitor.h"
 #include "compiler/ir/Intrinsics.h"
+#include "compiler/passes/IntrinsicStmt.h"
 #include "compiler/support/Error.h"
 
 namespace tessel {
 
 namespace {
 
-bool is_call(const Stmt &s, const char *name) {
-  const auto *e = s.as<Evaluate>();
-  const auto *c = e ? e->value.as<Call>() : nullptr;
-  return c && c->is_intrinsic(name);
-}
-
-Stmt call(const char *name, std::vector<Expr> args = {}) {
-  return Evaluate::make(Call::make(Void(), name, std::move(args), Call::Intrinsic));
-}
+using passes_detail::intrinsic_stmt;
+using passes_detail::is_intrinsic_stmt;
 
 // A statement that does nothing but issue wgmma_mma.
 bool issues_only_wgmma(const Stmt &s) {
-  if (is_call(s, intrinsic::wgmma_mma))
+  if (is_intrinsic_stmt(s, intrinsic::wgmma_mma))
     return true;
   if (const auto *q = s.as<Seq>()) {
     for (const Stmt &x : q->stmts)
@@ -61,9 +55,9 @@ public:
 
 protected:
   Stmt bracket(std::vector<Stmt> run) const {
-    run.insert(run.begin(), call(intrinsic::wgmma_fence));
-    run.push_back(call(intrinsic::wgmma_commit));
-    run.push_back(call(intrinsic::wgmma_wait, {Expr(in_flight_)}));
+    run.insert(run.begin(), intrinsic_stmt(intrinsic::wgmma_fence));
+    run.push_back(intrinsic_stmt(intrinsic::wgmma_commit));
+    run.push_back(intrinsic_stmt(intrinsic::wgmma_wait, {Expr(in_flight_)}));
     return Seq::make(std::move(run));
   }
 
@@ -78,7 +72,7 @@ protected:
     in_flight_ = int(*lag);
     Stmt loop = mutate(op->body);
     in_flight_ = outer;
-    return Seq::make({loop, call(intrinsic::wgmma_wait, {Expr(in_flight_)})});
+    return Seq::make({loop, intrinsic_stmt(intrinsic::wgmma_wait, {Expr(in_flight_)})});
   }
 
   Stmt visit(const Seq *op) override {
@@ -102,8 +96,8 @@ protected:
 
   Stmt visit(const Evaluate *op) override {
     Stmt self(op);
-    if (is_call(self, intrinsic::syncthreads))
-      return Seq::make({call(intrinsic::fence_proxy_async), self});
+    if (is_intrinsic_stmt(self, intrinsic::syncthreads))
+      return Seq::make({intrinsic_stmt(intrinsic::fence_proxy_async), self});
     return self;
   }
 
