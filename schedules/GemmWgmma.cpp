@@ -510,9 +510,10 @@ GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p) {
   t.warp_specialized = t.tma && (!p.count("WS") || get("WS") != 0) && t.warpgroups_n == 1;
   if (get("SK"))
     t.split_k = int(get("SK"));
-  // P=0: the tiles' choice; P=1: persistent on PB blocks (0: 132), whole K per tile unless SK
-  // says otherwise; P=2: not persistent.
-  if (get("P") == 2 || t.split_k > 1)
+  // P=0: the tiles' choice, which stands only where the knobs leave it warp roles and whole K
+  // (TMA=0, WS=0 or SK > 1 turn it off); P=1: persistent on PB blocks (0: 132), whole K per
+  // tile unless SK says otherwise; P=2: not persistent.
+  if (get("P") == 2 || t.split_k > 1 || !t.roles())
     t.persistent = false;
   if (get("P") == 1) {
     t.persistent = true;

@@ -236,12 +236,25 @@ TEST(Persistent, GemmWgmmaKnobs) {
             "persistent=114");
   // P=0 (absent): the tiles' choice, persistent for 1 to 8 waves of blocks (4096^3: 512 tiles;
   // 8192^3: 2048, not); P=2: never; a split K: not.
-  EXPECT_TRUE(gemm_wgmma_tiles_from_knobs({{"M", 4096}, {"N", 4096}, {"K", 4096}}).persistent);
-  EXPECT_FALSE(gemm_wgmma_tiles_from_knobs({{"M", 8192}, {"N", 8192}, {"K", 8192}}).persistent);
-  EXPECT_FALSE(
-      gemm_wgmma_tiles_from_knobs({{"M", 4096}, {"N", 4096}, {"K", 4096}, {"P", 2}}).persistent);
-  EXPECT_FALSE(
-      gemm_wgmma_tiles_from_knobs({{"M", 4096}, {"N", 4096}, {"K", 4096}, {"SK", 2}}).persistent);
+  // (TMA=1: the registry's default; without it the knobs ask for cp.async, and no warp roles.)
+  EXPECT_TRUE(gemm_wgmma_tiles_from_knobs({{"M", 4096}, {"N", 4096}, {"K", 4096}, {"TMA", 1}})
+                  .persistent);
+  EXPECT_FALSE(gemm_wgmma_tiles_from_knobs({{"M", 8192}, {"N", 8192}, {"K", 8192}, {"TMA", 1}})
+                   .persistent);
+  EXPECT_FALSE(gemm_wgmma_tiles_from_knobs(
+                   {{"M", 4096}, {"N", 4096}, {"K", 4096}, {"TMA", 1}, {"P", 2}})
+                   .persistent);
+  EXPECT_FALSE(gemm_wgmma_tiles_from_knobs(
+                   {{"M", 4096}, {"N", 4096}, {"K", 4096}, {"TMA", 1}, {"SK", 2}})
+                   .persistent);
+  // Nor without warp roles (TMA=0 or WS=0), which the tile loop needs: those shapes still build.
+  for (const char *off : {"TMA", "WS"}) {
+    ShapeParams p{{"M", 4096}, {"N", 4096}, {"K", 4096}, {off, 0}};
+    EXPECT_FALSE(gemm_wgmma_tiles_from_knobs(p).persistent) << off;
+    EXPECT_NO_THROW(find_schedule("gemm_wgmma").build(
+        resolve_shape(find_schedule("gemm_wgmma"), p), Float(16)))
+        << off;
+  }
   // Small grids: P=1 takes whole K per tile (no split-K) unless SK asks.
   GemmWgmmaTiles small =
       gemm_wgmma_tiles_from_knobs({{"M", 64}, {"N", 4096}, {"K", 4096}, {"TMA", 1}, {"P", 1}});
