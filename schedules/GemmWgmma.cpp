@@ -60,7 +60,7 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
   // With warp roles the consumers take what the producer warpgroup leaves (setmaxnreg).
   const int64_t accumulators = int64_t(t.group_m()) * t.group_n() / 128;
   const int64_t registers =
-      t.roles() ? warp_role_registers(t.warpgroups_m * t.warpgroups_n).second
+      t.roles() ? warp_role_registers(t.consumer_warpgroups()).second
                          : std::min<int64_t>(255, 65536 / std::max(1, t.threads()));
   user_check(accumulators + 30 <= registers, context)
       << t.block_m << "x" << t.block_n << " blocks of " << t.warpgroups_m * t.warpgroups_n
@@ -88,6 +88,12 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
       << "a persistent kernel (persistent) needs TMA fills with warp roles (tma and "
          "warp_specialized; knobs TMA=1 WS=1), whose producer loads the next tile during this "
          "tile's epilogue";
+  user_check(!t.ping_pong || (t.persistent && t.warpgroups_m == 1 && t.warpgroups_n == 1),
+             context)
+      << "ping-pong consumers (ping_pong, knob PP=1) take alternate tiles of a persistent kernel, "
+         "each a whole tile: they need persistent (P=1) and one warpgroup a tile "
+         "(warpgroups_m = warpgroups_n = 1), got persistent=" << t.persistent << " and "
+      << t.warpgroups_m << "x" << t.warpgroups_n << " warpgroups";
   user_check(!t.persistent || t.split_k == 1, context)
       << "a persistent kernel (persistent) walks whole output tiles; use split_k = 1 (knob "
          "SK=1), got split_k=" << t.split_k;
@@ -273,7 +279,8 @@ std::string to_string(const GemmWgmmaTiles &t) {
          " swizzle=" + std::to_string(t.swizzle) + (t.tma ? " tma" : "") +
          (t.roles() ? " ws" : "") +
          (t.split_k > 1 ? " split_k=" + std::to_string(t.split_k) : "") +
-         (t.persistent ? " persistent=" + std::to_string(t.persistent_blocks) : "");
+         (t.persistent ? " persistent=" + std::to_string(t.persistent_blocks) : "") +
+         (t.ping_pong ? " ping_pong" : "");
 }
 
 bool hopper_gpu() { return Device::available() && Device::get().arch() == "sm_90"; }
@@ -465,7 +472,7 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
   if (t.tma)
     sc.env_threads({thread_axis(Range(0, 128), "threadIdx.x")});
   if (t.roles())
-    sf.warp_specialize();
+    sf.warp_specialize(t.ping_pong ? ConsumerRoles::ping_pong : ConsumerRoles::cooperative);
 
   // Register indices must be constants.
   sc.unroll(c.tile_i);
@@ -515,12 +522,22 @@ GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p) {
   // tile unless SK says otherwise; P=2: not persistent.
   if (get("P") == 2 || t.split_k > 1 || !t.roles())
     t.persistent = false;
-  if (get("P") == 1) {
+  if (get("P") == 1 || get("PP") == 1) {
     t.persistent = true;
     if (get("PB"))
       t.persistent_blocks = int(get("PB"));
     if (!get("SK"))
       t.split_k = 1;
+  }
+  // PP=1: ping-pong consumers, each warpgroup a whole tile (128 x 128 unless BM / BN say).
+  if (get("PP") == 1) {
+    t.ping_pong = true;
+    if (!get("BN"))
+      t.block_n = 128;
+    if (!get("BM"))
+      t.block_m = 128;
+    t.warpgroups_m = t.warpgroups_n = 1;
+    t.wgmma_n = 0;
   }
   return t;
 }
@@ -542,9 +559,10 @@ ScheduleEntry wgmma_gemm_entry(const char *name, const char *description) {
   e.description = description;
   e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"G", 8},    {"BM", 0},
                      {"BN", 0},   {"BK", 0},   {"S", 0},    {"SW", 128}, {"TMA", 1},
-                     {"WS", 1},   {"SK", 0},   {"P", 0},    {"PB", 0}};
-  e.nonnegative = {"G", "BM", "BN", "BK", "S", "SW", "TMA", "WS", "SK", "P", "PB"};
-  e.choices = {{"SW", {0, 32, 64, 128}}, {"TMA", {0, 1}}, {"WS", {0, 1}}, {"P", {0, 1, 2}}};
+                     {"WS", 1},   {"SK", 0},   {"P", 0},    {"PB", 0},   {"PP", 0}};
+  e.nonnegative = {"G", "BM", "BN", "BK", "S", "SW", "TMA", "WS", "SK", "P", "PB", "PP"};
+  e.choices = {{"SW", {0, 32, 64, 128}}, {"TMA", {0, 1}}, {"WS", {0, 1}}, {"P", {0, 1, 2}},
+               {"PP", {0, 1}}};
   e.knobs = gemm_wgmma_knobs();
   e.dtypes = {Float(16), BFloat(16)};
   return e;
@@ -567,7 +585,9 @@ ScheduleEntry gemm_wgmma_entry() {
                     "which splits grids under half a wave), added by a second kernel; P=1 "
                     "makes it persistent: PB blocks (0: 132, the SMs of an H100) walk the "
                     "tiles in the grouped order, the TMA ring running across them (P=0, the "
-                    "default: where the tiles make 1 to 8 waves; P=2: never); C16=1 "
+                    "default: where the tiles make 1 to 8 waves; P=2: never); PP=1 gives it "
+                    "ping-pong consumers: two warpgroups each computing whole tiles (128x128 "
+                    "unless BM, BN say) in turn, one storing while the other computes; C16=1 "
                     "rounds the float32 sum once as it is stored");
   e.default_shape["C16"] = 0;
   e.nonnegative.push_back("C16");

@@ -59,11 +59,18 @@ struct GemmWgmmaTiles {
   /// tile while the consumers store this one. Needs warp roles (roles()) and split_k = 1.
   bool persistent = false;
   int persistent_blocks = 132;
+  /// With persistent and one warpgroup (warpgroups_m = warpgroups_n = 1): ping-pong consumers
+  /// (ConsumerRoles::ping_pong): two consumer warpgroups take the block's tiles in turn, one
+  /// storing its tile while the other runs its main loop.
+  bool ping_pong = false;
 
   /// Whether the kernel has warp roles: TMA fills with warp_specialized.
   bool roles() const { return tma && warp_specialized; }
-  /// The consumer threads (the producer warpgroup of roles() comes on top).
+  /// The threads of the stage's warpgroups (ping_pong doubles them; the producer warpgroup of
+  /// roles() comes on top).
   int threads() const { return 128 * warpgroups_m * warpgroups_n; }
+  /// The consumer warpgroups of the block: ping_pong's two, otherwise the stage's.
+  int consumer_warpgroups() const { return ping_pong ? 2 : warpgroups_m * warpgroups_n; }
   int group_m() const { return block_m / warpgroups_m; } ///< rows of C per warpgroup
   int group_n() const { return block_n / warpgroups_n; } ///< columns of C per warpgroup
   int instruction_n() const { return wgmma_n ? wgmma_n : std::min(group_n(), 256); }
@@ -123,7 +130,9 @@ ScheduleEntry gemm_bias_gelu_entry();
 bool hopper_gpu();
 
 /// gemm_wgmma's tiles from the registry's knobs in `p` (M, N, K; BM, BN, BK, S, SW, TMA, G, SK:
-/// 0 or absent is gemm_wgmma_tiles' choice; P=1 persistent on PB blocks, 0: 132), as gemm_wgmma, gemm_bias_gelu and gemm_tc on
+/// 0 or absent is gemm_wgmma_tiles' choice; P=1 persistent on PB blocks, 0: 132; PP=1
+/// ping-pong consumers, persistent, one warpgroup a tile of BM x BN, 128 x 128 unless given),
+/// as gemm_wgmma, gemm_bias_gelu and gemm_tc on
 /// Hopper take them.
 GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p);
 /// The values `tessel tune` tries for those knobs.

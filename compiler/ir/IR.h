@@ -320,7 +320,8 @@ inline constexpr const char *pipeline_async_reads = "pipeline_async_reads";
 /// attr).
 inline constexpr const char *bulk_copy = "bulk_copy";
 /// node: the stage's buffer (Form 1) or storage var (Form 2); around the nest of a stage that
-/// asked for Stage::warp_specialize (schedule_ops):
+/// asked for Stage::warp_specialize (schedule_ops); value: 1 for ping-pong consumers
+/// (ConsumerRoles::ping_pong), 0 for cooperative ones:
 /// the TMA rings pipelined in its loops get a producer role (inject_pipeline), and
 /// split_warp_roles splits the kernel into roles (and consumes the attr).
 inline constexpr const char *warp_roles = "warp_roles";

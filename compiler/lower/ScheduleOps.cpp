@@ -469,7 +469,8 @@ Stmt schedule_ops(const ScheduleNode *sch, const StageBodies &bodies, const Doma
     if (s->pipeline_stages > 1)
       nest = AttrStmt::make(buf, attr::pipeline_scope, Expr(s->pipeline_stages), nest);
     if (s->warp_specialized)
-      nest = AttrStmt::make(buf, attr::warp_roles, Expr(0), nest);
+      nest = AttrStmt::make(buf, attr::warp_roles,
+                            Expr(int(s->consumer_roles == ConsumerRoles::ping_pong)), nest);
     auto pipeline = [&](Stmt consumer) -> Stmt {
       Stmt seq = Seq::make({nest, consumer});
       if (args.count(s))

@@ -16,7 +16,11 @@ namespace tessel {
 namespace {
 
 constexpr int kWarpgroup = 128;
-constexpr int kConsumerBarrier = 1; // the named barrier that replaces the consumers' syncthreads
+// Named barriers: the one that replaces the consumers' syncthreads (ping-pong: one per consumer
+// warpgroup, kConsumerBarrier + its index), and ping-pong's turns (warpgroup g waits on
+// kTurnBarrier + g for the other to have issued its main loop).
+constexpr int kConsumerBarrier = 1;
+constexpr int kTurnBarrier = 3;
 
 using passes_detail::intrinsic_stmt;
 using passes_detail::is_intrinsic_stmt;
@@ -103,10 +107,11 @@ Stmt producer_part(const Stmt &s) {
 }
 
 // The consumers' part: `s` without its warp_producer (and warp_roles) attrs, syncthreads turned
-// into a named barrier of `threads` consumer threads (0: left as they are).
+// into named barrier `id` of `threads` consumer threads (0: left as they are).
 class ConsumerPart : public IRMutator {
 public:
-  explicit ConsumerPart(int threads) : threads_(threads) {}
+  explicit ConsumerPart(int threads, Expr id = Expr(kConsumerBarrier))
+      : threads_(threads), id_(std::move(id)) {}
 
 protected:
   Stmt visit(const AttrStmt *op) override {
@@ -118,12 +123,103 @@ protected:
   }
   Stmt visit(const Evaluate *op) override {
     if (threads_ && is_intrinsic_stmt(Stmt(op), intrinsic::syncthreads))
-      return intrinsic_stmt(intrinsic::named_barrier_sync, {Expr(kConsumerBarrier), Expr(threads_)});
+      return intrinsic_stmt(intrinsic::named_barrier_sync, {id_, Expr(threads_)});
     return IRMutator::visit(op);
   }
 
 private:
   int threads_;
+  Expr id_;
+};
+
+bool waits_on_ring(const Stmt &s) { return has_call(s, intrinsic::mbarrier_wait); }
+
+// `s` with `before` and `after` around its main loop: the statements that wait on the ring's
+// full barriers, found through the lets, conditions, allocations and attributes around them.
+Stmt around_main_loop(const Stmt &s, const Stmt &before, const Stmt &after) {
+  if (const auto *l = s.as<LetStmt>())
+    return LetStmt::make(l->var, l->value, around_main_loop(l->body, before, after));
+  if (const auto *a = s.as<AttrStmt>())
+    return AttrStmt::make(a->node, a->key, a->value, around_main_loop(a->body, before, after));
+  if (const auto *a = s.as<Allocate>())
+    return Allocate::make(a->buffer_var, a->dtype, a->extents, a->scope,
+                          around_main_loop(a->body, before, after));
+  if (const auto *i = s.as<IfThenElse>(); i && !i->else_case.defined())
+    return IfThenElse::make(i->condition, around_main_loop(i->then_case, before, after));
+  if (const auto *q = s.as<Seq>()) {
+    std::vector<size_t> waits;
+    for (size_t k = 0; k < q->stmts.size(); ++k)
+      if (waits_on_ring(q->stmts[k]))
+        waits.push_back(k);
+    internal_check(!waits.empty()) << "split_warp_roles: no main loop in " << s;
+    std::vector<Stmt> stmts(q->stmts.begin(), q->stmts.end());
+    if (waits.size() == 1 && !stmts[waits[0]].as<For>()) {
+      stmts[waits[0]] = around_main_loop(stmts[waits[0]], before, after);
+    } else {
+      stmts.insert(stmts.begin() + waits.back() + 1, after);
+      stmts.insert(stmts.begin() + waits.front(), before);
+    }
+    return Seq::make(std::move(stmts));
+  }
+  internal_check(s.as<For>()) << "split_warp_roles: the main loop is not a loop: " << s;
+  return Seq::make({before, s, after});
+}
+
+// The consumers' tile loop (attr tile_loop around `for (it, 0, n)`) for ping-pong warpgroup
+// `group` (0 or 1; the loop's body is tile `it`'s work): the warpgroup walks its own tiles
+//   for (it.wg, 0, ceil(n / 2)) { let it = it.wg * 2 + group; if (it < n) {
+//     ... if (1 <= it) named_barrier_sync(turn + group)        // the other issued tile it - 1
+//     <main loop> if (tile it + 1 exists) named_barrier_arrive(turn + 1 - group) ... } }
+// so that the main loops run in the tiles' order, each warpgroup's epilogue beside the
+// other's main loop. Tile it + 1 exists where the loop's guard (the tile index within the
+// tiles) holds for it + 1.
+class PingPongTiles : public IRMutator {
+public:
+  explicit PingPongTiles(Expr group) : group_(std::move(group)) {}
+  bool found = false;
+
+protected:
+  Stmt visit(const AttrStmt *op) override {
+    if (op->key != attr::tile_loop)
+      return IRMutator::visit(op);
+    const auto *loop = op->body.as<For>();
+    auto n = loop ? as_const_int(loop->extent) : std::nullopt;
+    internal_check(n && is_zero(loop->min)) << "split_warp_roles: a tile loop from 0 to a "
+                                               "constant expected, got " << op->body;
+    found = true;
+    const Var it = loop->loop_var;
+    Expr next = it + 1 < make_const(it.type(), *n);
+    // The guard of a tile in the last iteration: if (f(lets..., it)) under the loop's lets.
+    std::vector<std::pair<Var, Expr>> lets;
+    Stmt body = loop->body;
+    while (const auto *l = body.as<LetStmt>()) {
+      lets.push_back({l->var, l->value});
+      body = l->body;
+    }
+    if (const auto *guard = body.as<IfThenElse>(); guard && !guard->else_case.defined()) {
+      Expr cond = guard->condition;
+      for (auto l = lets.rbegin(); l != lets.rend(); ++l)
+        cond = substitute(cond, {{l->first.get(), l->second}});
+      next = next && substitute(cond, {{it.get(), it + 1}});
+    }
+    const Expr threads(2 * kWarpgroup);
+    Stmt wait = IfThenElse::make(
+        make_const(it.type(), 1) <= it,
+        intrinsic_stmt(intrinsic::named_barrier_sync, {kTurnBarrier + group_, threads}));
+    Stmt arrive = IfThenElse::make(
+        next,
+        intrinsic_stmt(intrinsic::named_barrier_arrive, {kTurnBarrier + 1 - group_, threads}));
+    Stmt work = around_main_loop(loop->body, wait, arrive);
+    Var own(it->name + ".wg", it.type());
+    if (*n % 2)
+      work = IfThenElse::make(it < make_const(it.type(), *n), work);
+    work = LetStmt::make(it, own * 2 + group_, work);
+    Stmt own_loop = For::make(own, 0, int((*n + 1) / 2), loop->for_kind, work, loop->thread_tag);
+    return AttrStmt::make(Expr(own), op->key, op->value, own_loop);
+  }
+
+private:
+  Expr group_;
 };
 
 // Walks down the statements every thread of the block runs before its work (allocations, lets,
@@ -167,6 +263,10 @@ private:
              "warpgroups to threadIdx.y only (warpgroups_n = 1)";
     if (tag != "threadIdx.y")
       return AttrStmt::make(a->node, a->key, a->value, descend(a->body));
+    user_check(!ping_pong || *extent == 1, "warp_specialize")
+        << "stage '" << stage_ << "': threadIdx.y has " << *extent
+        << " warpgroups; ping-pong consumers are two warpgroups that each compute a whole tile: "
+           "compute the stage with one warpgroup (nothing bound to threadIdx.y)";
     role_var_ = iv.var();
     consumer_groups_ = int(*extent);
     Stmt body = descend(a->body);
@@ -226,17 +326,21 @@ private:
     Stmt work_of_roles = Seq::make(std::move(roles));
 
     split_ = true;
+    // One warpgroup (nothing on threadIdx.y): threadIdx.y is bound here, with the producer.
+    // Ping-pong makes two consumer warpgroups of the stage's one.
+    const bool new_axis = !role_var_.defined();
+    if (new_axis || ping_pong)
+      consumer_groups_ = ping_pong ? 2 : 1;
+    if (new_axis) {
+      iv_ = thread_axis(Range(0, consumer_groups_ + 1), "threadIdx.y");
+      role_var_ = iv_.var();
+    }
     if (remarks_)
       remarks_->applied("split_warp_roles",
                         "warp_specialize of '" + stage_ + "': a producer warpgroup issues the "
-                        "TMA ring's copies, " + std::to_string(std::max(1, consumer_groups_)) +
-                        " consumer warpgroup(s) compute");
-    bool new_axis = !role_var_.defined();
-    if (new_axis) { // one consumer warpgroup: threadIdx.y is bound here, with the producer
-      iv_ = thread_axis(Range(0, 2), "threadIdx.y");
-      role_var_ = iv_.var();
-      consumer_groups_ = 1;
-    }
+                        "TMA ring's copies, " + std::to_string(consumer_groups_) +
+                        (ping_pong ? " ping-pong consumer warpgroups take the tiles in turn"
+                                   : " consumer warpgroup(s) compute"));
     // The ring's barriers are initialized by the block's first thread. Where one warpgroup was
     // bound, its condition names threadIdx.x alone, which the producer's first thread matches
     // too: the first consumer warpgroup's only.
@@ -250,21 +354,40 @@ private:
     Stmt producer = Seq::make(
         {intrinsic_stmt(intrinsic::setmaxnreg, {Expr(producer_regs), Expr(0)}),
          IfThenElse::make(thread_x_ == make_zero(Int(32)), producer_part(work_of_roles))});
+    Stmt consumer_work =
+        ping_pong ? ConsumerPart(kWarpgroup, kConsumerBarrier + Expr(role_var_)).mutate(work_of_roles)
+                  : ConsumerPart(consumer_groups_ * kWarpgroup).mutate(work_of_roles);
+    if (ping_pong) {
+      PingPongTiles turns{Expr(role_var_)};
+      consumer_work = turns.mutate(consumer_work);
+      if (!turns.found) {
+        // One tile per block (a persistent grid with as many blocks as tiles, whose tile loop
+        // of one iteration is gone, or no tile loop at all): the first warpgroup computes it.
+        consumer_work = IfThenElse::make(role_var_ == 0, consumer_work);
+        if (remarks_)
+          remarks_->missed("split_warp_roles",
+                           "ping-pong consumers of '" + stage_ + "': a block computes one "
+                           "tile, so its second consumer warpgroup idles (ping-pong pays where "
+                           "blocks walk several tiles: Stage::persistent with fewer blocks "
+                           "than tiles)");
+      }
+    }
     Stmt consumer = Seq::make({intrinsic_stmt(intrinsic::setmaxnreg, {Expr(consumer_regs), Expr(1)}),
-                               ConsumerPart(consumer_groups_ * kWarpgroup).mutate(work_of_roles)});
+                               consumer_work});
     Stmt roles_branch = AttrStmt::make(
         AttrNode(), attr::warp_specialize, Expr(kWarpgroup),
         IfThenElse::make(role_var_ == consumer_groups_, producer, consumer));
     shared.push_back(roles_branch);
     Stmt result = Seq::make(std::move(shared));
     if (new_axis)
-      result = AttrStmt::make(iv_, attr::thread_extent, Expr(2), result);
+      result = AttrStmt::make(iv_, attr::thread_extent, Expr(consumer_groups_ + 1), result);
     return result;
   }
 
 public:
   Expr thread_x_;            ///< threadIdx.x, as the kernel binds it
   std::string stage_ = "?"; ///< the stage that asked for warp_specialize
+  bool ping_pong = false;   ///< its consumers are ConsumerRoles::ping_pong
 
 private:
   Remarks *remarks_;
@@ -306,8 +429,10 @@ Stmt split_warp_roles(Stmt s, Remarks *remarks) {
   post_order_visit(s, [&](const IRNode *n) {
     const auto *a = llvm::dyn_cast<AttrStmt>(n);
     const IterVar *iv = a ? std::get_if<IterVar>(&a->node) : nullptr;
-    if (a && a->key == attr::warp_roles)
+    if (a && a->key == attr::warp_roles) {
       splitter.stage_ = stage_name(a);
+      splitter.ping_pong = is_one(a->value);
+    }
     // The producer's one issuing thread is its threadIdx.x 0.
     if (a && a->key == attr::thread_extent && iv && iv->thread_tag() == "threadIdx.x")
       splitter.thread_x_ = iv->var();

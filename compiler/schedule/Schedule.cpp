@@ -566,10 +566,11 @@ Stage &Stage::bulk_copy_im2col(const Im2colCopy &conv) {
   return *this;
 }
 
-Stage &Stage::warp_specialize() {
+Stage &Stage::warp_specialize(ConsumerRoles consumers) {
   user_check(n_->op.as<ComputeOpNode>(), "warp_specialize")
       << "stage '" << name() << "' is not computed; warp roles split a computed stage's loops";
   n_->warp_specialized = true;
+  n_->consumer_roles = consumers;
   return *this;
 }
 

@@ -39,6 +39,12 @@ struct TensorIntrin;
 /// axes (recomputed outputs are stored again with the same values) of extent >= factor.
 enum class TailStrategy : uint8_t { GuardWithIf, ShiftInwards };
 
+/// How Stage::warp_specialize's consumer warpgroups share a block's work. cooperative: the
+/// stage's warpgroups (on threadIdx.y) compute each tile together. ping_pong: the stage's one
+/// warpgroup becomes two that take alternate tiles of a persistent kernel's tile loop, their
+/// main loops in turn (named barriers), so that one's epilogue runs beside the other's MMAs.
+enum class ConsumerRoles : uint8_t { cooperative, ping_pong };
+
 /// parent = outer * factor + inner. Exactly one of factor / nparts is set.
 struct SplitRelation {
   IterVar parent, outer, inner;
@@ -204,8 +210,13 @@ public:
   /// setmaxnreg) and this stage's warpgroups as consumers (waiting for full slots, computing,
   /// releasing them; registers raised). The copies then run as far ahead as the ring allows,
   /// never behind a consumer's wait. The block's threads must be warpgroups on threadIdx.x
-  /// (128) and threadIdx.y, none on threadIdx.z.
-  Stage &warp_specialize();
+  /// (128) and threadIdx.y, none on threadIdx.z. With ConsumerRoles::ping_pong the stage is
+  /// computed by one warpgroup (no threadIdx.y) inside a persistent kernel's tiles
+  /// (Stage::persistent on its output stage), and two consumer warpgroups take the tiles in
+  /// turn: warpgroup 0 the block's tiles 0, 2, 4..., warpgroup 1 tiles 1, 3, 5...; a
+  /// warpgroup starts its main loop (the loop that waits on the ring) once the other has
+  /// issued the previous tile's, and stores its tile while the other computes.
+  Stage &warp_specialize(ConsumerRoles consumers = ConsumerRoles::cooperative);
   Stage &unroll(const IterVar &iv);
   Stage &vectorize(const IterVar &iv);
   Stage &parallel(const IterVar &iv);
@@ -264,6 +275,7 @@ public:
   std::optional<Im2colCopy> im2col; ///< Stage::bulk_copy_im2col
   std::vector<IterVar> env_threads;
   bool warp_specialized = false; ///< Stage::warp_specialize
+  ConsumerRoles consumer_roles = ConsumerRoles::cooperative; ///< its consumers
   std::vector<StorageAlign> storage_aligns;
   int storage_interleave = 0; ///< chunk of Stage::storage_interleave; 0: row major
   int storage_swizzle = 0;    ///< bytes of Stage::swizzle (with storage_interleave); 0: none

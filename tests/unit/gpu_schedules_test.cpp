@@ -148,6 +148,14 @@ TEST(GpuSchedules, GemmWgmma) {
   run_gemm(tiled({.block_m = 64, .block_n = 32, .block_k = 32, .warpgroups_m = 1, .stages = 2,
                   .swizzle = 64}),
            100, 99, 100, Float(16));
+  // Ping-pong consumers (two warpgroups taking a persistent block's tiles in turn): 16 tiles
+  // over 5 blocks (an odd count for some), and a ragged shape over 3.
+  GemmWgmmaTiles pp{.block_m = 128, .block_n = 128, .block_k = 64, .warpgroups_m = 1,
+                    .stages = 4, .raster_group = 8, .tma = true, .warp_specialized = true,
+                    .persistent = true, .persistent_blocks = 5, .ping_pong = true};
+  run_gemm(tiled(pp), 512, 512, 320, Float(16));
+  pp.persistent_blocks = 3;
+  run_gemm(tiled(pp), 300, 301, 256, Float(16));
 }
 
 // GEMM + bias + GELU fused into the wgmma kernel's store, against float64.
