@@ -213,6 +213,8 @@ private:
   bool emit_tma(const Call *op);
   /// named_barrier_sync, named_barrier_arrive, setmaxnreg; false for other calls.
   bool emit_warp_roles(const Call *op);
+  /// tma_store, tma_store_commit, tma_store_wait_read, tma_store_wait; false for other calls.
+  bool emit_tma_store(const Call *op);
 
   const LoweredFunc &f_;
   ModuleNeeds &needs_;

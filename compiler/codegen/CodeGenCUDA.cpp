@@ -413,7 +413,7 @@ void CUDAKernelEmitter::emit_evaluate(const Evaluate *op) {
     if (emit_async_copy(call) || emit_thread_allreduce(call))
       return;
     if (emit_wmma(call) || emit_mma(call) || emit_wgmma(call) || emit_tma(call) ||
-        emit_warp_roles(call))
+        emit_warp_roles(call) || emit_tma_store(call))
       return;
   }
   line(print(v) + ";");

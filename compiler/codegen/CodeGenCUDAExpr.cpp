@@ -373,7 +373,9 @@ CExpr CUDAKernelEmitter::emit_call(const Call *op) {
       name == intrinsic::wgmma_wait || name == intrinsic::wgmma_store ||
       name == intrinsic::wgmma_reg_set || name == intrinsic::fence_proxy_async ||
       name == intrinsic::named_barrier_sync || name == intrinsic::named_barrier_arrive ||
-      name == intrinsic::setmaxnreg)
+      name == intrinsic::setmaxnreg || name == intrinsic::tma_store ||
+      name == intrinsic::tma_store_commit || name == intrinsic::tma_store_wait_read ||
+      name == intrinsic::tma_store_wait)
     user_error("codegen_cuda") << "intrinsic '" << name << "' in kernel '" << f_.name
                                << "' is used as a value; it has no result and may only be a "
                                   "statement (Evaluate)";

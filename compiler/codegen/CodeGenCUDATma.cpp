@@ -138,6 +138,57 @@ bool CUDAKernelEmitter::emit_tma(const Call *op) {
   user_error("codegen_cuda") << "unknown intrinsic '" << n << "' in kernel '" << f_.name << "'";
 }
 
+bool CUDAKernelEmitter::emit_tma_store(const Call *op) {
+  const std::string &n = op->name;
+  if (op->call_kind != Call::Intrinsic ||
+      (n != intrinsic::tma_store && n != intrinsic::tma_store_commit &&
+       n != intrinsic::tma_store_wait_read && n != intrinsic::tma_store_wait))
+    return false;
+  const std::vector<Expr> &a = op->args;
+  needs_.tma = true;
+  if (n == intrinsic::tma_store_commit) {
+    check_intrinsic_args(op, 0, "()");
+    line("asm volatile(\"cp.async.bulk.commit_group;\\n\" ::: \"memory\");");
+    return true;
+  }
+  if (n == intrinsic::tma_store_wait_read || n == intrinsic::tma_store_wait) {
+    check_intrinsic_args(op, 1, "(n)");
+    auto groups = as_const_int(a[0]);
+    user_check(groups && *groups >= 0 && *groups <= 63, "codegen_cuda")
+        << n << " in kernel '" << f_.name << "': the group count must be a constant 0 .. 63 "
+        << "(an immediate of cp.async.bulk.wait_group), got " << a[0];
+    line(std::string("asm volatile(\"cp.async.bulk.wait_group") +
+         (n == intrinsic::tma_store_wait_read ? ".read" : "") + " " + std::to_string(*groups) +
+         ";\\n\" ::: \"memory\");");
+    return true;
+  }
+  const auto *map = !a.empty() ? a[0].as<Variable>() : nullptr;
+  const TensorMapParam *param = nullptr;
+  for (const TensorMapParam &m : f_.tensor_maps)
+    if (map && m.var.get() == map)
+      param = &m;
+  user_check(param && !param->im2col, "codegen_cuda")
+      << n << "(map, src, coords...) in kernel '" << f_.name
+      << "': the map must be one of the kernel's tiled tensor maps, got " << Expr(op);
+  const size_t rank = a.size() - 2;
+  user_check(a.size() >= 3 && rank == param->dims.size() && rank <= 5, "codegen_cuda")
+      << n << " in kernel '" << f_.name << "': tensor map '" << map->name << "' has "
+      << param->dims.size() << " dimensions but the call gives " << rank << " coordinates";
+  const auto *c = a[1].as<Call>();
+  const auto *load =
+      c && c->is_intrinsic(intrinsic::address_of) ? c->args[0].as<BufferLoad>() : nullptr;
+  auto mem = load ? scope_of_.find(data_var(load->buffer)) : scope_of_.end();
+  user_check(mem != scope_of_.end() && mem->second == "shared", "codegen_cuda")
+      << n << " in kernel '" << f_.name
+      << "': the source must be address_of(buffer[index]) of a shared buffer, got " << a[1];
+  std::string call = "tessel_tma_store_" + std::to_string(rank) + "d(&" + var_text(map) + ", " +
+                     print(a[1]);
+  for (size_t i = 2; i < a.size(); ++i)
+    call += ", " + print(a[i]);
+  line(call + ");");
+  return true;
+}
+
 std::string tma_preamble() {
   std::string s = R"(struct __align__(64) tessel_tensor_map { unsigned long long opaque[16]; };
 __device__ __forceinline__ unsigned tessel_smem(const void *p) {
@@ -182,6 +233,25 @@ __device__ __forceinline__ void tessel_mbarrier_wait(void *bar, unsigned parity)
          "}], [%2];\\n\"\n"
          "               :: \"r\"(tessel_smem(dst)), \"l\"(reinterpret_cast<unsigned long "
          "long>(map)), \"r\"(tessel_smem(bar))" +
+         operands + " : \"memory\");\n}\n";
+  }
+  // The store direction, shared -> global, completing in the issuing thread's bulk groups.
+  for (int r = 1; r <= 5; ++r) {
+    std::string params, coords, operands;
+    for (int i = 0; i < r; ++i) {
+      params += ", int c" + std::to_string(i);
+      coords += (i ? ", %" : "%") + std::to_string(i + 2);
+      operands += ", \"r\"(c" + std::to_string(i) + ")";
+    }
+    std::string d = std::to_string(r);
+    s += "__device__ __forceinline__ void tessel_tma_store_" + d +
+         "d(const tessel_tensor_map *map, const void *src" + params +
+         ") {\n"
+         "  asm volatile(\"cp.async.bulk.tensor." +
+         d + "d.global.shared::cta.bulk_group [%0, {" + coords +
+         "}], [%1];\\n\"\n"
+         "               :: \"l\"(reinterpret_cast<unsigned long long>(map)), "
+         "\"r\"(tessel_smem(src))" +
          operands + " : \"memory\");\n}\n";
   }
   // The im2col form for 2-D convolutions on NHWC: coordinates (c, w, h, n), 16-bit filter

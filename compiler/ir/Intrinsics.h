@@ -190,4 +190,27 @@ inline constexpr const char *named_barrier_arrive = "named_barrier_arrive";
 // (increase = 1) or fewer (0) than it has. A register budget hint with no effect on values.
 inline constexpr const char *setmaxnreg = "setmaxnreg";
 
+// TMA stores (Stage::bulk_copy on a global stage copied out of a shared one): the bulk-group
+// side of the bulk tensor copies, sm_90. A store reads shared memory through the async proxy:
+// the threads that wrote the tile run fence_proxy_async, then a barrier, before one thread
+// issues it; the tile must not be written again until that thread's wait_group.read returned.
+// tma_store(map, src, c0, ..., c{r-1}): cp.async.bulk.tensor.{r}d.global.shared::cta
+// .bulk_group [map, {c0, ..}], [src], issued by one thread: copies the box of tensor map `map`
+// (a tiled map of LoweredFunc::tensor_maps) laid out at src (address_of(buf[i]) of shared
+// memory, 128-byte aligned; 1024 when the map swizzles), in tma_load's box order and swizzle,
+// to global memory at coordinates c0 (innermost) .. (Int(32)). Elements of the box outside
+// the tensor are not written (the hardware clips the box). Asynchronous: it belongs to the
+// thread's next tma_store_commit group.
+inline constexpr const char *tma_store = "tma_store";
+// tma_store_commit(): cp.async.bulk.commit_group: closes the group of this thread's tma_store
+// calls issued since the last commit.
+inline constexpr const char *tma_store_commit = "tma_store_commit";
+// tma_store_wait_read(n): cp.async.bulk.wait_group.read n (n a constant): waits until at most n
+// of this thread's committed groups still read their shared sources; after it (and a barrier
+// for the other threads) the sources of the others may be written again.
+inline constexpr const char *tma_store_wait_read = "tma_store_wait_read";
+// tma_store_wait(n): cp.async.bulk.wait_group n: waits until at most n of this thread's
+// committed groups are incomplete (their global writes done); wait(0) before the block ends.
+inline constexpr const char *tma_store_wait = "tma_store_wait";
+
 } // namespace tessel::intrinsic

@@ -316,6 +316,9 @@ void execute(const LoweredFunc &f, const std::vector<HostBuffer *> &args,
         M.pending_wgmma.assign(M.n_warps, {});
         M.wgmma_groups.assign(M.n_warps, 0);
         M.barriers.clear();
+        M.pending_stores.assign(M.n_threads, {});
+        M.store_groups.assign(M.n_threads, 0);
+        M.proxy_fences.assign(M.n_threads, 0);
         M.clocks.reset(M.n_warps);
         if (warps) {
           M.block_barrier = BlockBarrier{};
@@ -325,6 +328,7 @@ void execute(const LoweredFunc &f, const std::vector<HostBuffer *> &args,
           body->exec(M, all);
         }
         check_tma_landed(M);
+        check_tma_stores_done(M);
         check_wgmma_landed(M);
       }
 

@@ -112,6 +112,12 @@ struct ShadowCell {
   uint32_t async_phase = 0;
   /// A tma_load into this element is issued and has not landed: no access until it has.
   bool in_flight = false;
+  /// A tma_store reads this element and its issuer has not waited (wait_group.read) for it:
+  /// no write until it has (TmaStore.cpp).
+  bool store_reading = false;
+  /// The writer's count of fence_proxy_async calls when it wrote (threads only): a tma_store
+  /// reading the element needs a fence by the writer since.
+  uint32_t writer_fences = 0;
   static constexpr int32_t kNoAgent = -1;
 };
 
@@ -214,6 +220,15 @@ struct TmaCopy {
   std::string what;      ///< "tma_load of 'A_map' at (0, 64) into 'A_shared'[0..4095]"
 };
 
+/// A tma_store of one thread not yet awaited (TmaStore.cpp): the shared elements its box reads
+/// (after the swizzle), its commit group (the thread's count of commits when issued).
+struct PendingTmaStore {
+  Memory *src = nullptr;
+  std::vector<int64_t> cells;
+  uint32_t group = 0;
+  std::string what; ///< "tma_store of 'C_tmap' at (0, 64) from 'C.shared'[0..]"
+};
+
 /// An mbarrier (Tma.cpp): element `index` of the UInt(64) shared buffer `mem`.
 struct Barrier {
   Memory *mem = nullptr;
@@ -288,6 +303,11 @@ struct Machine {
   /// initialized again gets a new id. See Tma.cpp.
   std::vector<Barrier> barriers;
   std::vector<TensorMap> tensor_maps;
+  /// Per thread: its tma_store calls not yet awaited, its committed bulk groups, and its
+  /// fence_proxy_async calls (TmaStore.cpp).
+  std::vector<std::vector<PendingTmaStore>> pending_stores;
+  std::vector<uint32_t> store_groups;
+  std::vector<uint32_t> proxy_fences;
   std::string kernel; ///< the kernel's name, for errors
   /// Independent warps (null: lock step), and what only that mode uses: the block barrier's and
   /// the named barriers' state.
@@ -396,6 +416,16 @@ void bind_tensor_maps(Machine &M, const LoweredFunc &f, const std::vector<Memory
 /// At the end of a block: an error if a tma_load has not landed or a barrier still expects
 /// transaction bytes.
 void check_tma_landed(const Machine &M);
+/// tma_store, tma_store_commit, tma_store_wait_read and tma_store_wait (TmaStore.cpp).
+StmtPtr compile_tma_store(Compiler &C, const Call *call);
+/// At the end of a block: an error if a thread's tma_store was never awaited.
+void check_tma_stores_done(const Machine &M);
+/// A shared allocation was entered again (its shadow reset): the elements that tma_store calls
+/// still read stay marked (the allocation is the same memory on the GPU).
+void keep_store_reads(Machine &M, Memory &mem);
+/// A write of shared element `index` by `agent` while a tma_store reads it.
+[[noreturn]] void report_store_reading(const Machine &M, const Memory &mem, int64_t index,
+                                       int32_t agent);
 /// A shared allocation is (re)entered: its barriers are forgotten; an error while a tma_load
 /// into it or on one of its barriers is in flight.
 void release_barriers(Machine &M, const Memory &mem);

@@ -99,6 +99,8 @@ inline void shared_write(const Machine &M, Memory &mem, int64_t index, int32_t a
   ShadowCell &c = mem.shadow[index];
   if (c.in_flight) [[unlikely]]
     report_in_flight(M, mem, index, agent, true);
+  if (c.store_reading) [[unlikely]]
+    report_store_reading(M, mem, index, agent);
   if (M.opts.check_races) {
     if (unordered_write(M, c, agent)) [[unlikely]]
       report_race(M, mem, index, agent, true, c.writer, true);
@@ -108,6 +110,7 @@ inline void shared_write(const Machine &M, Memory &mem, int64_t index, int32_t a
   c.write_epoch = M.epoch;
   c.writer = agent;
   c.write_clock = clock_of(M, agent);
+  c.writer_fences = agent >= 0 && size_t(agent) < M.proxy_fences.size() ? M.proxy_fences[agent] : 0;
 }
 
 } // namespace tessel::interp

@@ -191,6 +191,7 @@ private:
       if (!M.barriers.empty())
         release_barriers(M, mem);
       mem.shadow.assign(mem.size, ShadowCell{});
+      keep_store_reads(M, mem);
     }
     if (mem.scope == MemScope::Fragment)
       mem.tile_shape.assign(owners(M) * mem.tiles_per_warp, 0);
@@ -472,6 +473,8 @@ StmtPtr compile_evaluate(Compiler &C, const Call *call) {
   if ((call->name.rfind("wgmma_", 0) == 0 || call->name == intrinsic::fence_proxy_async) &&
       call->call_kind == Call::Intrinsic)
     return compile_wgmma(C, call);
+  if (call->name.rfind("tma_store", 0) == 0 && call->call_kind == Call::Intrinsic)
+    return compile_tma_store(C, call);
   if ((call->name.rfind("mbarrier_", 0) == 0 || call->name == intrinsic::fence_barrier_init ||
        call->name == intrinsic::tma_load || call->name == intrinsic::tma_load_im2col) &&
       call->call_kind == Call::Intrinsic)

@@ -328,12 +328,17 @@ private:
 };
 
 /// fence_proxy_async(), per thread: orders the thread's generic-proxy writes of shared memory
-/// before wgmma's (async proxy) reads of them. The executor has one proxy: a wgmma_mma reads
-/// shared memory when issued, after every earlier write, so the fence does nothing here (a
-/// missing one goes unnoticed).
+/// before the async proxy's reads of them (wgmma, tma_store). The executor has one proxy: a
+/// wgmma_mma reads shared memory when issued, after every earlier write (a missing fence goes
+/// unnoticed there); the thread's fence count lets a tma_store check that every writer of its
+/// box fenced after writing (TmaStore.cpp).
 class ProxyFenceCode : public StmtCode {
 public:
-  void exec(Machine &, const Mask &) override {}
+  void exec(Machine &M, const Mask &m) override {
+    if (M.proxy_fences.empty())
+      return;
+    m.each([&](uint32_t t) { ++M.proxy_fences[t]; });
+  }
 };
 
 } // namespace
