@@ -39,6 +39,42 @@ GemmOutputLoops tile_gemm_output(Stage sc, const GemmThreadAxes &axes, int block
   return {wj, fi, fj, ii};
 }
 
+StagedGemmOutput tile_gemm_output_staged(Schedule &s, const Tensor &C, const GemmThreadAxes &axes,
+                                         int block_m, int block_n, int groups_m, int groups_n,
+                                         int tile_m, int tile_n, int64_t raster_group,
+                                         TailStrategy n_tail, TailStrategy m_tail,
+                                         int64_t persistent_blocks) {
+  Stage sc = s[C];
+  internal_check(sc.op_axis().size() == 2) << "tile_gemm_output_staged takes a 2-D output";
+  Tensor staged = s.cache_write(C, "shared");
+  auto [i, j] = sc.axes<2>();
+  auto [bi, i1] = sc.split(i, block_m, m_tail);
+  auto [bj, j1] = sc.split(j, block_n, n_tail);
+  sc.reorder({bi, bj, i1, j1});
+  if (persistent_blocks != 0) {
+    sc.persistent(bi, bj, std::max<int64_t>(1, raster_group), persistent_blocks);
+  } else {
+    sc.bind(bi, axes.block_y);
+    sc.bind(bj, axes.block_x);
+    if (raster_group != 0)
+      sc.rasterize(bi, bj, raster_group);
+  }
+  sc.bulk_copy(); // the block's tile: one TMA store (boxes clipped at C's edges)
+
+  // The staging tile: the block's region, cut as tile_gemm_output cuts C inside a block.
+  Stage ss = s[staged];
+  ss.compute_at(sc, bj);
+  auto [si, sj] = ss.axes<2>();
+  auto [wi, i2] = ss.split_nparts(si, groups_m);
+  auto [wj, j2] = ss.split_nparts(sj, groups_n);
+  auto [fi, ii] = ss.split(i2, tile_m);
+  auto [fj, jj] = ss.split(j2, tile_n);
+  ss.reorder({wi, wj, fi, fj, ii, jj});
+  ss.bind(wi, axes.thread_y);
+  ss.bind(wj, axes.thread_z);
+  return {staged, {wj, fi, fj, ii}};
+}
+
 std::pair<IterVar, IterVar> split_gemm_reduction(Stage sf, int block_k, int64_t k_period) {
   if (k_period == 0)
     return sf.split(sf.reduce_axis()[0], block_k);

@@ -41,6 +41,23 @@ GemmOutputLoops tile_gemm_output(Stage sc, const GemmThreadAxes &axes, int block
                                  TailStrategy m_tail = TailStrategy::ShiftInwards,
                                  int64_t persistent_blocks = 0);
 
+/// tile_gemm_output for an output stored by TMA through shared memory: `C` (a 2-D output,
+/// unscheduled) is cut into blocks only (bound, rasterized or persistent as tile_gemm_output
+/// does), and its block's copy from `staged` = cache_write(C, "shared"), which is computed at
+/// the block, is marked bulk_copy: one TMA store of the block's tile. `staged` is cut into the
+/// groups and tiles as tile_gemm_output cuts C, and the returned loops are its (compute the
+/// accumulator at group_j, tensorize the store into shared memory at inner_i).
+struct StagedGemmOutput {
+  Tensor staged;        ///< the shared staging tile of one block
+  GemmOutputLoops loops; ///< its loops
+};
+StagedGemmOutput tile_gemm_output_staged(Schedule &s, const Tensor &C, const GemmThreadAxes &axes,
+                                         int block_m, int block_n, int groups_m, int groups_n,
+                                         int tile_m, int tile_n, int64_t raster_group,
+                                         TailStrategy n_tail = TailStrategy::ShiftInwards,
+                                         TailStrategy m_tail = TailStrategy::ShiftInwards,
+                                         int64_t persistent_blocks = 0);
+
 /// Splits the accumulator's one reduction axis into steps of block_k (the first loop) and the
 /// rest (the second). With a nonzero period (a multiple of block_k), the steps are counted
 /// within each run of `k_period`, (run, step) fused into one loop: the index of a step is then

@@ -452,7 +452,10 @@ Stmt schedule_ops(const ScheduleNode *sch, const StageBodies &bodies, const Doma
       nest = AttrStmt::make(
           *t, attr::thread_extent,
           Expr(int(threads.launch(s, t->thread_tag(), *as_const_int(t->dom().extent)))), nest);
-    if (s->bulk_copy) {
+    if (s->bulk_copy && s->scope == "global") {
+      // A TMA store: the stage's copy out of a shared tile, one box per block (lower_bulk_copy).
+      nest = AttrStmt::make(buf, attr::bulk_copy, Expr(0), nest);
+    } else if (s->bulk_copy) {
       user_check(s->scope == "shared" && s->pipeline_stages > 1, "bulk_copy")
           << "stage '" << s->op.name() << "' is filled by TMA (bulk_copy), which needs a "
           << "shared-memory stage pipelined over 2 or more stages (its copies complete on the "

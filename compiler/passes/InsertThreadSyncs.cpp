@@ -100,6 +100,14 @@ protected:
         op->is_intrinsic(intrinsic::mbarrier_arrive) ||
         op->is_intrinsic(intrinsic::mbarrier_arrive_expect_tx))
       return;
+    // A TMA store's read of its shared source is ordered by the store's own protocol
+    // (lower_bulk_copy: a barrier before the issue, the issuer's wait_group.read and a barrier
+    // before the source is written again), so it adds no barrier here.
+    if (op->is_intrinsic(intrinsic::tma_store)) {
+      for (size_t i = 2; i < op->args.size(); ++i)
+        visit_expr(op->args[i]);
+      return;
+    }
     if ((op->is_intrinsic(intrinsic::tma_load) || op->is_intrinsic(intrinsic::tma_load_im2col)) &&
         op->args.size() >= 3) {
       // Writes its destination, as a store does; its barrier is not data.

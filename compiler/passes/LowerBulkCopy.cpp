@@ -7,6 +7,7 @@
 #include "compiler/ir/IRVisitor.h"
 #include "compiler/ir/Intrinsics.h"
 #include "compiler/ir/Substitute.h"
+#include "compiler/passes/IntrinsicStmt.h"
 #include "compiler/support/Error.h"
 
 #include <llvm/ADT/DenseMap.h>
@@ -19,12 +20,14 @@ namespace tessel {
 
 namespace {
 
+using passes_detail::intrinsic_stmt;
+
 constexpr int64_t kMaxBoxExtent = 256; // cuTensorMapEncodeTiled: boxDim[i] <= 256
 constexpr int kMaxRank = 5;
 
 // A user error about the bulk copy of stage `name` (in scope where used).
 #define TESSEL_BULK_COPY_ERROR                                                                     \
-  user_error("bulk_copy") << "stage '" << name << "' is filled by TMA (bulk_copy): "
+  user_error("bulk_copy") << "stage '" << name << "' is " << verb_ << " TMA (bulk_copy): "
 
 struct SharedLayout {
   std::vector<Range> bounds; ///< the realized region
@@ -94,6 +97,8 @@ protected:
       layouts_[buf->get()].swizzle = int(*as_const_int(op->value));
     else if (buf && op->key == attr::storage_align)
       layouts_[buf->get()].aligned = true;
+    if (buf && op->key == attr::bulk_copy && buf->scope() == "global")
+      return lower_store(*buf, op);
     if (buf && op->key == attr::bulk_copy) {
       const auto *conv = op->value.as<Call>();
       return conv ? lower_im2col(*buf, op, conv->args) : lower(*buf, op);
@@ -107,6 +112,9 @@ protected:
   }
 
 private:
+  friend class StoreNestLowerer;
+  Stmt lower_store(const Buffer &dst, const AttrStmt *op);
+
   Stmt lower(const Buffer &dst, const AttrStmt *op) {
     const std::string &name = dst.name();
     auto lit = layouts_.find(dst.get());
@@ -129,7 +137,30 @@ private:
     const auto *load = store ? store->value.as<BufferLoad>() : nullptr;
     if (!store || !load || store->buffer.get() != dst.get() || load->buffer.scope() != "global")
       TESSEL_BULK_COPY_ERROR << not_a_copy(body, dst) << "; got\n" << op->body;
-    const Buffer &src = load->buffer;
+    Boxes b = boxes(name, dst, layout, loops, store->indices, load->buffer, load->indices,
+                    Expr(load));
+    std::vector<Stmt> copies;
+    for (size_t i = 0; i < b.tile_at.size(); ++i) {
+      std::vector<Expr> call_args{b.map, b.tile_at[i], Expr(0)};
+      call_args.insert(call_args.end(), b.coords[i].begin(), b.coords[i].end());
+      copies.push_back(Evaluate::make(
+          Call::make(Void(), intrinsic::tma_load, std::move(call_args), Call::Intrinsic)));
+    }
+    return AttrStmt::make(op->node, op->key, Expr(int(b.bytes)), Seq::make(std::move(copies)));
+  }
+
+  // A box copy between shared tile `dst` (its realized region written, or read, at
+  // `shared_idx` by `loops`) and global argument `src` at `global_idx` (`access` in errors):
+  // its tensor map and boxes, one per column block of the tile's layout.
+  struct Boxes {
+    Var map;
+    std::vector<Expr> tile_at;             ///< address_of(dst[..]) where each box starts
+    std::vector<std::vector<Expr>> coords; ///< each box's coordinates, innermost first
+    int64_t bytes = 0;                     ///< of the whole tile
+  };
+  Boxes boxes(const std::string &name, const Buffer &dst, const SharedLayout &layout,
+              const std::vector<const For *> &loops, const std::vector<Expr> &shared_idx,
+              const Buffer &src, const std::vector<Expr> &global_idx, const Expr &access) {
     int arg = -1;
     for (size_t i = 0; i < args_.size(); ++i)
       if (args_[i]->data.get() == src->data.get())
@@ -153,13 +184,13 @@ private:
     std::vector<int64_t> extent(rank, 1);
     std::vector<int> gdim(rank, -1);
     std::vector<Expr> base;
-    for (const Expr &i : load->indices)
+    for (const Expr &i : global_idx)
       base.push_back(analyzer.simplify(i));
     size_t next = 0;
     int last_read = -1; // the global dimension the previous loop read
     for (size_t d = 0; d < rank; ++d) {
       auto rext = as_const_int(layout.bounds[d].extent);
-      Expr local = arith::simplify(store->indices[d] - layout.bounds[d].min);
+      Expr local = arith::simplify(shared_idx[d] - layout.bounds[d].min);
       const For *loop = next < loops.size() ? loops[next] : nullptr;
       if (!loop || local.as<Variable>() != loop->loop_var.get()) {
         if (rext && *rext == 1 && is_zero(local))
@@ -183,13 +214,13 @@ private:
         if (gdim[d] >= 0 || uses_var(rest, loop->loop_var))
           TESSEL_BULK_COPY_ERROR << "loop " << loop->loop_var
                                  << " must appear in exactly one index of '" << src.name()
-                                 << "', added to it; got " << Expr(load);
+                                 << "', added to it; got " << access;
         gdim[d] = int(j);
         base[j] = rest;
       }
       if (gdim[d] < 0 || gdim[d] <= last_read)
         TESSEL_BULK_COPY_ERROR << "its dimensions must read the dimensions of '" << src.name()
-                               << "' in the same order, one each; got " << Expr(load);
+                               << "' in the same order, one each; got " << access;
       last_read = gdim[d];
     }
     if (next != loops.size())
@@ -261,25 +292,25 @@ private:
     }
     Var map_var = tensor_map(map, src.name());
 
-    std::vector<Stmt> copies;
+    Boxes out;
+    out.map = map_var;
     for (int64_t c = 0; c < extent[rank - 1]; c += inner) {
       std::vector<Expr> at;
       for (size_t d = 0; d < rank; ++d)
         at.push_back(layout.bounds[d].min + (d + 1 == rank ? make_const(Int(32), c) : Expr(0)));
-      Expr dst_ptr =
-          Call::make(Handle(), intrinsic::address_of, {BufferLoad::make(dst, at)}, Call::Intrinsic);
-      std::vector<Expr> call_args{map_var, dst_ptr, Expr(0)};
+      out.tile_at.push_back(
+          Call::make(Handle(), intrinsic::address_of, {BufferLoad::make(dst, at)}, Call::Intrinsic));
+      std::vector<Expr> coords;
       for (size_t j = grank; j-- > 0;) {
         Expr coord = j + 1 == grank ? base[j] + make_const(base[j].type(), c) : base[j];
-        call_args.push_back(arith::simplify(cast(Int(32), coord)));
+        coords.push_back(arith::simplify(cast(Int(32), coord)));
       }
-      copies.push_back(Evaluate::make(
-          Call::make(Void(), intrinsic::tma_load, std::move(call_args), Call::Intrinsic)));
+      out.coords.push_back(std::move(coords));
     }
-    int64_t bytes = elem;
+    out.bytes = elem;
     for (int64_t e : extent)
-      bytes *= e;
-    return AttrStmt::make(op->node, op->key, Expr(int(bytes)), Seq::make(std::move(copies)));
+      out.bytes *= e;
+    return out;
   }
 
   // The input tile of an implicit-GEMM convolution, A(m, rk) over x (NHWC): one im2col copy of
@@ -381,7 +412,367 @@ private:
   const std::vector<Buffer> &args_;
   std::vector<TensorMapParam> *maps_;
   llvm::DenseMap<const BufferNode *, SharedLayout> layouts_;
+  const char *verb_ = "filled by"; ///< in errors: "filled by" (loads) or "stored by"
 };
+
+// ---- TMA stores --------------------------------------------------------------------------------
+
+Expr all_of(const std::vector<Expr> &conds) {
+  Expr r;
+  for (const Expr &c : conds)
+    r = r.defined() ? (r && c) : c;
+  return r;
+}
+
+Stmt leader_only(const Expr &leader, std::vector<Stmt> body) {
+  return IfThenElse::make(leader, Seq::make(std::move(body)));
+}
+
+/// Whether `s` writes shared buffer `buf` (a store, or an intrinsic given a pointer into it).
+bool writes(const Stmt &s, const Buffer &buf) {
+  bool found = false;
+  post_order_visit(s, [&](const IRNode *n) {
+    if (const auto *st = llvm::dyn_cast<BufferStore>(n))
+      found |= st->buffer.get() == buf.get();
+    if (const auto *c = llvm::dyn_cast<Call>(n); c && c->is_intrinsic(intrinsic::address_of))
+      if (const auto *l = c->args[0].as<BufferLoad>())
+        found |= l->buffer.get() == buf.get();
+  });
+  return found;
+}
+
+// The store of global stage `dst_` (inside its `attr bulk_copy`, whose loads were lowered
+// already): its copy nest, loops and guards around `dst_[..] = S[..]` with S the shared tile,
+// becomes the issue of its boxes by one thread, after the threads' proxy fence and barrier; in a
+// tile loop, the tile's first write of S waits for the last tile's store to have read it
+// (wait_group.read by the issuer, then a barrier), and the tile loop is followed by the
+// issuer's wait for its stores. The barriers are syncthreads (split_warp_roles makes them the
+// consumers' named barrier).
+class StoreNestLowerer : public IRMutator {
+public:
+  StoreNestLowerer(BulkCopyLowerer &outer, const Buffer &dst, const Buffer &src,
+                   const std::vector<std::string> &tags)
+      : outer_(outer), dst_(dst), src_(src), tags_(tags) {}
+
+  bool lowered = false;
+
+protected:
+  Stmt visit(const AttrStmt *op) override {
+    if (op->key == attr::tile_loop && !hoisting_) {
+      // The staging tile's stage binds the block's threads inside the tile; they are the
+      // block's, declared around the tile loop (as TileScheduler does for the output's own),
+      // so that the wait after the loop has them and warp roles see them around the work.
+      std::vector<const AttrStmt *> bindings;
+      Stmt loop = strip_thread_bindings(op->body, bindings);
+      Stmt out = AttrStmt::make(op->node, op->key, op->value, loop);
+      for (auto it = bindings.rbegin(); it != bindings.rend(); ++it)
+        out = AttrStmt::make((*it)->node, (*it)->key, (*it)->value, out);
+      hoisting_ = true;
+      out = mutate(out);
+      hoisting_ = false;
+      return out;
+    }
+    const IterVar *iv = std::get_if<IterVar>(&op->node);
+    const bool thread = op->key == attr::thread_extent && iv &&
+                        iv->thread_tag().rfind("threadIdx.", 0) == 0;
+    if (thread)
+      threads_.push_back({iv->thread_tag(), iv->var()});
+    const bool tile = op->key == attr::tile_loop;
+    tile_loops_ += tile;
+    const bool before = lowered;
+    Stmt r = IRMutator::visit(op);
+    tile_loops_ -= tile;
+    if (tile && lowered && !before) // the stores of the block's last tiles are done
+      r = Seq::make({r, leader_only(leader("after the tile loop"),
+                                    {intrinsic_stmt(intrinsic::tma_store_wait, {Expr(0)})})});
+    if (thread)
+      threads_.pop_back();
+    return r;
+  }
+
+  Stmt visit(const For *op) override {
+    StoreNest nest;
+    if (!store_nest(Stmt(op), &nest))
+      return IRMutator::visit(op);
+    return issue(nest);
+  }
+
+  Stmt visit(const IfThenElse *op) override {
+    StoreNest nest;
+    if (!store_nest(Stmt(op), &nest))
+      return IRMutator::visit(op);
+    return issue(nest);
+  }
+
+  // The copy nest right after the staging tile's work, whose thread axes (the stage binds
+  // them around its nest; the copy binds none) the issue needs: it goes inside them, last.
+  Stmt visit(const Seq *op) override {
+    std::vector<Stmt> out;
+    for (size_t i = 0; i < op->stmts.size(); ++i) {
+      StoreNest nest;
+      const Stmt &x = op->stmts[i];
+      std::vector<const AttrStmt *> attrs;
+      for (const AttrStmt *a = out.empty() ? nullptr : out.back().as<AttrStmt>();
+           a && a->key == attr::thread_extent; a = a->body.as<AttrStmt>())
+        attrs.push_back(a);
+      if (attrs.empty() || !store_nest(x, &nest)) {
+        out.push_back(mutate(x));
+        continue;
+      }
+      for (const AttrStmt *a : attrs)
+        threads_.push_back({std::get<IterVar>(a->node).thread_tag(), std::get<IterVar>(a->node).var()});
+      Stmt inner = Seq::make({attrs.back()->body, issue(nest)});
+      threads_.resize(threads_.size() - attrs.size());
+      for (auto a = attrs.rbegin(); a != attrs.rend(); ++a)
+        inner = AttrStmt::make((*a)->node, (*a)->key, (*a)->value, inner);
+      out.back() = inner;
+    }
+    return Seq::make(std::move(out));
+  }
+
+  Stmt visit(const BufferStore *op) override {
+    if (op->buffer.get() == dst_.get()) {
+      const std::string &name = dst_.name();
+      const char *verb_ = "stored by";
+      TESSEL_BULK_COPY_ERROR << "its copy out of '" << src_.name()
+                             << "' is not loops over the tile around one store (leave the "
+                                "stage's axes inside the tile as they are: no split, fuse or "
+                                "bind); got "
+                             << Stmt(op);
+    }
+    return IRMutator::visit(op);
+  }
+
+  Stmt visit(const BufferRealize *op) override {
+    Stmt r = IRMutator::visit(op);
+    if (op->buffer.get() != src_.get() || tile_loops_ == 0)
+      return r;
+    // In a tile loop: before the tile's first write of the staging tile, the last tile's
+    // store must have read it (the issuer waits, then everyone meets).
+    const auto *realize = r.as<BufferRealize>();
+    Stmt body = wait_before_first_write(realize->body);
+    return BufferRealize::make(realize->buffer, realize->bounds, body);
+  }
+
+private:
+  struct StoreNest {
+    std::vector<const For *> loops;
+    std::vector<Expr> guards;
+    const BufferStore *store = nullptr;
+  };
+
+  // Whether `s` is loops and guards around one store into dst_ (then filled in).
+  bool store_nest(Stmt s, StoreNest *out) const {
+    while (true) {
+      if (const auto *f = s.as<For>()) {
+        out->loops.push_back(f);
+        s = f->body;
+      } else if (const auto *i = s.as<IfThenElse>(); i && !i->else_case.defined()) {
+        out->guards.push_back(i->condition);
+        s = i->then_case;
+      } else {
+        break;
+      }
+    }
+    const auto *st = s.as<BufferStore>();
+    if (!st || st->buffer.get() != dst_.get())
+      return false;
+    out->store = st;
+    return true;
+  }
+
+  Expr leader(const char *where) const {
+    std::vector<Expr> conds;
+    for (const std::string &tag : tags_) {
+      auto it = std::find_if(threads_.rbegin(), threads_.rend(),
+                             [&](const auto &t) { return t.first == tag; });
+      const std::string &name = dst_.name();
+      const char *verb_ = "stored by";
+      if (it == threads_.rend())
+        TESSEL_BULK_COPY_ERROR << "one thread issues the store, but " << tag
+                               << " is not bound " << where
+                               << ": bind the block's threads around the stage (env_threads)";
+      conds.push_back(it->second == 0);
+    }
+    return conds.empty() ? Expr(make_const(Bool(), 1)) : all_of(conds);
+  }
+
+  Stmt issue(const StoreNest &nest) {
+    const std::string &name = dst_.name();
+    const char *verb_ = "stored by";
+    const auto *load = nest.store->value.as<BufferLoad>();
+    if (!load || load->buffer.get() != src_.get())
+      TESSEL_BULK_COPY_ERROR << "it stores " << nest.store->value << ", not an element of '"
+                             << src_.name()
+                             << "': TMA stores a shared tile as it is, so compute the value in "
+                                "the shared stage (cache_write) and copy it plainly";
+    internal_check(!lowered) << "two copies of '" << name << "' in one TMA store";
+    lowered = true;
+    // Guards that keep the copy inside C are what TMA's clipping does: dropped. Others refused.
+    arith::Analyzer analyzer;
+    for (const For *loop : nest.loops)
+      analyzer.bind(loop->loop_var, Range(loop->min, loop->extent));
+    for (const Expr &g : nest.guards)
+      check_clipped(g, nest, analyzer);
+    outer_.verb_ = "stored by";
+    auto lit = outer_.layouts_.find(src_.get());
+    internal_check(lit != outer_.layouts_.end() && !lit->second.bounds.empty())
+        << "TMA store of '" << name << "' outside the realize of '" << src_.name() << "'";
+    if (lit->second.aligned)
+      TESSEL_BULK_COPY_ERROR << "'" << src_.name()
+                             << "' has rows padded by storage_align, and a TMA box reads dense "
+                                "rows; drop storage_align";
+    BulkCopyLowerer::Boxes b = outer_.boxes(name, src_, lit->second, nest.loops, load->indices,
+                                            dst_, nest.store->indices, Expr(nest.store->value));
+    outer_.verb_ = "filled by";
+    std::vector<Stmt> stores;
+    for (size_t i = 0; i < b.tile_at.size(); ++i) {
+      std::vector<Expr> call_args{b.map, b.tile_at[i]};
+      call_args.insert(call_args.end(), b.coords[i].begin(), b.coords[i].end());
+      stores.push_back(intrinsic_stmt(intrinsic::tma_store, std::move(call_args)));
+    }
+    stores.push_back(intrinsic_stmt(intrinsic::tma_store_commit, {}));
+    // Without a tile loop the block's only store is awaited at once (the block ends).
+    if (tile_loops_ == 0)
+      stores.push_back(intrinsic_stmt(intrinsic::tma_store_wait, {Expr(0)}));
+    return Seq::make({intrinsic_stmt(intrinsic::fence_proxy_async, {}),
+                      intrinsic_stmt(intrinsic::syncthreads, {}),
+                      leader_only(leader("around its copy"), std::move(stores))});
+  }
+
+  // A guard `index < extent` of the copy where `index` is the store's index of a dimension
+  // whose extent in C is at most `extent`: the box's clipping does the same.
+  void check_clipped(const Expr &guard, const StoreNest &nest, arith::Analyzer &analyzer) const {
+    if (const auto *a = guard.as<And>()) {
+      check_clipped(a->a, nest, analyzer);
+      check_clipped(a->b, nest, analyzer);
+      return;
+    }
+    const auto *lt = guard.as<LT>();
+    auto bound = lt ? as_const_int(lt->b) : std::nullopt;
+    if (bound)
+      for (size_t d = 0; d < nest.store->indices.size(); ++d)
+        if (is_zero(analyzer.simplify(nest.store->indices[d] - lt->a)) &&
+            *bound >= *as_const_int(dst_->shape[d]))
+          return;
+    const std::string &name = dst_.name();
+    const char *verb_ = "stored by";
+    TESSEL_BULK_COPY_ERROR << "its copy is guarded by " << guard
+                           << ", which is not a bound of one of its indices at the edge of '"
+                           << name << "' (the box's clipping); a TMA store writes whole boxes "
+                              "clipped at the tensor's edges only";
+  }
+
+  // `body` with the issuer's wait_group.read and a barrier before its first statement that
+  // writes the staging tile (descending through lists, lets and attributes, not into loops).
+  Stmt wait_before_first_write(const Stmt &body) {
+    if (const auto *q = body.as<Seq>()) {
+      std::vector<Stmt> out(q->stmts.begin(), q->stmts.end());
+      for (Stmt &x : out)
+        if (writes(x, src_)) {
+          x = wait_before_first_write(x);
+          return Seq::make(std::move(out));
+        }
+      return body;
+    }
+    if (const auto *l = body.as<LetStmt>(); l && writes(l->body, src_))
+      return LetStmt::make(l->var, l->value, wait_before_first_write(l->body));
+    if (const auto *a = body.as<AttrStmt>(); a && writes(a->body, src_)) {
+      const IterVar *iv = std::get_if<IterVar>(&a->node);
+      const bool thread = a->key == attr::thread_extent && iv &&
+                          iv->thread_tag().rfind("threadIdx.", 0) == 0;
+      if (thread)
+        threads_.push_back({iv->thread_tag(), iv->var()});
+      Stmt inner = wait_before_first_write(a->body);
+      if (thread)
+        threads_.pop_back();
+      return AttrStmt::make(a->node, a->key, a->value, inner);
+    }
+    if (const auto *r = body.as<BufferRealize>(); r && writes(r->body, src_))
+      return BufferRealize::make(r->buffer, r->bounds, wait_before_first_write(r->body));
+    return Seq::make({leader_only(leader("where the staging tile is written"),
+                                  {intrinsic_stmt(intrinsic::tma_store_wait_read, {Expr(0)})}),
+                      intrinsic_stmt(intrinsic::syncthreads, {}), body});
+  }
+
+  static bool binds_thread_index(const Stmt &s) {
+    const auto *a = s.as<AttrStmt>();
+    const IterVar *iv = a ? std::get_if<IterVar>(&a->node) : nullptr;
+    return a && a->key == attr::thread_extent && iv &&
+           iv->thread_tag().rfind("threadIdx.", 0) == 0;
+  }
+
+  // `s` (a tile loop's body) without the threadIdx bindings of its first chain of them, found
+  // through loops, lets, guards, realizes and the first statement of lists (those go to
+  // `bindings`, outermost first).
+  static Stmt strip_thread_bindings(const Stmt &s, std::vector<const AttrStmt *> &bindings) {
+    if (binds_thread_index(s)) {
+      const auto *a = s.as<AttrStmt>();
+      bindings.push_back(a);
+      return strip_thread_bindings(a->body, bindings);
+    }
+    if (!bindings.empty())
+      return s;
+    if (const auto *f = s.as<For>())
+      return For::make(f->loop_var, f->min, f->extent, f->for_kind,
+                       strip_thread_bindings(f->body, bindings), f->thread_tag);
+    if (const auto *l = s.as<LetStmt>())
+      return LetStmt::make(l->var, l->value, strip_thread_bindings(l->body, bindings));
+    if (const auto *i = s.as<IfThenElse>(); i && !i->else_case.defined())
+      return IfThenElse::make(i->condition, strip_thread_bindings(i->then_case, bindings));
+    if (const auto *r = s.as<BufferRealize>())
+      return BufferRealize::make(r->buffer, r->bounds, strip_thread_bindings(r->body, bindings));
+    if (const auto *q = s.as<Seq>(); q && !q->stmts.empty()) {
+      std::vector<Stmt> stmts(q->stmts.begin(), q->stmts.end());
+      stmts[0] = strip_thread_bindings(stmts[0], bindings);
+      return Seq::make(std::move(stmts));
+    }
+    return s;
+  }
+
+  BulkCopyLowerer &outer_;
+  bool hoisting_ = false;
+  const Buffer &dst_, &src_;
+  const std::vector<std::string> &tags_; ///< the block's thread axes of more than one thread
+  std::vector<std::pair<std::string, Var>> threads_; ///< the thread axes bound around
+  int tile_loops_ = 0;
+};
+
+Stmt BulkCopyLowerer::lower_store(const Buffer &dst, const AttrStmt *op) {
+  const std::string &name = dst.name();
+  const char *verb_ = "stored by";
+  // The loads inside (the operand tiles) first, which also records the shared layouts.
+  Stmt body = mutate(op->body);
+  const BufferStore *store = nullptr;
+  int stores = 0;
+  std::vector<std::string> tags;
+  post_order_visit(body, [&](const IRNode *n) {
+    if (const auto *st = llvm::dyn_cast<BufferStore>(n); st && st->buffer.get() == dst.get()) {
+      store = st;
+      ++stores;
+    }
+    const auto *a = llvm::dyn_cast<AttrStmt>(n);
+    const IterVar *iv = a ? std::get_if<IterVar>(&a->node) : nullptr;
+    if (a && a->key == attr::thread_extent && iv && iv->thread_tag().rfind("threadIdx.", 0) == 0 &&
+        !is_one(a->value) && std::find(tags.begin(), tags.end(), iv->thread_tag()) == tags.end())
+      tags.push_back(iv->thread_tag());
+  });
+  std::sort(tags.begin(), tags.end());
+  const auto *load = store ? store->value.as<BufferLoad>() : nullptr;
+  if (stores != 1)
+    TESSEL_BULK_COPY_ERROR << "a TMA store copies a shared tile to it in one copy nest, but it "
+                              "has "
+                           << stores << " stores into '" << name << "'";
+  if (!load || load->buffer.scope() != "shared")
+    TESSEL_BULK_COPY_ERROR << "it stores " << store->value
+                           << ", not an element of a shared tile: a TMA store copies a shared "
+                              "stage as it is; make one with cache_write(" << name
+                           << ", \"shared\") and compute the value there";
+  StoreNestLowerer lowerer(*this, dst, load->buffer, tags);
+  Stmt out = lowerer.mutate(body);
+  internal_check(lowerer.lowered) << "the TMA store of '" << name << "' was not lowered";
+  return out;
+}
 
 } // namespace
 

@@ -88,6 +88,12 @@ protected:
         continue;
       }
       flush();
+      // A barrier already fenced (a TMA store's protocol) needs no second fence.
+      if (is_intrinsic_stmt(x, intrinsic::syncthreads) && !out.empty() &&
+          is_intrinsic_stmt(out.back(), intrinsic::fence_proxy_async)) {
+        out.push_back(x);
+        continue;
+      }
       out.push_back(mutate(x));
     }
     flush();

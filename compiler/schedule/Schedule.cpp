@@ -548,9 +548,13 @@ Stage &Stage::pipeline(int stages) {
 }
 
 Stage &Stage::bulk_copy() {
-  user_check(n_->op.as<ComputeOpNode>() && !n_->is_output, "bulk_copy")
-      << "stage '" << name() << "': only an intermediate stage in shared memory (a cache_read) "
-         "can be filled by TMA";
+  user_check(n_->op.as<ComputeOpNode>(), "bulk_copy")
+      << "stage '" << name() << "' is a placeholder; only a computed stage can be copied by "
+         "TMA: a shared stage filled from global memory (a cache_read), or a global stage "
+         "copied out of a shared one (the output of a cache_write(..., \"shared\"))";
+  user_check(!n_->is_output || n_->scope == "global", "bulk_copy")
+      << "stage '" << name() << "' is an output in '" << n_->scope
+      << "' scope; an output stored by TMA lives in global memory";
   n_->bulk_copy = true;
   return *this;
 }

@@ -194,6 +194,12 @@ public:
   /// offsets (a cache_read), its axes left as they are: no split, bind or vectorize. Tensors of
   /// up to 5 dimensions: one the tile holds one index of (a batch at the attach point) is a box
   /// dimension of size 1.
+  /// On a global stage that copies a shared one (the output after cache_write(C, "shared")),
+  /// it is a TMA store instead: the stage's nest over one tile (its loops inside the attach
+  /// point of the shared stage, left as they are) becomes tma_store boxes issued by one
+  /// thread after the block's threads wrote the shared tile, their reads of it awaited
+  /// (cp.async.bulk.wait_group.read) before the tile is written again; boxes past the
+  /// tensor's edges are clipped by the hardware, so a guarded tail needs no guard.
   Stage &bulk_copy();
   /// bulk_copy for the implicit-GEMM input tile of a convolution: this stage is A(m, rk) =
   /// x[n, oh + r - pad, ow + s - pad, c] (zero outside x) of an NHWC input x, with m = (n * P +
