@@ -147,6 +147,21 @@ ScheduledProgram gemm_fp8(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles 
   user_check(out == BFloat(16) || out == Float(16) || out == Float(32), "gemm_fp8")
       << "C must be bfloat16, float16 or float32, got " << out;
   check_gemm_fp8_tiles("gemm_fp8", M, N, K, t, scales);
+  if (t.tma_store) {
+    user_check(N * out.bytes() % 16 == 0, "gemm_fp8")
+        << "a TMA store of C (tma_store, knob TS=1) needs C's rows to be whole 16-byte units, "
+        << "but N=" << N << " " << out << " elements are " << N * out.bytes()
+        << " bytes; store from registers (TS=0)";
+    const int64_t ring = int64_t(t.stages) * (t.block_m + t.block_n) * kFp8BlockK,
+                  staging = t.staging_bytes(out.bytes());
+    user_check(ring + staging <= max_shared_bytes_per_block("sm_90"), "gemm_fp8")
+        << "a TMA store of C (tma_store, knob TS=1) stages the " << t.block_m << "x"
+        << t.block_n << " block in shared memory (" << staging << " bytes of " << out
+        << "), which with " << t.stages << " stages of A and B tiles (" << ring
+        << " bytes) makes " << ring + staging
+        << "; a block has at most 227 KiB: use fewer stages (knob S) or store from registers "
+           "(TS=0)";
+  }
   const Fp8Gemm g = fp8_gemm_definition(M, N, K, a, b, scales, out);
   const int n = t.instruction_n();
 
@@ -159,9 +174,19 @@ ScheduledProgram gemm_fp8(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles 
 
   // C: blocks, warpgroups on threadIdx.y / z, each warpgroup's 64 x n tiles (its 128 threads
   // on threadIdx.x, run by the intrinsics as a whole).
+  // (With tma_store: through a shared staging tile, stored by TMA; its stage takes C's place.)
   Stage sc = s[g.C];
-  GemmOutputLoops c = tile_gemm_output(sc, idx, t.block_m, t.block_n, t.warpgroups_m,
-                                       t.warpgroups_n, kRows, n, t.raster_group);
+  GemmOutputLoops c;
+  if (t.tma_store) {
+    StagedGemmOutput staged = tile_gemm_output_staged(s, g.C, idx, t.block_m, t.block_n,
+                                                      t.warpgroups_m, t.warpgroups_n, kRows, n,
+                                                      t.raster_group);
+    sc = s[staged.staged];
+    c = staged.loops;
+  } else {
+    c = tile_gemm_output(sc, idx, t.block_m, t.block_n, t.warpgroups_m, t.warpgroups_n, kRows, n,
+                         t.raster_group);
+  }
   sc.env_threads({thread_axis(Range(0, 128), "threadIdx.x")});
 
   // D, the promoted sums: a warpgroup's tiles, the K blocks outermost (the outer reduction).
@@ -204,7 +229,7 @@ ScheduledProgram gemm_fp8(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles 
     sd.warp_specialize();
   sp.tensorize(pii, wgmma_gemm(n, "col_major", kSwizzle, a, b));
   sd.tensorize(dii, wgmma_promote(n, scales));
-  sc.tensorize(c.inner_i, wgmma_store_matrix(n, "global", out));
+  sc.tensorize(c.inner_i, wgmma_store_matrix(n, t.tma_store ? "shared" : "global", out));
 
   ScheduledProgram p;
   p.schedule = s;
@@ -226,11 +251,13 @@ ScheduleEntry gemm_fp8_entry() {
       "style); K a multiple of 128; C bfloat16 (OUT=0, the default), float16 (OUT=1) or float32 "
       "(OUT=2). 128x128 blocks of 2 warpgroups, K step 128 through 4 TMA stages of 128-byte "
       "swizzled tiles filled by a producer warpgroup (WS=1, the default; WS=0: by a consumer "
-      "thread); BM (64 or 128), BN, S (stages), G (rasterization group) override them";
+      "thread); BM (64 or 128), BN, S (stages), G (rasterization group) override them; TS=1 "
+      "stores C by TMA through a shared staging tile (TS=0, the default: from registers)";
   e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"BM", 0},   {"BN", 0},
-                     {"S", 0},    {"G", 8},    {"SCALE", 1}, {"OUT", 0}, {"WS", 1}};
-  e.nonnegative = {"BM", "BN", "S", "G", "SCALE", "OUT", "WS"};
-  e.choices = {{"SCALE", {0, 1}}, {"OUT", {0, 1, 2}}, {"WS", {0, 1}}};
+                     {"S", 0},    {"G", 8},    {"SCALE", 1}, {"OUT", 0}, {"WS", 1},
+                     {"TS", 0}};
+  e.nonnegative = {"BM", "BN", "S", "G", "SCALE", "OUT", "WS", "TS"};
+  e.choices = {{"SCALE", {0, 1}}, {"OUT", {0, 1, 2}}, {"WS", {0, 1}}, {"TS", {0, 1}}};
   e.knobs = {{"BM", {64, 128}}, {"BN", {128, 256}}, {"S", {3, 4, 5, 6}}, {"G", {8, 16}}};
   e.dtypes = {Float8E4M3(), Float8E5M2()};
   e.build = [](const ShapeParams &p, DataType in) {
@@ -253,7 +280,16 @@ ScheduleEntry gemm_fp8_entry() {
     // Warp roles (WS=1, the default) where the warpgroups are on threadIdx.y alone.
     t.warp_specialized = p.at("WS") && t.warpgroups_n == 1;
     const DataType outs[] = {BFloat(16), Float(16), Float(32)};
-    return gemm_fp8(M, N, K, t, in, scales, outs[p.at("OUT")]);
+    // TS=1: C stored by TMA through a shared staging tile, the ring made shallower where the
+    // staging tile would not fit beside it (unless S says).
+    t.tma_store = p.at("TS") != 0;
+    const DataType out = outs[p.at("OUT")];
+    while (t.tma_store && !p.at("S") && t.stages > 2 &&
+           int64_t(t.stages) * (t.block_m + t.block_n) * kFp8BlockK +
+                   t.staging_bytes(out.bytes()) >
+               max_shared_bytes_per_block("sm_90"))
+      --t.stages;
+    return gemm_fp8(M, N, K, t, in, scales, out);
   };
   return e;
 }

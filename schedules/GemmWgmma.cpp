@@ -97,6 +97,13 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
   user_check(!t.persistent || t.split_k == 1, context)
       << "a persistent kernel (persistent) walks whole output tiles; use split_k = 1 (knob "
          "SK=1), got split_k=" << t.split_k;
+  user_check(!t.tma_store || !t.ping_pong, context)
+      << "a TMA store of C (tma_store, knob TS=1) stages the tile in one shared buffer, which "
+         "ping-pong consumers (ping_pong, knob PP=1) would fill with two tiles at once: use "
+         "one of them";
+  user_check(!t.tma_store || t.split_k == 1, context)
+      << "a TMA store of C (tma_store, knob TS=1) stores whole output tiles; use split_k = 1 "
+         "(knob SK=1), got split_k=" << t.split_k;
   user_check(!t.persistent || t.persistent_blocks >= 1, context)
       << "a persistent kernel needs 1 or more blocks (persistent_blocks, knob PB; 132 is one "
          "per SM of an H100), got " << t.persistent_blocks;
@@ -145,6 +152,37 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
       << t.stages << " stages of " << t.block_m << "x" << t.block_k << " and " << t.block_k << "x"
       << t.block_n << " fp16 tiles take " << t.shared_bytes()
       << " bytes of shared memory; a block has at most 227 KiB: use fewer stages or smaller tiles";
+}
+
+void check_tma_store_fits(const std::string &context, int64_t N, const GemmWgmmaTiles &t,
+                          DataType out) {
+  if (!t.tma_store)
+    return;
+  const int bytes = out.bytes();
+  user_check(N * bytes % 16 == 0, context)
+      << "a TMA store of C (tma_store, knob TS=1) needs C's rows to be whole 16-byte units, but "
+      << "N=" << N << " " << out << " elements are " << N * bytes
+      << " bytes; store from registers (TS=0) or pad N to a multiple of " << 16 / bytes;
+  const int64_t total = t.shared_bytes() + t.staging_bytes(bytes);
+  user_check(total <= max_shared_bytes_per_block("sm_90"), context)
+      << "a TMA store of C (tma_store, knob TS=1) stages the " << t.block_m << "x" << t.block_n
+      << " block in shared memory (" << t.staging_bytes(bytes) << " bytes of " << out
+      << "), which with " << t.stages << " stages of A and B tiles (" << t.shared_bytes()
+      << " bytes) makes " << total
+      << "; a block has at most 227 KiB: use fewer stages (knob S), smaller blocks, or "
+         "store from registers (TS=0)";
+}
+
+int tma_store_stages(const GemmWgmmaTiles &t, int out_bytes) {
+  int stages = t.stages;
+  GemmWgmmaTiles f = t;
+  while (stages > 2) {
+    f.stages = stages;
+    if (f.shared_bytes() + f.staging_bytes(out_bytes) <= max_shared_bytes_per_block("sm_90"))
+      break;
+    --stages;
+  }
+  return stages;
 }
 
 GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::string &context,
@@ -280,7 +318,7 @@ std::string to_string(const GemmWgmmaTiles &t) {
          (t.roles() ? " ws" : "") +
          (t.split_k > 1 ? " split_k=" + std::to_string(t.split_k) : "") +
          (t.persistent ? " persistent=" + std::to_string(t.persistent_blocks) : "") +
-         (t.ping_pong ? " ping_pong" : "");
+         (t.ping_pong ? " ping_pong" : "") + (t.tma_store ? " tma_store" : "");
 }
 
 bool hopper_gpu() { return Device::available() && Device::get().arch() == "sm_90"; }
@@ -367,6 +405,7 @@ ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTile
   PaddedGemm p = padded_gemm_definition(
       M, N, K, t, in, parts ? "C_part" : narrow ? "C_acc" : rows_kept ? "C_full" : "C");
   check_gemm_wgmma_tiles("gemm_wgmma", M, N, p.K, t);
+  check_tma_store_fits("gemm_wgmma", N, t, out);
   const Tensor acc = p.g.C;
   Tensor stored = acc;
   if (narrow && !parts)
@@ -406,13 +445,27 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
   // C: blocks, warpgroups on threadIdx.y / z, then each warpgroup's 64 x n tiles. threadIdx.x
   // (the warpgroup's 128 threads) is bound only in the shared copies: the tiles' loops run on
   // the whole warpgroup, as a wgmma does.
-  Stage sc = s[st.C];
   // Columns whose last block cannot start on a 16-byte boundary of B (N not a multiple of 8)
-  // keep that block in place and store only the columns inside (wgmma_store's limit).
-  GemmOutputLoops c =
-      tile_gemm_output(sc, idx, t.block_m, t.block_n, t.warpgroups_m, t.warpgroups_n, kRows, n,
-                       t.raster_group, column_tail(*as_const_int(st.C.shape().back())),
-                       TailStrategy::ShiftInwards, t.persistent ? t.persistent_blocks : 0);
+  // keep that block in place and store only the columns inside (wgmma_store's limit; a TMA
+  // store's box is clipped at C's edge instead).
+  const TailStrategy n_tail = column_tail(*as_const_int(st.C.shape().back()));
+  const int64_t persistent = t.persistent ? t.persistent_blocks : 0;
+  Stage sc = s[st.C];
+  GemmOutputLoops c;
+  if (t.tma_store) {
+    // C through a shared staging tile, stored by TMA: the consumers write their tiles of the
+    // staging tile (the stage tiled and tensorized below in C's place).
+    StagedGemmOutput staged =
+        tile_gemm_output_staged(s, st.C, idx, t.block_m, t.block_n, t.warpgroups_m,
+                                t.warpgroups_n, kRows, n, t.raster_group, n_tail,
+                                TailStrategy::ShiftInwards, persistent);
+    sc = s[staged.staged];
+    c = staged.loops;
+  } else {
+    c = tile_gemm_output(sc, idx, t.block_m, t.block_n, t.warpgroups_m, t.warpgroups_n, kRows, n,
+                         t.raster_group, n_tail, TailStrategy::ShiftInwards, persistent);
+  }
+  const std::string store_scope = t.tma_store ? "shared" : "global";
 
   // The accumulator: a warpgroup's tiles, K in shared-tile steps (ko), then 16-wide slices.
   Stage sf = s[st.CF];
@@ -482,8 +535,8 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
   sf.unroll(cfj);
   sf.tensorize(cii, wgmma_gemm(n, st.b_layout, t.swizzle, st.in));
   sc.tensorize(c.inner_i, st.epilogue
-                              ? wgmma_store_matrix(n, "global", st.C.dtype(), *st.epilogue)
-                              : wgmma_store_matrix(n, "global", st.C.dtype()));
+                              ? wgmma_store_matrix(n, store_scope, st.C.dtype(), *st.epilogue)
+                              : wgmma_store_matrix(n, store_scope, st.C.dtype()));
 }
 
 GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p) {
@@ -539,6 +592,15 @@ GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p) {
     t.warpgroups_m = t.warpgroups_n = 1;
     t.wgmma_n = 0;
   }
+  // TS=1: C stored by TMA through a shared staging tile, whole K (unless SK says otherwise),
+  // the ring made shallower where the staging tile would not fit beside it (unless S says).
+  if (get("TS")) {
+    t.tma_store = true;
+    if (!get("SK"))
+      t.split_k = 1;
+    if (!get("S"))
+      t.stages = tma_store_stages(t, get("C16") ? 2 : 4);
+  }
   return t;
 }
 
@@ -559,10 +621,11 @@ ScheduleEntry wgmma_gemm_entry(const char *name, const char *description) {
   e.description = description;
   e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"G", 8},    {"BM", 0},
                      {"BN", 0},   {"BK", 0},   {"S", 0},    {"SW", 128}, {"TMA", 1},
-                     {"WS", 1},   {"SK", 0},   {"P", 0},    {"PB", 0},   {"PP", 0}};
-  e.nonnegative = {"G", "BM", "BN", "BK", "S", "SW", "TMA", "WS", "SK", "P", "PB", "PP"};
+                     {"WS", 1},   {"SK", 0},   {"P", 0},    {"PB", 0},   {"PP", 0},
+                     {"TS", 0}};
+  e.nonnegative = {"G", "BM", "BN", "BK", "S", "SW", "TMA", "WS", "SK", "P", "PB", "PP", "TS"};
   e.choices = {{"SW", {0, 32, 64, 128}}, {"TMA", {0, 1}}, {"WS", {0, 1}}, {"P", {0, 1, 2}},
-               {"PP", {0, 1}}};
+               {"PP", {0, 1}},           {"TS", {0, 1}}};
   e.knobs = gemm_wgmma_knobs();
   e.dtypes = {Float(16), BFloat(16)};
   return e;
@@ -587,7 +650,9 @@ ScheduleEntry gemm_wgmma_entry() {
                     "tiles in the grouped order, the TMA ring running across them (P=0, the "
                     "default: where the tiles make 1 to 8 waves; P=2: never); PP=1 gives it "
                     "ping-pong consumers: two warpgroups each computing whole tiles (128x128 "
-                    "unless BM, BN say) in turn, one storing while the other computes; C16=1 "
+                    "unless BM, BN say) in turn, one storing while the other computes; TS=1 "
+                    "stores C by TMA through a shared staging tile (TS=0, the default: from "
+                    "registers); C16=1 "
                     "rounds the float32 sum once as it is stored");
   e.default_shape["C16"] = 0;
   e.nonnegative.push_back("C16");
@@ -611,6 +676,7 @@ ScheduledProgram gemm_wgmma_fused(int64_t M, int64_t N, int64_t K, const GemmWgm
          "(split_k=" << t.split_k << "); use split_k = 1";
   PaddedGemm pg = padded_gemm_definition(M, N, K, t, in, "C_acc");
   check_gemm_wgmma_tiles("gemm_wgmma_fused", M, N, pg.K, t);
+  check_tma_store_fits("gemm_wgmma_fused", N, t, out);
   const GemmTensors &g = pg.g;
   Tensor bias = placeholder({N}, epilogue.column_inputs[0], "bias");
   Tensor acc = g.C;

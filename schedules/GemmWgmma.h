@@ -63,6 +63,12 @@ struct GemmWgmmaTiles {
   /// (ConsumerRoles::ping_pong): two consumer warpgroups take the block's tiles in turn, one
   /// storing its tile while the other runs its main loop.
   bool ping_pong = false;
+  /// Store C by TMA through shared memory (Stage::bulk_copy on C after cache_write(C,
+  /// "shared")): the consumers write the block's tile, rounded and with its epilogue, into a
+  /// staging tile of block_m x block_n elements of C's type, and one thread stores it with
+  /// cp.async.bulk.tensor, which drains while a persistent kernel's next tile computes. Needs
+  /// tma, warpgroups_n = 1, split_k = 1 and rows of C that are whole 16-byte units.
+  bool tma_store = false;
 
   /// Whether the kernel has warp roles: TMA fills with warp_specialized.
   bool roles() const { return tma && warp_specialized; }
@@ -78,6 +84,11 @@ struct GemmWgmmaTiles {
   int64_t shared_bytes() const {
     return int64_t(std::max(1, stages)) * (int64_t(block_m) + block_n) * block_k * 2;
   }
+  /// Bytes of the staging tile of tma_store for outputs of `out_bytes` bytes an element (0
+  /// without tma_store).
+  int64_t staging_bytes(int out_bytes) const {
+    return tma_store ? int64_t(block_m) * block_n * out_bytes : 0;
+  }
 };
 
 /// tessel::Error (naming `context`) unless `tiles` can compute an M x N x K GEMM; the message
@@ -86,6 +97,15 @@ struct GemmWgmmaTiles {
 /// do); without, a block must fit (conv2d_wgmma reads its operands in place).
 void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, int64_t K,
                             const GemmWgmmaTiles &tiles, bool partial_blocks = true);
+
+/// tessel::Error (naming `context`) unless C (N columns of `out`) can be stored by TMA through
+/// the staging tile of `tiles` (when tiles.tma_store): rows of whole 16-byte units, and the
+/// staging tile beside the ring within a block's shared memory. Nothing without tma_store.
+void check_tma_store_fits(const std::string &context, int64_t N, const GemmWgmmaTiles &tiles,
+                          DataType out);
+/// The most stages (from tiles.stages down to 2) whose ring fits in a block's shared memory
+/// beside the staging tile of tma_store, for outputs of `out_bytes` bytes an element.
+int tma_store_stages(const GemmWgmmaTiles &tiles, int out_bytes);
 
 /// The default tiles when they divide the shape, otherwise the largest block tile that does;
 /// filled by TMA and rasterized in groups of 8 wherever the tiles are swizzled and pipelined.
