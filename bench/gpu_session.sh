@@ -115,6 +115,8 @@ run_step() {
         sanitize_all gemm_bias_gelu --shape M=256,N=512,K=256 "${once[@]}" &&
         sanitize_all gemm_wgmma --shape M=200,N=199,K=100 "${once[@]}" &&
         sanitize_all gemm_wgmma --shape M=512,N=512,K=1024 "${once[@]}" &&
+        sanitize_all gemm_wgmma --shape M=512,N=768,K=512,BM=128,BN=128,P=1,PB=4,TS=1 "${once[@]}" &&
+        sanitize_all gemm_fp8 --shape M=256,N=256,K=512,TS=1 "${once[@]}" &&
         sanitize_all gemm_fp8 --shape M=256,N=256,K=512 "${once[@]}" &&
         sanitize_all gemm_fp8 --shape M=256,N=256,K=512,SCALE=0,OUT=2 "${once[@]}" &&
         sanitize_all gemm_wgmma --shape M=16,N=512,K=1024 "${once[@]}" &&

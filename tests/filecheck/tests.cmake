@@ -123,6 +123,15 @@ tessel_filecheck_test(NAME cuda.gemm_wgmma_roles CHECKS cuda_gemm_wgmma_roles.tx
 tessel_filecheck_test(NAME lower.gemm_wgmma_persistent CHECKS gemm_wgmma_persistent.txt
   COMMAND lower gemm_wgmma --shape M=512,N=512,K=320,BM=128,BN=128,P=1,PB=5
   FILECHECK_ARGS --implicit-check-not=cp_async)
+# TS=1: C stored by TMA through a shared staging tile, persistent, the last box clipped at C's
+# edge (N = 196); its IR, its CUDA, and the executor's run of it against float64.
+tessel_filecheck_test(NAME lower.gemm_wgmma_tma_store CHECKS gemm_wgmma_tma_store.txt
+  COMMAND lower gemm_wgmma --shape M=256,N=196,K=128,BM=128,BN=128,P=1,PB=2,TS=1)
+tessel_filecheck_test(NAME cuda.gemm_wgmma_tma_store CHECKS cuda_gemm_wgmma_tma_store.txt
+  COMMAND cuda gemm_wgmma --shape M=256,N=196,K=128,BM=128,BN=128,P=1,PB=2,TS=1)
+tessel_filecheck_test(NAME interpret.gemm_wgmma_tma_store CHECKS interpret.txt
+  COMMAND interpret gemm_wgmma --shape M=200,N=196,K=128,BM=128,BN=128,P=1,PB=2,TS=1
+  FILECHECK_ARGS --check-prefix=GEMM_WGMMA_TMA_STORE)
 tessel_filecheck_test(NAME lower.conv2d_wgmma_tma CHECKS conv2d_wgmma_tma.txt
   COMMAND lower conv2d_wgmma --shape N=2,H=8,W=8,C=128,K=128
   FILECHECK_ARGS --implicit-check-not=cp_async)

@@ -156,6 +156,20 @@ TEST(GpuSchedules, GemmWgmma) {
   run_gemm(tiled(pp), 512, 512, 320, Float(16));
   pp.persistent_blocks = 3;
   run_gemm(tiled(pp), 300, 301, 256, Float(16));
+  // C stored by TMA through a shared staging tile (TS=1): one tile per block, persistent (3
+  // tiles per block), and ragged (N = 300: the last box clipped at C's edge); bfloat16 C.
+  GemmWgmmaTiles ts = gemm_wgmma_tiles(512, 768, 512);
+  ts.tma_store = true;
+  ts.stages = tma_store_stages(ts, 4);
+  run_gemm(tiled(ts), 512, 768, 512, Float(16));
+  GemmWgmmaTiles tsp{.block_m = 128, .block_n = 128, .block_k = 64, .warpgroups_m = 2,
+                     .stages = 3, .raster_group = 2, .tma = true, .warp_specialized = true,
+                     .persistent = true, .persistent_blocks = 4, .tma_store = true};
+  run_gemm(tiled(tsp), 512, 768, 512, Float(16));
+  run_gemm(tiled(tsp), 300, 300, 256, Float(16));
+  ScheduledProgram b = gemm_wgmma(512, 768, 512, tsp, Float(16), BFloat(16));
+  CheckResult r = check_on_gpu(b.schedule, b.args, b.num_inputs);
+  EXPECT_TRUE(r.compare.ok) << "TS=1 bfloat16: " << r.str();
 }
 
 // GEMM + bias + GELU fused into the wgmma kernel's store, against float64.
