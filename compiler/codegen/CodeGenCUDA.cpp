@@ -125,6 +125,16 @@ void CUDAKernelEmitter::emit_kernel() {
       << "kernel name '" << f_.name << "' is not a C identifier (letters, digits and '_')";
   internal_check(f_.body.defined()) << "kernel '" << f_.name << "' has no body";
   written_ = written_buffers(f_.body);
+  // An argument a TMA store writes (through its tensor map) is not const either.
+  post_order_visit(f_.body, [&](const IRNode *n) {
+    const auto *c = llvm::dyn_cast<Call>(n);
+    const auto *map = c && c->is_intrinsic(intrinsic::tma_store) && !c->args.empty()
+                          ? c->args[0].as<Variable>()
+                          : nullptr;
+    for (const TensorMapParam &m : f_.tensor_maps)
+      if (map && m.var.get() == map && size_t(m.arg) < f_.args.size())
+        written_.insert(static_cast<const Variable *>(f_.args[size_t(m.arg)]->data.get()));
+  });
   analyze_fragments();
 
   shared_ = plan_shared_memory(f_.body);

@@ -458,7 +458,9 @@ public:
 
 protected:
   Stmt visit(const AttrStmt *op) override {
-    if (op->key == attr::tile_loop && !hoisting_) {
+    // A tile loop of one iteration (the grid covers the tiles) is gone: the block's one tile.
+    const bool tile = op->key == attr::tile_loop && op->body.as<For>();
+    if (tile && !hoisting_) {
       // The staging tile's stage binds the block's threads inside the tile; they are the
       // block's, declared around the tile loop (as TileScheduler does for the output's own),
       // so that the wait after the loop has them and warp roles see them around the work.
@@ -477,7 +479,6 @@ protected:
                         iv->thread_tag().rfind("threadIdx.", 0) == 0;
     if (thread)
       threads_.push_back({iv->thread_tag(), iv->var()});
-    const bool tile = op->key == attr::tile_loop;
     tile_loops_ += tile;
     const bool before = lowered;
     Stmt r = IRMutator::visit(op);

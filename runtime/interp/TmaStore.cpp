@@ -143,6 +143,13 @@ private:
   void check_source(const Machine &M, const Memory &src, int64_t f, uint32_t t,
                     const std::string &what) const {
     const ShadowCell &s = src.shadow[size_t(f)];
+    if (s.write_epoch == 0 && !s.in_flight)
+      user_error("interp") << by(M, intrinsic::tma_store, t) << ": " << what << " reads '"
+                           << src.name << "'[" << f
+                           << "], which no thread has written since its allocation: the "
+                              "writers of a staging tile meet the issuer at a barrier "
+                              "(syncthreads, or the consumers' named barrier) after their "
+                              "fence_proxy_async, before the store is issued";
     if (s.write_epoch != 0 && s.writer >= 0 && size_t(s.writer) < M.proxy_fences.size() &&
         M.proxy_fences[size_t(s.writer)] <= s.writer_fences)
       user_error("interp") << by(M, intrinsic::tma_store, t) << ": " << what << " reads '"
