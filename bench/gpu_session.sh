@@ -31,7 +31,8 @@
 #             with cp.async; wgmma on a Hopper GPU) and on conv2d_tc (and conv2d_wgmma with a
 #             float16 y, the fused conv2d_bias_relu and gemm_bias_gelu, a ragged gemm_wgmma whose
 #             padded copies are kernels of their own, one with warp roles over 16 K steps,
-#             gemm_fp8 block-scaled and per-tensor, a split-K one of 16 rows, a strided
+#             gemm_fp8 block-scaled and per-tensor, TMA stores (TS=1: gemm_wgmma persistent,
+#             gemm_fp8), a split-K one of 16 rows, a strided
 #             conv2d_wgmma, a depthwise conv2d_grouped, softmax and layernorm with their
 #             reductions across threads, the tutorial at batch 32) at small shapes, racecheck
 #             on gemm_shared at 256^3; one timed launch each
