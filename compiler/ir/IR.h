@@ -339,6 +339,18 @@ inline constexpr const char *warp_specialize = "warp_specialize";
 /// pipelined inside it runs across the loop's iterations, its barriers initialized once before
 /// it (inject_pipeline).
 inline constexpr const char *tile_loop = "tile_loop";
+/// node: the blockIdx IterVar of a clustered block axis (Stage::cluster); value: the cluster's
+/// size along it. Just inside that axis' thread_extent (schedule_ops): the kernel's blocks are
+/// launched in clusters of `value` consecutive blocks along it (LaunchConfig::cluster). A block's
+/// rank in its cluster is its index along the axis modulo the size.
+inline constexpr const char *cluster_extent = "cluster_extent";
+/// node: the destination buffer (Form 1); value: tuple(size, rank, v..): just inside the
+/// bulk_copy attr of a stage that asked for Stage::multicast (schedule_ops), around its copy
+/// nest. The tile is the same for the `size` blocks of a cluster, this block's rank being
+/// `rank`; its box origin must not use the vars v (the clustered axis). lower_bulk_copy turns
+/// the copy into tma_load_multicast calls, a 1/size share of each box per block (and consumes
+/// the attr); inject_pipeline sees the cluster in their masks.
+inline constexpr const char *cluster_multicast = "cluster_multicast";
 inline constexpr const char *pragma_prefix = "pragma_";
 } // namespace attr
 

@@ -178,6 +178,29 @@ inline constexpr const char *tma_load = "tma_load";
 // the im2col row of output pixel m + p for that tap.
 inline constexpr const char *tma_load_im2col = "tma_load_im2col";
 
+// Thread-block clusters (sm_90; Stage::cluster, Stage::multicast). The blocks of a cluster run
+// at once on one GPC and can reach each other's shared memory (distributed shared memory): a
+// shared address in one block names the same offset in every block of its cluster.
+// tma_load_multicast(map, dst, bar, mask, c0, ..., c{r-1}): cp.async.bulk.tensor.{r}d
+// .shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster, issued by one thread:
+// tma_load's box, written at dst in the shared memory of every block of the cluster whose rank
+// is a bit of `mask` (a 16-bit constant), its bytes counted as transaction bytes of the
+// current phase of the barrier at bar's offset in each of those blocks. A block's barrier may
+// see those bytes before its own expect_tx (the phase cannot complete before its arrivals).
+inline constexpr const char *tma_load_multicast = "tma_load_multicast";
+// mbarrier_arrive_cluster(bar, rank): mapa.shared::cluster to the barrier at bar's offset in the
+// block of rank `rank` of the cluster (this one included), then
+// mbarrier.arrive.release.cluster.shared::cluster.b64: one arrival on its current phase, which
+// releases this thread's earlier accesses at cluster scope (a consumer telling every producer
+// of the cluster that its reads of a multicast slot are over).
+inline constexpr const char *mbarrier_arrive_cluster = "mbarrier_arrive_cluster";
+// cluster_sync(): barrier.cluster.arrive.release.aligned + barrier.cluster.wait.acquire.aligned:
+// every thread of every block of the cluster arrives, then waits for all of them. After the
+// mbarrier_init of a cluster's rings (no block may multicast into a peer, or arrive on its
+// barriers, before the peer initialized them) and before a block exits (no block may exit
+// while a peer may still write its shared memory or arrive on its barriers).
+inline constexpr const char *cluster_sync = "cluster_sync";
+
 // Warp roles (sm_90; Stage::warp_specialize). named_barrier_sync(id, threads): bar.sync id,
 // threads: the calling warp arrives at hardware barrier `id` (1..15; 0 is syncthreads') and
 // waits until `threads` threads (a multiple of 32) have arrived in its current phase.

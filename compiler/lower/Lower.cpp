@@ -5,11 +5,13 @@
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
 #include "compiler/ir/Substitute.h"
+#include "compiler/lower/Cluster.h"
 #include "compiler/lower/InferBound.h"
 #include "compiler/lower/LaunchLimits.h"
 #include "compiler/lower/Rasterize.h"
 #include "compiler/lower/ScheduleOps.h"
 #include "compiler/lower/StageBodies.h"
+#include "compiler/passes/ClusterSync.h"
 #include "compiler/passes/InjectPipeline.h"
 #include "compiler/passes/LowerBulkCopy.h"
 #include "compiler/passes/InsertThreadSyncs.h"
@@ -88,7 +90,8 @@ const std::vector<std::string> &lowering_steps() {
   static const std::vector<std::string> steps = {
       "schedule_ops",   "simplify",        "lower_bulk_copy", "storage_flatten",    "vectorize_loops",
       "pipeline",       "unroll_loops",    "storage_rewrite",    "insert_thread_syncs",
-      "insert_wgmma_syncs", "split_warp_roles", "remove_no_op", "final_simplify"};
+      "insert_wgmma_syncs", "split_warp_roles", "insert_cluster_syncs", "remove_no_op",
+      "final_simplify"};
   return steps;
 }
 
@@ -152,6 +155,7 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
   check_rasterizations(sch);
   StageBodies bodies = inline_stages(sch);
   DomainMap dom = infer_bound(sch, bodies);
+  check_clusters(sch, dom);
 
   // The pipeline, in order. Each step can be printed after (LowerOptions::print_after).
   Stmt body = schedule_ops(sch, bodies, dom, buffers, arg_stages);
@@ -181,6 +185,8 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
   printer.after("insert_wgmma_syncs", body);
   body = split_warp_roles(body, &remarks);
   printer.after("split_warp_roles", body);
+  body = insert_cluster_syncs(body);
+  printer.after("insert_cluster_syncs", body);
   body = remove_no_op(body);
   printer.after("remove_no_op", body);
   body = arith::simplify(body);
@@ -221,6 +227,8 @@ std::string to_string(const LoweredFunc &f) {
      << l.block[0] << ", " << l.block[1] << ", " << l.block[2] << ")";
   if (l.dynamic_shared_bytes)
     os << ", dynamic shared " << l.dynamic_shared_bytes << " bytes";
+  if (l.cluster_size() > 1)
+    os << ", cluster (" << l.cluster[0] << ", " << l.cluster[1] << ", " << l.cluster[2] << ")";
   if (l.after_previous)
     os << ", after the previous kernel";
   os << "\n{\n";

@@ -22,8 +22,13 @@ struct LaunchConfig {
   /// programmatic dependent of the one before (its blocks may start, and set up, while that one
   /// drains) and waits for it (griddepcontrol.wait) before its first instruction.
   bool after_previous = false;
+  /// Thread-block clusters (Stage::cluster): blocks launched in groups of cluster[0] x
+  /// cluster[1] x cluster[2] consecutive blocks (`__cluster_dims__` in the CUDA source; the grid
+  /// is a multiple of it). {1, 1, 1}: no clusters.
+  std::array<int64_t, 3> cluster{1, 1, 1};
 
   int64_t threads_per_block() const { return block[0] * block[1] * block[2]; }
+  int64_t cluster_size() const { return cluster[0] * cluster[1] * cluster[2]; }
 };
 
 /// A TMA tensor map (CUtensorMap) the kernel takes by value (`const __grid_constant__`) after

@@ -1,5 +1,7 @@
 #include "compiler/lower/Rasterize.h"
 
+#include "compiler/lower/Cluster.h"
+
 #include "compiler/ir/IROperator.h"
 #include "compiler/support/Error.h"
 
@@ -101,12 +103,23 @@ Stmt bind_rasterized_tile(const StageNode *s, const IterVar &leaf, const DomainM
   size_t pr = position(s, r->rows), pc = position(s, r->cols);
   if (!s->leaf_iter_vars[std::max(pr, pc)].same_as(leaf))
     return body;
-  Var by = loop_var_of(s, r->rows), bx = loop_var_of(s, r->cols);
-  int64_t ny = const_extent(dom, r->rows), nx = const_extent(dom, r->cols);
-  if (grouped_order_is_row_major(ny, nx, r->group))
-    return LetStmt::make(r->row, by, LetStmt::make(r->col, bx, std::move(body)));
+  Expr by = loop_var_of(s, r->rows), bx = loop_var_of(s, r->cols);
+  // Clustered: the grouped order walks the clusters (Cluster.h), each block of a cluster taking
+  // the tile of its rank.
+  const int64_t cy = cluster_size_along(s, r->rows), cx = cluster_size_along(s, r->cols);
+  int64_t ny = const_extent(dom, r->rows) / cy, nx = const_extent(dom, r->cols) / cx;
+  if (cy > 1)
+    by = floordiv(by, make_const(by.type(), cy));
+  if (cx > 1)
+    bx = floordiv(bx, make_const(bx.type(), cx));
+  const Expr rank = cluster_rank(s);
+  if (grouped_order_is_row_major(ny, nx, r->group)) {
+    auto [row, col] = tile_of_cluster(s, by, bx, rank);
+    return LetStmt::make(r->row, row, LetStmt::make(r->col, col, std::move(body)));
+  }
   Var block(s->op.name() + ".block");
-  auto [row, col] = grouped_tile(block, ny, nx, r->group);
+  auto [row_c, col_c] = grouped_tile(block, ny, nx, r->group);
+  auto [row, col] = tile_of_cluster(s, row_c, col_c, rank);
   body = LetStmt::make(r->row, row, LetStmt::make(r->col, col, std::move(body)));
   return LetStmt::make(block, by * make_const(by.type(), nx) + bx, body);
 }

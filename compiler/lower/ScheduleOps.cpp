@@ -5,6 +5,7 @@
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
 #include "compiler/ir/Intrinsics.h"
+#include "compiler/lower/Cluster.h"
 #include "compiler/lower/Rasterize.h"
 #include "compiler/lower/Tensorize.h"
 #include "compiler/lower/ThreadExtents.h"
@@ -317,9 +318,13 @@ private:
       const IterVar &t = a->bind_thread;
       if (t.thread_tag().rfind("vthread", 0) == 0)
         loop = For::make(t.var(), 0, int(extent), ForKind::Unrolled, body);
-      else
+      else {
+        // The clusters of a clustered axis run along its blockIdx (Cluster.h).
+        if (const auto &c = s->cluster; c && c->axis.same_as(attr_iv))
+          body = AttrStmt::make(t, attr::cluster_extent, Expr(c->size), body);
         loop = AttrStmt::make(t, attr::thread_extent,
                               Expr(int(threads_.launch(s, t.thread_tag(), extent))), body);
+      }
     } else {
       ForKind kind = a ? a->for_kind : ForKind::Serial;
       if (kind == ForKind::Vectorized)
@@ -467,6 +472,15 @@ Stmt schedule_ops(const ScheduleNode *sch, const StageBodies &bodies, const Doma
                           {c->out_height, c->out_width, c->channels, c->kernel_h, c->kernel_w,
                            c->pad, c->stride, c->dilation, c->pad_end < 0 ? c->pad : c->pad_end},
                           Call::PureIntrinsic);
+      // A multicast tile: the cluster's size, this block's rank, and what tells the cluster's
+      // tiles apart (lower_bulk_copy checks the box origin does not use it).
+      if (const StageNode *owner = s->multicast ? clustered_stage_of(s) : nullptr) {
+        std::vector<Expr> cluster{Expr(owner->cluster->size), cluster_rank(owner)};
+        for (const Var &v : cluster_axis_vars(owner))
+          cluster.push_back(v);
+        nest = AttrStmt::make(buf, attr::cluster_multicast,
+                              Call::make(Handle(), "tuple", cluster, Call::PureIntrinsic), nest);
+      }
       nest = AttrStmt::make(buf, attr::bulk_copy, what, nest);
     }
     if (s->pipeline_stages > 1)

@@ -1,6 +1,7 @@
 #include "compiler/lower/TileScheduler.h"
 
 #include "compiler/ir/IROperator.h"
+#include "compiler/lower/Cluster.h"
 #include "compiler/lower/Rasterize.h"
 #include "compiler/support/Error.h"
 
@@ -10,9 +11,14 @@ namespace tessel {
 
 namespace {
 
-int64_t tiles_of(const Rasterization &r, const DomainMap &dom) {
-  return const_extent(dom, r.rows) * const_extent(dom, r.cols);
+// The tiles of the grouped order: clusters of tiles when the stage is clustered (Cluster.h).
+int64_t tiles_of(const StageNode *s, const DomainMap &dom) {
+  const Rasterization &r = *s->rasterization;
+  return const_extent(dom, r.rows) / cluster_size_along(s, r.rows) *
+         (const_extent(dom, r.cols) / cluster_size_along(s, r.cols));
 }
+
+int64_t cluster_size(const StageNode *s) { return s->cluster ? s->cluster->size : 1; }
 
 bool binds_thread_index(const Stmt &s) {
   const auto *a = s.as<AttrStmt>();
@@ -37,8 +43,9 @@ Stmt strip_thread_bindings(const Stmt &s, std::vector<const AttrStmt *> &binding
 
 } // namespace
 
-int64_t persistent_grid(const Rasterization &r, const DomainMap &dom) {
-  return std::min(r.blocks, tiles_of(r, dom));
+int64_t persistent_grid(const StageNode *s, const DomainMap &dom) {
+  const int64_t c = cluster_size(s);
+  return c * std::min(s->rasterization->blocks / c, tiles_of(s, dom));
 }
 
 Stmt persistent_tile_loop(const StageNode *s, const IterVar &leaf, const DomainMap &dom,
@@ -46,29 +53,36 @@ Stmt persistent_tile_loop(const StageNode *s, const IterVar &leaf, const DomainM
   const std::optional<Rasterization> &r = s->rasterization;
   if (!r || !r->persistent())
     return body;
-  int64_t ny = const_extent(dom, r->rows), nx = const_extent(dom, r->cols);
+  // Clustered, the tile loop walks clusters of tiles (Cluster.h): the grid's clusters take the
+  // cluster tiles in turn, and each block the tile of its rank in the cluster tile.
+  int64_t ny = const_extent(dom, r->rows) / cluster_size_along(s, r->rows),
+          nx = const_extent(dom, r->cols) / cluster_size_along(s, r->cols);
   DataType t = r->tile.type();
   if (leaf.same_as(r->cols)) {
     Expr row = floordiv(r->tile, make_const(t, nx)), col = floormod(r->tile, make_const(t, nx));
     if (!grouped_order_is_row_major(ny, nx, r->group))
       std::tie(row, col) = grouped_tile(r->tile, ny, nx, r->group);
+    std::tie(row, col) = tile_of_cluster(s, row, col, cluster_rank(s));
     return LetStmt::make(r->row, row, LetStmt::make(r->col, col, std::move(body)));
   }
   if (!leaf.same_as(r->rows))
     return body;
-  const int64_t tiles = ny * nx, grid = persistent_grid(*r, dom);
+  const int64_t c = cluster_size(s);
+  const int64_t tiles = ny * nx, grid = persistent_grid(s, dom) / c;
   const int64_t iterations = (tiles + grid - 1) / grid;
   std::vector<const AttrStmt *> bindings;
   body = strip_thread_bindings(body, bindings);
   if (tiles % grid != 0) // the last iteration of some blocks has no tile
     body = IfThenElse::make(r->tile < make_const(t, tiles), body);
-  body = LetStmt::make(
-      r->tile, r->iteration * make_const(t, grid) + r->block.var(), std::move(body));
+  Expr cluster = c > 1 ? floordiv(r->block.var(), make_const(t, c)) : Expr(r->block.var());
+  body = LetStmt::make(r->tile, r->iteration * make_const(t, grid) + cluster, std::move(body));
   Stmt loop = For::make(r->iteration, 0, int(iterations), ForKind::Serial, std::move(body));
   loop = AttrStmt::make(Expr(r->iteration), attr::tile_loop, Expr(int(tiles)), loop);
   for (auto it = bindings.rbegin(); it != bindings.rend(); ++it)
     loop = AttrStmt::make((*it)->node, (*it)->key, (*it)->value, loop);
-  return AttrStmt::make(r->block, attr::thread_extent, Expr(int(grid)), loop);
+  if (c > 1)
+    loop = AttrStmt::make(r->block, attr::cluster_extent, Expr(int(c)), loop);
+  return AttrStmt::make(r->block, attr::thread_extent, Expr(int(grid * c)), loop);
 }
 
 } // namespace tessel

@@ -14,8 +14,9 @@
 
 namespace tessel {
 
-/// The blocks a persistent stage launches: min(blocks, tiles).
-int64_t persistent_grid(const Rasterization &r, const DomainMap &dom);
+/// The blocks a persistent stage launches: min(blocks, tiles); clustered (Cluster.h), c x
+/// min(blocks / c, clusters of tiles) for clusters of c.
+int64_t persistent_grid(const StageNode *s, const DomainMap &dom);
 
 /// `body` (the nest inside leaf loop `leaf` of persistent stage `s`, its marker included) as
 /// the tile scheduler emits it: for the rows leaf, the grid's blockIdx.x binding, the thread

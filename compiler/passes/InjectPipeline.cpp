@@ -116,6 +116,9 @@ struct Plan {
   /// Under a warp_roles attr (Stage::warp_specialize): a bulk copy's fills are the producer
   /// role's (warp_producer), issued as far ahead as the ring allows.
   bool warp_roles = false;
+  /// A multicast bulk copy (tma_load_multicast, Stage::multicast): the blocks of its cluster
+  /// whose shared memory it writes (1: none but this one's).
+  int cluster = 1;
 
   void require(bool ok, const std::string &why) {
     if (!ok && valid)
@@ -248,6 +251,12 @@ private:
     if (const AttrStmt *bulk = bulk_copy_of(op)) {
       p.bulk = true;
       p.bulk_bytes = as_const_int(bulk->value).value_or(0);
+      post_order_visit(bulk->body, [&](const IRNode *n) {
+        const auto *c = llvm::dyn_cast<Call>(n);
+        if (c && c->is_intrinsic(intrinsic::tma_load_multicast))
+          p.cluster = std::max(p.cluster, __builtin_popcountll(uint64_t(
+                                              as_const_int(c->args[3]).value_or(1))));
+      });
       p.threads.assign(block_threads_.begin(), block_threads_.end());
       // Outside any loop and any divergence: filled once.
       p.bulk_once = loops_.empty() && divergent_ == 0 && p.attrs == 1 && p.bulk_bytes > 0 &&
@@ -374,7 +383,8 @@ Stmt with_barrier(const Stmt &fill, const Expr &bar) {
     Expr visit(const Call *op) override {
       Expr e = IRMutator::visit(op);
       const auto *c = e.as<Call>();
-      if (!c->is_intrinsic(intrinsic::tma_load) && !c->is_intrinsic(intrinsic::tma_load_im2col))
+      if (!c->is_intrinsic(intrinsic::tma_load) && !c->is_intrinsic(intrinsic::tma_load_im2col) &&
+          !c->is_intrinsic(intrinsic::tma_load_multicast))
         return e;
       std::vector<Expr> args = c->args;
       args[2] = bar_;
@@ -662,8 +672,11 @@ private:
         << "filling the next tile's slots during this tile's epilogue): call warp_specialize() "
         << "on the stage computed at the tile";
     int64_t bytes = 0;
-    for (Plan *p : here)
+    int cluster = 1; // a multicast slot is released by the consumers of every block it fills
+    for (Plan *p : here) {
       bytes += p->bulk_bytes;
+      cluster = std::max(cluster, p->cluster);
+    }
     Var full_var(i->name + "_full", Handle()), empty_var(i->name + "_empty", Handle());
     Buffer full = passes_detail::make_flat_buffer(full_var->name, full_var, UInt(64),
                                                   Expr(stages), "shared");
@@ -702,7 +715,8 @@ private:
     std::vector<Stmt> init;
     for (int s = 0; s < stages; ++s) {
       init.push_back(intrinsic_stmt(intrinsic::mbarrier_init, {full_at(Expr(s)), Expr(1)}));
-      init.push_back(intrinsic_stmt(intrinsic::mbarrier_init, {empty_at(Expr(s)), threads}));
+      init.push_back(intrinsic_stmt(intrinsic::mbarrier_init,
+                                    {empty_at(Expr(s)), arith::simplify(threads * cluster)}));
     }
     init.push_back(intrinsic_stmt(intrinsic::fence_barrier_init));
     std::vector<Stmt> out{IfThenElse::make(leader, Seq::make(std::move(init))),
@@ -711,9 +725,19 @@ private:
       tile->hoisted.push_back({{full_var, empty_var}, stages, std::move(out)});
       out.clear();
     }
+    // A slot's reads are over: its empty barrier learns it, in every block of the cluster
+    // when the slot is multicast (each block's producer writes all of them).
+    auto release_slot = [&](const Expr &slot) {
+      if (cluster == 1)
+        return intrinsic_stmt(intrinsic::mbarrier_arrive, {empty_at(slot)});
+      std::vector<Stmt> arrivals;
+      for (int r = 0; r < cluster; ++r)
+        arrivals.push_back(
+            intrinsic_stmt(intrinsic::mbarrier_arrive_cluster, {empty_at(slot), Expr(r)}));
+      return Seq::make(std::move(arrivals));
+    };
     // Reads of iteration rel - lag are over at the end of iteration rel.
-    Stmt release =
-        intrinsic_stmt(intrinsic::mbarrier_arrive, {empty_at(floormod(rel - lag, stages))});
+    Stmt release = release_slot(floormod(rel - lag, stages));
     if (lag)
       release = IfThenElse::make(step_in_loop >= lag, release);
     Stmt wait_full = intrinsic_stmt(
@@ -738,8 +762,7 @@ private:
     // producer has the whole ring for the next tile meanwhile.
     Stmt release_last;
     if (tile && lag)
-      release_last = intrinsic_stmt(intrinsic::mbarrier_arrive,
-                                    {empty_at(floormod(substitute(rel, i, end - 1), stages))});
+      release_last = release_slot(floormod(substitute(rel, i, end - 1), stages));
     Stmt result = finish_loop(*op, std::move(body), lag, std::move(out), here, release_last);
     if (tile)
       return result; // the barriers are allocated around the tile loop

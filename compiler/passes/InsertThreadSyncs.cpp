@@ -98,7 +98,8 @@ protected:
     // Barriers synchronize; their memory is not data the block shares.
     if (op->is_intrinsic(intrinsic::mbarrier_init) || op->is_intrinsic(intrinsic::mbarrier_wait) ||
         op->is_intrinsic(intrinsic::mbarrier_arrive) ||
-        op->is_intrinsic(intrinsic::mbarrier_arrive_expect_tx))
+        op->is_intrinsic(intrinsic::mbarrier_arrive_expect_tx) ||
+        op->is_intrinsic(intrinsic::mbarrier_arrive_cluster))
       return;
     // A TMA store's read of its shared source is ordered by the store's own protocol
     // (lower_bulk_copy: a barrier before the issue, the issuer's wait_group.read and a barrier
@@ -108,7 +109,8 @@ protected:
         visit_expr(op->args[i]);
       return;
     }
-    if ((op->is_intrinsic(intrinsic::tma_load) || op->is_intrinsic(intrinsic::tma_load_im2col)) &&
+    if ((op->is_intrinsic(intrinsic::tma_load) || op->is_intrinsic(intrinsic::tma_load_im2col) ||
+         op->is_intrinsic(intrinsic::tma_load_multicast)) &&
         op->args.size() >= 3) {
       // Writes its destination, as a store does; its barrier is not data.
       const auto *dst = op->args[1].as<Call>();

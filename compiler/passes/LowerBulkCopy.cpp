@@ -101,7 +101,11 @@ protected:
       return lower_store(*buf, op);
     if (buf && op->key == attr::bulk_copy) {
       const auto *conv = op->value.as<Call>();
-      return conv ? lower_im2col(*buf, op, conv->args) : lower(*buf, op);
+      const auto *multicast = op->body.as<AttrStmt>();
+      if (multicast && multicast->key != attr::cluster_multicast)
+        multicast = nullptr;
+      internal_check(!conv || !multicast) << "multicast of an im2col bulk copy";
+      return conv ? lower_im2col(*buf, op, conv->args) : lower(*buf, op, multicast);
     }
     return IRMutator::visit(op);
   }
@@ -115,7 +119,8 @@ private:
   friend class StoreNestLowerer;
   Stmt lower_store(const Buffer &dst, const AttrStmt *op);
 
-  Stmt lower(const Buffer &dst, const AttrStmt *op) {
+  // `multicast`: the stage's cluster_multicast attr (inside op), or null.
+  Stmt lower(const Buffer &dst, const AttrStmt *op, const AttrStmt *multicast) {
     const std::string &name = dst.name();
     auto lit = layouts_.find(dst.get());
     internal_check(lit != layouts_.end() && !lit->second.bounds.empty())
@@ -128,7 +133,7 @@ private:
 
     // The copy nest: loops over the region, one store of a global load.
     std::vector<const For *> loops;
-    Stmt body = op->body;
+    Stmt body = multicast ? multicast->body : op->body;
     while (const auto *f = body.as<For>()) {
       loops.push_back(f);
       body = f->body;
@@ -138,29 +143,35 @@ private:
     if (!store || !load || store->buffer.get() != dst.get() || load->buffer.scope() != "global")
       TESSEL_BULK_COPY_ERROR << not_a_copy(body, dst) << "; got\n" << op->body;
     Boxes b = boxes(name, dst, layout, loops, store->indices, load->buffer, load->indices,
-                    Expr(load));
+                    Expr(load), multicast);
     std::vector<Stmt> copies;
     for (size_t i = 0; i < b.tile_at.size(); ++i) {
       std::vector<Expr> call_args{b.map, b.tile_at[i], Expr(0)};
+      if (b.multicast_mask)
+        call_args.push_back(Expr(int(b.multicast_mask)));
       call_args.insert(call_args.end(), b.coords[i].begin(), b.coords[i].end());
       copies.push_back(Evaluate::make(
-          Call::make(Void(), intrinsic::tma_load, std::move(call_args), Call::Intrinsic)));
+          Call::make(Void(), b.multicast_mask ? intrinsic::tma_load_multicast : intrinsic::tma_load,
+                     std::move(call_args), Call::Intrinsic)));
     }
     return AttrStmt::make(op->node, op->key, Expr(int(b.bytes)), Seq::make(std::move(copies)));
   }
 
   // A box copy between shared tile `dst` (its realized region written, or read, at
   // `shared_idx` by `loops`) and global argument `src` at `global_idx` (`access` in errors):
-  // its tensor map and boxes, one per column block of the tile's layout.
+  // its tensor map and boxes, one per column block of the tile's layout. With `multicast` (a
+  // load's cluster_multicast attr) each box is this block's share of the cluster's.
   struct Boxes {
     Var map;
     std::vector<Expr> tile_at;             ///< address_of(dst[..]) where each box starts
     std::vector<std::vector<Expr>> coords; ///< each box's coordinates, innermost first
     int64_t bytes = 0;                     ///< of the whole tile
+    int64_t multicast_mask = 0;            ///< the cluster's blocks a share goes to; 0: none
   };
   Boxes boxes(const std::string &name, const Buffer &dst, const SharedLayout &layout,
               const std::vector<const For *> &loops, const std::vector<Expr> &shared_idx,
-              const Buffer &src, const std::vector<Expr> &global_idx, const Expr &access) {
+              const Buffer &src, const std::vector<Expr> &global_idx, const Expr &access,
+              const AttrStmt *multicast = nullptr) {
     int arg = -1;
     for (size_t i = 0; i < args_.size(); ++i)
       if (args_[i]->data.get() == src->data.get())
@@ -273,6 +284,16 @@ private:
                              << "-byte aligned in shared memory; its boxes of " << rows
                              << " rows x " << inner << " elements are " << block_bytes << " bytes";
 
+    // Multicast: each block of the cluster copies its share of the box's outermost dimension
+    // (of more than one element) into every block.
+    Multicast mc;
+    if (multicast)
+      mc = multicast_share(name, src, multicast, base, extent, rows * inner * elem,
+                           layout.swizzle ? 1024 : 128);
+    std::vector<int64_t> box_extent = extent;
+    if (mc.size > 1)
+      box_extent[mc.dim] /= mc.size;
+
     // The tensor map: the argument's dimensions innermost first, the box extents of the
     // dimensions the copy reads (1 for the others).
     TensorMapParam map;
@@ -287,7 +308,7 @@ private:
       int64_t box = 1;
       for (size_t d = 0; d < rank; ++d)
         if (gdim[d] == int(j))
-          box = d + 1 == rank ? inner : extent[d];
+          box = d + 1 == rank ? inner : box_extent[d];
       map.box.push_back(box);
     }
     Var map_var = tensor_map(map, src.name());
@@ -298,11 +319,18 @@ private:
       std::vector<Expr> at;
       for (size_t d = 0; d < rank; ++d)
         at.push_back(layout.bounds[d].min + (d + 1 == rank ? make_const(Int(32), c) : Expr(0)));
+      std::vector<Expr> origin = base;
+      if (mc.size > 1) { // this block's share: rows rank * part ..
+        Expr share = mc.rank * make_const(mc.rank.type(), box_extent[mc.dim]);
+        at[mc.dim] = at[mc.dim] + cast(at[mc.dim].type(), share);
+        origin[gdim[mc.dim]] = origin[gdim[mc.dim]] + cast(origin[gdim[mc.dim]].type(), share);
+        out.multicast_mask = (1 << mc.size) - 1; // every block of the cluster
+      }
       out.tile_at.push_back(
           Call::make(Handle(), intrinsic::address_of, {BufferLoad::make(dst, at)}, Call::Intrinsic));
       std::vector<Expr> coords;
       for (size_t j = grank; j-- > 0;) {
-        Expr coord = j + 1 == grank ? base[j] + make_const(base[j].type(), c) : base[j];
+        Expr coord = j + 1 == grank ? origin[j] + make_const(origin[j].type(), c) : origin[j];
         coords.push_back(arith::simplify(cast(Int(32), coord)));
       }
       out.coords.push_back(std::move(coords));
@@ -392,6 +420,52 @@ private:
     Stmt copy = Evaluate::make(
         Call::make(Void(), intrinsic::tma_load_im2col, std::move(call_args), Call::Intrinsic));
     return AttrStmt::make(op->node, op->key, Expr(int(*rows * *cols * elem)), copy);
+  }
+
+  // How a multicast box is shared in its cluster: `size` blocks, this one's `rank`, each
+  // copying extent[dim] / size of the box's dimension `dim`.
+  struct Multicast {
+    int64_t size = 1;
+    Expr rank;
+    size_t dim = 0;
+  };
+
+  // The share of a multicast stage's box that each block of the cluster copies: checks that
+  // the box origin (`base`, per global dimension) does not depend on the clustered axis and
+  // that the box (`extent` per shared dimension, `box_bytes` a column block) splits into
+  // aligned shares along its outermost dimension.
+  Multicast multicast_share(const std::string &name, const Buffer &src, const AttrStmt *attr,
+                            const std::vector<Expr> &base, const std::vector<int64_t> &extent,
+                            int64_t box_bytes, int64_t align) {
+    const auto *t = attr->value.as<Call>();
+    internal_check(t && t->args.size() >= 2) << "cluster_multicast without its tuple";
+    Multicast mc;
+    mc.size = *as_const_int(t->args[0]);
+    mc.rank = t->args[1];
+    for (size_t i = 2; i < t->args.size(); ++i) {
+      const auto *v = t->args[i].as<Variable>();
+      for (size_t j = 0; j < base.size(); ++j)
+        if (v && uses_var(base[j], [&](const Variable *x) { return x == v; }))
+          TESSEL_BULK_COPY_ERROR
+              << "it is multicast (Stage::multicast) to the blocks of a cluster, but its tile "
+              << "of '" << src.name() << "' depends on the clustered axis ('" << v->name
+              << "' in its origin " << base[j] << "): the blocks of a cluster copy different "
+              << "tiles of it. Multicast the operand they share (A's tile for a cluster along "
+                 "the columns' block axis, B's along the rows')";
+    }
+    size_t d = 0;
+    while (d + 1 < extent.size() && extent[d] == 1)
+      ++d;
+    const int64_t part_bytes = box_bytes / mc.size;
+    if (d + 1 >= extent.size() || extent[d] % mc.size != 0 || part_bytes % align != 0)
+      TESSEL_BULK_COPY_ERROR
+          << "it is multicast to clusters of " << mc.size << " blocks, each copying 1/" << mc.size
+          << " of every box (of its outer dimension" << (d + 1 < extent.size() ? ", " +
+             std::to_string(extent[d]) + " rows" : std::string(", which it lacks"))
+          << ", " << box_bytes << " bytes a box), but a share must be whole rows starting "
+          << align << "-byte aligned in shared memory; use a taller tile or a smaller cluster";
+    mc.dim = d;
+    return mc;
   }
 
   // The variable of an equal tensor map made before, or of a new one.

@@ -24,6 +24,11 @@ protected:
     if (op->key == attr::thread_extent)
       if (const IterVar *iv = std::get_if<IterVar>(&op->node))
         declare(iv->thread_tag(), op->value);
+    if (op->key == attr::cluster_extent)
+      if (const IterVar *iv = std::get_if<IterVar>(&op->node))
+        for (int d = 0; d < 3; ++d)
+          if (iv->thread_tag() == std::string("blockIdx.") + "xyz"[d])
+            config.cluster[d] = *as_const_int(op->value);
     IRVisitor::visit(op);
   }
   void visit(const For *op) override {
@@ -153,7 +158,8 @@ std::vector<LoweredFunc> split_host_device(Stmt s, const std::string &name,
     finder.visit_stmt(st);
     Kernel *k = kernels.empty() ? nullptr : &kernels.back();
     if (!k || touches(st, k->written, flat_args, tensor_maps) ||
-        k->configs.front().block != finder.config.block) {
+        k->configs.front().block != finder.config.block ||
+        k->configs.front().cluster != finder.config.cluster) {
       kernels.emplace_back();
       k = &kernels.back();
     }
@@ -181,6 +187,11 @@ std::vector<LoweredFunc> split_host_device(Stmt s, const std::string &name,
         f.launch.grid[d] = std::max(f.launch.grid[d], c.grid[d]);
     for (size_t j = 0; j < k.stmts.size(); ++j)
       k.stmts[j] = widen_grid(k.stmts[j], k.configs[j], f.launch.grid);
+    for (int d = 0; d < 3; ++d)
+      user_check(f.launch.grid[d] % f.launch.cluster[d] == 0, "split_host_device")
+          << "kernel '" << f.name << "': its grid has " << f.launch.grid[d] << " blocks along "
+          << "xyz"[d] << ", not a multiple of its clusters of " << f.launch.cluster[d]
+          << " (a statement with a larger grid shares the kernel); launch it without clusters";
     f.body = Seq::make(k.stmts);
     f.launch.dynamic_shared_bytes = 0;
     f.args = flat_args;

@@ -578,6 +578,30 @@ Stage &Stage::warp_specialize(ConsumerRoles consumers) {
   return *this;
 }
 
+Stage &Stage::cluster(const IterVar &axis, int size) {
+  check_leaf(n_, axis, "cluster");
+  user_check(axis.iter_type() == IterVarType::DataPar, "cluster")
+      << "stage '" << name() << "', axis '" << axis.name()
+      << "' is a reduction axis; cluster groups the blocks of a data-parallel block-tile axis";
+  user_check(size == 2 || size == 4 || size == 8, "cluster")
+      << "stage '" << name() << "', axis '" << axis.name() << "': clusters of " << size
+      << " blocks; give 2, 4 or 8 (a portable cluster has at most 8 blocks)";
+  if (const auto &c = n_->cluster)
+    user_error("cluster") << "stage '" << name() << "' is already launched in clusters of "
+                          << c->size << " along '" << c->axis.name()
+                          << "'; give a stage one cluster shape";
+  n_->cluster = ClusterLaunch{axis, size};
+  return *this;
+}
+
+Stage &Stage::multicast() {
+  user_check(n_->op.as<ComputeOpNode>() && !n_->is_output, "multicast")
+      << "stage '" << name() << "': only a shared tile filled by TMA (bulk_copy) can be "
+         "multicast to the blocks of a cluster";
+  n_->multicast = true;
+  return *this;
+}
+
 Stage &Stage::env_threads(const std::vector<IterVar> &threads) {
   for (const IterVar &t : threads) {
     const std::string &tag = t.thread_tag();

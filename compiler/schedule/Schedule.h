@@ -78,6 +78,14 @@ struct Rasterization {
   bool persistent() const { return blocks != 0; }
 };
 
+/// Thread-block clusters (Stage::cluster): the stage's blocks are launched in clusters of
+/// `size` blocks along its block-tile axis `axis`, the blocks of a cluster computing `size`
+/// adjacent tiles along it.
+struct ClusterLaunch {
+  IterVar axis;
+  int size = 1;
+};
+
 enum class AttachType : uint8_t {
   Root,   ///< its own loop nest at the top of the kernel
   Inline, ///< substituted into its consumers
@@ -247,6 +255,24 @@ public:
   /// tile's epilogue. Split and fuse the axes before this call; not with rasterize.
   Stage &persistent(const IterVar &rows, const IterVar &cols, int64_t group = 8,
                     int64_t blocks = 132);
+  /// Thread-block clusters (Hopper, sm_90): launches this stage's blocks in clusters of `size`
+  /// (2, 4 or 8) along its block-tile axis `axis`, so that the blocks of a cluster compute
+  /// `size` adjacent tiles along it (a tile row when `axis` is the columns' loop: they share A's
+  /// tile; a tile column when it is the rows': they share B's). `axis` is a loop bound to a
+  /// blockIdx (the clusters run along that index: `__cluster_dims__`), or one of the two tile
+  /// axes of rasterize / persistent (whose orders then walk whole clusters, each block taking
+  /// the tile of its rank in the cluster; a persistent grid is then a multiple of `size` too).
+  /// Its extent must be a multiple of `size`. The blocks of a cluster can write each other's
+  /// shared memory: see multicast().
+  Stage &cluster(const IterVar &axis, int size = 2);
+  /// TMA multicast (with bulk_copy, in a stage computed inside a clustered one): this shared
+  /// tile is the same for the blocks of the cluster (its box origin does not depend on the
+  /// clustered axis), so each block copies 1/size of it (the box's outer rows) into the shared
+  /// memory of every block of the cluster (`.multicast::cluster`), halving (for 2) the tile's
+  /// reads of L2. Each block's full barrier still waits for the whole tile's bytes, and a slot
+  /// is refilled only after the consumers of every block of the cluster released it (the
+  /// ring's empty barriers count them all: remote arrivals).
+  Stage &multicast();
 
   StageNode *get() const { return n_; }
   bool operator==(const Stage &o) const { return n_ == o.n_; }
@@ -282,6 +308,8 @@ public:
   std::vector<IterVar> env_threads;
   bool warp_specialized = false; ///< Stage::warp_specialize
   ConsumerRoles consumer_roles = ConsumerRoles::cooperative; ///< its consumers
+  std::optional<ClusterLaunch> cluster; ///< Stage::cluster
+  bool multicast = false;               ///< Stage::multicast
   std::vector<StorageAlign> storage_aligns;
   int storage_interleave = 0; ///< chunk of Stage::storage_interleave; 0: row major
   int storage_swizzle = 0;    ///< bytes of Stage::swizzle (with storage_interleave); 0: none
