@@ -36,7 +36,8 @@ std::string target_arch(const LoweredModule &m, const std::string &arch) {
       const auto *c = llvm::dyn_cast<Call>(n);
       if (c && (c->name.rfind("wgmma_", 0) == 0 || c->name == intrinsic::setmaxnreg))
         wgmma_kernel = f.name;
-      if (c && (c->name.rfind("tma_load", 0) == 0 || c->name.rfind("mbarrier_", 0) == 0))
+      if (c && (c->name.rfind("tma_load", 0) == 0 || c->name.rfind("mbarrier_", 0) == 0 ||
+                c->name == intrinsic::cluster_sync))
         tma_kernel = f.name;
     });
   std::string a = arch;
@@ -51,7 +52,8 @@ std::string target_arch(const LoweredModule &m, const std::string &arch) {
     if (!tma_kernel.empty()) {
       int sm = a.rfind("sm_", 0) == 0 ? std::atoi(a.c_str() + 3) : 0;
       user_check(sm >= 90, "build")
-          << "kernel '" << tma_kernel << "' uses TMA bulk copies and mbarriers, which need a "
+          << "kernel '" << tma_kernel << "' uses TMA bulk copies, mbarriers or thread-block "
+          << "clusters, which need a "
           << "Hopper GPU (sm_90) or later, but the target is " << a
           << "; use a schedule without bulk_copy";
     }

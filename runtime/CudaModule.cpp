@@ -130,6 +130,20 @@ void CudaFunction::launch(const LaunchConfig &config, const std::vector<KernelAr
       << "kernel '" << name_ << "': " << config.threads_per_block()
       << " threads per block, but it can run at most " << max_threads
       << " (limited by its registers and the device)";
+  // Clusters are compiled into the kernel (__cluster_dims__), so cuLaunchKernel (and
+  // cuLaunchKernelEx without a cluster attribute) launches them; the grid must be whole
+  // clusters, and the device a Hopper or later.
+  if (config.cluster_size() > 1) {
+    user_check(dev.compute_capability() >= 90, "launch")
+        << "kernel '" << name_ << "' is launched in clusters of " << config.cluster[0] << "x"
+        << config.cluster[1] << "x" << config.cluster[2] << " blocks, which need sm_90 or later; "
+        << dev.name() << " is sm_" << dev.compute_capability();
+    for (int i = 0; i < 3; ++i)
+      user_check(config.grid[i] % config.cluster[i] == 0, "launch")
+          << "kernel '" << name_ << "': grid " << config.grid[0] << "x" << config.grid[1] << "x"
+          << config.grid[2] << " is not a whole number of its clusters of " << config.cluster[0]
+          << "x" << config.cluster[1] << "x" << config.cluster[2] << " blocks";
+  }
   int64_t static_smem = info_->static_smem;
   int64_t optin = dev.max_shared_per_block_optin();
   user_check(config.dynamic_shared_bytes >= 0 && static_smem + config.dynamic_shared_bytes <= optin,

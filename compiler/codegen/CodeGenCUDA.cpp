@@ -173,8 +173,14 @@ void CUDAKernelEmitter::emit_kernel() {
               std::string("const __grid_constant__ tessel_tensor_map ") + bind_var(m.var.get());
   }
 
+  // Clusters (sm_90) fixed at compile time: a plain cuLaunchKernel launches them.
+  const auto &cl = f_.launch.cluster;
+  std::string cluster_dims;
+  if (f_.launch.cluster_size() > 1)
+    cluster_dims = "__cluster_dims__(" + std::to_string(cl[0]) + ", " + std::to_string(cl[1]) +
+                   ", " + std::to_string(cl[2]) + ") ";
   os_ << "extern \"C\" __global__ void __launch_bounds__(" << f_.launch.threads_per_block()
-      << ") " << f_.name << "(" << params << ") {\n";
+      << ") " << cluster_dims << f_.name << "(" << params << ") {\n";
   if (dynamic_shared_)
     line("extern __shared__ __align__(" + std::to_string(shared_.align) +
          ") unsigned char tessel_dynamic_smem[];");

@@ -58,7 +58,8 @@ bool CUDAKernelEmitter::emit_tma(const Call *op) {
   const std::string &n = op->name;
   if (op->call_kind != Call::Intrinsic ||
       (n.rfind("mbarrier_", 0) != 0 && n != intrinsic::fence_barrier_init &&
-       n != intrinsic::tma_load && n != intrinsic::tma_load_im2col))
+       n != intrinsic::tma_load && n != intrinsic::tma_load_im2col &&
+       n != intrinsic::tma_load_multicast && n != intrinsic::cluster_sync))
     return false;
   const std::vector<Expr> &a = op->args;
   // A barrier or destination: address_of(buf[i]) of a shared buffer of `dtype` (any when void).
@@ -87,6 +88,17 @@ bool CUDAKernelEmitter::emit_tma(const Call *op) {
          ");");
     return true;
   }
+  if (n == intrinsic::cluster_sync) {
+    check_intrinsic_args(op, 0, "()");
+    line("tessel_cluster_sync();");
+    return true;
+  }
+  if (n == intrinsic::mbarrier_arrive_cluster) {
+    check_intrinsic_args(op, 2, "(bar, rank)");
+    line("tessel_mbarrier_arrive_cluster(" + shared_ptr(a[0], "barrier", UInt(64)) + ", " +
+         print(a[1]) + ");");
+    return true;
+  }
   if (n == intrinsic::mbarrier_arrive) {
     check_intrinsic_args(op, 1, "(bar)");
     line("tessel_mbarrier_arrive(" + shared_ptr(a[0], "barrier", UInt(64)) + ");");
@@ -104,8 +116,10 @@ bool CUDAKernelEmitter::emit_tma(const Call *op) {
          ");");
     return true;
   }
-  if (n == intrinsic::tma_load || n == intrinsic::tma_load_im2col) {
+  if (n == intrinsic::tma_load || n == intrinsic::tma_load_im2col ||
+      n == intrinsic::tma_load_multicast) {
     const bool im2col = n == intrinsic::tma_load_im2col;
+    const bool multicast = n == intrinsic::tma_load_multicast;
     const auto *map = a.size() >= 4 ? a[0].as<Variable>() : nullptr;
     const TensorMapParam *param = nullptr;
     for (const TensorMapParam &m : f_.tensor_maps)
@@ -123,14 +137,22 @@ bool CUDAKernelEmitter::emit_tma(const Call *op) {
       line(call + ");");
       return true;
     }
-    size_t rank = a.size() - 3;
-    user_check(rank == param->dims.size() && rank <= 5, "codegen_cuda")
-        << "tma_load in kernel '" << f_.name << "': tensor map '" << map->name << "' has "
+    const size_t first = multicast ? 4 : 3; // the coordinates, after the mask
+    size_t rank = a.size() - first;
+    user_check(a.size() > first && rank == param->dims.size() && rank <= 5, "codegen_cuda")
+        << n << " in kernel '" << f_.name << "': tensor map '" << map->name << "' has "
         << param->dims.size() << " dimensions but the call gives " << rank << " coordinates";
-    std::string call = "tessel_tma_load_" + std::to_string(rank) + "d(" +
-                       shared_ptr(a[1], "destination", Void()) + ", &" + var_text(map) + ", " +
-                       shared_ptr(a[2], "barrier", UInt(64));
-    for (size_t i = 3; i < a.size(); ++i)
+    std::string call = "tessel_tma_load_" + std::string(multicast ? "multicast_" : "") +
+                       std::to_string(rank) + "d(" + shared_ptr(a[1], "destination", Void()) +
+                       ", &" + var_text(map) + ", " + shared_ptr(a[2], "barrier", UInt(64));
+    if (multicast) {
+      auto mask = as_const_int(a[3]);
+      user_check(mask && *mask > 0 && *mask < (1 << 16), "codegen_cuda")
+          << n << " in kernel '" << f_.name << "': the cluster mask must be a constant of 1 to "
+          << "16 bits, got " << a[3];
+      call += ", (unsigned short)" + std::to_string(*mask);
+    }
+    for (size_t i = first; i < a.size(); ++i)
       call += ", " + print(a[i]);
     line(call + ");");
     return true;
@@ -216,7 +238,40 @@ __device__ __forceinline__ void tessel_mbarrier_wait(void *bar, unsigned parity)
   } while (!done);
 }
 )";
-  // cp.async.bulk.tensor of 1 to 5 dimensions: coordinates innermost first.
+  // Clusters: a remote arrival (mapa to the peer's barrier at the same offset; release at
+  // cluster scope) and the cluster-wide barrier.
+  s += R"(__device__ __forceinline__ void tessel_mbarrier_arrive_cluster(void *bar, unsigned rank) {
+  asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+               "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n"
+               :: "r"(tessel_smem(bar)), "r"(rank) : "memory");
+}
+__device__ __forceinline__ void tessel_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n"
+               ::: "memory");
+}
+)";
+  // cp.async.bulk.tensor of 1 to 5 dimensions: coordinates innermost first; the multicast form
+  // writes every block of the cluster in its 16-bit mask.
+  for (int r = 1; r <= 5; ++r) {
+    std::string params, coords, operands;
+    for (int i = 0; i < r; ++i) {
+      params += ", int c" + std::to_string(i);
+      coords += (i ? ", %" : "%") + std::to_string(i + 4);
+      operands += ", \"r\"(c" + std::to_string(i) + ")";
+    }
+    std::string d = std::to_string(r);
+    s += "__device__ __forceinline__ void tessel_tma_load_multicast_" + d +
+         "d(void *dst, const tessel_tensor_map *map, void *bar, unsigned short mask" + params +
+         ") {\n"
+         "  asm volatile(\"cp.async.bulk.tensor." +
+         d +
+         "d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {" +
+         coords +
+         "}], [%2], %3;\\n\"\n"
+         "               :: \"r\"(tessel_smem(dst)), \"l\"(reinterpret_cast<unsigned long "
+         "long>(map)), \"r\"(tessel_smem(bar)), \"h\"(mask)" +
+         operands + " : \"memory\");\n}\n";
+  }
   for (int r = 1; r <= 5; ++r) {
     std::string params, coords, operands;
     for (int i = 0; i < r; ++i) {
