@@ -237,19 +237,34 @@ void execute(const LoweredFunc &f, const std::vector<HostBuffer *> &args,
   user_check(args.size() == f.args.size(), "interp")
       << "kernel '" << f.name << "' takes " << f.args.size() << " buffers, " << args.size()
       << " were given";
+  const std::array<int64_t, 3> cluster = f.launch.cluster;
+  const int64_t cluster_size = f.launch.cluster_size();
+  for (int d = 0; d < 3; ++d)
+    user_check(cluster[d] >= 1 && f.launch.grid[d] % cluster[d] == 0, "interp")
+        << "kernel '" << f.name << "': its grid (" << f.launch.grid[0] << ", " << f.launch.grid[1]
+        << ", " << f.launch.grid[2] << ") is not a whole number of its clusters (" << cluster[0]
+        << ", " << cluster[1] << ", " << cluster[2] << ")";
 
-  Machine M;
-  M.opts = options;
-  M.launch = f.launch;
-  M.kernel = f.name;
-  M.n_threads = static_cast<uint32_t>(f.launch.threads_per_block());
-  M.n_warps = (M.n_threads + 31) / 32;
-  for (uint32_t t = 0; t < M.n_threads; ++t) {
-    int64_t bx = f.launch.block[0], by = f.launch.block[1];
-    M.tid.push_back({t % bx, (t / bx) % by, t / (bx * by)});
+  // One Machine per block of a cluster (one without clusters), each with the kernel compiled
+  // against it; they share the global memories, held by the first.
+  std::vector<std::unique_ptr<Machine>> blocks;
+  std::vector<std::unique_ptr<Compiler>> compilers;
+  for (int64_t r = 0; r < cluster_size; ++r) {
+    auto M = std::make_unique<Machine>();
+    M->opts = options;
+    M->launch = f.launch;
+    M->kernel = f.name;
+    M->n_threads = static_cast<uint32_t>(f.launch.threads_per_block());
+    M->n_warps = (M->n_threads + 31) / 32;
+    M->cluster_rank = uint32_t(r);
+    for (uint32_t t = 0; t < M->n_threads; ++t) {
+      int64_t bx = f.launch.block[0], by = f.launch.block[1];
+      M->tid.push_back({t % bx, (t / bx) % by, t / (bx * by)});
+    }
+    compilers.push_back(std::make_unique<Compiler>(*M));
+    blocks.push_back(std::move(M));
   }
-
-  Compiler C(M);
+  Machine &M = *blocks.front();
   std::vector<std::pair<HostBuffer *, Memory *>> globals;
   std::vector<Memory *> arg_memories;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -289,47 +304,69 @@ void execute(const LoweredFunc &f, const std::vector<HostBuffer *> &args,
       M.memories.push_back(std::move(owned));
       globals.push_back({&h, mem});
     }
-    C.bind_memory(Var(static_cast<const Variable *>(b->data.get())), mem);
+    for (auto &C : compilers)
+      C->bind_memory(Var(static_cast<const Variable *>(b->data.get())), mem);
     arg_memories.push_back(mem);
   }
-  bind_tensor_maps(M, f, arg_memories);
-
-  StmtPtr body = C.stmt(f.body);
+  std::vector<StmtPtr> bodies;
+  for (size_t r = 0; r < blocks.size(); ++r) {
+    bind_tensor_maps(*blocks[r], f, arg_memories);
+    bodies.push_back(compilers[r]->stmt(f.body));
+  }
   const Mask all = Mask::full(M.n_threads);
-  // Independent warps: a fiber per warp, each under the mask of its threads.
+  // Independent warps: a fiber per warp, each under the mask of its threads. The blocks of a
+  // cluster run together (their warps interleaved), so always so.
   std::unique_ptr<WarpScheduler> warps;
   std::vector<Mask> warp_masks;
-  if (options.independent_warps.value_or(uses_warp_roles(f.body))) {
-    warps = std::make_unique<WarpScheduler>(M);
-    M.warps = warps.get();
+  ClusterBarrier cluster_barrier;
+  std::vector<Machine *> members;
+  for (auto &B : blocks)
+    members.push_back(B.get());
+  if (cluster_size > 1 || options.independent_warps.value_or(uses_warp_roles(f.body))) {
+    warps = std::make_unique<WarpScheduler>(members);
+    for (Machine *B : members) {
+      B->warps = warps.get();
+      if (cluster_size > 1) {
+        B->cluster = members;
+        B->cluster_barrier = &cluster_barrier;
+      }
+    }
     for (uint32_t w = 0; w < M.n_warps; ++w)
       warp_masks.push_back(all.filter([&](uint32_t t) { return t / 32 == w; }));
   }
-  for (int64_t z = 0; z < f.launch.grid[2]; ++z)
-    for (int64_t y = 0; y < f.launch.grid[1]; ++y)
-      for (int64_t x = 0; x < f.launch.grid[0]; ++x) {
-        M.block_idx = {x, y, z};
-        M.epoch = 1;
-        ++M.block_serial;
-        M.pending_copies.assign(M.n_threads, {});
-        M.committed_groups.assign(M.n_threads, 0);
-        M.pending_wgmma.assign(M.n_warps, {});
-        M.wgmma_groups.assign(M.n_warps, 0);
-        M.barriers.clear();
-        M.pending_stores.assign(M.n_threads, {});
-        M.store_groups.assign(M.n_threads, 0);
-        M.proxy_fences.assign(M.n_threads, 0);
-        M.clocks.reset(M.n_warps);
-        if (warps) {
-          M.block_barrier = BlockBarrier{};
-          M.named_barriers = {};
-          warps->run_block([&](uint32_t w) { body->exec(M, warp_masks[w]); });
-        } else {
-          body->exec(M, all);
+  for (int64_t z = 0; z < f.launch.grid[2]; z += cluster[2])
+    for (int64_t y = 0; y < f.launch.grid[1]; y += cluster[1])
+      for (int64_t x = 0; x < f.launch.grid[0]; x += cluster[0]) {
+        // Rank r of the cluster is its block (x, y, z) + (r % cx, r / cx % cy, r / (cx cy)).
+        for (int64_t r = 0; r < cluster_size; ++r) {
+          Machine &B = *blocks[size_t(r)];
+          B.block_idx = {x + r % cluster[0], y + r / cluster[0] % cluster[1],
+                         z + r / (cluster[0] * cluster[1])};
+          B.epoch = 1;
+          ++B.block_serial;
+          B.pending_copies.assign(B.n_threads, {});
+          B.committed_groups.assign(B.n_threads, 0);
+          B.pending_wgmma.assign(B.n_warps, {});
+          B.wgmma_groups.assign(B.n_warps, 0);
+          B.barriers.clear();
+          B.pending_stores.assign(B.n_threads, {});
+          B.store_groups.assign(B.n_threads, 0);
+          B.proxy_fences.assign(B.n_threads, 0);
+          B.clocks.reset(B.n_warps);
+          B.block_barrier = BlockBarrier{};
+          B.named_barriers = {};
         }
-        check_tma_landed(M);
-        check_tma_stores_done(M);
-        check_wgmma_landed(M);
+        cluster_barrier = ClusterBarrier{};
+        if (warps)
+          warps->run_cluster(
+              [&](uint32_t r, uint32_t w) { bodies[r]->exec(*blocks[r], warp_masks[w]); });
+        else
+          bodies[0]->exec(M, all);
+        for (auto &B : blocks) {
+          check_tma_landed(*B);
+          check_tma_stores_done(*B);
+          check_wgmma_landed(*B);
+        }
       }
 
   for (auto &[host, mem] : globals)

@@ -166,6 +166,9 @@ struct Memory {
   std::vector<uint8_t> tile_shape;
   int64_t tiles_per_warp = 0;
   HostBuffer *host = nullptr; ///< globals: where the values come from and go back to
+  /// Shared allocations: the buffer variable, by which the blocks of a cluster find each
+  /// other's copy of it (Machine::shared_by_var).
+  const Variable *var = nullptr;
 };
 
 const char *scope_name(MemScope s);
@@ -239,6 +242,9 @@ struct Barrier {
   int64_t pending_bytes = 0;  ///< announced by expect_tx minus issued by tma_load, this phase
   uint32_t completed = 0;     ///< completed phases; the current phase is number `completed`
   uint32_t init_thread = 0, init_epoch = 0;
+  /// The cluster barriers (ClusterBarrier::completed) completed at its init: a peer of the
+  /// cluster may use it only after one more (cluster_sync after the init).
+  uint32_t init_cluster_phase = 0;
   std::vector<TmaCopy> copies; ///< not landed, in issue order; phase < completed: ready
   std::vector<uint32_t> observed; ///< per thread: `completed` at its last wait that returned
   /// `completed` right after a phase that every thread of the block arrived at (count ==
@@ -279,6 +285,15 @@ struct TensorMap {
 };
 
 class WarpScheduler;
+struct Machine;
+
+/// The cluster-wide barrier (cluster_sync, WarpSync.cpp) of the blocks of a cluster run
+/// together: who arrived at its current phase, per block and warp.
+struct ClusterBarrier {
+  uint32_t completed = 0;
+  uint32_t arrived = 0;                       ///< warps, over the cluster
+  std::vector<std::vector<uint8_t>> warp_arrived; ///< [rank][warp]
+};
 
 struct Machine {
   ExecOptions opts;
@@ -318,6 +333,14 @@ struct Machine {
   uint64_t block_serial = 0;
   /// Happens-before through mbarriers and named barriers, for the race checker.
   WarpClocks clocks;
+  /// A kernel launched in clusters (LaunchConfig::cluster): the Machines of the blocks of this
+  /// one's cluster by rank (this one at cluster_rank), run together on one WarpScheduler; empty
+  /// otherwise. A block reaches a peer's shared memory and barriers at the same offsets through
+  /// the peer's shared_by_var (tma_load_multicast, mbarrier_arrive_cluster).
+  std::vector<Machine *> cluster;
+  uint32_t cluster_rank = 0;
+  ClusterBarrier *cluster_barrier = nullptr;
+  llvm::DenseMap<const Variable *, Memory *> shared_by_var;
 
   std::string thread_name(uint32_t t) const;
   std::string agent_name(int32_t agent) const;
@@ -380,7 +403,8 @@ private:
 StmtPtr compile_evaluate(Compiler &C, const Call *call);
 /// thread_allreduce (ThreadAllreduce.cpp).
 StmtPtr compile_thread_allreduce(Compiler &C, const Call *call);
-/// syncthreads, named_barrier_sync, named_barrier_arrive and setmaxnreg (WarpSync.cpp).
+/// syncthreads, named_barrier_sync, named_barrier_arrive, setmaxnreg and cluster_sync
+/// (WarpSync.cpp).
 StmtPtr compile_warp_sync(Compiler &C, const Call *call);
 /// A collective of every thread of the block (syncthreads, thread_allreduce; `what` names it)
 /// reached by the threads of `m`: in lock step they must be all of them, and `complete` runs at
@@ -426,6 +450,11 @@ void keep_store_reads(Machine &M, Memory &mem);
 /// A write of shared element `index` by `agent` while a tma_store reads it.
 [[noreturn]] void report_store_reading(const Machine &M, const Memory &mem, int64_t index,
                                        int32_t agent);
+/// The peer of rank `rank` in M's cluster (M itself for its own rank); an error naming `op` and
+/// thread t unless M runs in a cluster of more than `rank` blocks.
+Machine &cluster_peer(Machine &M, int64_t rank, const std::string &op, uint32_t t);
+/// The copy of shared buffer `mem` (of M) in block P of M's cluster.
+Memory &peer_memory(const Machine &P, const Memory &mem);
 /// A shared allocation is (re)entered: its barriers are forgotten; an error while a tma_load
 /// into it or on one of its barriers is in flight.
 void release_barriers(Machine &M, const Memory &mem);

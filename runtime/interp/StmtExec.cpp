@@ -339,6 +339,10 @@ StmtPtr compile_allocate(Compiler &C, const Allocate *op) {
   // The smallest fragment tile (8x16 / 16x8) has 128 elements.
   mem->tiles_per_warp = mem->size / 128 + 1;
   Memory *raw = mem.get();
+  if (raw->scope == MemScope::Shared) {
+    raw->var = op->buffer_var.get();
+    C.M.shared_by_var[raw->var] = raw;
+  }
   C.M.memories.push_back(std::move(mem));
   C.bind_memory(op->buffer_var, raw);
   return std::make_unique<AllocateCode>(raw, C.stmt(op->body));
@@ -460,7 +464,7 @@ StmtPtr compile_evaluate(Compiler &C, const Call *call) {
   if (call->is_intrinsic(intrinsic::syncthreads) ||
       call->is_intrinsic(intrinsic::named_barrier_sync) ||
       call->is_intrinsic(intrinsic::named_barrier_arrive) ||
-      call->is_intrinsic(intrinsic::setmaxnreg))
+      call->is_intrinsic(intrinsic::setmaxnreg) || call->is_intrinsic(intrinsic::cluster_sync))
     return compile_warp_sync(C, call);
   if (call->is_intrinsic(intrinsic::thread_allreduce))
     return compile_thread_allreduce(C, call);
@@ -476,7 +480,8 @@ StmtPtr compile_evaluate(Compiler &C, const Call *call) {
   if (call->name.rfind("tma_store", 0) == 0 && call->call_kind == Call::Intrinsic)
     return compile_tma_store(C, call);
   if ((call->name.rfind("mbarrier_", 0) == 0 || call->name == intrinsic::fence_barrier_init ||
-       call->name == intrinsic::tma_load || call->name == intrinsic::tma_load_im2col) &&
+       call->name == intrinsic::tma_load || call->name == intrinsic::tma_load_im2col ||
+       call->name == intrinsic::tma_load_multicast) &&
       call->call_kind == Call::Intrinsic)
     return compile_tma(C, call);
   return std::make_unique<EvalCode>(C.expr(Expr(call)));

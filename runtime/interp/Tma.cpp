@@ -1,6 +1,16 @@
-// Hopper bulk tensor copies (tma_load, tma_load_im2col) and the shared-memory barriers they
-// complete on (mbarrier_init, mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_wait,
-// fence_barrier_init), as compiler/ir/Intrinsics.h defines them.
+// Hopper bulk tensor copies (tma_load, tma_load_im2col, tma_load_multicast) and the
+// shared-memory barriers they complete on (mbarrier_init, mbarrier_arrive,
+// mbarrier_arrive_expect_tx, mbarrier_arrive_cluster, mbarrier_wait, fence_barrier_init), as
+// compiler/ir/Intrinsics.h defines them.
+//
+// Clusters (Machine::cluster): a tma_load_multicast reads its box once and lands it in each
+// block of its mask, at the destination's offset there, on that block's barrier at the
+// barrier's offset (in flight there as for a local copy); mbarrier_arrive_cluster arrives on
+// the barrier at the same offset in the block of the given rank. Using a peer's barrier before
+// its mbarrier_init is an error. The race checker's clocks are per block: a peer's arrival or
+// multicast is not race-checked, but its copies' in-flight cells and the wgmma operand checks
+// are, so refilling a peer's slot before its consumers waited for it (or while their wgmma
+// still reads it) is an error.
 //
 // A barrier is an element of a UInt(64) shared buffer, identified by (buffer, index) and kept in
 // Machine::barriers: its arrival count per phase, the arrivals and pending transaction bytes of
@@ -229,6 +239,7 @@ public:
       b.count = uint32_t(n);
       b.init_thread = t;
       b.init_epoch = M.epoch;
+      b.init_cluster_phase = M.cluster_barrier ? M.cluster_barrier->completed : 0;
       b.observed.assign(M.n_threads, 0);
       M.barriers.push_back(std::move(b));
     });
@@ -239,15 +250,65 @@ private:
   ExprPtr count_;
 };
 
-/// mbarrier_arrive, or mbarrier_arrive_expect_tx when `bytes` is set.
+/// The live barrier at `mem`[index] of peer P of M's cluster, used by thread t of M in `op`:
+/// initialized (a cluster_sync after the peer's mbarrier_init orders it before).
+uint32_t use_peer_barrier(const Machine &M, const Machine &P, const std::string &op,
+                          const Memory &mem, int64_t index, uint32_t t) {
+  const Memory &pmem = peer_memory(P, mem);
+  if (index < 0 || index >= pmem.size)
+    report_out_of_bounds(M, pmem, false, index, pmem.size, int32_t(t));
+  user_check(!M.warps->block_finished(P.cluster_rank), "interp")
+      << by(M, op, t) << ": block " << P.block_name() << " (rank " << P.cluster_rank
+      << " of the cluster) has exited, and its barrier '" << pmem.name << "'[" << index
+      << "] with it; a block must not exit while a peer may still reach its shared memory "
+         "(a cluster_sync at the end of every block's work)";
+  const int64_t id = find_barrier(P, &pmem, index);
+  const ClusterBarrier *cb = M.cluster_barrier;
+  user_check(id >= 0 && cb && cb->completed > P.barriers[size_t(id)].init_cluster_phase,
+             "interp")
+      << by(M, op, t) << ": barrier '" << pmem.name << "'[" << index << "] of block "
+      << P.block_name() << " (rank " << P.cluster_rank << " of the cluster) is used before its "
+      << "mbarrier_init is ordered before the use: "
+      << (id < 0 ? std::string("it is not initialized")
+                 : "no cluster_sync completed since " +
+                       P.thread_name(P.barriers[size_t(id)].init_thread) + " initialized it")
+      << "; the blocks of a cluster meet at a cluster_sync after initializing their barriers "
+         "(mbarrier_init, fence_barrier_init), before any of them reaches a peer's";
+  return uint32_t(id);
+}
+
+/// mbarrier_arrive, or mbarrier_arrive_expect_tx when `bytes` is set, or
+/// mbarrier_arrive_cluster when `rank` is: an arrival on the barrier at the same offset in the
+/// block of that rank of the cluster. A remote arrival counts on the peer's barrier but carries
+/// no release to the race checker, whose clocks are per block (Machine::clocks): across blocks
+/// the executor checks in-flight copies and wgmma operands instead.
 class ArriveCode : public StmtCode {
 public:
-  ArriveCode(std::string op, BarrierArg bar, ExprPtr bytes)
-      : op_(std::move(op)), bar_(std::move(bar)), bytes_(std::move(bytes)) {}
+  ArriveCode(std::string op, BarrierArg bar, ExprPtr bytes, ExprPtr rank = nullptr)
+      : op_(std::move(op)), bar_(std::move(bar)), bytes_(std::move(bytes)),
+        rank_(std::move(rank)) {}
   void exec(Machine &M, const Mask &m) override {
     const Val *bi = bar_.index->eval(M, m);
     const Val *tx = bytes_ ? bytes_->eval(M, m) : nullptr;
+    const Val *rk = rank_ ? rank_->eval(M, m) : nullptr;
     m.each([&](uint32_t t) {
+      if (rk) {
+        Machine &P = cluster_peer(M, rk[t].i, op_, t);
+        if (&P != &M) {
+          const uint32_t id = use_peer_barrier(M, P, op_, *bar_.mem, bi[t].i, t);
+          Barrier &b = P.barriers[id];
+          user_check(b.arrivals < b.count, "interp")
+              << by(M, op_, t) << ": one arrival too many on " << P.barrier_name(id)
+              << " of block " << P.block_name() << ": " << phase_state(b)
+              << "; arriving beyond the count of an incomplete phase is undefined on the GPU";
+          ++b.arrivals;
+          const uint32_t before = b.completed;
+          try_complete(b);
+          if (b.completed != before && b.count == P.n_threads)
+            b.block_wide_phase = b.completed;
+          return;
+        }
+      }
       const uint32_t id = use_barrier(M, op_, *bar_.mem, bi[t].i, t);
       Barrier &b = M.barriers[id];
       const int64_t bytes = tx ? tx[t].i : 0;
@@ -276,7 +337,7 @@ public:
 private:
   std::string op_;
   BarrierArg bar_;
-  ExprPtr bytes_;
+  ExprPtr bytes_, rank_;
 };
 
 class WaitCode : public StmtCode {
@@ -378,77 +439,111 @@ int64_t swizzled(int64_t f, int64_t elem_bytes, int swizzle) {
 /// an agent nothing orders before it), marks them in flight and counts its bytes on the barrier.
 class BulkTensorCode : public StmtCode {
 public:
+  /// `mask` (tma_load_multicast): the ranks of the blocks of the cluster it writes.
   BulkTensorCode(std::string op, const TensorMap &map, PtrArg dst, BarrierArg bar,
-                 std::vector<ExprPtr> coords)
+                 std::vector<ExprPtr> coords, ExprPtr mask = nullptr)
       : op_(std::move(op)), map_(map), dst_(std::move(dst)), bar_(std::move(bar)),
-        coords_(std::move(coords)) {}
+        coords_(std::move(coords)), mask_(std::move(mask)) {}
 
   void exec(Machine &M, const Mask &m) override {
     const Val *di = dst_.index->eval(M, m), *bi = bar_.index->eval(M, m);
+    const Val *mk = mask_ ? mask_->eval(M, m) : nullptr;
     std::vector<const Val *> c;
     for (auto &e : coords_)
       c.push_back(e->eval(M, m));
     const std::string &op = op_;
     const TensorMapParam &p = map_.param;
-    Memory &dst = *dst_.mem;
-    const int64_t e = dst.dtype.bytes();
     int64_t box_elems = 1;
     for (int64_t x : p.box)
       box_elems *= x;
 
     m.each([&](uint32_t t) {
-      const uint32_t id = use_barrier(M, op, *bar_.mem, bi[t].i, t);
+      // The blocks it writes, and their barriers at bar's offset: this one alone, or the
+      // blocks of the cluster in its mask.
+      std::vector<std::pair<Machine *, uint32_t>> targets;
+      if (!mk) {
+        targets.push_back({&M, use_barrier(M, op, *bar_.mem, bi[t].i, t)});
+      } else {
+        const int64_t mask = mk[t].i;
+        user_check(mask > 0 && mask < (1 << 16), "interp")
+            << by(M, op, t) << ": the cluster mask " << mask << " names no block (1 to 16 bits)";
+        for (int64_t r = 0; r < 16; ++r) {
+          if (!(mask >> r & 1))
+            continue;
+          Machine &P = cluster_peer(M, r, op, t);
+          targets.push_back({&P, &P == &M ? use_barrier(M, op, *bar_.mem, bi[t].i, t)
+                                          : use_peer_barrier(M, P, op, *bar_.mem, bi[t].i, t)});
+        }
+      }
       const int64_t d0 = di[t].i;
       std::vector<int64_t> x(c.size());
       for (size_t d = 0; d < c.size(); ++d)
         x[d] = c[d][t].i;
-      std::ostringstream what;
-      what << op << " of tensor map '" << p.var.name() << "' at " << coordinates(x) << " into '"
-           << dst.name << "'[" << d0 << "..]";
-      const int64_t align = p.swizzle ? 1024 : 128;
-      user_check(d0 * e % align == 0, "interp")
-          << by(M, op, t) << ": the destination '" << dst.name << "'[" << d0 << "] is at byte "
-          << d0 * e << " of the buffer, not a multiple of " << align
-          << " (the shared destination of a " << op
-          << " is 128-byte aligned, 1024-byte when the map "
-             "swizzles; the executor takes the buffer's start as 1024-byte aligned)";
-      user_check(d0 >= 0 && d0 + box_elems <= dst.size, "interp")
-          << by(M, op, t) << ": the box of " << box_elems << " elements of tensor map '"
-          << p.var.name() << "' at '" << dst.name << "'[" << d0 << "] does not fit in '" << dst.name
-          << "' (" << dst.size << " elements)";
-
-      TmaCopy copy;
-      copy.dst = &dst;
-      copy.phase = M.barriers[id].completed;
-      copy.issuer = t;
-      copy.what = what.str();
-      copy.values.resize(size_t(box_elems));
-      read(M, t, id, x, copy.values);
-      copy.cells.resize(size_t(box_elems));
-      for (int64_t j = 0; j < box_elems; ++j) {
-        const int64_t f = p.swizzle ? swizzled(d0 + j, e, p.swizzle) : d0 + j;
-        if (f < 0 || f >= dst.size)
-          report_out_of_bounds(M, dst, true, f, dst.size, int32_t(t));
-        check_destination(M, dst, f, t, copy);
-        copy.cells[size_t(j)] = f;
-      }
-      // The reads checked above are ordered before the copy; later accesses must be ordered
-      // after its landing, hence after them.
-      for (int64_t f : copy.cells) {
-        ShadowCell &s = dst.shadow[size_t(f)];
-        s.in_flight = true;
-        s.read_epoch = 0;
-        s.other_reader = ShadowCell::kNoAgent;
-      }
-      Barrier &bar = M.barriers[id];
-      bar.pending_bytes -= box_elems * e; // complete_tx, counted at issue
-      check_tx(M, op, t, id, bar);
-      bar.copies.push_back(std::move(copy));
-      try_complete(bar);
+      std::vector<Val> values(static_cast<size_t>(box_elems));
+      read(M, t, targets[0].second, x, values);
+      for (auto &[P, id] : targets)
+        deliver(M, *P, t, id, d0, x, values);
     });
   }
 
 protected:
+  /// Thread t of M's copy of `values` (read at coordinates x) into shared memory at element
+  /// d0 of block P (M itself, or a peer in its cluster for a multicast), completing on P's
+  /// barrier `id`.
+  void deliver(Machine &M, Machine &P, uint32_t t, uint32_t id, int64_t d0,
+               const std::vector<int64_t> &x, const std::vector<Val> &values) {
+    const std::string &op = op_;
+    const TensorMapParam &p = map_.param;
+    Memory &dst = &P == &M ? *dst_.mem : peer_memory(P, *dst_.mem);
+    const int64_t e = dst.dtype.bytes();
+    const int64_t box_elems = int64_t(values.size());
+    std::ostringstream what;
+    what << op << " of tensor map '" << p.var.name() << "' at " << coordinates(x) << " into '"
+         << dst.name << "'[" << d0 << "..]";
+    if (&P != &M)
+      what << " of block " << P.block_name() << " (multicast from block " << M.block_name()
+           << ")";
+    const int64_t align = p.swizzle ? 1024 : 128;
+    user_check(d0 * e % align == 0, "interp")
+        << by(M, op, t) << ": the destination '" << dst.name << "'[" << d0 << "] is at byte "
+        << d0 * e << " of the buffer, not a multiple of " << align
+        << " (the shared destination of a " << op
+        << " is 128-byte aligned, 1024-byte when the map "
+           "swizzles; the executor takes the buffer's start as 1024-byte aligned)";
+    user_check(d0 >= 0 && d0 + box_elems <= dst.size, "interp")
+        << by(M, op, t) << ": the box of " << box_elems << " elements of tensor map '"
+        << p.var.name() << "' at '" << dst.name << "'[" << d0 << "] does not fit in '" << dst.name
+        << "' (" << dst.size << " elements)";
+
+    TmaCopy copy;
+    copy.dst = &dst;
+    copy.phase = P.barriers[id].completed;
+    copy.issuer = t;
+    copy.what = what.str();
+    copy.values = values;
+    copy.cells.resize(size_t(box_elems));
+    for (int64_t j = 0; j < box_elems; ++j) {
+      const int64_t f = p.swizzle ? swizzled(d0 + j, e, p.swizzle) : d0 + j;
+      if (f < 0 || f >= dst.size)
+        report_out_of_bounds(M, dst, true, f, dst.size, int32_t(t));
+      check_destination(P, dst, f, t, copy, &P == &M);
+      copy.cells[size_t(j)] = f;
+    }
+    // The reads checked above are ordered before the copy; later accesses must be ordered
+    // after its landing, hence after them.
+    for (int64_t f : copy.cells) {
+      ShadowCell &s = dst.shadow[size_t(f)];
+      s.in_flight = true;
+      s.read_epoch = 0;
+      s.other_reader = ShadowCell::kNoAgent;
+    }
+    Barrier &bar = P.barriers[id];
+    bar.pending_bytes -= box_elems * e; // complete_tx, counted at issue
+    check_tx(P, op, t, id, bar);
+    bar.copies.push_back(std::move(copy));
+    try_complete(bar);
+  }
+
   /// "(8, 8)": the call's coordinates in the copy's description.
   virtual std::string coordinates(const std::vector<int64_t> &x) const = 0;
   /// The box at coordinates x in box order (zeros outside the tensor), for thread t's call on
@@ -462,10 +557,11 @@ protected:
   const TensorMap &map_;
 
 private:
-  /// Element f of the destination: not in flight, and not accessed in this barrier interval
-  /// by an agent that nothing orders before the copy.
+  /// Element f of the destination (of block M): not in flight, and, when thread t is M's own
+  /// (`local`), not accessed in this barrier interval by an agent that nothing orders before
+  /// the copy (a peer's multicast is not race-checked: the clocks are per block).
   void check_destination(const Machine &M, const Memory &dst, int64_t f, uint32_t t,
-                         const TmaCopy &copy) const {
+                         const TmaCopy &copy, bool local) const {
     const ShadowCell &s = dst.shadow[size_t(f)];
     const std::string &op = op_;
     if (s.in_flight) {
@@ -479,7 +575,7 @@ private:
                 << "); wait for its phase (and syncthreads) before reusing the stage";
       internal_error << "interp: '" << dst.name << "'[" << f << "] in flight with no copy";
     }
-    if (!M.opts.check_races)
+    if (!M.opts.check_races || !local)
       return;
     const int32_t agent = int32_t(t);
     auto race = [&](int32_t other, bool wrote) {
@@ -501,14 +597,18 @@ private:
   PtrArg dst_;
   BarrierArg bar_;
   std::vector<ExprPtr> coords_;
+  ExprPtr mask_;
 };
 
-/// tma_load(map, dst, bar, c0, ..., c{r-1}) of a tiled map: the box at (c0, ..).
+/// tma_load(map, dst, bar, c0, ..., c{r-1}) of a tiled map: the box at (c0, ..); with a mask,
+/// tma_load_multicast(map, dst, bar, mask, c0, ..).
 class TmaLoadCode : public BulkTensorCode {
 public:
-  TmaLoadCode(const TensorMap &map, PtrArg dst, BarrierArg bar, std::vector<ExprPtr> coords)
-      : BulkTensorCode(intrinsic::tma_load, map, std::move(dst), std::move(bar),
-                       std::move(coords)) {}
+  /// `op`: tma_load, or tma_load_multicast with its `mask`.
+  TmaLoadCode(std::string op, const TensorMap &map, PtrArg dst, BarrierArg bar,
+              std::vector<ExprPtr> coords, ExprPtr mask = nullptr)
+      : BulkTensorCode(std::move(op), map, std::move(dst), std::move(bar), std::move(coords),
+                       std::move(mask)) {}
 
 protected:
   std::string coordinates(const std::vector<int64_t> &x) const override {
@@ -645,6 +745,11 @@ StmtPtr compile_tma(Compiler &C, const Call *call) {
     expect_args(1, "(bar)");
     return std::make_unique<ArriveCode>(n, compile_barrier(C, call, a[0]), nullptr);
   }
+  if (n == intrinsic::mbarrier_arrive_cluster) {
+    expect_args(2, "(bar, rank)");
+    BarrierArg bar = compile_barrier(C, call, a[0]);
+    return std::make_unique<ArriveCode>(n, std::move(bar), nullptr, integer(a[1], "rank"));
+  }
   if (n == intrinsic::mbarrier_arrive_expect_tx) {
     expect_args(2, "(bar, bytes)");
     BarrierArg bar = compile_barrier(C, call, a[0]);
@@ -655,10 +760,14 @@ StmtPtr compile_tma(Compiler &C, const Call *call) {
     BarrierArg bar = compile_barrier(C, call, a[0]);
     return std::make_unique<WaitCode>(std::move(bar), integer(a[1], "parity"));
   }
-  if (n == intrinsic::tma_load || n == intrinsic::tma_load_im2col) {
+  if (n == intrinsic::tma_load || n == intrinsic::tma_load_im2col ||
+      n == intrinsic::tma_load_multicast) {
     const bool im2col = n == intrinsic::tma_load_im2col;
-    const char *signature =
-        im2col ? "(map, dst, bar, c, w, h, n, off_w, off_h)" : "(map, dst, bar, c0, ..., c{r-1})";
+    const bool multicast = n == intrinsic::tma_load_multicast;
+    const size_t first = multicast ? 4 : 3; // the first coordinate
+    const char *signature = im2col      ? "(map, dst, bar, c, w, h, n, off_w, off_h)"
+                            : multicast ? "(map, dst, bar, mask, c0, ..., c{r-1})"
+                                        : "(map, dst, bar, c0, ..., c{r-1})";
     user_check(a.size() >= 3, "interp") << n << " takes " << signature << ", got " << Expr(call);
     const auto *v = a[0].as<Variable>();
     const TensorMap *map = nullptr;
@@ -679,10 +788,10 @@ StmtPtr compile_tma(Compiler &C, const Call *call) {
           << "tma_load_im2col of tensor map '" << p.var.name() << "' takes " << signature
           << ", got " << a.size() << " arguments: " << Expr(call);
     else
-      user_check(a.size() == 3 + p.dims.size(), "interp")
-          << "tma_load of tensor map '" << p.var.name() << "' (rank " << p.dims.size()
-          << ") takes (map, dst, bar, c0, ..., c" << p.dims.size() - 1 << "), got "
-          << a.size() - 3 << " coordinates: " << Expr(call);
+      user_check(a.size() == first + p.dims.size(), "interp")
+          << n << " of tensor map '" << p.var.name() << "' (rank " << p.dims.size() << ") takes "
+          << signature << " with " << p.dims.size() << " coordinates, got "
+          << int64_t(a.size()) - int64_t(first) << ": " << Expr(call);
     PtrArg dst = compile_pointer(C, call, a[1]);
     user_check(dst.mem->scope == MemScope::Shared, "interp")
         << n << " of tensor map '" << p.var.name() << "': the destination '" << dst.mem->name
@@ -694,12 +803,14 @@ StmtPtr compile_tma(Compiler &C, const Call *call) {
         << "): the types must be the same";
     BarrierArg bar = compile_barrier(C, call, a[2]);
     std::vector<ExprPtr> coords;
-    for (size_t d = 3; d < a.size(); ++d)
+    for (size_t d = first; d < a.size(); ++d)
       coords.push_back(integer(a[d], d < 7 || !im2col ? "a coordinate" : "an im2col offset"));
     if (im2col)
       return std::make_unique<TmaLoadIm2colCode>(*map, std::move(dst), std::move(bar),
                                                  std::move(coords));
-    return std::make_unique<TmaLoadCode>(*map, std::move(dst), std::move(bar), std::move(coords));
+    return std::make_unique<TmaLoadCode>(n, *map, std::move(dst), std::move(bar),
+                                         std::move(coords),
+                                         multicast ? integer(a[3], "the mask") : nullptr);
   }
   user_error("interp") << "unknown intrinsic '" << n << "'";
 }
@@ -782,6 +893,23 @@ void check_tma_landed(const Machine &M) {
       user_error("interp") << "kernel '" << M.kernel << "': block " << M.block_name()
                            << " ends while " << M.barrier_name(id) << "'s " << phase_state(b);
   }
+}
+
+Machine &cluster_peer(Machine &M, int64_t rank, const std::string &op, uint32_t t) {
+  if (M.cluster.empty() && rank == 0)
+    return M;
+  user_check(rank >= 0 && size_t(rank) < M.cluster.size(), "interp")
+      << by(M, op, t) << ": block rank " << rank << " of the cluster, but the kernel is launched "
+      << (M.cluster.empty() ? std::string("without clusters")
+                            : "in clusters of " + std::to_string(M.cluster.size()) + " blocks");
+  return *M.cluster[size_t(rank)];
+}
+
+Memory &peer_memory(const Machine &P, const Memory &mem) {
+  auto it = mem.var ? P.shared_by_var.find(mem.var) : P.shared_by_var.end();
+  internal_check(it != P.shared_by_var.end())
+      << "interp: shared buffer '" << mem.name << "' has no copy in block " << P.block_name();
+  return *it->second;
 }
 
 void release_barriers(Machine &M, const Memory &mem) {

@@ -15,8 +15,12 @@ struct FiberAbort {};
 
 } // namespace
 
-WarpScheduler::WarpScheduler(Machine &M) : M_(M), fibers_(M.n_warps) {
-  for (uint32_t w = 0; w < M.n_warps; ++w)
+WarpScheduler::WarpScheduler(Machine &M) : WarpScheduler(std::vector<Machine *>{&M}) {}
+
+WarpScheduler::WarpScheduler(std::vector<Machine *> blocks)
+    : blocks_(std::move(blocks)), warps_per_block_(std::max(1u, blocks_.front()->n_warps)),
+      fibers_(blocks_.size() * warps_per_block_) {
+  for (uint32_t w = 0; w < fibers_.size(); ++w)
     fibers_[w].thread = std::thread([this, w] { fiber_main(w); });
 }
 
@@ -32,6 +36,10 @@ WarpScheduler::~WarpScheduler() {
 }
 
 void WarpScheduler::run_block(const std::function<void(uint32_t)> &body) {
+  run_cluster([&](uint32_t, uint32_t w) { body(w); });
+}
+
+void WarpScheduler::run_cluster(const std::function<void(uint32_t, uint32_t)> &body) {
   std::unique_lock<std::mutex> lock(mu_);
   body_ = &body;
   aborting_ = false;
@@ -59,7 +67,7 @@ void WarpScheduler::fiber_main(uint32_t w) {
     // Only the baton holder touches the Machine and the fields below.
     if (!aborting_) {
       try {
-        (*body_)(w);
+        (*body_)(w / warps_per_block_, w % warps_per_block_);
       } catch (const FiberAbort &) {
       } catch (...) {
         if (!error_)
@@ -136,43 +144,58 @@ void WarpScheduler::wait_until(const Wait &wait) {
 }
 
 std::string WarpScheduler::deadlock_report() const {
-  const Machine &M = M_;
-  auto threads = [&](uint32_t first_warp, uint32_t last_warp) {
-    const uint32_t last = std::min(M.n_threads, 32 * last_warp + 32) - 1;
-    return (first_warp == last_warp
-                ? "warp " + std::to_string(first_warp)
-                : "warps " + std::to_string(first_warp) + ".." + std::to_string(last_warp)) +
-           " (" + M.thread_name(32 * first_warp) + ".." + M.thread_name(last) + ")";
-  };
+  const Machine &M0 = *blocks_.front();
+  const bool cluster = blocks_.size() > 1;
   std::ostringstream os;
-  os << "deadlock in block " << M.block_name() << " of kernel '" << M.kernel
+  if (cluster) {
+    os << "deadlock in the cluster of blocks";
+    for (const Machine *B : blocks_)
+      os << " " << B->block_name();
+  } else {
+    os << "deadlock in block " << M0.block_name();
+  }
+  os << " of kernel '" << M0.kernel
      << "': every warp that has not finished is blocked, and none can progress:";
   std::vector<std::string> hints;
-  std::vector<uint32_t> done;
-  const uint32_t n = uint32_t(fibers_.size());
-  for (uint32_t w = 0; w < n;) {
-    const Fiber &f = fibers_[w];
-    if (f.state != Blocked) {
-      if (f.state == Finished)
-        done.push_back(w);
-      ++w;
-      continue;
+  const uint32_t n = warps_per_block_;
+  for (size_t b = 0; b < blocks_.size(); ++b) {
+    const Machine &M = *blocks_[b];
+    const Fiber *fibers = &fibers_[b * n];
+    auto threads = [&](uint32_t first_warp, uint32_t last_warp) {
+      const uint32_t last = std::min(M.n_threads, 32 * last_warp + 32) - 1;
+      return (cluster ? "block " + M.block_name() + " " : std::string()) +
+             (first_warp == last_warp
+                  ? "warp " + std::to_string(first_warp)
+                  : "warps " + std::to_string(first_warp) + ".." + std::to_string(last_warp)) +
+             " (" + M.thread_name(32 * first_warp) + ".." + M.thread_name(last) + ")";
+    };
+    std::vector<uint32_t> done;
+    for (uint32_t w = 0; w < n;) {
+      const Fiber &f = fibers[w];
+      if (f.state != Blocked) {
+        if (f.state == Finished)
+          done.push_back(w);
+        ++w;
+        continue;
+      }
+      // Consecutive warps that wait alike are one line.
+      const std::string what = f.wait->describe();
+      uint32_t last = w;
+      while (last + 1 < n && fibers[last + 1].state == Blocked &&
+             fibers[last + 1].wait->describe() == what)
+        ++last;
+      os << "\n  " << threads(w, last) << " wait" << (w == last ? "s" : "") << " in " << what;
+      if (!f.wait->hint.empty() &&
+          std::find(hints.begin(), hints.end(), f.wait->hint) == hints.end())
+        hints.push_back(f.wait->hint);
+      w = last + 1;
     }
-    // Consecutive warps that wait alike are one line.
-    const std::string what = f.wait->describe();
-    uint32_t last = w;
-    while (last + 1 < n && fibers_[last + 1].state == Blocked &&
-           fibers_[last + 1].wait->describe() == what)
-      ++last;
-    os << "\n  " << threads(w, last) << " wait" << (w == last ? "s" : "") << " in " << what;
-    if (!f.wait->hint.empty() && std::find(hints.begin(), hints.end(), f.wait->hint) == hints.end())
-      hints.push_back(f.wait->hint);
-    w = last + 1;
-  }
-  if (!done.empty()) {
-    os << "\n  finished the kernel: warp" << (done.size() > 1 ? "s" : "");
-    for (size_t i = 0; i < done.size(); ++i)
-      os << (i ? ", " : " ") << done[i];
+    if (!done.empty()) {
+      os << "\n  " << (cluster ? "block " + M.block_name() + " " : std::string())
+         << "finished the kernel: warp" << (done.size() > 1 ? "s" : "");
+      for (size_t i = 0; i < done.size(); ++i)
+        os << (i ? ", " : " ") << done[i];
+    }
   }
   for (const std::string &h : hints)
     os << "\n" << h;

@@ -9,6 +9,10 @@
 // blocked one whose condition now holds (checked by the baton holder, without switching to it).
 // Runs are therefore deterministic and the Machine needs no locking.
 //
+// A cluster's blocks (Machine::cluster) run together: one fiber per warp of each block, picked
+// in the same round robin (block 0's warps, then block 1's, ...), so that a block's wait can be
+// released by a peer's remote arrival or multicast, and a deadlock report covers the cluster.
+//
 // When no unfinished warp can progress the block is deadlocked: a tessel::Error that lists what
 // each blocked warp waits for (grouped when several wait alike), which warps finished, and the
 // hints of the waits. An error raised in a fiber (this one included) ends the block: the other
@@ -48,6 +52,9 @@ public:
 
   /// Starts one thread per warp of M's block (idle until run_block).
   explicit WarpScheduler(Machine &M);
+  /// Starts one thread per warp of each block of a cluster (Machines with the same number of
+  /// warps, by rank).
+  explicit WarpScheduler(std::vector<Machine *> blocks);
   ~WarpScheduler();
   WarpScheduler(const WarpScheduler &) = delete;
   WarpScheduler &operator=(const WarpScheduler &) = delete;
@@ -55,14 +62,25 @@ public:
   /// Runs body(w) for every warp w of the block as fibers until all finished; rethrows the first
   /// error (a deadlock included) once every fiber has stopped.
   void run_block(const std::function<void(uint32_t warp)> &body);
+  /// The same for the blocks of a cluster: body(rank, w) for every warp w of every block.
+  void run_cluster(const std::function<void(uint32_t rank, uint32_t warp)> &body);
 
-  /// The warp running now (called from inside body).
-  uint32_t current() const { return running_; }
+  /// The warp running now, in its block (called from inside body).
+  uint32_t current() const { return running_ % warps_per_block_; }
   /// Blocks the running warp until wait.ready() holds; returns at once if it holds now. A
   /// tessel::Error if no warp can progress.
   void wait_until(const Wait &wait);
-  /// Whether warp w has finished the body in this block.
-  bool finished(uint32_t w) const { return fibers_[w].state == Finished; }
+  /// Whether warp w of the running warp's block has finished the body.
+  bool finished(uint32_t w) const {
+    return fibers_[running_ / warps_per_block_ * warps_per_block_ + w].state == Finished;
+  }
+  /// Whether every warp of block `rank` of the cluster has finished the body.
+  bool block_finished(uint32_t rank) const {
+    for (uint32_t w = 0; w < warps_per_block_; ++w)
+      if (fibers_[rank * warps_per_block_ + w].state != Finished)
+        return false;
+    return true;
+  }
   /// Baton hand-overs since construction.
   uint64_t switches() const { return switches_; }
 
@@ -85,7 +103,8 @@ private:
   void hand_on_finish(uint32_t w);
   std::string deadlock_report() const;
 
-  Machine &M_;
+  std::vector<Machine *> blocks_;
+  uint32_t warps_per_block_ = 1;
   std::vector<Fiber> fibers_;
   std::mutex mu_;
   std::condition_variable caller_cv_;
@@ -93,7 +112,7 @@ private:
   bool shutdown_ = false;
   bool aborting_ = false;
   std::exception_ptr error_;
-  const std::function<void(uint32_t)> *body_ = nullptr;
+  const std::function<void(uint32_t, uint32_t)> *body_ = nullptr;
   uint64_t switches_ = 0;
 };
 

@@ -75,6 +75,54 @@ public:
   }
 };
 
+/// cluster_sync: with independent warps, every warp of every block of the cluster arrives (all
+/// of its threads) and blocks until all did; the last to arrive starts a new barrier interval
+/// in every block (it orders their threads as a syncthreads does each block's). In a kernel
+/// launched without clusters it is a syncthreads.
+class ClusterSyncCode : public StmtCode {
+public:
+  void exec(Machine &M, const Mask &m) override {
+    if (M.cluster.size() <= 1)
+      return block_collective(M, m, intrinsic::cluster_sync, [&] { ++M.epoch; });
+    internal_check(M.warps && M.cluster_barrier) << "a cluster run without independent warps";
+    check_whole_warps(M, m, std::string("divergent barrier: ") + intrinsic::cluster_sync);
+    ClusterBarrier &cb = *M.cluster_barrier;
+    const size_t blocks = M.cluster.size();
+    if (cb.warp_arrived.size() != blocks)
+      cb.warp_arrived.assign(blocks, std::vector<uint8_t>(M.n_warps, 0));
+    cb.warp_arrived[M.cluster_rank][M.warps->current()] = 1;
+    if (++cb.arrived == blocks * M.n_warps) {
+      for (Machine *P : M.cluster)
+        ++P->epoch;
+      ++cb.completed;
+      cb.arrived = 0;
+      for (auto &w : cb.warp_arrived)
+        std::fill(w.begin(), w.end(), 0);
+      return;
+    }
+    const uint32_t phase = cb.completed;
+    WarpScheduler::Wait wait;
+    wait.ready = [&cb, phase] { return cb.completed != phase; };
+    wait.describe = [&M, &cb] {
+      std::string s = std::string(intrinsic::cluster_sync) + " (every warp of the " +
+                      std::to_string(M.cluster.size()) + " blocks of the cluster): ";
+      for (size_t r = 0; r < M.cluster.size(); ++r) {
+        std::vector<uint32_t> missing;
+        for (uint32_t x = 0; x < M.n_warps; ++x)
+          if (!cb.warp_arrived[r][x])
+            missing.push_back(x);
+        s += (r ? "; " : "") + std::string("block ") + M.cluster[r]->block_name() +
+             " not arrived: " + warp_list(missing);
+      }
+      return s;
+    };
+    wait.hint = "A cluster barrier needs every warp of every block of the cluster: check that "
+                "no block or role skips it (a branch on the block's rank, a warp that exits "
+                "early).";
+    M.warps->wait_until(wait);
+  }
+};
+
 class NamedBarrierCode : public StmtCode {
 public:
   NamedBarrierCode(bool sync, ExprPtr id, ExprPtr threads)
@@ -271,6 +319,10 @@ StmtPtr compile_warp_sync(Compiler &C, const Call *call) {
   const std::vector<Expr> &a = call->args;
   if (n == intrinsic::syncthreads)
     return std::make_unique<SyncCode>();
+  if (n == intrinsic::cluster_sync) {
+    user_check(a.empty(), "interp") << "cluster_sync takes no arguments, got " << Expr(call);
+    return std::make_unique<ClusterSyncCode>();
+  }
   user_check(a.size() == 2, "interp")
       << n << " takes 2 arguments "
       << (n == intrinsic::setmaxnreg ? "(registers, increase)" : "(id, threads)") << ", got "
