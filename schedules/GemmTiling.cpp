@@ -36,7 +36,7 @@ GemmOutputLoops tile_gemm_output(Stage sc, const GemmThreadAxes &axes, int block
     sc.persistent(bi, bj, std::max<int64_t>(1, raster_group), persistent_blocks);
   else if (raster_group != 0)
     sc.rasterize(bi, bj, raster_group);
-  return {wj, fi, fj, ii};
+  return {wj, fi, fj, ii, bi, bj};
 }
 
 StagedGemmOutput tile_gemm_output_staged(Schedule &s, const Tensor &C, const GemmThreadAxes &axes,

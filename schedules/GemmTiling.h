@@ -22,6 +22,7 @@ struct GemmOutputLoops {
   IterVar group_j; ///< the group along N (threadIdx.z): where the accumulator is computed
   IterVar tile_i, tile_j; ///< the group's tiles (to unroll where registers are indexed by them)
   IterVar inner_i;        ///< the rows of one tile (where the store is tensorized)
+  IterVar block_i, block_j; ///< the block-tile loops (along M, along N)
 };
 
 /// Cuts C (M x N) into block_m x block_n blocks (blockIdx.y / x, rasterized in groups of

@@ -107,6 +107,12 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
   user_check(!t.persistent || t.persistent_blocks >= 1, context)
       << "a persistent kernel needs 1 or more blocks (persistent_blocks, knob PB; 132 is one "
          "per SM of an H100), got " << t.persistent_blocks;
+  user_check(t.cluster >= 0 && t.cluster <= 2, context)
+      << "cluster (knob CL) must be 0 (none), 1 (2x1: two blocks along M share B's tile) or 2 "
+         "(1x2: two along N share A's), got " << t.cluster;
+  user_check(!t.cluster || t.tma, context)
+      << "clusters with multicast (cluster, knob CL) share a TMA tile among the blocks of a "
+         "cluster: they need TMA fills (tma, knob TMA=1)";
   user_check(!t.tma || (t.swizzle && t.stages >= 2), context)
       << "TMA bulk copies (tma) fill swizzled tiles through a ring of 2 or more stages; got "
          "swizzle "
@@ -138,6 +144,17 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
   if (!partial_blocks)
     at_least("M", M, t.block_m, "block_m");
   at_least("N", N, t.block_n, "block_n");
+  if (t.cluster) { // the clustered axis' blocks pair up
+    const bool along_m = t.cluster == 1;
+    const int64_t blocks = along_m ? (std::max(M, int64_t(t.block_m)) + t.block_m - 1) / t.block_m
+                                   : (N + t.block_n - 1) / t.block_n;
+    user_check(blocks % 2 == 0, context)
+        << "clusters of 2 blocks along " << (along_m ? "M" : "N") << " (cluster "
+        << (along_m ? "2x1" : "1x2") << ", knob CL=" << t.cluster << ") need an even number of "
+        << "blocks there, but " << (along_m ? "M=" : "N=") << (along_m ? M : N) << " makes "
+        << blocks << " of " << (along_m ? t.block_m : t.block_n)
+        << "; choose another block size or cluster axis, or CL=0";
+  }
   user_check(t.split_k >= 1, context) << "split_k must be at least 1, got " << t.split_k;
   divides("K", K, t.block_k * t.split_k, "block_k x split_k");
   int64_t per_step = int64_t(kChunk) * t.threads();
@@ -305,6 +322,19 @@ std::vector<GemmWgmmaTiles> gemm_wgmma_candidates(int64_t M, int64_t N, int64_t 
             if (fits(M, N, K, t, /*partial_blocks=*/M < 64))
               out.push_back(t);
           }
+          // Clusters of 2 multicasting the shared operand, persistent and not, along M (B's
+          // tile) and along N (A's), at the default ring depth and rasterization.
+          for (int cl : {1, 2}) {
+            if (!t.roles() || stages != 4 || raster != 8)
+              break;
+            for (bool persistent : {false, true}) {
+              GemmWgmmaTiles c = t;
+              c.persistent = persistent;
+              c.cluster = cl;
+              if (fits(M, N, K, c, /*partial_blocks=*/M < 64))
+                out.push_back(c);
+            }
+          }
         }
   return out;
 }
@@ -318,7 +348,8 @@ std::string to_string(const GemmWgmmaTiles &t) {
          (t.roles() ? " ws" : "") +
          (t.split_k > 1 ? " split_k=" + std::to_string(t.split_k) : "") +
          (t.persistent ? " persistent=" + std::to_string(t.persistent_blocks) : "") +
-         (t.ping_pong ? " ping_pong" : "") + (t.tma_store ? " tma_store" : "");
+         (t.ping_pong ? " ping_pong" : "") + (t.tma_store ? " tma_store" : "") +
+         (t.cluster ? std::string(" cluster=") + (t.cluster == 1 ? "2x1" : "1x2") : "");
 }
 
 bool hopper_gpu() { return Device::available() && Device::get().arch() == "sm_90"; }
@@ -524,6 +555,11 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
 
   if (t.tma)
     sc.env_threads({thread_axis(Range(0, 128), "threadIdx.x")});
+  // Clusters of 2 along M share B's tile, along N A's: each block multicasts half of it.
+  if (t.cluster) {
+    sc.cluster(t.cluster == 1 ? c.block_i : c.block_j, 2);
+    s[t.cluster == 1 ? st.BS : st.AS].multicast();
+  }
   if (t.roles())
     sf.warp_specialize(t.ping_pong ? ConsumerRoles::ping_pong : ConsumerRoles::cooperative);
 
@@ -601,6 +637,8 @@ GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p) {
     if (!get("S"))
       t.stages = tma_store_stages(t, get("C16") ? 2 : 4);
   }
+  // CL=1: clusters of 2 along M multicasting B's tile (2x1), CL=2: along N, A's (1x2).
+  t.cluster = int(get("CL"));
   return t;
 }
 
@@ -622,10 +660,11 @@ ScheduleEntry wgmma_gemm_entry(const char *name, const char *description) {
   e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"G", 8},    {"BM", 0},
                      {"BN", 0},   {"BK", 0},   {"S", 0},    {"SW", 128}, {"TMA", 1},
                      {"WS", 1},   {"SK", 0},   {"P", 0},    {"PB", 0},   {"PP", 0},
-                     {"TS", 0}};
-  e.nonnegative = {"G", "BM", "BN", "BK", "S", "SW", "TMA", "WS", "SK", "P", "PB", "PP", "TS"};
+                     {"TS", 0},   {"CL", 0}};
+  e.nonnegative = {"G",  "BM", "BN", "BK", "S",  "SW", "TMA",
+                   "WS", "SK", "P",  "PB", "PP", "TS", "CL"};
   e.choices = {{"SW", {0, 32, 64, 128}}, {"TMA", {0, 1}}, {"WS", {0, 1}}, {"P", {0, 1, 2}},
-               {"PP", {0, 1}},           {"TS", {0, 1}}};
+               {"PP", {0, 1}},           {"TS", {0, 1}},  {"CL", {0, 1, 2}}};
   e.knobs = gemm_wgmma_knobs();
   e.dtypes = {Float(16), BFloat(16)};
   return e;
@@ -652,7 +691,9 @@ ScheduleEntry gemm_wgmma_entry() {
                     "ping-pong consumers: two warpgroups each computing whole tiles (128x128 "
                     "unless BM, BN say) in turn, one storing while the other computes; TS=1 "
                     "stores C by TMA through a shared staging tile (TS=0, the default: from "
-                    "registers); C16=1 "
+                    "registers); CL=1 launches "
+                    "clusters of 2 blocks along M that multicast B's tile by TMA, CL=2 along N "
+                    "multicasting A's (0, the default: none); C16=1 "
                     "rounds the float32 sum once as it is stored");
   e.default_shape["C16"] = 0;
   e.nonnegative.push_back("C16");

@@ -69,6 +69,10 @@ struct GemmWgmmaTiles {
   /// cp.async.bulk.tensor, which drains while a persistent kernel's next tile computes. Needs
   /// tma, warpgroups_n = 1, split_k = 1 and rows of C that are whole 16-byte units.
   bool tma_store = false;
+  /// Thread-block clusters of 2 (Stage::cluster) with the shared operand's tile multicast by TMA
+  /// (Stage::multicast): 0 none; 1: "2x1", two blocks along M (adjacent block rows) share B's
+  /// tile; 2: "1x2", two along N share A's. Needs tma; the blocks along that axis must be even.
+  int cluster = 0;
 
   /// Whether the kernel has warp roles: TMA fills with warp_specialized.
   bool roles() const { return tma && warp_specialized; }

@@ -484,12 +484,14 @@ TEST(GemmWgmma, OtherArchitecturesAreRefused) {
 TEST(GemmWgmma, TunerCandidatesAreLegal) {
   std::vector<GemmWgmmaTiles> all = gemm_wgmma_candidates(4096, 4096, 4096);
   // 4 blocks x 2 stage counts x 2 rasterizations x TMA with warp roles (also persistent), TMA
-  // or cp.async
-  EXPECT_EQ(all.size(), 64u);
+  // or cp.async; and at 4 stages rasterized, TMA with warp roles in clusters of 2 along M and
+  // N, persistent and not (16)
+  EXPECT_EQ(all.size(), 80u);
   EXPECT_EQ(to_string(all.front()),
             "wgmma bm=128 bn=256 bk=64 wg=2x1 n=256 stages=4 raster=0 swizzle=128 tma ws");
-  // 256 x 128 blocks do not divide M = 128; the 3 others do.
-  EXPECT_EQ(gemm_wgmma_candidates(128, 256, 128).size(), 48u);
+  // 256 x 128 blocks do not divide M = 128; the 3 others do. Clusters need an even number of
+  // blocks along their axis: 128 x 128 blocks along N, 64 x 256 along M (2 each).
+  EXPECT_EQ(gemm_wgmma_candidates(128, 256, 128).size(), 52u);
   for (const GemmWgmmaTiles &t : gemm_wgmma_candidates(256, 256, 128)) {
     SCOPED_TRACE(to_string(t));
     ScheduledProgram p = gemm_wgmma(256, 256, 128, t);
