@@ -132,6 +132,19 @@ tessel_filecheck_test(NAME cuda.gemm_wgmma_tma_store CHECKS cuda_gemm_wgmma_tma_
 tessel_filecheck_test(NAME interpret.gemm_wgmma_tma_store CHECKS interpret.txt
   COMMAND interpret gemm_wgmma --shape M=200,N=196,K=128,BM=128,BN=128,P=1,PB=2,TS=1
   FILECHECK_ARGS --check-prefix=GEMM_WGMMA_TMA_STORE)
+# Clusters of 2 blocks along N with A's tile multicast by TMA (CL=2), IR and CUDA; the executor
+# runs both shapes (CL=1: along M, B's tile) exactly.
+tessel_filecheck_test(NAME lower.gemm_wgmma_cluster CHECKS gemm_wgmma_cluster.txt
+  COMMAND lower gemm_wgmma --shape M=256,N=256,K=320,BM=128,BN=128,CL=2,P=2
+  FILECHECK_ARGS --implicit-check-not=cp_async)
+tessel_filecheck_test(NAME cuda.gemm_wgmma_cluster CHECKS cuda_gemm_wgmma_cluster.txt
+  COMMAND cuda gemm_wgmma --shape M=256,N=256,K=320,BM=128,BN=128,CL=2,P=2)
+tessel_filecheck_test(NAME interpret.gemm_wgmma_cluster_2x1 CHECKS interpret.txt
+  COMMAND interpret gemm_wgmma --shape M=512,N=256,K=320,BM=128,BN=128,CL=1,P=1,PB=4
+  FILECHECK_ARGS --check-prefix=GEMM_WGMMA_CLUSTER_2X1)
+tessel_filecheck_test(NAME interpret.gemm_wgmma_cluster_1x2 CHECKS interpret.txt
+  COMMAND interpret gemm_wgmma --shape M=256,N=256,K=320,BM=128,BN=128,CL=2,P=2
+  FILECHECK_ARGS --check-prefix=GEMM_WGMMA_CLUSTER_1X2)
 tessel_filecheck_test(NAME lower.conv2d_wgmma_tma CHECKS conv2d_wgmma_tma.txt
   COMMAND lower conv2d_wgmma --shape N=2,H=8,W=8,C=128,K=128
   FILECHECK_ARGS --implicit-check-not=cp_async)

@@ -172,6 +172,37 @@ TEST(GpuSchedules, GemmWgmma) {
   EXPECT_TRUE(r.compare.ok) << "TS=1 bfloat16: " << r.str();
 }
 
+// Thread-block clusters of 2 with TMA multicast (gemm_wgmma's CL): along M (B's tile shared)
+// and along N (A's), with warp roles, rasterized, persistent and not, against float64; the
+// default 128 x 256 tiles at 1024^3 in both shapes.
+TEST(GpuSchedules, GemmWgmmaClusters) {
+  SKIP_WITHOUT_GPU();
+  if (Device::get().arch() != "sm_90")
+    GTEST_SKIP() << "clusters with wgmma need a Hopper GPU (sm_90); this one is "
+                 << Device::get().arch();
+  auto clustered = [](int cluster, bool persistent, int blocks) -> GemmSchedule {
+    return [=](int64_t M, int64_t N, int64_t K, DataType) {
+      GemmWgmmaTiles t{.block_m = 128, .block_n = 128, .block_k = 64, .warpgroups_m = 2,
+                       .stages = 4, .raster_group = 8, .tma = true, .warp_specialized = true,
+                       .persistent = persistent, .persistent_blocks = blocks,
+                       .cluster = cluster};
+      return gemm_wgmma(M, N, K, t);
+    };
+  };
+  for (int cluster : {1, 2}) {
+    run_gemm(clustered(cluster, false, 132), 256, 256, 320, Float(16));
+    run_gemm(clustered(cluster, false, 132), 512, 768, 1024, Float(16));
+    run_gemm(clustered(cluster, true, 4), 512, 512, 320, Float(16));
+    run_gemm(clustered(cluster, true, 132), 1024, 1024, 1024, Float(16));
+    auto big = [cluster](int64_t M, int64_t N, int64_t K, DataType) {
+      GemmWgmmaTiles t = gemm_wgmma_tiles(M, N, K);
+      t.cluster = cluster;
+      return gemm_wgmma(M, N, K, t);
+    };
+    run_gemm(big, 1024, 1024, 1024, Float(16));
+  }
+}
+
 // GEMM + bias + GELU fused into the wgmma kernel's store, against float64.
 TEST(GpuSchedules, GemmBiasGelu) {
   SKIP_WITHOUT_GPU();
