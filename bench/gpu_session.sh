@@ -32,7 +32,8 @@
 #             float16 y, the fused conv2d_bias_relu and gemm_bias_gelu, a ragged gemm_wgmma whose
 #             padded copies are kernels of their own, one with warp roles over 16 K steps,
 #             gemm_fp8 block-scaled and per-tensor, TMA stores (TS=1: gemm_wgmma persistent,
-#             gemm_fp8), a split-K one of 16 rows, a strided
+#             gemm_fp8), a split-K one of 16 rows, clustered ones with TMA multicast (2x1 and
+#             a persistent 1x2), a strided
 #             conv2d_wgmma, a depthwise conv2d_grouped, softmax and layernorm with their
 #             reductions across threads, the tutorial at batch 32) at small shapes, racecheck
 #             on gemm_shared at 256^3; one timed launch each
@@ -121,6 +122,9 @@ run_step() {
         sanitize_all gemm_fp8 --shape M=256,N=256,K=512 "${once[@]}" &&
         sanitize_all gemm_fp8 --shape M=256,N=256,K=512,SCALE=0,OUT=2 "${once[@]}" &&
         sanitize_all gemm_wgmma --shape M=16,N=512,K=1024 "${once[@]}" &&
+        sanitize_all gemm_wgmma --shape M=512,N=512,K=1024,BM=128,BN=128,CL=1,P=2 "${once[@]}" &&
+        sanitize_all gemm_wgmma --shape M=512,N=512,K=1024,BM=128,BN=128,CL=2,P=1,PB=4 \
+          "${once[@]}" &&
         sanitize_all conv2d_wgmma --shape N=8,H=16,W=16,C=64,K=128,stride=2,Y16=1 "${once[@]}" &&
         sanitize_all conv2d_grouped --shape N=2,H=16,W=16,C=64,K=64,G=64 "${once[@]}" &&
         sanitize_all softmax --shape R=64,C=4096 "${once[@]}" &&

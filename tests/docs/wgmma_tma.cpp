@@ -6,6 +6,6 @@ using namespace tessel;
 void doc_fragment([[maybe_unused]] Schedule s, [[maybe_unused]] Tensor AS,
                   [[maybe_unused]] Tensor BS, [[maybe_unused]] Tensor CF,
                   [[maybe_unused]] Tensor C, [[maybe_unused]] IterVar ko,
-                  [[maybe_unused]] IterVar tx) {
+                  [[maybe_unused]] IterVar tx, [[maybe_unused]] IterVar bj) {
 #include TESSEL_DOC_FRAGMENT
 }
