@@ -789,9 +789,10 @@ StmtPtr compile_tma(Compiler &C, const Call *call) {
           << ", got " << a.size() << " arguments: " << Expr(call);
     else
       user_check(a.size() == first + p.dims.size(), "interp")
-          << n << " of tensor map '" << p.var.name() << "' (rank " << p.dims.size() << ") takes "
-          << signature << " with " << p.dims.size() << " coordinates, got "
-          << int64_t(a.size()) - int64_t(first) << ": " << Expr(call);
+          << n << " of tensor map '" << p.var.name() << "' (rank " << p.dims.size()
+          << ") takes (map, dst, bar, " << (multicast ? "mask, " : "") << "c0, ..., c"
+          << p.dims.size() - 1 << "), got " << int64_t(a.size()) - int64_t(first)
+          << " coordinates: " << Expr(call);
     PtrArg dst = compile_pointer(C, call, a[1]);
     user_check(dst.mem->scope == MemScope::Shared, "interp")
         << n << " of tensor map '" << p.var.name() << "': the destination '" << dst.mem->name
