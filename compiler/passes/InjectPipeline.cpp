@@ -828,13 +828,14 @@ private:
   // bulk_once in a persistent kernel's tile loop: the barrier is initialized once, before the
   // loop, and completes once per tile (phase: the tile iteration's parity). The block's
   // threads meet before each fill, so that the copy does not overwrite the previous tile's
-  // buffer while a thread still reads it.
+  // buffer while a thread still reads it; those of the whole cluster when the copy is
+  // multicast (it overwrites the peers' buffers too).
   Stmt bulk_once_per_tile(Plan &p, const AttrStmt *op) {
     OnceFill f = once_fill(p, op);
     TileLoop &tile = tiles_.back();
     tile.hoisted.push_back({{f.bar}, 1, {f.init, intrinsic_stmt(intrinsic::syncthreads)}});
     return Seq::make(
-        {intrinsic_stmt(intrinsic::syncthreads), f.fill,
+        {intrinsic_stmt(p.cluster > 1 ? intrinsic::cluster_sync : intrinsic::syncthreads), f.fill,
          intrinsic_stmt(intrinsic::mbarrier_wait,
                         {f.at, floormod(tile.iteration, make_const(tile.iteration.type(), 2))})});
   }

@@ -215,6 +215,12 @@ TEST(Cluster, PersistentExactOnTheExecutor) {
     LoweredModule mq = lower(q.schedule, q.args);
     EXPECT_EQ(mq.funcs[0].launch.grid[0], 2);
     EXPECT_EQ(mismatch(mq, 512, 256, 320), "");
+    // One K step per tile: no ring; the tile's copies filled once per tile, the multicast one
+    // after a cluster_sync (it overwrites the peer's copy of the previous tile too).
+    ScheduledProgram one = gemm_wgmma(512, 256, 64, t);
+    LoweredModule mo = lower(one.schedule, one.args);
+    EXPECT_EQ(count_of(to_string(mo), "@cluster_sync()"), 4) << to_string(mo);
+    EXPECT_EQ(mismatch(mo, 512, 256, 64), "");
   }
 }
 
