@@ -238,11 +238,13 @@ __device__ __forceinline__ void tessel_mbarrier_wait(void *bar, unsigned parity)
   } while (!done);
 }
 )";
-  // Clusters: a remote arrival (mapa to the peer's barrier at the same offset; release at
-  // cluster scope) and the cluster-wide barrier.
+  // Clusters: a remote arrival (mapa to the peer's barrier at the same offset) and the
+  // cluster-wide barrier. The arrival has the default semantics (release at CTA scope): the
+  // consumer's reads of the slot are wgmma's, complete at its wgmma_wait before it arrives;
+  // .release.cluster made ptxas put MEMBAR.ALL.CTA and MEMBAR.ALL.GPU before every arrival.
   s += R"(__device__ __forceinline__ void tessel_mbarrier_arrive_cluster(void *bar, unsigned rank) {
   asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-               "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n"
+               "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n"
                :: "r"(tessel_smem(bar)), "r"(rank) : "memory");
 }
 __device__ __forceinline__ void tessel_cluster_sync() {

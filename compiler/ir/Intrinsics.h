@@ -190,9 +190,9 @@ inline constexpr const char *tma_load_im2col = "tma_load_im2col";
 inline constexpr const char *tma_load_multicast = "tma_load_multicast";
 // mbarrier_arrive_cluster(bar, rank): mapa.shared::cluster to the barrier at bar's offset in the
 // block of rank `rank` of the cluster (this one included), then
-// mbarrier.arrive.release.cluster.shared::cluster.b64: one arrival on its current phase, which
-// releases this thread's earlier accesses at cluster scope (a consumer telling every producer
-// of the cluster that its reads of a multicast slot are over).
+// mbarrier.arrive.shared::cluster.b64 (release at CTA scope, the default): one arrival on its
+// current phase (a consumer telling every producer of the cluster that its reads of a
+// multicast slot, wgmma's, completed at its wgmma_wait, are over).
 inline constexpr const char *mbarrier_arrive_cluster = "mbarrier_arrive_cluster";
 // cluster_sync(): barrier.cluster.arrive.release.aligned + barrier.cluster.wait.acquire.aligned:
 // every thread of every block of the cluster arrives, then waits for all of them. After the

@@ -170,7 +170,7 @@ TEST(Cluster, GemmWgmmaLoweredIR) {
   for (const char *s :
        {"__launch_bounds__(384) __cluster_dims__(2, 1, 1) ",
         "tessel_tma_load_multicast_2d(&A_shared[", "(unsigned short)3, k_outer * 64",
-        "mbarrier.arrive.release.cluster.shared::cluster.b64", "mapa.shared::cluster.u32",
+        "mbarrier.arrive.shared::cluster.b64 _, [remote]", "mapa.shared::cluster.u32",
         ".multicast::cluster", "barrier.cluster.arrive.release.aligned", "tessel_cluster_sync();"})
     EXPECT_NE(cu.find(s), std::string::npos) << s;
 }
