@@ -32,7 +32,7 @@
 #             float16 y, the fused conv2d_bias_relu and gemm_bias_gelu, a ragged gemm_wgmma whose
 #             padded copies are kernels of their own, one with warp roles over 16 K steps,
 #             gemm_fp8 block-scaled and per-tensor, TMA stores (TS=1: gemm_wgmma persistent,
-#             gemm_fp8), a split-K one of 16 rows, clustered ones with TMA multicast (2x1 and
+#             gemm_fp8), ping-pong consumers (PP=1), a split-K one of 16 rows, clustered ones with TMA multicast (2x1 and
 #             a persistent 1x2), a strided
 #             conv2d_wgmma, a depthwise conv2d_grouped, softmax and layernorm with their
 #             reductions across threads, the tutorial at batch 32) at small shapes, racecheck
@@ -118,6 +118,7 @@ run_step() {
         sanitize_all gemm_wgmma --shape M=200,N=199,K=100 "${once[@]}" &&
         sanitize_all gemm_wgmma --shape M=512,N=512,K=1024 "${once[@]}" &&
         sanitize_all gemm_wgmma --shape M=512,N=768,K=512,BM=128,BN=128,P=1,PB=4,TS=1 "${once[@]}" &&
+        sanitize_all gemm_wgmma --shape M=512,N=512,K=320,PP=1,PB=5 "${once[@]}" &&
         sanitize_all gemm_fp8 --shape M=256,N=256,K=512,TS=1 "${once[@]}" &&
         sanitize_all gemm_fp8 --shape M=256,N=256,K=512 "${once[@]}" &&
         sanitize_all gemm_fp8 --shape M=256,N=256,K=512,SCALE=0,OUT=2 "${once[@]}" &&

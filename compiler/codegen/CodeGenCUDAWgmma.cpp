@@ -344,6 +344,17 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
 int64_t CUDAKernelEmitter::wgmma_staging_offset(int64_t bytes) const {
   if (!dynamic_shared_)
     return -1;
+  // Not in a tile loop (a persistent kernel's, ping-pong's): the operand tiles are not dead at
+  // a tile's store there (the producer fills the next tile's, the other consumer warpgroup
+  // reads its own). Under warp roles without one, the producer's warps have exited when the
+  // consumers store (its fills are over), so the block barriers wait for the consumers alone.
+  bool tiles = false;
+  post_order_visit(f_.body, [&](const IRNode *n) {
+    const auto *a = llvm::dyn_cast<AttrStmt>(n);
+    tiles = tiles || (a && a->key == attr::tile_loop);
+  });
+  if (tiles)
+    return -1;
   // The shared buffers the wgmma operands are read from.
   llvm::DenseSet<const Variable *> operands;
   post_order_visit(f_.body, [&](const IRNode *n) {
