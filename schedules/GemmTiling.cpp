@@ -72,7 +72,7 @@ StagedGemmOutput tile_gemm_output_staged(Schedule &s, const Tensor &C, const Gem
   ss.reorder({wi, wj, fi, fj, ii, jj});
   ss.bind(wi, axes.thread_y);
   ss.bind(wj, axes.thread_z);
-  return {staged, {wj, fi, fj, ii}};
+  return {staged, {wj, fi, fj, ii, bi, bj}};
 }
 
 std::pair<IterVar, IterVar> split_gemm_reduction(Stage sf, int block_k, int64_t k_period) {

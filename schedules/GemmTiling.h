@@ -50,7 +50,7 @@ GemmOutputLoops tile_gemm_output(Stage sc, const GemmThreadAxes &axes, int block
 /// accumulator at group_j, tensorize the store into shared memory at inner_i).
 struct StagedGemmOutput {
   Tensor staged;        ///< the shared staging tile of one block
-  GemmOutputLoops loops; ///< its loops
+  GemmOutputLoops loops; ///< its loops; block_i and block_j are C's (the staged stage's block)
 };
 StagedGemmOutput tile_gemm_output_staged(Schedule &s, const Tensor &C, const GemmThreadAxes &axes,
                                          int block_m, int block_n, int groups_m, int groups_n,

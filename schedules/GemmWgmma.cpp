@@ -557,7 +557,7 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
     sc.env_threads({thread_axis(Range(0, 128), "threadIdx.x")});
   // Clusters of 2 along M share B's tile, along N A's: each block multicasts half of it.
   if (t.cluster) {
-    sc.cluster(t.cluster == 1 ? c.block_i : c.block_j, 2);
+    s[st.C].cluster(t.cluster == 1 ? c.block_i : c.block_j, 2); // C's block (TS: not sc's)
     s[t.cluster == 1 ? st.BS : st.AS].multicast();
   }
   if (t.roles())

@@ -221,6 +221,19 @@ TEST(Cluster, PersistentExactOnTheExecutor) {
     LoweredModule mo = lower(one.schedule, one.args);
     EXPECT_EQ(count_of(to_string(mo), "@cluster_sync()"), 4) << to_string(mo);
     EXPECT_EQ(mismatch(mo, 512, 256, 64), "");
+    // With C stored by TMA (the cluster is C's block, not its staging tile's) and with
+    // ping-pong consumers (a block's tiles in turn, each a cluster tile).
+    GemmWgmmaTiles ts = cluster_tiles(cluster, 3, 2);
+    ts.tma_store = true;
+    EXPECT_EQ(mismatch(gemm_wgmma(512, 512, 320, ts), 512, 512, 320), "");
+    ts.persistent = true;
+    ts.persistent_blocks = 4;
+    EXPECT_EQ(mismatch(gemm_wgmma(512, 512, 320, ts), 512, 512, 320), "");
+    GemmWgmmaTiles pp = t;
+    pp.warpgroups_m = 1;
+    pp.ping_pong = true;
+    pp.persistent_blocks = 4;
+    EXPECT_EQ(mismatch(gemm_wgmma(512, 512, 320, pp), 512, 512, 320), "");
   }
 }
 
