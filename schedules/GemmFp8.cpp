@@ -63,6 +63,10 @@ void check_gemm_fp8_tiles(const std::string &context, int64_t M, int64_t N, int6
                  t.wgmma_n >= 0,
              context)
       << "tile parameters must be positive";
+  user_check(!t.persistent || (t.roles() && t.persistent_blocks >= 1), context)
+      << "a persistent fp8 GEMM (knob P=1) needs warp roles (WS=1), whose producer loads the "
+         "next tile during this tile's epilogue, and 1 or more blocks (PB), got WS="
+      << t.roles() << ", PB=" << t.persistent_blocks;
   user_check(t.block_k == kFp8BlockK, context)
       << "block_k=" << t.block_k << ": an fp8 GEMM steps K by its promotion block, "
       << kFp8BlockK << " (one 128-byte swizzled row of A and B); use block_k " << kFp8BlockK;
@@ -177,15 +181,18 @@ ScheduledProgram gemm_fp8(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles 
   // (With tma_store: through a shared staging tile, stored by TMA; its stage takes C's place.)
   Stage sc = s[g.C];
   GemmOutputLoops c;
+  // Persistent: the blocks walk the tiles, the ring running across them (as gemm_wgmma's).
+  const int64_t persistent = t.persistent ? t.persistent_blocks : 0;
   if (t.tma_store) {
-    StagedGemmOutput staged = tile_gemm_output_staged(s, g.C, idx, t.block_m, t.block_n,
-                                                      t.warpgroups_m, t.warpgroups_n, kRows, n,
-                                                      t.raster_group);
+    StagedGemmOutput staged = tile_gemm_output_staged(
+        s, g.C, idx, t.block_m, t.block_n, t.warpgroups_m, t.warpgroups_n, kRows, n,
+        t.raster_group, TailStrategy::ShiftInwards, TailStrategy::ShiftInwards, persistent);
     sc = s[staged.staged];
     c = staged.loops;
   } else {
     c = tile_gemm_output(sc, idx, t.block_m, t.block_n, t.warpgroups_m, t.warpgroups_n, kRows, n,
-                         t.raster_group);
+                         t.raster_group, TailStrategy::ShiftInwards, TailStrategy::ShiftInwards,
+                         persistent);
   }
   sc.env_threads({thread_axis(Range(0, 128), "threadIdx.x")});
 
@@ -252,12 +259,14 @@ ScheduleEntry gemm_fp8_entry() {
       "(OUT=2). 128x128 blocks of 2 warpgroups, K step 128 through 4 TMA stages of 128-byte "
       "swizzled tiles filled by a producer warpgroup (WS=1, the default; WS=0: by a consumer "
       "thread); BM (64 or 128), BN, S (stages), G (rasterization group) override them; TS=1 "
-      "stores C by TMA through a shared staging tile (TS=0, the default: from registers)";
+      "stores C by TMA through a shared staging tile (TS=0, the default: from registers); P=1 "
+      "makes it persistent: PB blocks (0: 132) walk the tiles in the grouped order of G rows";
   e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"BM", 0},   {"BN", 0},
                      {"S", 0},    {"G", 8},    {"SCALE", 1}, {"OUT", 0}, {"WS", 1},
-                     {"TS", 0}};
-  e.nonnegative = {"BM", "BN", "S", "G", "SCALE", "OUT", "WS", "TS"};
-  e.choices = {{"SCALE", {0, 1}}, {"OUT", {0, 1, 2}}, {"WS", {0, 1}}, {"TS", {0, 1}}};
+                     {"TS", 0},   {"P", 0},    {"PB", 0}};
+  e.nonnegative = {"BM", "BN", "S", "G", "SCALE", "OUT", "WS", "TS", "P", "PB"};
+  e.choices = {{"SCALE", {0, 1}}, {"OUT", {0, 1, 2}}, {"WS", {0, 1}}, {"TS", {0, 1}},
+               {"P", {0, 1}}};
   e.knobs = {{"BM", {64, 128}}, {"BN", {128, 256}}, {"S", {3, 4, 5, 6}}, {"G", {8, 16}}};
   e.dtypes = {Float8E4M3(), Float8E5M2()};
   e.build = [](const ShapeParams &p, DataType in) {
@@ -283,6 +292,10 @@ ScheduleEntry gemm_fp8_entry() {
     // TS=1: C stored by TMA through a shared staging tile, the ring made shallower where the
     // staging tile would not fit beside it (unless S says).
     t.tma_store = p.at("TS") != 0;
+    // P=1: persistent on PB blocks (0: 132).
+    t.persistent = p.at("P") != 0;
+    if (p.at("PB"))
+      t.persistent_blocks = int(p.at("PB"));
     const DataType out = outs[p.at("OUT")];
     while (t.tma_store && !p.at("S") && t.stages > 2 &&
            int64_t(t.stages) * (t.block_m + t.block_n) * kFp8BlockK +

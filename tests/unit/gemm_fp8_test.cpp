@@ -71,8 +71,10 @@ struct Fp8Run {
 // |A[i, k] B[j, k]| scale_a scale_b (magnitude_of(C)); steps (the definition's chain of
 // roundings, 128 + K / 128 + 4 here) bounds how many.
 Fp8Run run_fp8(int64_t M, int64_t N, int64_t K, DataType in, Fp8Scales scales, DataType out,
-               uint64_t seed, DataType b_type = DataType()) {
-  ScheduledProgram p = gemm_fp8(M, N, K, gemm_fp8_tiles(M, N, K, scales), in, scales, out, b_type);
+               uint64_t seed, DataType b_type = DataType(),
+               std::optional<GemmWgmmaTiles> tiles = std::nullopt) {
+  ScheduledProgram p = gemm_fp8(M, N, K, tiles ? *tiles : gemm_fp8_tiles(M, N, K, scales), in,
+                                scales, out, b_type);
   LoweredModule m = lower(p.schedule, p.args);
   const Tensor &A = p.args[0], &B = p.args[1], &SA = p.args[2], &SB = p.args[3], &C = p.args[4];
   HostTensor a = fp8_values(A, seed, 16.0), b = fp8_values(B, seed + 1, 4.0);
@@ -114,6 +116,28 @@ TEST(GemmFp8, ExecutorMatchesFloat64Reference) {
           EXPECT_TRUE(r.result.ok) << r.result.str();
           EXPECT_GT(r.max_abs_ref, 1.0); // the data is not degenerate
         }
+}
+
+// Persistent (knob P=1): 3 blocks walk 6 tiles of 128 x 128 in groups of 2 rows, the ring
+// running across the tiles (5 per block at most), both scale kinds, float32 and bfloat16 out.
+TEST(GemmFp8, PersistentExecutorMatchesFloat64Reference) {
+  uint64_t seed = 300;
+  for (Fp8Scales scales : {Fp8Scales::PerTensor, Fp8Scales::BlockWise})
+    for (DataType out : {BFloat(16), Float(32)}) {
+      SCOPED_TRACE(name_of(scales) + " -> " + out.str());
+      GemmWgmmaTiles t = gemm_fp8_tiles(384, 256, 384, scales);
+      t.persistent = true;
+      t.persistent_blocks = 4;
+      t.raster_group = 2;
+      Fp8Run r = run_fp8(384, 256, 384, Float8E4M3(), scales, out, seed += 10, DataType(), t);
+      EXPECT_TRUE(r.result.ok) << r.result.str();
+    }
+  GemmWgmmaTiles no_roles = gemm_fp8_tiles(384, 256, 384, Fp8Scales::BlockWise);
+  no_roles.persistent = true;
+  no_roles.warp_specialized = false;
+  tessel::test::expect_error(
+      [&] { (void)gemm_fp8(384, 256, 384, no_roles, Float8E4M3()); },
+      {"gemm_fp8", "persistent", "warp roles (WS=1)"});
 }
 
 // A of e4m3 times B of e5m2 (wgmma's mixed .e4m3.e5m2 form).
@@ -249,5 +273,12 @@ TEST(GemmFp8, GpuMatchesReference) {
         ScheduledProgram p = gemm_fp8(256, 384, 1024, in, scales, out);
         CheckResult r = check_on_gpu(p.schedule, p.args, p.num_inputs);
         EXPECT_TRUE(r.compare.ok) << r.str();
+        // Persistent: 6 tiles over 4 blocks.
+        GemmWgmmaTiles t = gemm_fp8_tiles(256, 384, 1024, scales);
+        t.persistent = true;
+        t.persistent_blocks = 4;
+        ScheduledProgram q = gemm_fp8(256, 384, 1024, t, in, scales, out);
+        CheckResult rq = check_on_gpu(q.schedule, q.args, q.num_inputs);
+        EXPECT_TRUE(rq.compare.ok) << "persistent: " << rq.str();
       }
 }
