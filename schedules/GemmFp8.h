@@ -36,7 +36,8 @@ void check_gemm_fp8_tiles(const std::string &context, int64_t M, int64_t N, int6
 
 /// The default tiles for the shape: 128 x 128 blocks of 2 warpgroups (64 x 128 each: 64
 /// registers of partial sums and 64 of the float32 accumulator per thread), K step 128 through
-/// 4 TMA stages, rasterized in groups of 8; 64 x 128 blocks where M is below 128.
+/// 4 TMA stages, rasterized in groups of 8; 64 x 128 blocks where M is below 128; persistent
+/// (132 blocks) where the tiles make 1 to 8 waves of them.
 GemmWgmmaTiles gemm_fp8_tiles(int64_t M, int64_t N, int64_t K, Fp8Scales scales);
 
 /// A of type `a` and B of type `b` (float8_e4m3 / float8_e5m2, in any pair; void: b = a), float32
@@ -49,7 +50,8 @@ ScheduledProgram gemm_fp8(int64_t M, int64_t N, int64_t K, DataType a,
                           Fp8Scales scales = Fp8Scales::BlockWise, DataType out = BFloat(16));
 
 /// "gemm_fp8": the registry's entry (dtypes float8_e4m3, float8_e5m2; knobs BM, BN, S, G; SCALE
-/// 1 block-wise or 0 per-tensor; OUT 0 bfloat16, 1 float16, 2 float32).
+/// 1 block-wise or 0 per-tensor; OUT 0 bfloat16, 1 float16, 2 float32; WS; TS; P, PB as
+/// gemm_wgmma's).
 ScheduleEntry gemm_fp8_entry();
 
 } // namespace tessel
