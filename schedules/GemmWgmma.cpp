@@ -43,6 +43,14 @@ bool fits(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t, bool partial
   }
 }
 
+// Persistent by default: warp roles, whole K, and a grid of 1 to 8 waves of 132 blocks. On the
+// H100 4096^3 (512 tiles) 0.2130 -> 0.1961 ms and 4096x4096x1024 0.0702 -> 0.0644, but 8192^3
+// (2048 tiles) 1.6542 -> 1.6770 (bench/RESULTS.md, 2026-11-26).
+bool persistent_by_default(int64_t M, int64_t N, const GemmWgmmaTiles &t) {
+  const int64_t tiles = ((M + t.block_m - 1) / t.block_m) * ((N + t.block_n - 1) / t.block_n);
+  return t.roles() && t.split_k == 1 && tiles >= 132 && tiles <= 8 * 132;
+}
+
 } // namespace
 
 void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, int64_t K,
@@ -239,11 +247,10 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::stri
   };
   const bool big = blocks(best) >= 132; // the default blocks fill a wave
   // Persistent (132 blocks walking the tiles, the ring running across them) for grids of 1 to
-  // 8 waves: on the H100 4096^3 (512 tiles) 0.2130 -> 0.1961 ms and 4096x4096x1024 0.0702 ->
-  // 0.0644, but 8192^3 (2048 tiles) 1.6542 -> 1.6770 (bench/RESULTS.md, 2026-11-26).
+  // 8 waves (persistent_by_default).
   auto with_persistence = [&](GemmWgmmaTiles t) {
     t = with_tma(t);
-    t.persistent = t.roles() && blocks(t) >= 132 && blocks(t) <= 8 * 132;
+    t.persistent = persistent_by_default(M, N, t);
     return t;
   };
   if (big && fits(M, N, K, with_tma(best)) && fits(M, N, K, with_tma(narrow)) &&
@@ -607,8 +614,10 @@ GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p) {
   if (get("SK"))
     t.split_k = int(get("SK"));
   // P=0: the tiles' choice, which stands only where the knobs leave it warp roles and whole K
-  // (TMA=0, WS=0 or SK > 1 turn it off); P=1: persistent on PB blocks (0: 132), whole K per
-  // tile unless SK says otherwise; P=2: not persistent.
+  // (TMA=0, WS=0 or SK > 1 turn it off), explicit tiles (a tuning record's) included; P=1:
+  // persistent on PB blocks (0: 132), whole K per tile unless SK says otherwise; P=2: not.
+  if (explicit_tiles)
+    t.persistent = persistent_by_default(M, N, t);
   if (get("P") == 2 || t.split_k > 1 || !t.roles())
     t.persistent = false;
   if (get("P") == 1 || get("PP") == 1) {
