@@ -299,7 +299,21 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::stri
   if (partial_blocks)
     best.split_k = split_k_for_small_grid(blocks(best), steps, {4, 2},
                                           [&](int parts) { return steps % parts == 0; });
-  return with_tma(best);
+  best = with_tma(best);
+  // A grid of a wave or less whose blocks walk 32 K steps or more reads its operands once, at
+  // the memory's speed (a few hundred rows of C against large weights): a deeper ring keeps
+  // more of them in flight. On the H100 128x4096x4096 (128 blocks of 64 x 64) took 0.0189 ms
+  // through 4 stages and 0.0129 through 8, 256x4096x4096 0.0242 -> 0.0181; grids of 16 K steps
+  // (1024^3, split-K parts) gained nothing or lost (bench/RESULTS.md, 2026-11-26 16:00).
+  if (best.tma && blocks(best) * best.split_k <= 132 && steps / best.split_k >= 32)
+    while (best.stages < 8) {
+      GemmWgmmaTiles deeper = best;
+      ++deeper.stages;
+      if (deeper.shared_bytes() > max_shared_bytes_per_block("sm_90") - 1024)
+        break;
+      best = deeper;
+    }
+  return best;
 }
 
 int split_k_for_small_grid(int64_t blocks, int64_t steps, std::initializer_list<int> parts,

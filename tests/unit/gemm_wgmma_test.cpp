@@ -5,6 +5,7 @@
 #include "TestUtil.h"
 
 #include "compiler/codegen/CodeGenCUDA.h"
+#include "compiler/lower/LaunchLimits.h"
 #include "compiler/tessel.h"
 #include "runtime/Build.h"
 #include "runtime/Check.h"
@@ -481,6 +482,24 @@ TEST(GemmWgmma, OtherArchitecturesAreRefused) {
 }
 
 // The tuner's search space: legal tilings only, each of which lowers and compiles.
+// Grids of a wave or less whose blocks walk 32 K steps or more get a ring of 8 stages (as
+// many as fit up to 8): memory-bound, they need more of the operands in flight. Grids of 16 K
+// steps, split-K parts and large grids keep 4.
+TEST(GemmWgmma, SmallGridsOfLongKGetADeepRing) {
+  GemmWgmmaTiles m128 = gemm_wgmma_tiles(128, 4096, 4096);
+  EXPECT_EQ(m128.stages, 8) << to_string(m128);
+  EXPECT_EQ(gemm_wgmma_tiles(256, 4096, 4096).stages, 8);
+  EXPECT_EQ(gemm_wgmma_tiles(1024, 1024, 1024).stages, 4);
+  GemmWgmmaTiles parts = gemm_wgmma_tiles(64, 4096, 4096);
+  EXPECT_GT(parts.split_k, 1);
+  EXPECT_EQ(parts.stages, 4);
+  EXPECT_EQ(gemm_wgmma_tiles(4096, 4096, 4096).stages, 4);
+  // 8 stages of 128 x 64 and 64 x 64 tiles fit; exact on the executor with the deep ring.
+  EXPECT_LE(gemm_wgmma_tiles(256, 4096, 4096).shared_bytes(), max_shared_bytes_per_block("sm_90"));
+  GemmWgmmaTiles small = m128;
+  EXPECT_EQ(mismatch(gemm_wgmma(128, 128, 4096, small), 128, 128, 4096), "");
+}
+
 TEST(GemmWgmma, TunerCandidatesAreLegal) {
   std::vector<GemmWgmmaTiles> all = gemm_wgmma_candidates(4096, 4096, 4096);
   // 4 blocks x 2 stage counts x 2 rasterizations x TMA with warp roles (also persistent), TMA
