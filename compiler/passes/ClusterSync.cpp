@@ -9,14 +9,9 @@ namespace tessel {
 
 namespace {
 
+using passes_detail::contains;
 using passes_detail::intrinsic_stmt;
 using passes_detail::is_intrinsic_stmt;
-
-bool contains(const Stmt &s, const std::function<bool(const IRNode *)> &pred) {
-  bool found = false;
-  post_order_visit(s, [&](const IRNode *n) { found = found || pred(n); });
-  return found;
-}
 
 bool is_clustered(const Stmt &s) {
   return contains(s, [](const IRNode *n) {

@@ -1,8 +1,11 @@
-// The intrinsic calls the passes insert and look for, as statements.
+// The intrinsic calls the passes insert and look for, as statements; and whether a statement
+// contains a node.
 #pragma once
 
 #include "compiler/ir/IR.h"
+#include "compiler/ir/IRVisitor.h"
 
+#include <functional>
 #include <vector>
 
 namespace tessel::passes_detail {
@@ -17,6 +20,13 @@ inline bool is_intrinsic_stmt(const Stmt &s, const char *name) {
   const auto *e = s.as<Evaluate>();
   const auto *c = e ? e->value.as<Call>() : nullptr;
   return c && c->is_intrinsic(name);
+}
+
+/// Whether some node of `s` satisfies `pred`.
+inline bool contains(const Stmt &s, const std::function<bool(const IRNode *)> &pred) {
+  bool found = false;
+  post_order_visit(s, [&](const IRNode *n) { found = found || pred(n); });
+  return found;
 }
 
 } // namespace tessel::passes_detail

@@ -22,14 +22,9 @@ constexpr int kWarpgroup = 128;
 constexpr int kConsumerBarrier = 1;
 constexpr int kTurnBarrier = 3;
 
+using passes_detail::contains;
 using passes_detail::intrinsic_stmt;
 using passes_detail::is_intrinsic_stmt;
-
-bool contains(const Stmt &s, const std::function<bool(const IRNode *)> &pred) {
-  bool found = false;
-  post_order_visit(s, [&](const IRNode *n) { found = found || pred(n); });
-  return found;
-}
 
 bool has_attr(const Stmt &s, const char *key) {
   return contains(s, [&](const IRNode *n) {

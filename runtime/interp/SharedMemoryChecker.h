@@ -68,18 +68,9 @@ inline int32_t unordered_reader(const Machine &M, const ShadowCell &c, int32_t a
 /// The clock an access by `agent` (a thread or warp agent) carries.
 inline uint32_t clock_of(const Machine &M, int32_t agent) { return M.clocks.now(warp_of(agent)); }
 
-/// Checks and records a read of shared element `index` (in bounds) by `agent`.
-inline void shared_read(const Machine &M, Memory &mem, int64_t index, int32_t agent) {
-  ShadowCell &c = mem.shadow[index];
-  if (c.in_flight) [[unlikely]]
-    report_in_flight(M, mem, index, agent, false);
-  if (c.write_epoch == 0 && M.opts.check_uninitialized_shared)
-    report_uninitialized(M, mem, index, agent);
-  if (!M.opts.check_races)
-    return;
-  if (unordered_write(M, c, agent)) [[unlikely]]
-    report_race(M, mem, index, agent, false, c.writer, true);
-  // The latest clock of each remembered reader: a later read is ordered by later arrivals only.
+/// Records a read of `c` by `agent` for the race checker: the latest clock of each remembered
+/// reader (a later read is ordered by later arrivals only).
+inline void record_read(const Machine &M, ShadowCell &c, int32_t agent) {
   const uint32_t clock = clock_of(M, agent);
   if (c.read_epoch != M.epoch) {
     c.read_epoch = M.epoch;
@@ -92,6 +83,20 @@ inline void shared_read(const Machine &M, Memory &mem, int64_t index, int32_t ag
     c.other_reader = agent;
     c.other_read_clock = clock;
   }
+}
+
+/// Checks and records a read of shared element `index` (in bounds) by `agent`.
+inline void shared_read(const Machine &M, Memory &mem, int64_t index, int32_t agent) {
+  ShadowCell &c = mem.shadow[index];
+  if (c.in_flight) [[unlikely]]
+    report_in_flight(M, mem, index, agent, false);
+  if (c.write_epoch == 0 && M.opts.check_uninitialized_shared)
+    report_uninitialized(M, mem, index, agent);
+  if (!M.opts.check_races)
+    return;
+  if (unordered_write(M, c, agent)) [[unlikely]]
+    report_race(M, mem, index, agent, false, c.writer, true);
+  record_read(M, c, agent);
 }
 
 /// Checks and records a write of shared element `index` (in bounds) by `agent`.

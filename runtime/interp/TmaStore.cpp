@@ -46,24 +46,6 @@ int64_t swizzled_cell(int64_t f, int64_t elem_bytes, int swizzle) {
   return (b ^ (((b >> 7) & (swizzle / 16 - 1)) << 4)) / elem_bytes;
 }
 
-/// Records a read of shared element f by `agent` for the race checker (shared_read's record,
-/// without its checks: the staging tile may have been allocated again since the store).
-void record_read(const Machine &M, Memory &mem, int64_t f, int32_t agent) {
-  ShadowCell &c = mem.shadow[size_t(f)];
-  const uint32_t clock = clock_of(M, agent);
-  if (c.read_epoch != M.epoch) {
-    c.read_epoch = M.epoch;
-    c.reader = agent;
-    c.read_clock = clock;
-    c.other_reader = ShadowCell::kNoAgent;
-  } else if (same_agent(c.reader, agent)) {
-    c.read_clock = clock;
-  } else {
-    c.other_reader = agent;
-    c.other_read_clock = clock;
-  }
-}
-
 class StoreCode : public StmtCode {
 public:
   StoreCode(const TensorMap &map, PtrArg src, std::vector<ExprPtr> coords)
@@ -193,7 +175,7 @@ public:
         for (int64_t f : s.cells) {
           s.src->shadow[size_t(f)].store_reading = still_read(M, *s.src, f, &s);
           if (M.opts.check_races)
-            record_read(M, *s.src, f, warp_agent(t / 32));
+            record_read(M, s.src->shadow[size_t(f)], warp_agent(t / 32));
         }
       });
     });
