@@ -720,6 +720,22 @@ std::string Machine::barrier_name(uint32_t id) const {
   return "barrier '" + b.mem->name + "'[" + std::to_string(b.index) + "]";
 }
 
+PtrArg compile_box_tile(Compiler &C, const Call *call, const Expr &arg, const TensorMap &map,
+                        bool source) {
+  const std::string &n = call->name;
+  const TensorMapParam &p = map.param;
+  PtrArg tile = compile_pointer(C, call, arg);
+  user_check(tile.mem->scope == MemScope::Shared, "interp")
+      << n << " of tensor map '" << p.var.name() << "': the " << (source ? "source" : "destination")
+      << " '" << tile.mem->name << "' is in " << scope_name(tile.mem->scope) << " memory; " << n
+      << " copies " << (source ? "from" : "into") << " shared memory";
+  user_check(tile.mem->dtype == map.mem->dtype, "interp")
+      << n << " of tensor map '" << p.var.name() << "' (over '" << map.mem->name << "', "
+      << map.mem->dtype << ") " << (source ? "from" : "into") << " '" << tile.mem->name << "' ("
+      << tile.mem->dtype << "): the types must be the same";
+  return tile;
+}
+
 StmtPtr compile_tma(Compiler &C, const Call *call) {
   const std::string &n = call->name;
   const std::vector<Expr> &a = call->args;
@@ -793,15 +809,7 @@ StmtPtr compile_tma(Compiler &C, const Call *call) {
           << ") takes (map, dst, bar, " << (multicast ? "mask, " : "") << "c0, ..., c"
           << p.dims.size() - 1 << "), got " << int64_t(a.size()) - int64_t(first)
           << " coordinates: " << Expr(call);
-    PtrArg dst = compile_pointer(C, call, a[1]);
-    user_check(dst.mem->scope == MemScope::Shared, "interp")
-        << n << " of tensor map '" << p.var.name() << "': the destination '" << dst.mem->name
-        << "' is in " << scope_name(dst.mem->scope) << " memory; " << n
-        << " copies into shared memory";
-    user_check(dst.mem->dtype == map->mem->dtype, "interp")
-        << n << " of tensor map '" << p.var.name() << "' (over '" << map->mem->name << "', "
-        << map->mem->dtype << ") into '" << dst.mem->name << "' (" << dst.mem->dtype
-        << "): the types must be the same";
+    PtrArg dst = compile_box_tile(C, call, a[1], *map, /*source=*/false);
     BarrierArg bar = compile_barrier(C, call, a[2]);
     std::vector<ExprPtr> coords;
     for (size_t d = first; d < a.size(); ++d)

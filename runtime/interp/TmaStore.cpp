@@ -226,15 +226,7 @@ StmtPtr compile_tma_store(Compiler &C, const Call *call) {
       << n << " of tensor map '" << p.var.name() << "' (rank " << p.dims.size()
       << ") takes (map, src, c0, ..., c" << p.dims.size() - 1 << "), got " << a.size() - 2
       << " coordinates: " << Expr(call);
-  PtrArg src = compile_pointer(C, call, a[1]);
-  user_check(src.mem->scope == MemScope::Shared, "interp")
-      << n << " of tensor map '" << p.var.name() << "': the source '" << src.mem->name
-      << "' is in " << scope_name(src.mem->scope) << " memory; " << n
-      << " copies from shared memory";
-  user_check(src.mem->dtype == map->mem->dtype, "interp")
-      << n << " of tensor map '" << p.var.name() << "' (over '" << map->mem->name << "', "
-      << map->mem->dtype << ") from '" << src.mem->name << "' (" << src.mem->dtype
-      << "): the types must be the same";
+  PtrArg src = compile_box_tile(C, call, a[1], *map, /*source=*/true);
   std::vector<ExprPtr> coords;
   for (size_t d = 2; d < a.size(); ++d) {
     user_check(a[d].type().is_scalar() && a[d].type().is_integer_like() && !a[d].type().is_bool(),

@@ -54,6 +54,10 @@ struct PtrArg {
   ExprPtr index;
 };
 PtrArg compile_pointer(Compiler &C, const Call *call, const Expr &arg);
+/// The shared tile of a TMA box copy with tensor map `map` (its source when `source`, else its
+/// destination): an error naming the call unless it is in shared memory, of the map's type.
+PtrArg compile_box_tile(Compiler &C, const Call *call, const Expr &arg, const TensorMap &map,
+                        bool source);
 
 /// The fragment storage `arg` names; an error unless it is a fragment of kind `want` (None:
 /// any kind).
