@@ -31,6 +31,12 @@ namespace tessel {
 /// persistent kernel's tile loop (attr tile_loop), whose ring runs across the tiles with its
 /// barriers initialized before the loop: the producer's part keeps the tile loop (its lets and
 /// guard), so that it fills the next tile's first slots while the consumers store this one.
+/// Ping-pong consumers (warp_roles value 1, ConsumerRoles::ping_pong; the stage computed by one
+/// warpgroup) become two consumer warpgroups (threadIdx.y 0 and 1, the producer 2): the
+/// consumers' tile loop walks warpgroup g's tiles g, g + 2, ..., each main loop (the statements
+/// waiting on the ring) after named_barrier_sync(3 + g) except on the block's first tile and
+/// followed by named_barrier_arrive(4 - g) where the block has a next tile; a block of one tile
+/// runs it on warpgroup 0 (a missed remark).
 Stmt split_warp_roles(Stmt s, Remarks *remarks = nullptr);
 
 /// The registers per thread split_warp_roles gives the producer warpgroup and each of
