@@ -43,15 +43,15 @@ bool fits(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t, bool partial
   }
 }
 
-// Persistent by default: warp roles, whole K, and a grid of 1 to 8 waves of 132 blocks. On the
-// H100 4096^3 (512 tiles) 0.2130 -> 0.1961 ms and 4096x4096x1024 0.0702 -> 0.0644, but 8192^3
-// (2048 tiles) 1.6542 -> 1.6770 (bench/RESULTS.md, 2026-11-26).
+} // namespace
+
+// On the H100 4096^3 (512 tiles) 0.2130 -> 0.1961 ms and 4096x4096x1024 0.0702 -> 0.0644, but
+// 8192^3 (2048 tiles) 1.6542 -> 1.6770; the seed conv (784 tiles) 0.1682 -> 0.1564 ms
+// (bench/RESULTS.md, 2026-11-26).
 bool persistent_by_default(int64_t M, int64_t N, const GemmWgmmaTiles &t) {
   const int64_t tiles = ((M + t.block_m - 1) / t.block_m) * ((N + t.block_n - 1) / t.block_n);
   return t.roles() && t.split_k == 1 && tiles >= 132 && tiles <= 8 * 132;
 }
-
-} // namespace
 
 void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, int64_t K,
                             const GemmWgmmaTiles &t, bool partial_blocks) {

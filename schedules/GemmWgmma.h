@@ -118,6 +118,11 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K,
                                 const std::string &context = "gemm_wgmma",
                                 bool partial_blocks = true);
 
+/// Whether tiles `t` of an M x N output are best persistent: with warp roles and whole K, where
+/// they make 1 to 8 waves of 132 blocks (measured on the H100; the default of gemm_wgmma,
+/// gemm_fp8 and conv2d_wgmma).
+bool persistent_by_default(int64_t M, int64_t N, const GemmWgmmaTiles &t);
+
 /// Split-K for grids under half a wave of an H100's 132 SMs: the first of `parts` that
 /// `divides` the reduction as the caller needs, whose blocks fill at most two waves and whose
 /// parts are 8 K steps or more; 1 (no split) where none is or the grid is larger.

@@ -422,6 +422,28 @@ TEST(Conv2dWgmma, CpuExecutorMatchesDirectConvolution) {
 
 // y in float16 or bfloat16, as cuDNN's fp16 convolutions write it: the float32 sum stays in the
 // accumulators and each value is rounded once as it is stored (a pair per 32-bit store).
+// Persistent (the default at 1 to 8 waves of 132 blocks; here on 3 blocks): the blocks walk
+// the output tiles, the TMA ring (im2col copies of x, boxes of w) running across them with warp
+// roles; a stride-2 conv too. The default tiles of the seed conv at batch 256 are persistent.
+TEST(Conv2dWgmma, PersistentMatchesDirectConvolution) {
+  Conv2dTcShape sh{.batch = 4, .height = 8, .width = 8, .in_channels = 128, .out_channels = 128,
+                   .kernel = 3, .pad = 1};
+  GemmWgmmaTiles t{.block_m = 64, .block_n = 64, .block_k = 64, .warpgroups_m = 1,
+                   .stages = 3, .tma = true, .warp_specialized = true, .persistent = true,
+                   .persistent_blocks = 3};
+  expect_direct_conv(conv2d_wgmma(sh, t), sh);
+  Conv2dTcShape strided{.batch = 4, .height = 16, .width = 16, .in_channels = 64,
+                        .out_channels = 128, .kernel = 3, .pad = 1, .stride = 2};
+  expect_direct_conv(conv2d_wgmma(strided, t), strided);
+  Conv2dTcShape seed{.batch = 256, .height = 14, .width = 14, .in_channels = 256,
+                     .out_channels = 512, .kernel = 3, .pad = 1};
+  EXPECT_TRUE(conv2d_wgmma_tiles(seed).persistent);
+  EXPECT_FALSE(conv2d_wgmma_tiles(Conv2dTcShape{.batch = 8, .height = 14, .width = 14,
+                                                .in_channels = 256, .out_channels = 512,
+                                                .kernel = 3, .pad = 1})
+                   .persistent); // 100 blocks: under a wave
+}
+
 TEST(Conv2dWgmma, NarrowOutputRoundsTheSum) {
   Conv2dTcShape sh{.batch = 2, .height = 8, .width = 8, .in_channels = 64, .out_channels = 64,
                    .kernel = 3, .pad = 1, .out_dtype = Float(16)};
