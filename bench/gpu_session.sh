@@ -29,7 +29,7 @@
 #             $OUT/baselines.csv, cuDNN's search into $OUT/cudnn_search.txt
 #   sanitize  compute-sanitizer memcheck, racecheck and synccheck on gemm_tc at 512^3 (pipelined
 #             with cp.async; wgmma on a Hopper GPU) and on conv2d_tc (and conv2d_wgmma with a
-#             float16 y, the fused conv2d_bias_relu and gemm_bias_gelu, a ragged gemm_wgmma whose
+#             float16 y, persistent too, the fused conv2d_bias_relu and gemm_bias_gelu, a ragged gemm_wgmma whose
 #             padded copies are kernels of their own, one with warp roles over 16 K steps,
 #             gemm_fp8 block-scaled and per-tensor, TMA stores (TS=1: gemm_wgmma persistent,
 #             gemm_fp8), ping-pong consumers (PP=1), a split-K one of 16 rows, clustered ones with TMA multicast (2x1 and
@@ -113,6 +113,7 @@ run_step() {
           ./tessel run gemm_tc --shape M=512,N=512,K=512 "${once[@]}" &&
         sanitize_all conv2d_tc --shape N=8,H=8,W=8,C=64,K=128 "${once[@]}" &&
         sanitize_all conv2d_wgmma --shape N=8,H=8,W=8,C=64,K=128,Y16=1 "${once[@]}" &&
+        sanitize_all conv2d_wgmma --shape N=8,H=8,W=8,C=64,K=128,Y16=1,P=1,PB=3 "${once[@]}" &&
         sanitize_all conv2d_bias_relu --shape N=8,H=8,W=8,C=64,K=128 "${once[@]}" &&
         sanitize_all gemm_bias_gelu --shape M=256,N=512,K=256 "${once[@]}" &&
         sanitize_all gemm_wgmma --shape M=200,N=199,K=100 "${once[@]}" &&
