@@ -29,15 +29,14 @@
 #             $OUT/baselines.csv, cuDNN's search into $OUT/cudnn_search.txt
 #   sanitize  compute-sanitizer memcheck, racecheck and synccheck on gemm_tc at 512^3 (pipelined
 #             with cp.async; wgmma on a Hopper GPU) and on conv2d_tc (and conv2d_wgmma with a
-#             float16 y, persistent too, the fused conv2d_bias_relu and gemm_bias_gelu, a ragged gemm_wgmma whose
-#             padded copies are kernels of their own, one with warp roles over 16 K steps,
-#             gemm_fp8 block-scaled and per-tensor, TMA stores (TS=1: gemm_wgmma persistent,
-#             gemm_fp8), ping-pong consumers (PP=1), a split-K one of 16 rows, clustered ones with TMA multicast (2x1 and
-#             a persistent 1x2), a strided
-#             conv2d_wgmma, a depthwise conv2d_grouped, softmax and layernorm with their
-#             reductions across threads, the tutorial at batch 32) at small shapes, racecheck
-#             on gemm_shared at 256^3; one timed launch each
-#             (tessel run --number 1 --repeat 1) after the check's run and the warm-up
+#             float16 y, persistent too, the fused conv2d_bias_relu and gemm_bias_gelu, a ragged
+#             gemm_wgmma whose padded copies are kernels of their own, one with warp roles over 16 K
+#             steps, gemm_fp8 block-scaled and per-tensor, TMA stores (TS=1: gemm_wgmma persistent,
+#             gemm_fp8), ping-pong consumers (PP=1), a split-K one of 16 rows, clustered ones with
+#             TMA multicast (2x1 and a persistent 1x2), a strided conv2d_wgmma, a depthwise
+#             conv2d_grouped, softmax and layernorm with their reductions across threads, the
+#             tutorial at batch 32) at small shapes, racecheck on gemm_shared at 256^3; one timed
+#             launch each (tessel run --number 1 --repeat 1) after the check's run and the warm-up
 #   profile   ncu --set full on one launch of gemm_tc at 4096^3 and of conv2d_wgmma on ResNet's
 #             res3 with a float16 y (if ncu is there), unchecked
 #             (tessel run --no-check: the float64 reference takes too long on the CPU): the
