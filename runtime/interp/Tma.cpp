@@ -59,6 +59,7 @@
 // call's offsets, zeros outside the tensor. tma_load takes only tiled maps, tma_load_im2col only
 // im2col maps; bind_tensor_maps checks each kind's shape at launch.
 #include "runtime/interp/SharedMemoryChecker.h"
+#include "runtime/interp/TmaBox.h"
 #include "runtime/interp/WarpIntrinsic.h"
 #include "runtime/interp/WarpScheduler.h"
 
@@ -426,13 +427,6 @@ private:
   ExprPtr parity_;
 };
 
-/// B ^ (((B >> 7) % U) << 4) on the byte offset B of element f from the buffer's start, U =
-/// swizzle / 16: Stage::swizzle's layout (CUTLASS Swizzle<log2 U, 4, 3>).
-int64_t swizzled(int64_t f, int64_t elem_bytes, int swizzle) {
-  const int64_t b = f * elem_bytes;
-  return (b ^ (((b >> 7) & (swizzle / 16 - 1)) << 4)) / elem_bytes;
-}
-
 /// A bulk tensor copy, tma_load or tma_load_im2col: what they share. Issued by each active
 /// thread, it reads its box from global memory (read(), in box order: rows of box[0] elements),
 /// checks its swizzled destination cells (not in flight, not accessed in this barrier interval by
@@ -523,7 +517,7 @@ protected:
     copy.values = values;
     copy.cells.resize(size_t(box_elems));
     for (int64_t j = 0; j < box_elems; ++j) {
-      const int64_t f = p.swizzle ? swizzled(d0 + j, e, p.swizzle) : d0 + j;
+      const int64_t f = swizzled(d0 + j, e, p.swizzle);
       if (f < 0 || f >= dst.size)
         report_out_of_bounds(M, dst, true, f, dst.size, int32_t(t));
       check_destination(P, dst, f, t, copy, &P == &M);
@@ -628,16 +622,9 @@ protected:
     const Val z = zero();
     std::vector<int64_t> b(rank, 0); // the element's coordinates in the box
     for (size_t j = 0; j < values.size(); ++j) {
-      bool inside = true;
-      int64_t off = 0;
-      for (size_t d = 0; d < rank; ++d) {
-        const int64_t g = x[d] + b[d];
-        inside = inside && g >= 0 && g < p.dims[d];
-        off += g * (d == 0 ? 1 : p.strides[d]);
-      }
-      values[j] = inside ? src.data[size_t(off)] : z;
-      for (size_t d = 0; d < rank && ++b[d] == p.box[d]; ++d)
-        b[d] = 0;
+      const std::optional<int64_t> off = box_element_offset(p, x, b);
+      values[j] = off ? src.data[size_t(*off)] : z;
+      next_box_element(p, b);
     }
   }
 };

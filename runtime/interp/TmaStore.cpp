@@ -20,6 +20,7 @@
 // Groups are per thread, as cp.async's: a store belongs to the issuer's next commit; wait(n)
 // completes all of the thread's committed groups but the n most recent.
 #include "runtime/interp/SharedMemoryChecker.h"
+#include "runtime/interp/TmaBox.h"
 #include "runtime/interp/WarpIntrinsic.h"
 
 #include "compiler/ir/IROperator.h"
@@ -36,14 +37,6 @@ namespace {
 
 std::string by(const Machine &M, const std::string &op, uint32_t t) {
   return op + " by " + M.where(t) + " in kernel '" + M.kernel + "'";
-}
-
-/// The element at byte offset f * bytes of a buffer laid out with `swizzle` (Stage::swizzle).
-int64_t swizzled_cell(int64_t f, int64_t elem_bytes, int swizzle) {
-  if (!swizzle)
-    return f;
-  const int64_t b = f * elem_bytes;
-  return (b ^ (((b >> 7) & (swizzle / 16 - 1)) << 4)) / elem_bytes;
 }
 
 class StoreCode : public StmtCode {
@@ -94,24 +87,16 @@ public:
       store.cells.reserve(size_t(box_elems));
       std::vector<int64_t> b(rank, 0); // the element's coordinates in the box
       for (int64_t j = 0; j < box_elems; ++j) {
-        const int64_t f = swizzled_cell(s0 + j, e, p.swizzle);
+        const int64_t f = swizzled(s0 + j, e, p.swizzle);
         if (f < 0 || f >= src.size)
           report_out_of_bounds(M, src, false, f, src.size, int32_t(t));
         check_source(M, src, f, t, store.what);
         shared_read(M, src, f, warp_agent(t / 32));
         store.cells.push_back(f);
         // Clipped at the tensor's edges, as TMA does.
-        bool inside = true;
-        int64_t off = 0;
-        for (size_t d = 0; d < rank; ++d) {
-          const int64_t g = x[d] + b[d];
-          inside = inside && g >= 0 && g < p.dims[d];
-          off += g * (d == 0 ? 1 : p.strides[d]);
-        }
-        if (inside)
-          dst.data[size_t(off)] = src.data[size_t(f)];
-        for (size_t d = 0; d < rank && ++b[d] == p.box[d]; ++d)
-          b[d] = 0;
+        if (const std::optional<int64_t> off = box_element_offset(p, x, b))
+          dst.data[size_t(*off)] = src.data[size_t(f)];
+        next_box_element(p, b);
       }
       for (int64_t f : store.cells)
         src.shadow[size_t(f)].store_reading = true;
