@@ -307,6 +307,12 @@ Stmt AssertStmt::make(Expr condition, std::string message, Stmt body) {
   return make_stmt<AssertStmt>(std::move(condition), std::move(message), std::move(body));
 }
 
+const IterVar *thread_index_bound_by(const Stmt &s) {
+  const auto *a = s.as<AttrStmt>();
+  const IterVar *iv = a && a->key == attr::thread_extent ? std::get_if<IterVar>(&a->node) : nullptr;
+  return iv && iv->is_thread_index() ? iv : nullptr;
+}
+
 const char *to_string(ForKind k) {
   switch (k) {
   case ForKind::Serial:

@@ -378,6 +378,10 @@ struct AssertStmt : StmtNode {
         body(std::move(b)) {}
 };
 
+/// The thread index `s` binds: its IterVar where `s` is AttrStmt(IterVar, "thread_extent")
+/// of a threadIdx axis, else null.
+const IterVar *thread_index_bound_by(const Stmt &s);
+
 enum class ForKind : uint8_t { Serial, Parallel, Vectorized, Unrolled, ThreadBinding };
 const char *to_string(ForKind k);
 

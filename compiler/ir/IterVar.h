@@ -48,6 +48,8 @@ public:
   const Range &dom() const { return ptr_->dom; }
   IterVarType iter_type() const { return ptr_->iter_type; }
   const std::string &thread_tag() const { return ptr_->thread_tag; }
+  /// Whether it is bound to a thread index of the block (threadIdx.x, .y or .z).
+  bool is_thread_index() const { return thread_tag().rfind("threadIdx.", 0) == 0; }
   const std::string &name() const;
 
   /// The loop variable, so an IterVar can be used directly in index expressions.

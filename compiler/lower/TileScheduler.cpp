@@ -20,16 +20,10 @@ int64_t tiles_of(const StageNode *s, const DomainMap &dom) {
 
 int64_t cluster_size(const StageNode *s) { return s->cluster ? s->cluster->size : 1; }
 
-bool binds_thread_index(const Stmt &s) {
-  const auto *a = s.as<AttrStmt>();
-  const IterVar *iv = a ? std::get_if<IterVar>(&a->node) : nullptr;
-  return a && a->key == attr::thread_extent && iv && iv->thread_tag().rfind("threadIdx.", 0) == 0;
-}
-
 // `s` without the threadIdx bindings in its chain of attributes and lets (those go to
 // `bindings`, outermost first).
 Stmt strip_thread_bindings(const Stmt &s, std::vector<const AttrStmt *> &bindings) {
-  if (binds_thread_index(s)) {
+  if (thread_index_bound_by(s)) {
     const auto *a = s.as<AttrStmt>();
     bindings.push_back(a);
     return strip_thread_bindings(a->body, bindings);

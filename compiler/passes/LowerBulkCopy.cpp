@@ -548,11 +548,9 @@ protected:
       hoisting_ = false;
       return out;
     }
-    const IterVar *iv = std::get_if<IterVar>(&op->node);
-    const bool thread = op->key == attr::thread_extent && iv &&
-                        iv->thread_tag().rfind("threadIdx.", 0) == 0;
+    const IterVar *thread = thread_index_bound_by(Stmt(op));
     if (thread)
-      threads_.push_back({iv->thread_tag(), iv->var()});
+      threads_.push_back({thread->thread_tag(), thread->var()});
     tile_loops_ += tile;
     const bool before = lowered;
     Stmt r = IRMutator::visit(op);
@@ -753,11 +751,9 @@ private:
     if (const auto *l = body.as<LetStmt>(); l && writes(l->body, src_))
       return LetStmt::make(l->var, l->value, wait_before_first_write(l->body));
     if (const auto *a = body.as<AttrStmt>(); a && writes(a->body, src_)) {
-      const IterVar *iv = std::get_if<IterVar>(&a->node);
-      const bool thread = a->key == attr::thread_extent && iv &&
-                          iv->thread_tag().rfind("threadIdx.", 0) == 0;
+      const IterVar *thread = thread_index_bound_by(body);
       if (thread)
-        threads_.push_back({iv->thread_tag(), iv->var()});
+        threads_.push_back({thread->thread_tag(), thread->var()});
       Stmt inner = wait_before_first_write(a->body);
       if (thread)
         threads_.pop_back();
@@ -770,18 +766,11 @@ private:
                       intrinsic_stmt(intrinsic::syncthreads, {}), body});
   }
 
-  static bool binds_thread_index(const Stmt &s) {
-    const auto *a = s.as<AttrStmt>();
-    const IterVar *iv = a ? std::get_if<IterVar>(&a->node) : nullptr;
-    return a && a->key == attr::thread_extent && iv &&
-           iv->thread_tag().rfind("threadIdx.", 0) == 0;
-  }
-
   // `s` (a tile loop's body) without the threadIdx bindings of its first chain of them, found
   // through loops, lets, guards, realizes and the first statement of lists (those go to
   // `bindings`, outermost first).
   static Stmt strip_thread_bindings(const Stmt &s, std::vector<const AttrStmt *> &bindings) {
-    if (binds_thread_index(s)) {
+    if (thread_index_bound_by(s)) {
       const auto *a = s.as<AttrStmt>();
       bindings.push_back(a);
       return strip_thread_bindings(a->body, bindings);
@@ -827,9 +816,8 @@ Stmt BulkCopyLowerer::lower_store(const Buffer &dst, const AttrStmt *op) {
       ++stores;
     }
     const auto *a = llvm::dyn_cast<AttrStmt>(n);
-    const IterVar *iv = a ? std::get_if<IterVar>(&a->node) : nullptr;
-    if (a && a->key == attr::thread_extent && iv && iv->thread_tag().rfind("threadIdx.", 0) == 0 &&
-        !is_one(a->value) && std::find(tags.begin(), tags.end(), iv->thread_tag()) == tags.end())
+    const IterVar *iv = a ? thread_index_bound_by(Stmt(a)) : nullptr;
+    if (iv && !is_one(a->value) && std::find(tags.begin(), tags.end(), iv->thread_tag()) == tags.end())
       tags.push_back(iv->thread_tag());
   });
   std::sort(tags.begin(), tags.end());

@@ -231,8 +231,7 @@ public:
     if (const auto *a = s.as<AttrStmt>()) {
       if (a->key == attr::warp_roles)
         return descend(a->body);
-      const IterVar *iv = std::get_if<IterVar>(&a->node);
-      if (a->key == attr::thread_extent && iv && iv->thread_tag().rfind("threadIdx.", 0) == 0)
+      if (const IterVar *iv = thread_index_bound_by(s))
         return thread_binding(a, *iv);
       return AttrStmt::make(a->node, a->key, a->value, descend(a->body));
     }
@@ -294,9 +293,7 @@ private:
     user_check(!contains(work,
                          [](const IRNode *n) {
                            const auto *a = llvm::dyn_cast<AttrStmt>(n);
-                           const IterVar *iv = a ? std::get_if<IterVar>(&a->node) : nullptr;
-                           return a && a->key == attr::thread_extent && iv &&
-                                  iv->thread_tag().rfind("threadIdx.", 0) == 0;
+                           return a && thread_index_bound_by(Stmt(a));
                          }),
                "warp_specialize")
         << "stage '" << stage_ << "': threads are bound inside the block's work; warp roles "
