@@ -139,6 +139,11 @@ TEST(PingPong, Errors) {
   flat.persistent = false;
   expect_error([&] { (void)gemm_wgmma(512, 512, 256, flat); },
                {"ping-pong", "persistent (P=1)"});
+  // A TMA store of C: one staging tile, which two warpgroups would fill with two tiles.
+  GemmWgmmaTiles staged = ping_pong_tiles(4, 3);
+  staged.tma_store = true;
+  expect_error([&] { (void)gemm_wgmma(512, 512, 256, staged); },
+               {"gemm_wgmma", "TMA store of C", "ping-pong consumers", "use one of them"});
   // 128 x 256 tiles of one warpgroup do not fit its registers.
   GemmWgmmaTiles wide = ping_pong_tiles(4, 3);
   wide.block_n = 256;
