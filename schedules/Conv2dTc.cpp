@@ -407,10 +407,18 @@ std::pair<Conv2dTcShape, GemmWgmmaTiles> wgmma_conv_from_knobs(const ShapeParams
   // and whole K; P=1: persistent on PB blocks (0: 132); P=2: not.
   if (get("P") == 2 || !t.roles() || t.split_k > 1)
     t.persistent = false;
-  if (get("P") == 1) {
+  if (get("P") == 1 || get("PP") == 1) {
     t.persistent = true;
     if (get("PB"))
       t.persistent_blocks = int(get("PB"));
+  }
+  // PP=1: ping-pong consumers, each warpgroup a whole tile (128 x 128 unless BM / BN say).
+  if (get("PP") == 1) {
+    t.ping_pong = true;
+    t.block_m = get("BM") ? int(get("BM")) : 128;
+    t.block_n = get("BN") ? int(get("BN")) : 128;
+    t.warpgroups_m = t.warpgroups_n = 1;
+    t.wgmma_n = 0;
   }
   return {sh, t};
 }
@@ -419,7 +427,7 @@ ScheduleEntry wgmma_conv_entry(const char *name, const char *description, int64_
   ScheduleEntry e = conv2d_tc_entry();
   e.name = name;
   e.description = description;
-  for (const char *knob : {"BM", "BN", "S", "G", "SK", "TMA", "WS", "P", "PB"}) {
+  for (const char *knob : {"BM", "BN", "S", "G", "SK", "TMA", "WS", "P", "PB", "PP"}) {
     e.default_shape[knob] = std::string(knob) == "TMA" || std::string(knob) == "WS" ? 1 : 0;
     e.nonnegative.push_back(knob);
   }
@@ -427,6 +435,7 @@ ScheduleEntry wgmma_conv_entry(const char *name, const char *description, int64_
   e.choices["TMA"] = {0, 1};
   e.choices["WS"] = {0, 1};
   e.choices["P"] = {0, 1, 2};
+  e.choices["PP"] = {0, 1};
   e.dtypes = {Float(16), BFloat(16)};
   return e;
 }

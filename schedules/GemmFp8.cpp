@@ -58,7 +58,13 @@ Fp8Gemm fp8_gemm_definition(int64_t M, int64_t N, int64_t K, DataType a, DataTyp
 } // namespace
 
 void check_gemm_fp8_tiles(const std::string &context, int64_t M, int64_t N, int64_t K,
-                          const GemmWgmmaTiles &t, Fp8Scales scales) {
+                          const GemmWgmmaTiles &t, Fp8Scales scales,
+                          Fp8Accumulation accumulation) {
+  const bool fast = accumulation == Fp8Accumulation::Fast;
+  user_check(!fast || scales == Fp8Scales::PerTensor, context)
+      << "fast accumulation (knob FAST=1) sums the whole of K in one accumulator and scales it "
+         "once: it takes per-tensor scales (SCALE=0); block-wise scales need the promotion "
+         "every 128 of K (FAST=0)";
   user_check(t.block_m > 0 && t.block_n > 0 && t.warpgroups_m > 0 && t.warpgroups_n > 0 &&
                  t.wgmma_n >= 0,
              context)
@@ -98,16 +104,20 @@ void check_gemm_fp8_tiles(const std::string &context, int64_t M, int64_t N, int6
   user_check(!block_wise || n == kScaleBlock, context)
       << "wgmma_n=" << n << ": with block-wise scales each wgmma tile is one 128-column block of "
       << "B (one scale_b per tile), so n must be 128 (block_n a multiple of 128 per warpgroup)";
-  // Two accumulators per thread: the block's partial sums and the promoted sums, and about 30
-  // registers more (addresses, counters, the scales).
-  const int64_t accumulators = 2 * int64_t(t.group_m()) * t.group_n() / 128;
+  // Two accumulators per thread, the block's partial sums and the promoted sums (one with fast
+  // accumulation), and about 30 registers more (addresses, counters, the scales).
+  const int64_t accumulators = (fast ? 1 : 2) * int64_t(t.group_m()) * t.group_n() / 128;
   const int64_t registers = std::min<int64_t>(255, 65536 / std::max(1, t.threads()));
   user_check(accumulators + 30 <= registers, context)
       << t.block_m << "x" << t.block_n << " blocks of " << t.warpgroups_m * t.warpgroups_n
-      << " warpgroups hold " << accumulators
-      << " float32 accumulators per thread (partial and promoted sums), and with " << t.threads()
+      << " warpgroups hold " << accumulators << " float32 accumulators per thread"
+      << (fast ? "" : " (partial and promoted sums)") << ", and with " << t.threads()
       << " threads a thread has at most " << registers
       << " registers (about 30 go to addresses and counters): use smaller tiles";
+  // Clusters multicast through gemm_wgmma's schedule, which fast accumulation runs on.
+  user_check(fast || !t.cluster, context)
+      << "clusters (knob CL) come with fast accumulation (FAST=1) only; use CL=0";
+  check_cluster_fits(context, M, N, t);
   // The last block of rows and of columns shifts inwards: it must fit.
   user_check(M >= t.block_m && N >= t.block_n, context)
       << M << "x" << N << " is smaller than a " << t.block_m << "x" << t.block_n
@@ -121,10 +131,13 @@ void check_gemm_fp8_tiles(const std::string &context, int64_t M, int64_t N, int6
          "tiles";
 }
 
-GemmWgmmaTiles gemm_fp8_tiles(int64_t M, int64_t N, int64_t K, Fp8Scales scales) {
+GemmWgmmaTiles gemm_fp8_tiles(int64_t M, int64_t N, int64_t K, Fp8Scales scales,
+                              Fp8Accumulation accumulation) {
   (void)K, (void)scales;
+  // Fast accumulation holds one accumulator: a warpgroup's 64 x 256 fits where N does.
+  const bool wide = accumulation == Fp8Accumulation::Fast && N >= 256;
   GemmWgmmaTiles t{.block_m = 128,
-                   .block_n = 128,
+                   .block_n = wide ? 256 : 128,
                    .block_k = kFp8BlockK,
                    .warpgroups_m = 2,
                    .stages = 4,
@@ -147,15 +160,67 @@ ScheduledProgram gemm_fp8(int64_t M, int64_t N, int64_t K, DataType a, Fp8Scales
   return gemm_fp8(M, N, K, gemm_fp8_tiles(M, N, K, scales), a, scales, out);
 }
 
+namespace {
+
+// Fast accumulation: gemm_wgmma's schedule on 8-bit operands (B K-major), the per-tensor scales
+// applied by the store's epilogue.
+ScheduledProgram gemm_fp8_fast(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t,
+                               DataType a, DataType b, DataType out) {
+  const Tensor A = placeholder({M, K}, a, "A"), B = placeholder({N, K}, b, "B");
+  const Tensor scale_a = placeholder({1}, Float(32), "scale_a"),
+               scale_b = placeholder({1}, Float(32), "scale_b");
+  IterVar k = reduce_axis({0, K}, "k");
+  const Tensor acc = compute(
+      {M, N},
+      [&](Var i, Var j) {
+        return sum(A(i, k.var()).astype(Float(32)) * B(j, k.var()).astype(Float(32)), {k});
+      },
+      "C_acc", {"i", "j"});
+  WgmmaEpilogue scaled{"per_tensor_scales", {},
+                       [](Expr sum, const std::vector<Expr> &s) {
+                         return fp8_scaled_partial(sum, s[0], s[1]);
+                       },
+                       {Float(32), Float(32)}};
+  const Tensor C = compute(
+      {M, N},
+      [&](Var i, Var j) {
+        Expr v = scaled.f(acc(i, j), {scale_a(0), scale_b(0)});
+        return out == Float(32) ? v : v.astype(out);
+      },
+      "C", {"i", "j"});
+  Schedule s = create_schedule({C});
+  WgmmaGemmStages st;
+  st.C = C;
+  st.AS = s.cache_read(A, "shared", {acc});
+  st.BS = s.cache_read(B, "shared", {acc});
+  s[acc].set_scope("wgmma.accumulator");
+  st.CF = acc;
+  st.in = a;
+  st.b_in = b;
+  st.b_layout = "col_major";
+  st.epilogue = scaled;
+  schedule_wgmma_gemm(s, st, t);
+
+  ScheduledProgram p;
+  p.schedule = s;
+  p.args = {A, B, scale_a, scale_b, C};
+  p.num_inputs = 4;
+  p.flops = 2.0 * double(M) * double(N) * double(K);
+  return p;
+}
+
+} // namespace
+
 ScheduledProgram gemm_fp8(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t, DataType a,
-                          Fp8Scales scales, DataType out, DataType b) {
+                          Fp8Scales scales, DataType out, DataType b,
+                          Fp8Accumulation accumulation) {
   if (b.is_void())
     b = a;
   user_check(a.is_scalar() && a.is_float8() && b.is_scalar() && b.is_float8(), "gemm_fp8")
       << "A and B must be float8_e4m3 or float8_e5m2, got " << a << " and " << b;
   user_check(out == BFloat(16) || out == Float(16) || out == Float(32), "gemm_fp8")
       << "C must be bfloat16, float16 or float32, got " << out;
-  check_gemm_fp8_tiles("gemm_fp8", M, N, K, t, scales);
+  check_gemm_fp8_tiles("gemm_fp8", M, N, K, t, scales, accumulation);
   if (t.tma_store) {
     user_check(N * out.bytes() % 16 == 0, "gemm_fp8")
         << "a TMA store of C (tma_store, knob TS=1) needs C's rows to be whole 16-byte units, "
@@ -171,6 +236,8 @@ ScheduledProgram gemm_fp8(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles 
         << "; a block has at most 227 KiB: use fewer stages (knob S) or store from registers "
            "(TS=0)";
   }
+  if (accumulation == Fp8Accumulation::Fast)
+    return gemm_fp8_fast(M, N, K, t, a, b, out);
   const Fp8Gemm g = fp8_gemm_definition(M, N, K, a, b, scales, out);
   const int n = t.instruction_n();
 
@@ -266,19 +333,24 @@ ScheduleEntry gemm_fp8_entry() {
       "thread); BM (64 or 128), BN, S (stages), G (rasterization group) override them; TS=1 "
       "stores C by TMA through a shared staging tile (TS=0, the default: from registers); P=1 "
       "makes it persistent: PB blocks (0: 132) walk the tiles in the grouped order of G rows "
-      "(P=0, the default: where the tiles make 1 to 8 waves; P=2: never)";
+      "(P=0, the default: where the tiles make 1 to 8 waves; P=2: never). FAST=1 (SCALE=0): "
+      "fast accumulation, one wgmma accumulator over the whole of K scaled once as C is stored "
+      "(cuBLASLt's CUBLASLT_MATMUL_DESC_FAST_ACCUM), 128x256 blocks; CL=1 / 2 then clusters "
+      "blocks 2x1 / 1x2 multicasting B's / A's tile";
   e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"BM", 0},   {"BN", 0},
                      {"S", 0},    {"G", 8},    {"SCALE", 1}, {"OUT", 0}, {"WS", 1},
-                     {"TS", 0},   {"P", 0},    {"PB", 0}};
-  e.nonnegative = {"BM", "BN", "S", "G", "SCALE", "OUT", "WS", "TS", "P", "PB"};
+                     {"TS", 0},   {"P", 0},    {"PB", 0},    {"FAST", 0}, {"CL", 0}};
+  e.nonnegative = {"BM", "BN", "S", "G", "SCALE", "OUT", "WS", "TS", "P", "PB", "FAST", "CL"};
   e.choices = {{"SCALE", {0, 1}}, {"OUT", {0, 1, 2}}, {"WS", {0, 1}}, {"TS", {0, 1}},
-               {"P", {0, 1, 2}}};
+               {"P", {0, 1, 2}},  {"FAST", {0, 1}},   {"CL", {0, 1, 2}}};
   e.knobs = {{"BM", {64, 128}}, {"BN", {128, 256}}, {"S", {3, 4, 5, 6}}, {"G", {8, 16}}};
   e.dtypes = {Float8E4M3(), Float8E5M2()};
   e.build = [](const ShapeParams &p, DataType in) {
     const int64_t M = p.at("M"), N = p.at("N"), K = p.at("K");
     const Fp8Scales scales = p.at("SCALE") ? Fp8Scales::BlockWise : Fp8Scales::PerTensor;
-    GemmWgmmaTiles t = gemm_fp8_tiles(M, N, K, scales);
+    const Fp8Accumulation accumulation =
+        p.at("FAST") ? Fp8Accumulation::Fast : Fp8Accumulation::Promoted;
+    GemmWgmmaTiles t = gemm_fp8_tiles(M, N, K, scales, accumulation);
     if (p.at("BM")) {
       t.block_m = int(p.at("BM"));
       t.warpgroups_m = std::max(1, t.block_m / kRows);
@@ -310,7 +382,8 @@ ScheduleEntry gemm_fp8_entry() {
                    t.staging_bytes(out.bytes()) >
                max_shared_bytes_per_block("sm_90"))
       --t.stages;
-    return gemm_fp8(M, N, K, t, in, scales, out);
+    t.cluster = int(p.at("CL"));
+    return gemm_fp8(M, N, K, t, in, scales, out, DataType(), accumulation);
   };
   return e;
 }

@@ -53,6 +53,28 @@ bool persistent_by_default(int64_t M, int64_t N, const GemmWgmmaTiles &t) {
   return t.roles() && t.split_k == 1 && tiles >= 132 && tiles <= 8 * 132;
 }
 
+void check_cluster_fits(const std::string &context, int64_t M, int64_t N,
+                        const GemmWgmmaTiles &t) {
+  user_check(t.cluster >= 0 && t.cluster <= 2, context)
+      << "cluster (knob CL) must be 0 (none), 1 (2x1: two blocks along M share B's tile) or 2 "
+         "(1x2: two along N share A's), got " << t.cluster;
+  user_check(!t.cluster || t.tma, context)
+      << "clusters with multicast (cluster, knob CL) share a TMA tile among the blocks of a "
+         "cluster: they need TMA fills (tma, knob TMA=1)";
+  if (!t.cluster)
+    return;
+  // The clustered axis' blocks pair up.
+  const bool along_m = t.cluster == 1;
+  const int64_t blocks = along_m ? (std::max(M, int64_t(t.block_m)) + t.block_m - 1) / t.block_m
+                                 : (N + t.block_n - 1) / t.block_n;
+  user_check(blocks % 2 == 0, context)
+      << "clusters of 2 blocks along " << (along_m ? "M" : "N") << " (cluster "
+      << (along_m ? "2x1" : "1x2") << ", knob CL=" << t.cluster << ") need an even number of "
+      << "blocks there, but " << (along_m ? "M=" : "N=") << (along_m ? M : N) << " makes "
+      << blocks << " of " << (along_m ? t.block_m : t.block_n)
+      << "; choose another block size or cluster axis, or CL=0";
+}
+
 void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, int64_t K,
                             const GemmWgmmaTiles &t, bool partial_blocks) {
   user_check(t.block_m > 0 && t.block_n > 0 && t.block_k > 0 && t.warpgroups_m > 0 &&
@@ -115,12 +137,6 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
   user_check(!t.persistent || t.persistent_blocks >= 1, context)
       << "a persistent kernel needs 1 or more blocks (persistent_blocks, knob PB; 132 is one "
          "per SM of an H100), got " << t.persistent_blocks;
-  user_check(t.cluster >= 0 && t.cluster <= 2, context)
-      << "cluster (knob CL) must be 0 (none), 1 (2x1: two blocks along M share B's tile) or 2 "
-         "(1x2: two along N share A's), got " << t.cluster;
-  user_check(!t.cluster || t.tma, context)
-      << "clusters with multicast (cluster, knob CL) share a TMA tile among the blocks of a "
-         "cluster: they need TMA fills (tma, knob TMA=1)";
   user_check(!t.tma || (t.swizzle && t.stages >= 2), context)
       << "TMA bulk copies (tma) fill swizzled tiles through a ring of 2 or more stages; got "
          "swizzle "
@@ -152,17 +168,7 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
   if (!partial_blocks)
     at_least("M", M, t.block_m, "block_m");
   at_least("N", N, t.block_n, "block_n");
-  if (t.cluster) { // the clustered axis' blocks pair up
-    const bool along_m = t.cluster == 1;
-    const int64_t blocks = along_m ? (std::max(M, int64_t(t.block_m)) + t.block_m - 1) / t.block_m
-                                   : (N + t.block_n - 1) / t.block_n;
-    user_check(blocks % 2 == 0, context)
-        << "clusters of 2 blocks along " << (along_m ? "M" : "N") << " (cluster "
-        << (along_m ? "2x1" : "1x2") << ", knob CL=" << t.cluster << ") need an even number of "
-        << "blocks there, but " << (along_m ? "M=" : "N=") << (along_m ? M : N) << " makes "
-        << blocks << " of " << (along_m ? t.block_m : t.block_n)
-        << "; choose another block size or cluster axis, or CL=0";
-  }
+  check_cluster_fits(context, M, N, t);
   user_check(t.split_k >= 1, context) << "split_k must be at least 1, got " << t.split_k;
   divides("K", K, t.block_k * t.split_k, "block_k x split_k");
   int64_t per_step = int64_t(kChunk) * t.threads();
@@ -525,7 +531,7 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
   // The last two axes (a leading one is split-K's part, one per block).
   IterVar ci = sf.op_axis(-2), cj = sf.op_axis(-1);
   auto [ko, k1] = split_gemm_reduction(sf, t.block_k, st.k_period);
-  auto [ki, kk] = sf.split(k1, kK);
+  auto [ki, kk] = sf.split(k1, st.in.bits() == 8 ? 2 * kK : kK); // one wgmma's K
   auto [cfi, cii] = sf.split(ci, kRows);
   auto [cfj, cjj] = sf.split(cj, n);
   sf.reorder({ko, ki, cfi, cfj, cii, cjj, kk});
@@ -590,7 +596,7 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
   sf.unroll(ki);
   sf.unroll(cfi);
   sf.unroll(cfj);
-  sf.tensorize(cii, wgmma_gemm(n, st.b_layout, t.swizzle, st.in));
+  sf.tensorize(cii, wgmma_gemm(n, st.b_layout, t.swizzle, st.in, st.b_in));
   sc.tensorize(c.inner_i, st.epilogue
                               ? wgmma_store_matrix(n, store_scope, st.C.dtype(), *st.epilogue)
                               : wgmma_store_matrix(n, store_scope, st.C.dtype()));

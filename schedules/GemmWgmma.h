@@ -102,6 +102,11 @@ struct GemmWgmmaTiles {
 void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, int64_t K,
                             const GemmWgmmaTiles &tiles, bool partial_blocks = true);
 
+/// tessel::Error (naming `context`) unless the tiles' cluster (tiles.cluster) is none, or 2x1 /
+/// 1x2 with TMA fills over an even number of blocks along its axis.
+void check_cluster_fits(const std::string &context, int64_t M, int64_t N,
+                        const GemmWgmmaTiles &tiles);
+
 /// tessel::Error (naming `context`) unless C (N columns of `out`) can be stored by TMA through
 /// the staging tile of `tiles` (when tiles.tma_store): rows of whole 16-byte units, and the
 /// staging tile beside the ring within a block's shared memory. Nothing without tma_store.
@@ -174,7 +179,8 @@ const std::map<std::string, std::vector<int64_t>> &gemm_wgmma_knobs();
 /// innermost as in a K x R x S x C filter) read by C's accumulator CF (wgmma.accumulator).
 struct WgmmaGemmStages {
   Tensor C, CF, AS, BS;
-  DataType in = Float(16); ///< of A and B
+  DataType in = Float(16); ///< of A and B: float16, bfloat16, or an 8-bit float (K step 32)
+  DataType b_in;           ///< of B where it differs from A (8-bit floats; void: in)
   std::string b_layout = "row_major";
   /// When nonzero, the reduction is walked in runs of this length (a multiple of the K step),
   /// as in schedule_wmma_gemm (conv's channels within one filter tap).

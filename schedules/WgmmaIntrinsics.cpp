@@ -147,12 +147,15 @@ std::shared_ptr<const TensorIntrin> wgmma_store_matrix(int64_t n, const std::str
              "wgmma_store_matrix")
       << "the stored type must be float32, float16 or bfloat16, got " << dtype;
   const bool has_epilogue = bool(epilogue.f);
-  user_check(has_epilogue || epilogue.column_inputs.empty(), "wgmma_store_matrix")
-      << "epilogue '" << epilogue.name << "' has column inputs but no function";
+  user_check(has_epilogue || (epilogue.column_inputs.empty() && epilogue.scalar_inputs.empty()),
+             "wgmma_store_matrix")
+      << "epilogue '" << epilogue.name << "' has inputs but no function";
   Tensor A = placeholder({kRows, int(n)}, Float(32), "A");
-  std::vector<Tensor> columns;
+  std::vector<Tensor> columns, scalars;
   for (size_t k = 0; k < epilogue.column_inputs.size(); ++k)
     columns.push_back(placeholder({int(n)}, epilogue.column_inputs[k], "V" + std::to_string(k)));
+  for (size_t k = 0; k < epilogue.scalar_inputs.size(); ++k)
+    scalars.push_back(placeholder({1}, epilogue.scalar_inputs[k], "S" + std::to_string(k)));
   Tensor C = compute(
       {kRows, int(n)},
       [&](Var i, Var j) {
@@ -161,6 +164,8 @@ std::shared_ptr<const TensorIntrin> wgmma_store_matrix(int64_t n, const std::str
           std::vector<Expr> at;
           for (const Tensor &c : columns)
             at.push_back(c(j));
+          for (const Tensor &c : scalars)
+            at.push_back(c(0));
           v = epilogue.f(v, at);
           user_check(v.type() == Float(32), "wgmma_store_matrix")
               << "epilogue '" << epilogue.name << "' must give float32 (the accumulator's type; "
@@ -173,6 +178,9 @@ std::shared_ptr<const TensorIntrin> wgmma_store_matrix(int64_t n, const std::str
   for (size_t k = 0; k < columns.size(); ++k)
     binds.push_back({columns[k], Buffer::make("BV" + std::to_string(k),
                                               epilogue.column_inputs[k], {int(n)})});
+  for (size_t k = 0; k < scalars.size(); ++k)
+    binds.push_back(
+        {scalars[k], Buffer::make("BS" + std::to_string(k), epilogue.scalar_inputs[k], {1})});
   binds.push_back({C, Buffer::make("BC", dtype, C.shape(), scope)});
   const std::string name = "wgmma_store_matrix(" + std::to_string(n) +
                      (dtype == Float(32) ? std::string() : ", " + dtype.str()) +
@@ -242,6 +250,13 @@ std::shared_ptr<const TensorIntrin> wgmma_store_matrix(int64_t n, const std::str
           lets.push_back({v, value});
           at.push_back(v);
         }
+        // Scalars are loaded once for the whole tile.
+        std::vector<std::pair<Var, Expr>> scalar_lets;
+        for (size_t k = 0; k < scalars.size(); ++k) {
+          Var v("s" + std::to_string(k), epilogue.scalar_inputs[k]);
+          scalar_lets.push_back({v, bound("BS" + std::to_string(k)).load({Expr(0)})});
+          at.push_back(v);
+        }
         Stmt set = Evaluate::make(intrinsic_call(
             intrinsic::wgmma_reg_set, {acc.data(), tile, Expr(int(n)), r, epilogue.f(reg, at)}));
         auto unrolled = [](Var v, int64_t extent, Stmt body) {
@@ -250,8 +265,10 @@ std::shared_ptr<const TensorIntrin> wgmma_store_matrix(int64_t n, const std::str
         Stmt column = unrolled(h, 2, set);
         for (auto it = lets.rbegin(); it != lets.rend(); ++it)
           column = LetStmt::make(it->first, it->second, column);
-        bodies.body =
-            Seq::make({unrolled(q, n / 8, unrolled(e, 2, column)), store});
+        Stmt tile_body = Seq::make({unrolled(q, n / 8, unrolled(e, 2, column)), store});
+        for (auto it = scalar_lets.rbegin(); it != scalar_lets.rend(); ++it)
+          tile_body = LetStmt::make(it->first, it->second, tile_body);
+        bodies.body = tile_body;
         return bodies;
       },
       name);

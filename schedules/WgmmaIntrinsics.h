@@ -54,9 +54,10 @@ std::shared_ptr<const TensorIntrin> wgmma_store_matrix(int64_t n, const std::str
                                                        DataType out = Float(32));
 
 /// An elementwise epilogue on the float32 accumulators, applied in registers before they are
-/// stored: each element becomes f(acc, {v[col] for each column vector v}), still float32 (then
-/// rounded to the output type). Column vectors are per-output-column inputs (a bias, a
-/// per-channel scale) read from global memory.
+/// stored: each element becomes f(acc, {v[col] for each column vector v, then s[0] for each
+/// scalar s}), still float32 (then rounded to the output type). Column vectors are
+/// per-output-column inputs (a bias, a per-channel scale), scalars 1-element tensors (a
+/// per-tensor scale), both read from global memory.
 ///
 ///   WgmmaEpilogue bias_relu{"bias_relu", {Float(16)}, [](Expr acc, const std::vector<Expr> &v) {
 ///     return max(acc + v[0].astype(Float(32)), make_zero(Float(32)));
@@ -68,11 +69,13 @@ struct WgmmaEpilogue {
   std::string name;
   std::vector<DataType> column_inputs;
   std::function<Expr(Expr acc, const std::vector<Expr> &columns)> f;
+  std::vector<DataType> scalar_inputs = {}; ///< after the columns in f's vector, each read at [0]
 };
 
 /// wgmma_store_matrix with `epilogue` applied first (wgmma_reg / wgmma_reg_set per register):
-/// the pattern is C(i, j) = epilogue.f(A(i, j), {V0(j), ...}) cast to `out`, so it tensorizes a
-/// stage written with the same function over the accumulator and 1-D column tensors.
+/// the pattern is C(i, j) = epilogue.f(A(i, j), {V0(j), ..., S0(0), ...}) cast to `out`, so it
+/// tensorizes a stage written with the same function over the accumulator, 1-D column tensors
+/// and 1-element scalar tensors.
 std::shared_ptr<const TensorIntrin> wgmma_store_matrix(int64_t n, const std::string &scope,
                                                        DataType out,
                                                        const WgmmaEpilogue &epilogue);
