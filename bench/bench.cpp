@@ -63,13 +63,15 @@ static llvm::cl::opt<bool> list_groups(
 static llvm::cl::opt<std::string> fp8_schedule(
     "fp8-schedule",
     llvm::cl::desc("our schedule for the per-tensor fp8 rows, NAME or NAME:P=V,... (default "
-                   "gemm_fp8; rows say 'ours: not built' where it is not registered)"),
-    llvm::cl::init("gemm_fp8"));
+                   "gemm_fp8:SCALE=0,FAST=1: per-tensor scales, fast accumulation, against "
+                   "cuBLASLt's fastest with or without its fast accumulation; rows say 'ours: "
+                   "not built' where it is not registered)"),
+    llvm::cl::init("gemm_fp8:SCALE=0,FAST=1"));
 static llvm::cl::opt<std::string> fp8_block_schedule(
     "fp8-block-schedule",
-    llvm::cl::desc("our schedule for the block-scaled fp8 rows, NAME or NAME:P=V,... (default: "
-                   "the first registered schedule named gemm_fp8* with 'block' in its name)"),
-    llvm::cl::init(""));
+    llvm::cl::desc("our schedule for the block-scaled fp8 rows, NAME or NAME:P=V,... (default "
+                   "gemm_fp8:SCALE=1: 1x128 / 128x128 scales, promoted every 128 of K)"),
+    llvm::cl::init("gemm_fp8:SCALE=1"));
 static llvm::cl::opt<std::string> cudnn_log(
     "cudnn-log", llvm::cl::desc("where the cuDNN search writes every candidate's time"),
     llvm::cl::init("cudnn_search.txt"));
@@ -497,17 +499,6 @@ struct Group {
   std::function<std::vector<Row>()> run;
 };
 
-// The block-scaled fp8 schedule: --fp8-block-schedule, else the first registered gemm_fp8*
-// with "block" in its name, else none (the rows say "ours: not built").
-bench::Fp8Schedule block_fp8_schedule() {
-  if (!fp8_block_schedule.empty())
-    return bench::Fp8Schedule::parse(fp8_block_schedule);
-  for (const auto &[name, e] : schedule_registry())
-    if (name.rfind("gemm_fp8", 0) == 0 && name.find("block") != std::string::npos)
-      return {name, ""};
-  return {};
-}
-
 std::vector<Group> groups() {
   std::vector<Group> out;
   // One cuBLAS handle for every GEMM group, made at the first (on the GPU).
@@ -562,8 +553,8 @@ std::vector<Group> groups() {
       out.push_back({std::string("fp8 ") + (block ? "block " : "tensor ") +
                          label({sh[0], sh[1], sh[2]}),
                      [=] {
-                       bench::Fp8Schedule ours = block ? block_fp8_schedule()
-                                                       : bench::Fp8Schedule::parse(fp8_schedule);
+                       bench::Fp8Schedule ours =
+                           bench::Fp8Schedule::parse(block ? fp8_block_schedule : fp8_schedule);
                        return std::vector<Row>{bench::bench_fp8(sh[0], sh[1], sh[2], block, ours)};
                      }});
 

@@ -70,11 +70,14 @@ struct Fp8Run {
 // and the sum to float32: a few roundings per 128 of K, each within 2^-24 of M = sum_k
 // |A[i, k] B[j, k]| scale_a scale_b (magnitude_of(C)); steps (the definition's chain of
 // roundings, 128 + K / 128 + 4 here) bounds how many.
+// Fast accumulation: one float32 rounding per wgmma (K / 32 of them) and the epilogue's scaling.
 Fp8Run run_fp8(int64_t M, int64_t N, int64_t K, DataType in, Fp8Scales scales, DataType out,
                uint64_t seed, DataType b_type = DataType(),
-               std::optional<GemmWgmmaTiles> tiles = std::nullopt) {
-  ScheduledProgram p = gemm_fp8(M, N, K, tiles ? *tiles : gemm_fp8_tiles(M, N, K, scales), in,
-                                scales, out, b_type);
+               std::optional<GemmWgmmaTiles> tiles = std::nullopt,
+               Fp8Accumulation accumulation = Fp8Accumulation::Promoted) {
+  ScheduledProgram p =
+      gemm_fp8(M, N, K, tiles ? *tiles : gemm_fp8_tiles(M, N, K, scales, accumulation), in,
+               scales, out, b_type, accumulation);
   LoweredModule m = lower(p.schedule, p.args);
   const Tensor &A = p.args[0], &B = p.args[1], &SA = p.args[2], &SB = p.args[3], &C = p.args[4];
   HostTensor a = fp8_values(A, seed, 16.0), b = fp8_values(B, seed + 1, 4.0);
@@ -140,6 +143,63 @@ TEST(GemmFp8, PersistentExecutorMatchesFloat64Reference) {
       {"gemm_fp8", "persistent", "warp roles (WS=1)"});
 }
 
+// Fast accumulation (FAST=1, per-tensor scales): gemm_wgmma's schedule on 8-bit operands, one
+// accumulator over K, the scales applied as C is stored. The default 128 x 256 blocks (K blocks
+// walked through a ring that wraps), 128 x 128 where N is less than 256, a 2x1 cluster sharing
+// B's tile by multicast, a persistent kernel with TMA stores of C, and e4m3 x e5m2.
+TEST(GemmFp8, FastAccumulationExecutorMatchesFloat64Reference) {
+  struct Case {
+    int64_t M, N, K;
+    DataType a, b, out;
+    int cluster = 0;
+    bool persistent_tma_store = false;
+  };
+  uint64_t seed = 500;
+  for (const Case &c :
+       {Case{128, 256, 640, Float8E4M3(), Float8E4M3(), BFloat(16)},
+        Case{128, 128, 256, Float8E5M2(), Float8E5M2(), Float(32)},
+        Case{256, 256, 256, Float8E4M3(), Float8E4M3(), Float(16), 1},
+        Case{384, 512, 256, Float8E4M3(), Float8E4M3(), BFloat(16), 0, true},
+        Case{128, 256, 256, Float8E4M3(), Float8E5M2(), Float(32)}}) {
+    SCOPED_TRACE(std::to_string(c.M) + "x" + std::to_string(c.N) + "x" + std::to_string(c.K) +
+                 " " + c.a.str() + " x " + c.b.str() + " -> " + c.out.str() +
+                 " cluster " + std::to_string(c.cluster) +
+                 (c.persistent_tma_store ? " persistent, TMA store" : ""));
+    GemmWgmmaTiles t = gemm_fp8_tiles(c.M, c.N, c.K, Fp8Scales::PerTensor, Fp8Accumulation::Fast);
+    EXPECT_EQ(t.block_n, c.N >= 256 ? 256 : 128);
+    t.cluster = c.cluster;
+    if (c.persistent_tma_store) {
+      t.persistent = true;
+      t.persistent_blocks = 3; // 6 tiles of 128 x 256
+      t.tma_store = true;
+      t.stages = 3;
+    }
+    Fp8Run r = run_fp8(c.M, c.N, c.K, c.a, Fp8Scales::PerTensor, c.out, seed += 10, c.b, t,
+                       Fp8Accumulation::Fast);
+    EXPECT_TRUE(r.result.ok) << r.result.str();
+    EXPECT_GT(r.max_abs_ref, 1.0);
+  }
+}
+
+// Fast accumulation's lowered K loop keeps a wgmma group in flight (wait_group 1, as
+// gemm_wgmma's), promotes nothing, and scales each register once in the store.
+TEST(GemmFp8, FastAccumulationLoweredIrHasNoPromotion) {
+  ScheduledProgram p = gemm_fp8(128, 256, 512, gemm_fp8_tiles(128, 256, 512, Fp8Scales::PerTensor,
+                                                               Fp8Accumulation::Fast),
+                                Float8E4M3(), Fp8Scales::PerTensor, BFloat(16), DataType(),
+                                Fp8Accumulation::Fast);
+  LoweredModule m = lower(p.schedule, p.args);
+  std::ostringstream os;
+  os << m.funcs.back().body;
+  const std::string ir = os.str();
+  EXPECT_EQ(count_of(ir, "wgmma_mma("), 4) << ir; // 4 K steps of 32, one 64 x 256 tile
+  EXPECT_EQ(count_of(ir, "wgmma_wait(1)"), 1) << ir;
+  EXPECT_EQ(count_of(ir, "wgmma_fill("), 1) << ir; // one accumulator
+  EXPECT_EQ(count_of(ir, "wgmma_reg_set("), 128) << ir; // the epilogue: a thread's registers
+  EXPECT_EQ(count_of(ir, "scale_a[0]"), 1) << ir;
+  EXPECT_EQ(count_of(ir, "wgmma_store("), 1) << ir;
+}
+
 // A of e4m3 times B of e5m2 (wgmma's mixed .e4m3.e5m2 form).
 TEST(GemmFp8, MixedInputTypes) {
   Fp8Run r = run_fp8(128, 128, 256, Float8E4M3(), Fp8Scales::BlockWise, Float(32), 7,
@@ -203,6 +263,28 @@ TEST(GemmFp8, CompilesForSm90aWithFp8Qgmma) {
   }
 }
 
+// Fast accumulation compiled by NVRTC for sm_90a: 4 QGMMA.64x256x32 per K block (one 64 x 256
+// tile a warpgroup), TMA loads, no local memory (128 accumulators a thread).
+TEST(GemmFp8, FastAccumulationCompilesForSm90aWithWideQgmma) {
+  const int64_t M = 256, N = 512, K = 1024;
+  ScheduledProgram p = gemm_fp8(
+      M, N, K, gemm_fp8_tiles(M, N, K, Fp8Scales::PerTensor, Fp8Accumulation::Fast),
+      Float8E4M3(), Fp8Scales::PerTensor, BFloat(16), DataType(), Fp8Accumulation::Fast);
+  LoweredModule m = lower(p.schedule, p.args);
+  std::string src = codegen_cuda(m);
+  EXPECT_NE(src.find("wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3"), std::string::npos);
+  EXPECT_NE(src.find("setmaxnreg"), std::string::npos); // warp roles
+  CompiledKernel k = tessel::test::compile_for_sm90(m, src, "gemm_fp8_fast.cu");
+  ASSERT_FALSE(k.cubin.empty());
+  std::optional<std::string> sass = tessel::test::sass_of(k.cubin, "gemm_fp8");
+  if (!sass)
+    GTEST_SKIP() << "no cuobjdump: the SASS is not checked";
+  EXPECT_EQ(count_of(*sass, "QGMMA.64x256x32.F32.E4M3.E4M3"), 4) << sass->substr(0, 4000);
+  EXPECT_NE(sass->find("UTMALDG.2D"), std::string::npos);
+  for (const char *local : {"LDL", "STL"})
+    EXPECT_EQ(sass->find(local), std::string::npos) << local << ":\n" << sass->substr(0, 4000);
+}
+
 // The lowered loop over K blocks: the A and B tiles on an mbarrier ring, per block a reset of
 // the partial sums, 4 x 32 of K through wgmma (one group, waited for to 0: the promotion reads
 // the registers), then the promotion; the promoted sums are stored once.
@@ -243,6 +325,25 @@ TEST(GemmFp8, Errors) {
   expect_error([] { wgmma_gemm(128, "row_major", 128, Float8E4M3()); },
                {"K-major", "col_major"});
   expect_error([] { wgmma_promote(64, Fp8Scales::BlockWise); }, {"n=64", "n must be 128"});
+  t = gemm_fp8_tiles(128, 256, 256, Fp8Scales::PerTensor, Fp8Accumulation::Fast);
+  expect_error(
+      [&] {
+        gemm_fp8(128, 256, 256, t, Float8E4M3(), Fp8Scales::BlockWise, BFloat(16), DataType(),
+                 Fp8Accumulation::Fast);
+      },
+      {"fast accumulation (knob FAST=1)", "per-tensor scales (SCALE=0)"});
+  t = gemm_fp8_tiles(256, 128, 256, Fp8Scales::PerTensor);
+  t.cluster = 1;
+  expect_error([&] { gemm_fp8(256, 128, 256, t, Float8E4M3(), Fp8Scales::PerTensor); },
+               {"clusters (knob CL)", "fast accumulation (FAST=1) only"});
+  t = gemm_fp8_tiles(128, 256, 256, Fp8Scales::PerTensor, Fp8Accumulation::Fast);
+  t.cluster = 1; // one block of rows: nothing to pair with
+  expect_error(
+      [&] {
+        gemm_fp8(128, 256, 256, t, Float8E4M3(), Fp8Scales::PerTensor, BFloat(16), DataType(),
+                 Fp8Accumulation::Fast);
+      },
+      {"clusters of 2 blocks along M", "even number"});
 }
 
 TEST(GemmFp8, Registered) {
@@ -280,5 +381,17 @@ TEST(GemmFp8, GpuMatchesReference) {
         ScheduledProgram q = gemm_fp8(256, 384, 1024, t, in, scales, out);
         CheckResult rq = check_on_gpu(q.schedule, q.args, q.num_inputs);
         EXPECT_TRUE(rq.compare.ok) << "persistent: " << rq.str();
+        if (scales != Fp8Scales::PerTensor)
+          continue;
+        // Fast accumulation over K = 1024 (the tolerance's unit for fp8 sums is 2^-13), and
+        // with a 2x1 cluster multicasting B's tile.
+        GemmWgmmaTiles f = gemm_fp8_tiles(256, 384, 1024, scales, Fp8Accumulation::Fast);
+        for (int cluster : {0, 1}) {
+          f.cluster = cluster;
+          ScheduledProgram fast =
+              gemm_fp8(256, 384, 1024, f, in, scales, out, DataType(), Fp8Accumulation::Fast);
+          CheckResult rf = check_on_gpu(fast.schedule, fast.args, fast.num_inputs);
+          EXPECT_TRUE(rf.compare.ok) << "fast, cluster " << cluster << ": " << rf.str();
+        }
       }
 }
