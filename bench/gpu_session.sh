@@ -31,8 +31,8 @@
 #             with cp.async; wgmma on a Hopper GPU) and on conv2d_tc (and conv2d_wgmma with a
 #             float16 y, persistent too, the fused conv2d_bias_relu and gemm_bias_gelu, a ragged
 #             gemm_wgmma whose padded copies are kernels of their own, one with warp roles over 16 K
-#             steps, gemm_fp8 block-scaled and per-tensor, TMA stores (TS=1: gemm_wgmma persistent,
-#             gemm_fp8), ping-pong consumers (PP=1), a split-K one of 16 rows, clustered ones with
+#             steps, gemm_fp8 block-scaled, per-tensor and fast (FAST=1: clustered; persistent with TS), TMA stores (TS=1: gemm_wgmma persistent,
+#             gemm_fp8), ping-pong consumers (PP=1; a conv too), a split-K one of 16 rows, clustered ones with
 #             TMA multicast (2x1 and a persistent 1x2), a strided conv2d_wgmma, a depthwise
 #             conv2d_grouped, softmax and layernorm with their reductions across threads, the
 #             tutorial at batch 32) at small shapes, racecheck on gemm_shared at 256^3; one timed
@@ -113,6 +113,7 @@ run_step() {
         sanitize_all conv2d_tc --shape N=8,H=8,W=8,C=64,K=128 "${once[@]}" &&
         sanitize_all conv2d_wgmma --shape N=8,H=8,W=8,C=64,K=128,Y16=1 "${once[@]}" &&
         sanitize_all conv2d_wgmma --shape N=8,H=8,W=8,C=64,K=128,Y16=1,P=1,PB=3 "${once[@]}" &&
+        sanitize_all conv2d_wgmma --shape N=8,H=8,W=8,C=64,K=128,Y16=1,PP=1,PB=3 "${once[@]}" &&
         sanitize_all conv2d_bias_relu --shape N=8,H=8,W=8,C=64,K=128 "${once[@]}" &&
         sanitize_all gemm_bias_gelu --shape M=256,N=512,K=256 "${once[@]}" &&
         sanitize_all gemm_wgmma --shape M=200,N=199,K=100 "${once[@]}" &&
@@ -122,6 +123,8 @@ run_step() {
         sanitize_all gemm_fp8 --shape M=256,N=256,K=512,TS=1 "${once[@]}" &&
         sanitize_all gemm_fp8 --shape M=256,N=256,K=512 "${once[@]}" &&
         sanitize_all gemm_fp8 --shape M=256,N=256,K=512,SCALE=0,OUT=2 "${once[@]}" &&
+        sanitize_all gemm_fp8 --shape M=256,N=512,K=512,SCALE=0,FAST=1,CL=1 "${once[@]}" &&
+        sanitize_all gemm_fp8 --shape M=384,N=512,K=256,SCALE=0,FAST=1,P=1,PB=3,TS=1 "${once[@]}" &&
         sanitize_all gemm_wgmma --shape M=16,N=512,K=1024 "${once[@]}" &&
         sanitize_all gemm_wgmma --shape M=512,N=512,K=1024,BM=128,BN=128,CL=1,P=2 "${once[@]}" &&
         sanitize_all gemm_wgmma --shape M=512,N=512,K=1024,BM=128,BN=128,CL=2,P=1,PB=4 \
