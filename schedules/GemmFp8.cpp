@@ -152,6 +152,13 @@ GemmWgmmaTiles gemm_fp8_tiles(int64_t M, int64_t N, int64_t K, Fp8Scales scales,
   // (bench/RESULTS.md, 2026-11-26 15:20).
   const int64_t tiles = ((M + t.block_m - 1) / t.block_m) * ((N + t.block_n - 1) / t.block_n);
   t.persistent = tiles >= 132 && tiles <= 8 * 132;
+  // Fast accumulation: persistent from one wave up, in groups of 16 block rows (H100,
+  // 4096x11008x4096: 0.2955 ms non-persistent in groups of 8 -> 0.2628; 8192^3 0.7823 ->
+  // 0.7524; 4096^3 level; bench/RESULTS.md 2026-11-26 evening).
+  if (accumulation == Fp8Accumulation::Fast) {
+    t.persistent = tiles >= 132;
+    t.raster_group = 16;
+  }
   return t;
 }
 
@@ -330,15 +337,17 @@ ScheduleEntry gemm_fp8_entry() {
       "style); K a multiple of 128; C bfloat16 (OUT=0, the default), float16 (OUT=1) or float32 "
       "(OUT=2). 128x128 blocks of 2 warpgroups, K step 128 through 4 TMA stages of 128-byte "
       "swizzled tiles filled by a producer warpgroup (WS=1, the default; WS=0: by a consumer "
-      "thread); BM (64 or 128), BN, S (stages), G (rasterization group) override them; TS=1 "
+      "thread); BM (64 or 128), BN, S (stages), G (rasterization group; 0: 8, 16 with FAST=1) "
+      "override them; TS=1 "
       "stores C by TMA through a shared staging tile (TS=0, the default: from registers); P=1 "
       "makes it persistent: PB blocks (0: 132) walk the tiles in the grouped order of G rows "
-      "(P=0, the default: where the tiles make 1 to 8 waves; P=2: never). FAST=1 (SCALE=0): "
+      "(P=0, the default: where the tiles make 1 to 8 waves, 1 or more with FAST=1; P=2: "
+      "never). FAST=1 (SCALE=0): "
       "fast accumulation, one wgmma accumulator over the whole of K scaled once as C is stored "
       "(cuBLASLt's CUBLASLT_MATMUL_DESC_FAST_ACCUM), 128x256 blocks; CL=1 / 2 then clusters "
       "blocks 2x1 / 1x2 multicasting B's / A's tile";
   e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"BM", 0},   {"BN", 0},
-                     {"S", 0},    {"G", 8},    {"SCALE", 1}, {"OUT", 0}, {"WS", 1},
+                     {"S", 0},    {"G", 0},    {"SCALE", 1}, {"OUT", 0}, {"WS", 1},
                      {"TS", 0},   {"P", 0},    {"PB", 0},    {"FAST", 0}, {"CL", 0}};
   e.nonnegative = {"BM", "BN", "S", "G", "SCALE", "OUT", "WS", "TS", "P", "PB", "FAST", "CL"};
   e.choices = {{"SCALE", {0, 1}}, {"OUT", {0, 1, 2}}, {"WS", {0, 1}}, {"TS", {0, 1}},
@@ -363,7 +372,8 @@ ScheduleEntry gemm_fp8_entry() {
     }
     if (p.at("S"))
       t.stages = int(p.at("S"));
-    t.raster_group = p.at("G");
+    if (p.at("G"))
+      t.raster_group = p.at("G");
     // Warp roles (WS=1, the default) where the warpgroups are on threadIdx.y alone.
     t.warp_specialized = p.at("WS") && t.warpgroups_n == 1;
     const DataType outs[] = {BFloat(16), Float(16), Float(32)};

@@ -386,7 +386,7 @@ TEST(GemmFp8, GpuMatchesReference) {
         // Fast accumulation over K = 1024 (the tolerance's unit for fp8 sums is 2^-13), and
         // with a 2x1 cluster multicasting B's tile.
         GemmWgmmaTiles f = gemm_fp8_tiles(256, 384, 1024, scales, Fp8Accumulation::Fast);
-        for (int cluster : {0, 1}) {
+        for (int cluster : out == Float(32) ? std::vector<int>{0, 1} : std::vector<int>{0}) {
           f.cluster = cluster;
           ScheduledProgram fast =
               gemm_fp8(256, 384, 1024, f, in, scales, out, DataType(), Fp8Accumulation::Fast);
