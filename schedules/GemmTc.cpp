@@ -139,17 +139,19 @@ ScheduleEntry gemm_tc_entry() {
   e.name = "gemm_tc";
   e.description = "tuned Tensor Core GEMM, fp16 or bf16 in, fp32 out: on Hopper gemm_wgmma, elsewhere "
                   "gemm_mma / gemm_wmma with cp.async-pipelined shared tiles, rasterized blocks "
-                  "and tiles measured per shape; knobs BM, BN, BK, S, G, SK (gemm_wgmma's; 0: "
-                  "the schedule's choice) make it gemm_wgmma with those tiles on any GPU";
-  e.default_shape = {{"M", 4096}, {"N", 4096}, {"K", 4096}, {"BM", 0}, {"BN", 0},
-                     {"BK", 0},   {"S", 0},    {"G", 0},    {"SK", 0}};
-  e.nonnegative = {"BM", "BN", "BK", "S", "G", "SK"};
+                  "and tiles measured per shape; knobs BM, BN, BK, S, G, SK, P, PP, CL "
+                  "(gemm_wgmma's; 0: the schedule's choice) make it gemm_wgmma with those "
+                  "tiles and that form on any GPU";
+  e.default_shape = {{"M", 4096}, {"N", 4096}, {"K", 4096}, {"BM", 0}, {"BN", 0}, {"BK", 0},
+                     {"S", 0},    {"G", 0},    {"SK", 0},   {"P", 0},  {"PP", 0}, {"CL", 0}};
+  e.nonnegative = {"BM", "BN", "BK", "S", "G", "SK", "P", "PP", "CL"};
+  e.choices = {{"P", {0, 1, 2}}, {"PP", {0, 1}}, {"CL", {0, 1, 2}}};
   e.knobs = gemm_wgmma_knobs();
   e.dtypes = {Float(16), BFloat(16)};
   e.build = [](const ShapeParams &p, DataType in) {
     const int64_t M = p.at("M"), N = p.at("N"), K = p.at("K");
     std::vector<std::string> set;
-    for (const char *k : {"BM", "BN", "BK", "S", "G", "SK"})
+    for (const char *k : {"BM", "BN", "BK", "S", "G", "SK", "P", "PP", "CL"})
       if (p.count(k) && p.at(k))
         set.push_back(k);
     if (set.empty())

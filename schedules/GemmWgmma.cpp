@@ -673,9 +673,12 @@ GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p) {
 
 const std::map<std::string, std::vector<int64_t>> &gemm_wgmma_knobs() {
   // What `tessel tune` tries: block tiles of 1, 2 or 4 warpgroups, stages to fill shared
-  // memory, rasterization groups. Tiles that do not fit are refused and recorded as such.
+  // memory, rasterization groups, and the kernel's form: persistent or not (P: the tiles'
+  // choice, on, off), ping-pong consumers (PP) and clusters of 2 (CL: none, 2x1, 1x2). Tiles that
+  // do not fit are refused and recorded as such. (648 in all: `--trials` samples them.)
   static const std::map<std::string, std::vector<int64_t>> knobs = {
-      {"BM", {64, 128, 256}}, {"BN", {128, 256}}, {"S", {3, 4, 5}}, {"G", {8, 16}}};
+      {"BM", {64, 128, 256}}, {"BN", {128, 256}}, {"S", {3, 4, 5}}, {"G", {8, 16}},
+      {"P", {0, 1, 2}},       {"PP", {0, 1}},     {"CL", {0, 1, 2}}};
   return knobs;
 }
 

@@ -9,7 +9,7 @@ tessel=$1 filecheck=$2 checks=$3 mpiexec=${4:-}
 dir=$(mktemp -d) || exit 1
 trap 'rm -rf "$dir"' EXIT
 export TESSEL_CACHE_DIR=off TESSEL_PRINT_AFTER= TESSEL_LOG_LEVEL=
-shape=M=64,N=128,K=64
+shape=M=64,N=128,K=64,P=0,PP=0,CL=0 # the kernel's form fixed: the grid over the tiles
 fail() { echo "tune_cli.sh: $*" >&2; exit 1; }
 check() { # PREFIX FILE
   "$filecheck" "$checks" --check-prefix="$1" --input-file="$2" || fail "output of $1 did not match"

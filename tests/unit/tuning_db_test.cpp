@@ -30,11 +30,11 @@ using tessel::test::TempDir;
 namespace {
 
 // gemm_wgmma at 64 x 128 x 64, `trials` candidates checked on the CPU executor, into
-// t.jsonl in `dir`.
+// t.jsonl in `dir`: the kernel's form fixed (P, PP, CL), the grid over its tiles.
 TuneOptions small_cpu_tune(const TempDir &dir, int64_t trials) {
   TuneOptions o;
   o.schedule = "gemm_wgmma";
-  o.shape = {{"M", 64}, {"N", 128}, {"K", 64}};
+  o.shape = {{"M", 64}, {"N", 128}, {"K", 64}, {"P", 0}, {"PP", 0}, {"CL", 0}};
   o.cpu = true;
   o.trials = trials;
   o.db_path = dir.path("t.jsonl");
