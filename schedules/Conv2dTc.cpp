@@ -281,7 +281,24 @@ namespace {
 bool im2col_tma_fits(const Conv2dTcShape &sh) { return sh.stride <= 8; }
 } // namespace
 
-GemmWgmmaTiles conv2d_wgmma_tiles(const Conv2dTcShape &sh) {
+namespace {
+
+// Persistent blocks 128 wide (res5's 128x128, the stride-2 conv's 256x128) as ping-pong
+// consumers, each warpgroup a whole 128 x 128 tile, one's epilogue beside the other's main
+// loop: on the H100 (y float16, two alternated runs) res5 0.0782 -> 0.0749 ms, stride 2
+// 0.1185 -> 0.1164, res3 (256x128 too) 0.0955 -> 0.0962; not the seed conv's 128x256 (0.156 ->
+// 0.166), nor grids that are not persistent (batch 8).
+void ping_pong_by_default(GemmWgmmaTiles &t) {
+  if (!t.persistent || t.block_n != 128 || t.warpgroups_n != 1)
+    return;
+  t.ping_pong = true;
+  t.block_m = 128;
+  t.warpgroups_m = 1;
+  t.wgmma_n = 0;
+}
+
+// conv2d_wgmma's tiles before ping_pong_by_default: cooperative warpgroups.
+GemmWgmmaTiles cooperative_conv_tiles(const Conv2dTcShape &sh) {
   check_shape(sh);
   GemmWgmmaTiles t =
       gemm_wgmma_tiles(sh.gemm_m(), sh.out_channels, sh.in_channels, "conv2d_wgmma",
@@ -301,6 +318,14 @@ GemmWgmmaTiles conv2d_wgmma_tiles(const Conv2dTcShape &sh) {
   // Persistent at 1 to 8 waves, as gemm_wgmma: on the H100 (y float16) the seed conv 0.1682 ->
   // 0.1564 ms, res3 0.1024 -> 0.0971, res5 0.0829 -> 0.0786, stride 2 0.1219 -> 0.1196.
   t.persistent = persistent_by_default(sh.gemm_m(), sh.out_channels, t);
+  return t;
+}
+
+} // namespace
+
+GemmWgmmaTiles conv2d_wgmma_tiles(const Conv2dTcShape &sh) {
+  GemmWgmmaTiles t = cooperative_conv_tiles(sh);
+  ping_pong_by_default(t);
   return t;
 }
 
@@ -387,7 +412,7 @@ std::pair<Conv2dTcShape, GemmWgmmaTiles> wgmma_conv_from_knobs(const ShapeParams
   sh.in_dtype = in;
   if (get("Y16"))
     sh.out_dtype = Float(16);
-  GemmWgmmaTiles t = conv2d_wgmma_tiles(sh);
+  GemmWgmmaTiles t = cooperative_conv_tiles(sh);
   if (get("BM")) {
     t.block_m = int(get("BM"));
     t.warpgroups_m = std::max(1, std::min(2, t.block_m / 64));
@@ -412,7 +437,10 @@ std::pair<Conv2dTcShape, GemmWgmmaTiles> wgmma_conv_from_knobs(const ShapeParams
     if (get("PB"))
       t.persistent_blocks = int(get("PB"));
   }
-  // PP=1: ping-pong consumers, each warpgroup a whole tile (128 x 128 unless BM / BN say).
+  // PP=0: ping-pong where ping_pong_by_default says and the tiles are the default ones; PP=1:
+  // ping-pong consumers, each warpgroup a whole tile (128 x 128 unless BM / BN say); PP=2: not.
+  if (get("PP") == 0 && !get("BM") && !get("BN"))
+    ping_pong_by_default(t);
   if (get("PP") == 1) {
     t.ping_pong = true;
     t.block_m = get("BM") ? int(get("BM")) : 128;
@@ -435,7 +463,7 @@ ScheduleEntry wgmma_conv_entry(const char *name, const char *description, int64_
   e.choices["TMA"] = {0, 1};
   e.choices["WS"] = {0, 1};
   e.choices["P"] = {0, 1, 2};
-  e.choices["PP"] = {0, 1};
+  e.choices["PP"] = {0, 1, 2};
   e.dtypes = {Float(16), BFloat(16)};
   return e;
 }
@@ -450,8 +478,11 @@ ScheduleEntry conv2d_wgmma_entry() {
       "gemm_wgmma's schedule; BM, BN, S (stages), G (rasterization group), SK (split-K "
       "parts of whole filter taps; 1: none) override its tiles (0: the default); TMA=1 "
       "(the default) fills them with TMA (im2col mode for x), TMA=0 with cp.async; WS=1 "
-      "(the default) issues the TMA copies from a producer warpgroup (warp roles); Y16=1 "
-      "writes y as float16 (rounded from the float32 sum, as cuDNN's fp16 convolutions do)",
+      "(the default) issues the TMA copies from a producer warpgroup (warp roles); P=0 (the "
+      "default) makes it persistent at 1 to 8 waves, P=1 always (PB blocks; 0: 132), P=2 never; "
+      "PP=0 (the default) has ping-pong consumers where persistent blocks are 128 wide, PP=1 "
+      "always, PP=2 never; Y16=1 writes y as float16 (rounded from the float32 sum, as cuDNN's "
+      "fp16 convolutions do)",
       0);
   e.build = [](const ShapeParams &p, DataType in) {
     auto [sh, t] = wgmma_conv_from_knobs(p, in);

@@ -113,7 +113,9 @@ ScheduleEntry conv2d_tc_entry();
 // ---- The Hopper path: the same implicit GEMM on wgmma (sm_90a) --------------------------------
 
 /// Tiles for `shape` on wgmma: gemm_wgmma_tiles of N*P*Q x K x C (a K step stays within one
-/// filter tap), filled by TMA, not rasterized. tessel::Error when none fits.
+/// filter tap), filled by TMA, not rasterized; persistent at 1 to 8 waves, with ping-pong
+/// consumers (128 x 128 a warpgroup) where those blocks are 128 wide. tessel::Error when none
+/// fits.
 GemmWgmmaTiles conv2d_wgmma_tiles(const Conv2dTcShape &shape);
 /// conv2d_tc's definition and arrays (x NHWC, w KRSC, y NPQK) with gemm_wgmma's schedule: the
 /// im2col tile of x and the filter tile, both K-major in 128-byte swizzled shared memory, read

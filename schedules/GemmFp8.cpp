@@ -152,9 +152,10 @@ GemmWgmmaTiles gemm_fp8_tiles(int64_t M, int64_t N, int64_t K, Fp8Scales scales,
   // (bench/RESULTS.md, 2026-11-26 15:20).
   const int64_t tiles = ((M + t.block_m - 1) / t.block_m) * ((N + t.block_n - 1) / t.block_n);
   t.persistent = tiles >= 132 && tiles <= 8 * 132;
-  // Fast accumulation: persistent from one wave up, in groups of 16 block rows (H100,
-  // 4096x11008x4096: 0.2955 ms non-persistent in groups of 8 -> 0.2628; 8192^3 0.7823 ->
-  // 0.7524; 4096^3 level; bench/RESULTS.md 2026-11-26 evening).
+  // Fast accumulation: persistent from one wave up (H100, non-persistent -> persistent:
+  // 4096x11008x4096 0.2955 -> 0.2628 and 0.2715 -> 0.2592 ms in two runs, 8192^3 0.7823 ->
+  // 0.7524 and 0.8207 -> 0.7800; 4096^3 level), in groups of 16 block rows (8 and 16 within the
+  // runs' noise: 3-6% on these fp8 rows; bench/RESULTS.md 2026-11-26 evening).
   if (accumulation == Fp8Accumulation::Fast) {
     t.persistent = tiles >= 132;
     t.raster_group = 16;

@@ -444,6 +444,52 @@ TEST(Conv2dWgmma, PersistentMatchesDirectConvolution) {
                    .persistent); // 100 blocks: under a wave
 }
 
+// Ping-pong consumers (the default for persistent blocks 128 wide; knob PP): two warpgroups
+// take the tiles of a persistent conv in turn, each a whole 128 x 128 tile, here 8 tiles over
+// 3 blocks, stride 1 and 2, y in float16. ResNet's res5 and the stride-2 conv at batch 256 get
+// them by default, the seed conv (128 x 256 blocks) and batch 8 (not persistent) do not; the
+// registry's PP=2 and explicit tiles keep cooperative warpgroups.
+TEST(Conv2dWgmma, PingPongMatchesDirectConvolution) {
+  GemmWgmmaTiles t{.block_m = 128, .block_n = 128, .block_k = 64, .warpgroups_m = 1,
+                   .stages = 4, .tma = true, .warp_specialized = true, .persistent = true,
+                   .persistent_blocks = 3, .ping_pong = true};
+  for (int stride : {1, 2}) {
+    Conv2dTcShape sh{.batch = 4, .height = 16 * stride, .width = 16 * stride, .in_channels = 64,
+                     .out_channels = 128, .kernel = 3, .pad = 1, .stride = stride,
+                     .out_dtype = Float(16)};
+    SCOPED_TRACE("stride " + std::to_string(stride));
+    expect_direct_conv(conv2d_wgmma(sh, t), sh);
+  }
+  auto tiles = [](int64_t n, int64_t hw, int64_t c, int64_t k, int stride) {
+    return conv2d_wgmma_tiles(Conv2dTcShape{.batch = n, .height = hw, .width = hw,
+                                            .in_channels = c, .out_channels = k, .kernel = 3,
+                                            .pad = 1, .stride = stride});
+  };
+  GemmWgmmaTiles res5 = tiles(256, 7, 512, 512, 1), strided = tiles(256, 56, 128, 128, 2);
+  for (const GemmWgmmaTiles &d : {res5, strided}) {
+    EXPECT_TRUE(d.ping_pong && d.persistent);
+    EXPECT_EQ(d.block_m, 128);
+    EXPECT_EQ(d.block_n, 128);
+    EXPECT_EQ(d.warpgroups_m, 1);
+  }
+  EXPECT_FALSE(tiles(256, 14, 256, 512, 1).ping_pong); // the seed conv: 128 x 256
+  EXPECT_FALSE(tiles(8, 14, 256, 512, 1).ping_pong);   // under a wave
+  const ScheduleEntry &e = find_schedule("conv2d_wgmma");
+  auto ping_pong = [&](ShapeParams knobs) {
+    for (auto [k, v] : ShapeParams{{"N", 256}, {"H", 7}, {"W", 7}, {"C", 512}, {"K", 512}})
+      knobs[k] = v;
+    ScheduledProgram prog = e.build(resolve_shape(e, knobs), Float(16));
+    std::ostringstream os;
+    os << lower(prog.schedule, prog.args).funcs.back().body;
+    return os.str().find("named_barrier_sync") != std::string::npos; // the turns
+  };
+  EXPECT_TRUE(ping_pong({}));
+  EXPECT_TRUE(ping_pong({{"PP", 1}}));
+  EXPECT_FALSE(ping_pong({{"PP", 2}}));
+  EXPECT_FALSE(ping_pong({{"BM", 128}, {"BN", 128}}));
+  EXPECT_FALSE(ping_pong({{"P", 2}}));
+}
+
 TEST(Conv2dWgmma, NarrowOutputRoundsTheSum) {
   Conv2dTcShape sh{.batch = 2, .height = 8, .width = 8, .in_channels = 64, .out_channels = 64,
                    .kernel = 3, .pad = 1, .out_dtype = Float(16)};
