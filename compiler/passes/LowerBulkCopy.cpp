@@ -49,8 +49,9 @@ std::string not_a_copy(const Stmt &body, const Buffer &dst) {
          "factors that divide the extents, or copy a padded tensor";
   else if (store && store->buffer.get() == dst.get())
     m << "it stores " << store->value << ", which is not an element of a global tensor: TMA "
-      << "copies elements as they are, so compute the value in another stage (or inline it "
-         "into the reader) and bulk-copy a plain read";
+      << "copies elements as they are (or zeros outside the tensor: if_then_else(inside, "
+         "G(..), 0)), so compute the value in another stage (or inline it into the reader) and "
+         "bulk-copy a plain read";
   else
     m << "its body must be loops around one copy from a global tensor (leave the stage's axes "
          "as they are: no split, fuse, bind or conditions)";
@@ -139,9 +140,14 @@ private:
       body = f->body;
     }
     const auto *store = body.as<BufferStore>();
-    const auto *load = store ? store->value.as<BufferLoad>() : nullptr;
+    // A read zero outside the tensor (a padded operand computed inline) is what a box reads:
+    // TMA fills the elements outside the tensor with zeros.
+    auto [inside, value] = zero_filled_read(store ? store->value : Expr());
+    const auto *load = value.as<BufferLoad>();
     if (!store || !load || store->buffer.get() != dst.get() || load->buffer.scope() != "global")
       TESSEL_BULK_COPY_ERROR << not_a_copy(body, dst) << "; got\n" << op->body;
+    if (inside.defined())
+      check_tensor_bounds(name, inside, loops, *load);
     Boxes b = boxes(name, dst, layout, loops, store->indices, load->buffer, load->indices,
                     Expr(load), multicast);
     std::vector<Stmt> copies;
@@ -155,6 +161,62 @@ private:
                      std::move(call_args), Call::Intrinsic)));
     }
     return AttrStmt::make(op->node, op->key, Expr(int(b.bytes)), Seq::make(std::move(copies)));
+  }
+
+  // `if_then_else(inside, v, 0)` as (inside, v); any other value as (undefined, value).
+  static std::pair<Expr, Expr> zero_filled_read(const Expr &value) {
+    const auto *c = value.as<Call>();
+    if (!c || !c->is_intrinsic(intrinsic::if_then_else))
+      return {Expr(), value};
+    auto zero = as_const_float(c->args[2]);
+    if (!(zero && *zero == 0) && !is_zero(c->args[2]))
+      return {Expr(), value};
+    return {c->args[0], c->args[1]};
+  }
+
+  // The condition of a zero-filled read of `load` must be the tensor's bounds of its indices
+  // (conjuncts `index < extent` or `0 <= index` of one dimension each, or true within the
+  // loops): TMA zeros exactly the elements outside the tensor, so a narrower condition would
+  // read elements the program zeroes, and a wider one elements outside the tensor.
+  void check_tensor_bounds(const std::string &name, const Expr &inside,
+                           const std::vector<const For *> &loops, const BufferLoad &load) {
+    arith::Analyzer analyzer;
+    for (const For *loop : loops)
+      analyzer.bind(loop->loop_var, Range(loop->min, loop->extent));
+    std::vector<Expr> conjuncts{inside};
+    while (!conjuncts.empty()) {
+      Expr c = conjuncts.back();
+      conjuncts.pop_back();
+      if (const auto *a = c.as<And>()) {
+        conjuncts.push_back(a->a);
+        conjuncts.push_back(a->b);
+        continue;
+      }
+      // As `e < 0`: a < b is a - b < 0, a <= b is a - b - 1 < 0 (integers), > and >= swapped.
+      Expr e;
+      if (const auto *x = c.as<LT>())
+        e = x->a - x->b;
+      else if (const auto *x = c.as<LE>())
+        e = x->a - x->b - 1;
+      else if (const auto *x = c.as<GT>())
+        e = x->b - x->a;
+      else if (const auto *x = c.as<GE>())
+        e = x->b - x->a - 1;
+      bool bound = false;
+      for (size_t d = 0; e.defined() && e.type().is_int() && !bound && d < load.indices.size();
+           ++d) {
+        Expr index = cast(e.type(), load.indices[d]), extent = cast(e.type(), load.buffer->shape[d]);
+        bound = is_zero(analyzer.simplify(e - (index - extent))) ||
+                is_zero(analyzer.simplify(e - (-index - 1)));
+      }
+      if (!bound && !analyzer.can_prove(c))
+        TESSEL_BULK_COPY_ERROR
+            << "it reads '" << load.buffer.name() << "' where " << c << " (zero elsewhere), "
+            << "which is not a bound of one of its indices " << Expr(&load)
+            << " at the edge of '" << load.buffer.name()
+            << "'; TMA reads zeros exactly outside the tensor, so guard the read by the "
+               "tensor's bounds only (index < extent, 0 <= index), or copy a padded tensor";
+    }
   }
 
   // A box copy between shared tile `dst` (its realized region written, or read, at
