@@ -25,9 +25,15 @@ Tensor padded_copy(const Tensor &from, int64_t rows, int64_t cols, const std::st
       name, {"i", "j"});
 }
 
-void schedule_padded_copy(Schedule &s, const Tensor &copy) {
+bool tma_reads_in_place(int64_t cols, DataType type) { return cols * type.bytes() % 16 == 0; }
+
+void schedule_padded_copy(Schedule &s, const Tensor &copy, bool in_place) {
   if (!copy.op().as<ComputeOpNode>()) // no copy: the operand itself
     return;
+  if (in_place) {
+    s[copy].compute_inline();
+    return;
+  }
   constexpr int kChunk = 8;
   internal_check(*as_const_int(copy.shape()[1]) % kChunk == 0)
       << "padded copy " << copy.name() << " has rows of " << *as_const_int(copy.shape()[1])

@@ -24,8 +24,17 @@ Tensor padded_copy(const Tensor &from, int64_t rows, int64_t cols, const std::st
 /// padded_copy's kernel: each thread reads 8 consecutive elements of a padded row one by one (the
 /// source rows need not be aligned; the guard zero-fills past them) into registers and stores
 /// them as one 16-byte vector. `cols` of the copy must be a multiple of 8. Nothing where `copy`
-/// is an input (padded_copy returned the operand itself).
-void schedule_padded_copy(Schedule &s, const Tensor &copy);
+/// is an input (padded_copy returned the operand itself). With `in_place` the copy is computed
+/// inline instead (no kernel, no workspace): its reader must be a TMA fill and the operand one
+/// that tma_reads_in_place.
+void schedule_padded_copy(Schedule &s, const Tensor &copy, bool in_place = false);
+
+/// Whether a TMA fill can read an operand with rows of `cols` elements of `type` in place of a
+/// padded copy: where the copy is computed inline into the shared tile (schedule_padded_copy
+/// with `in_place`), the tile reads the operand inside and zero outside, which lower_bulk_copy
+/// issues as boxes of the operand whose elements past its edges TMA fills with zeros. A tensor
+/// map needs rows of whole 16-byte units.
+bool tma_reads_in_place(int64_t cols, DataType type);
 
 /// The first rows x cols of `full` (rows x cols x ... of a padded result), or, where `full` has
 /// a leading axis of parts (split-K's partial sums), their sum in order; cast to `out` where

@@ -392,13 +392,22 @@ namespace {
 // reads copies padded with zeros (AP: Mp x Kp, BP: Kp x Np; Kp = K rounded up to a whole step,
 // Np = N up to a whole block_n where N is not a multiple of 8, then to whole 128-byte lines,
 // Mp = a whole block of rows where M is less). Each copy is a stage in global memory, so a
-// workspace written by a kernel of its own before the GEMM's (LoweredModule). C is the sum over
-// Mp x N: where Mp > M the caller keeps its first M rows (leading_block). Without padding AP and BP
-// are A and B: gemm_definition exactly.
+// workspace written by a kernel of its own before the GEMM's (LoweredModule); or, where TMA
+// fills the tiles and the operand's rows are whole 16-byte units, computed inline into the
+// shared tile, which then reads the operand in place, TMA zeroing what lies past its edges
+// (tma_reads_in_place). C is the sum over Mp x N: where Mp > M the caller keeps its first M
+// rows (leading_block). Without padding AP and BP are A and B: gemm_definition exactly.
 struct PaddedGemm {
   GemmTensors g; ///< the arguments A, B and the sum C (Mp x N, over Kp)
   Tensor AP, BP; ///< what C reads
   int64_t K = 0; ///< Kp
+  bool a_in_place = false, b_in_place = false; ///< AP / BP computed inline into a TMA fill
+
+  /// The padded copies' kernels, or nothing where they are read in place.
+  void schedule_copies(Schedule &s) const {
+    schedule_padded_copy(s, AP, a_in_place);
+    schedule_padded_copy(s, BP, b_in_place);
+  }
 };
 
 PaddedGemm padded_gemm_definition(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t,
@@ -414,11 +423,19 @@ PaddedGemm padded_gemm_definition(int64_t M, int64_t N, int64_t K, const GemmWgm
   const int64_t Kp = round_up(K, int64_t(t.block_k) * t.split_k),
                 Mp = std::max<int64_t>(M, t.block_m);
   int64_t Np = column_tail(N) == TailStrategy::ShiftInwards ? N : round_up(N, t.block_n);
+  // TMA fills read an operand of whole 16-byte rows in place: no copy for K's tail or A's
+  // missing rows.
+  const bool a_in_place = t.tma && tma_reads_in_place(K, in),
+             b_aligned = t.tma && tma_reads_in_place(N, in);
+  const bool a_copied = (Mp != M || Kp != K) && !a_in_place;
   // Rows of B that are not whole 128-byte lines cost TMA's and the copies' sectors: padded to
-  // them wherever B is copied anyway (3000x5000x700: 0.0812 -> 0.0694 ms on the H100), and for
-  // a large B (4096x4088x4096: 0.2901 -> 0.2389 ms), but not for a small one, whose copy costs
-  // more than it saves (2048x2040x2048: 0.0365 -> 0.0383, 1024x1000x1024: 0.0095 -> 0.0122).
-  if (Np % 64 != 0 && (Np != N || Kp != K || K * N >= (int64_t(1) << 23)))
+  // them wherever B is copied anyway (3000x5000x700: 0.0812 -> 0.0694 ms on the H100; also
+  // where only A's copy must run, whose kernel then copies B too at the cost of its bytes), and
+  // for a large B (4096x4088x4096: 0.2901 -> 0.2389 ms), but not for a small one, whose copy
+  // costs more than it saves (2048x2040x2048: 0.0365 -> 0.0383, 1024x1000x1024: 0.0095 ->
+  // 0.0122).
+  if (Np % 64 != 0 &&
+      (Np != N || (Kp != K && (!b_aligned || a_copied)) || K * N >= (int64_t(1) << 23)))
     Np = round_up(Np, 64);
   if (Kp == K && Np == N && Mp == M && t.split_k == 1) {
     GemmTensors g = gemm_definition(M, N, K, in, c_name);
@@ -430,6 +447,8 @@ PaddedGemm padded_gemm_definition(int64_t M, int64_t N, int64_t K, const GemmWgm
   p.g.B = placeholder({K, N}, in, "B");
   p.AP = padded_copy(p.g.A, Mp, Kp, "A_pad");
   p.BP = padded_copy(p.g.B, Kp, Np, "B_pad");
+  p.a_in_place = a_in_place;
+  p.b_in_place = b_aligned && Np == N; // B's columns padded to lines are a copy of their own
   // Split-K: part s sums K's s-th run of Kp / split_k.
   const int64_t run = Kp / t.split_k;
   IterVar k = reduce_axis({0, run}, "k");
@@ -475,8 +494,7 @@ ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTile
                    : rows_kept ? leading_block(stored, M, N, "C")
                                : stored;
   Schedule s = create_schedule({C});
-  for (const Tensor &copy : {p.AP, p.BP})
-    schedule_padded_copy(s, copy);
+  p.schedule_copies(s);
   if (C != stored)
     schedule_leading_block(s, C, total);
   // Memory hierarchy: global -> shared (swizzled) -> wgmma, accumulating in registers.
@@ -763,8 +781,7 @@ ScheduledProgram gemm_wgmma_fused(int64_t M, int64_t N, int64_t K, const GemmWgm
       block_kept ? "C_full" : "C", {"i", "j"});
   Tensor C = block_kept ? leading_block(full, M, N, "C") : full;
   Schedule s = create_schedule({C});
-  for (const Tensor &copy : {pg.AP, pg.BP})
-    schedule_padded_copy(s, copy);
+  pg.schedule_copies(s);
   if (block_kept)
     schedule_leading_block(s, C);
   WgmmaGemmStages st;

@@ -127,10 +127,10 @@ TEST(GemmWgmma, Bfloat16Inputs) {
 // float64 on the executor; the one-kernel CUDA compiles for sm_90a.
 TEST(GemmWgmma, NarrowOutput) {
   for (DataType in : {Float(16), BFloat(16)})
-    // M, N, K, split-K parts, kernels (the A copy padded to a block of rows, the GEMM, the
-    // kept rows or the parts' sum).
+    // M, N, K, split-K parts, kernels (the GEMM, reading A in place where it has fewer rows
+    // than a block; the kept rows or the parts' sum).
     for (auto [M, N, K, split, kernels] :
-         {std::array<int64_t, 5>{128, 256, 128, 1, 1}, {40, 128, 128, 1, 3},
+         {std::array<int64_t, 5>{128, 256, 128, 1, 1}, {40, 128, 128, 1, 2},
           {64, 128, 1024, 2, 2}}) {
       SCOPED_TRACE(std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) +
                    " split " + std::to_string(split) + " " + in.str());
@@ -321,19 +321,103 @@ TEST(GemmWgmma, RaggedKAndUnalignedRowsRunOnPaddedCopies) {
   EXPECT_EQ(lower(aligned.schedule, aligned.args).funcs.size(), 1u);
 }
 
+// With TMA fills, operands whose rows are whole 16-byte units are read in place wherever they
+// are short of the blocks: the padded copy computed inline into the shared tile is a read zero
+// outside the tensor, which lower_bulk_copy issues as boxes of the operand itself, TMA filling
+// what lies past K (and past M) with zeros. No copy kernel, no workspace; exact on the
+// executor; NVRTC for sm_90a. cp.async fills, and rows that are not whole 16-byte units (K
+// odd), still read padded copies.
+TEST(GemmWgmma, RaggedKReadsTheOperandsInPlaceThroughTma) {
+  ScheduledProgram p = gemm_wgmma(200, 192, 136); // 136 = 2 K steps of 64 and 8
+  LoweredModule m = lower(p.schedule, p.args);
+  ASSERT_EQ(m.funcs.size(), 1u);
+  EXPECT_EQ(m.num_workspaces, 0u);
+  const LoweredFunc &f = m.funcs[0];
+  ASSERT_EQ(f.tensor_maps.size(), 2u);
+  EXPECT_EQ(f.tensor_maps[0].arg, 0);
+  EXPECT_EQ(f.tensor_maps[0].dims, (std::vector<int64_t>{136, 200}));
+  EXPECT_EQ(f.tensor_maps[1].arg, 1);
+  EXPECT_EQ(f.tensor_maps[1].dims, (std::vector<int64_t>{192, 136}));
+  std::string cuda = codegen_cuda(m);
+  EXPECT_EQ(cuda.find("_pad("), std::string::npos) << cuda;
+  EXPECT_EQ(mismatch(p, 200, 192, 136), "");
+  CompiledKernel k = tessel::test::compile_for_sm90(m, cuda, "ragged_k_in_place.cu");
+  ASSERT_EQ(k.kernels.size(), 1u) << k.log;
+  EXPECT_EQ(k.kernels[0].stack_bytes, 0) << k.log;
+
+  // A long ragged K (1000 = 15 steps and 40), 16 rows: one block of 64 rows whose rows past M
+  // are zeros too; whole K and split into 4 parts (the last part past K but for 40 of its 256).
+  GemmWgmmaTiles small{.block_m = 64, .block_n = 128, .block_k = 64, .warpgroups_m = 1,
+                       .stages = 4, .tma = true, .warp_specialized = true};
+  for (int parts : {1, 4}) {
+    SCOPED_TRACE("split_k " + std::to_string(parts));
+    small.split_k = parts;
+    ScheduledProgram q = gemm_wgmma(16, 128, 1000, small);
+    LoweredModule mq = lower(q.schedule, q.args);
+    for (const LoweredFunc &g : mq.funcs)
+      EXPECT_EQ(g.name.find("_pad"), std::string::npos) << g.name;
+    EXPECT_EQ(mismatch(q, 16, 128, 1000), "");
+  }
+  // Ragged K with two warpgroups a block, a float16 C, and the fused bias + GELU.
+  EXPECT_EQ(mismatch(gemm_wgmma(256, 128, 104, {.block_m = 128, .block_n = 128, .block_k = 64,
+                                                .warpgroups_m = 2, .stages = 2, .tma = true}),
+                     256, 128, 104),
+            "");
+  ScheduledProgram c16 = gemm_wgmma(128, 256, 136, gemm_wgmma_tiles(128, 256, 136), Float(16),
+                                    Float(16));
+  EXPECT_EQ(lower(c16.schedule, c16.args).funcs.size(), 1u);
+  CheckResult r16 = check_on_cpu(c16.schedule, c16.args, c16.num_inputs);
+  EXPECT_TRUE(r16.compare.ok) << r16.str();
+  ScheduledProgram gelu = gemm_wgmma_fused(128, 128, 200, gemm_wgmma_tiles(128, 128, 200),
+                                           Float(16), Float(16), bias_gelu_epilogue(Float(16)));
+  EXPECT_EQ(lower(gelu.schedule, gelu.args).funcs.size(), 1u);
+  CheckResult rg = check_on_cpu(gelu.schedule, gelu.args, gelu.num_inputs, 7);
+  EXPECT_TRUE(rg.compare.ok) << rg.str();
+
+  // cp.async fills: the padded copies, as before.
+  GemmWgmmaTiles copies = gemm_wgmma_tiles(200, 192, 136);
+  copies.tma = copies.warp_specialized = copies.persistent = false;
+  copies.raster_group = 0;
+  ScheduledProgram c = gemm_wgmma(200, 192, 136, copies);
+  LoweredModule mc = lower(c.schedule, c.args);
+  ASSERT_EQ(mc.funcs.size(), 2u);
+  EXPECT_EQ(mc.funcs[0].name, "default_function_A_pad");
+  EXPECT_EQ(mc.num_workspaces, 2u);
+  EXPECT_EQ(mismatch(c, 200, 192, 136), "");
+  // K = 100: A's rows of 200 bytes are no tensor map's; A is copied, B (rows of 384 bytes)
+  // still read in place.
+  ScheduledProgram odd = gemm_wgmma(200, 192, 100);
+  LoweredModule mo = lower(odd.schedule, odd.args);
+  ASSERT_EQ(mo.funcs.size(), 2u);
+  EXPECT_EQ(mo.funcs[0].name, "default_function_A_pad");
+  EXPECT_EQ(mo.num_workspaces, 1u);
+  ASSERT_EQ(mo.funcs[1].tensor_maps.size(), 2u);
+  EXPECT_EQ(mo.funcs[1].tensor_maps[1].arg, 1); // B
+  EXPECT_EQ(mismatch(odd, 200, 192, 100), "");
+}
+
 // Fewer rows than a block (a batch of 16 tokens through a layer): the kernel computes a block
-// of rows from A padded with zero rows, into a workspace whose first M rows a last kernel
-// copies to C. Exact on the executor, with and without a fused epilogue.
+// of rows from A, whose rows past M its TMA boxes read as zeros (or, through cp.async, from A
+// padded with zero rows), into a workspace whose first M rows a last kernel copies to C. Exact
+// on the executor, with and without a fused epilogue.
 TEST(GemmWgmma, FewerRowsThanABlock) {
   ScheduledProgram p = gemm_wgmma(40, 128, 64);
   LoweredModule m = lower(p.schedule, p.args);
-  ASSERT_EQ(m.funcs.size(), 3u);
-  EXPECT_EQ(m.funcs[0].name, "default_function_A_pad");
-  EXPECT_EQ(m.funcs[1].name, "default_function_C_full");
-  EXPECT_EQ(m.funcs[2].name, "default_function");
-  EXPECT_EQ(m.funcs[0].arg_shapes[3], (std::vector<int64_t>{64, 64})); // A_pad
-  EXPECT_EQ(m.funcs[0].arg_shapes[4], (std::vector<int64_t>{64, 128})); // C_full
+  ASSERT_EQ(m.funcs.size(), 2u);
+  EXPECT_EQ(m.funcs[0].name, "default_function_C_full");
+  EXPECT_EQ(m.funcs[1].name, "default_function");
+  EXPECT_EQ(m.funcs[0].arg_shapes[3], (std::vector<int64_t>{64, 128})); // C_full
+  ASSERT_EQ(m.funcs[0].tensor_maps.size(), 2u);
+  EXPECT_EQ(m.funcs[0].tensor_maps[0].dims, (std::vector<int64_t>{64, 40})); // A itself
   EXPECT_EQ(mismatch(p, 40, 128, 64), "");
+  GemmWgmmaTiles copies = gemm_wgmma_tiles(40, 128, 64);
+  copies.tma = copies.warp_specialized = copies.persistent = false;
+  ScheduledProgram padded = gemm_wgmma(40, 128, 64, copies);
+  LoweredModule mp = lower(padded.schedule, padded.args);
+  ASSERT_EQ(mp.funcs.size(), 3u);
+  EXPECT_EQ(mp.funcs[0].name, "default_function_A_pad");
+  EXPECT_EQ(mp.funcs[0].arg_shapes[3], (std::vector<int64_t>{64, 64})); // A_pad
+  EXPECT_EQ(mismatch(padded, 40, 128, 64), "");
   EXPECT_EQ(mismatch(gemm_wgmma(16, 72, 40), 16, 72, 40), ""); // and ragged N and K
   ScheduledProgram fused = gemm_wgmma_fused(16, 64, 64, gemm_wgmma_tiles(16, 64, 64), Float(16),
                                             Float(16), bias_gelu_epilogue(Float(16)));
@@ -359,10 +443,10 @@ TEST(GemmWgmma, SplitKAddsPartsInOrder) {
   EXPECT_EQ(gemm_wgmma_tiles(2048, 2048, 2048).split_k, 1);
   ScheduledProgram p = gemm_wgmma(16, 4096, 1024);
   LoweredModule m = lower(p.schedule, p.args);
-  ASSERT_EQ(m.funcs.size(), 3u);
-  EXPECT_EQ(m.funcs[1].name, "default_function_C_part");
-  EXPECT_EQ(m.funcs[1].launch.grid[2], 2);
-  EXPECT_EQ(m.funcs[1].arg_shapes[4], (std::vector<int64_t>{2, 64, 4096}));
+  ASSERT_EQ(m.funcs.size(), 2u); // A read in place (TMA's zero rows past M)
+  EXPECT_EQ(m.funcs[0].name, "default_function_C_part");
+  EXPECT_EQ(m.funcs[0].launch.grid[2], 2);
+  EXPECT_EQ(m.funcs[0].arg_shapes[3], (std::vector<int64_t>{2, 64, 4096}));
   std::string ir = to_string(m);
   // The parts added in order, in a register (the loop unrolled).
   EXPECT_NE(ir.find("  C.local[0] = C.local[0] + C_part[threadIdx.x + blockIdx.x * 256]\n"
