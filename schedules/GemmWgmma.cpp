@@ -185,10 +185,15 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
       << " bytes of shared memory; a block has at most 227 KiB: use fewer stages or smaller tiles";
 }
 
-void check_tma_store_fits(const std::string &context, int64_t N, const GemmWgmmaTiles &t,
-                          DataType out) {
+void check_tma_store_fits(const std::string &context, int64_t M, int64_t N,
+                          const GemmWgmmaTiles &t, DataType out) {
   if (!t.tma_store)
     return;
+  // The staging tile is a cache of C, whose region bound inference keeps within C's rows.
+  user_check(M >= t.block_m, context)
+      << "a TMA store of C (tma_store, knob TS=1) stages whole blocks of C's rows, but M=" << M
+      << " is less than block_m=" << t.block_m
+      << "; store from registers (TS=0), where the block stores its " << M << " rows";
   const int bytes = out.bytes();
   user_check(N * bytes % 16 == 0, context)
       << "a TMA store of C (tma_store, knob TS=1) needs C's rows to be whole 16-byte units, but "
@@ -395,8 +400,9 @@ namespace {
 // workspace written by a kernel of its own before the GEMM's (LoweredModule); or, where TMA
 // fills the tiles and the operand's rows are whole 16-byte units, computed inline into the
 // shared tile, which then reads the operand in place, TMA zeroing what lies past its edges
-// (tma_reads_in_place). C is the sum over Mp x N: where Mp > M the caller keeps its first M
-// rows (leading_block). Without padding AP and BP are A and B: gemm_definition exactly.
+// (tma_reads_in_place). C is the sum over Mp x N: where Mp > M the caller stores its first M
+// rows (a stage of M rows reading it, whose one block schedule_wgmma_gemm keeps whole). Without
+// padding AP and BP are A and B: gemm_definition exactly.
 struct PaddedGemm {
   GemmTensors g; ///< the arguments A, B and the sum C (Mp x N, over Kp)
   Tensor AP, BP; ///< what C reads
@@ -475,24 +481,28 @@ ScheduledProgram gemm_wgmma(int64_t M, int64_t N, int64_t K, const GemmWgmmaTile
   user_check(out == Float(32) || out == Float(16) || out == BFloat(16), "gemm_wgmma")
       << "C must be float32, float16 or bfloat16, got " << out;
   user_check(K > 0 && t.block_k > 0, "gemm_wgmma") << "K and block_k must be positive";
-  // What the wgmma kernel stores: partial sums (float32, added by a second kernel), a block of
-  // rows of which a second kernel keeps M, or C; a narrower C is the float32 sum (in the
-  // accumulators) rounded as it is stored.
-  const bool parts = t.split_k > 1, rows_kept = M < t.block_m, narrow = out != Float(32);
-  PaddedGemm p = padded_gemm_definition(
-      M, N, K, t, in, parts ? "C_part" : narrow ? "C_acc" : rows_kept ? "C_full" : "C");
+  // What the wgmma kernel stores: partial sums (float32, added by a second kernel) or C. Where
+  // that is not the float32 sum over whole blocks (a narrower C, the sum rounded as it is
+  // stored; fewer rows than a block, M of the block's rows), the sum in the accumulators is a
+  // stage of its own, which the stored stage reads.
+  const bool parts = t.split_k > 1, narrow = out != Float(32) && !parts;
+  const bool own_acc = narrow || M < t.block_m;
+  const std::string stored_name = parts ? "C_part" : "C";
+  PaddedGemm p = padded_gemm_definition(M, N, K, t, in, own_acc ? "C_acc" : stored_name);
   check_gemm_wgmma_tiles("gemm_wgmma", M, N, p.K, t);
-  check_tma_store_fits("gemm_wgmma", N, t, out);
+  check_tma_store_fits("gemm_wgmma", M, N, t, out);
   const Tensor acc = p.g.C;
   Tensor stored = acc;
-  if (narrow && !parts)
+  auto rounded = [&](const Expr &v) { return narrow ? v.astype(out) : v; };
+  if (own_acc && parts)
     stored = compute(
-        acc.shape(), [&](Var i, Var j) { return acc(i, j).astype(out); },
-        rows_kept ? "C_full" : "C", {"i", "j"});
+        {int64_t(t.split_k), M, N}, [&](Var s, Var i, Var j) { return acc(s, i, j); },
+        stored_name, {"s", "i", "j"});
+  else if (own_acc)
+    stored = compute(
+        {M, N}, [&](Var i, Var j) { return rounded(acc(i, j)); }, stored_name, {"i", "j"});
   Tensor total; // split-K into a narrow C: the parts' float32 sum, then rounded
-  const Tensor C = parts       ? leading_block(acc, M, N, "C", out, &total)
-                   : rows_kept ? leading_block(stored, M, N, "C")
-                               : stored;
+  const Tensor C = parts ? leading_block(stored, M, N, "C", out, &total) : stored;
   Schedule s = create_schedule({C});
   p.schedule_copies(s);
   if (C != stored)
@@ -523,8 +533,12 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
   // the whole warpgroup, as a wgmma does.
   // Columns whose last block cannot start on a 16-byte boundary of B (N not a multiple of 8)
   // keep that block in place and store only the columns inside (wgmma_store's limit; a TMA
-  // store's box is clipped at C's edge instead).
+  // store's box is clipped at C's edge instead). Fewer rows than a block: the one block of
+  // rows stores those inside the same way (its operand tiles read zeros past them).
   const TailStrategy n_tail = column_tail(*as_const_int(st.C.shape().back()));
+  const TailStrategy m_tail = *as_const_int(st.C.shape().end()[-2]) < t.block_m
+                                  ? TailStrategy::GuardWithIf
+                                  : TailStrategy::ShiftInwards;
   const int64_t persistent = t.persistent ? t.persistent_blocks : 0;
   Stage sc = s[st.C];
   GemmOutputLoops c;
@@ -533,13 +547,13 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
     // staging tile (the stage tiled and tensorized below in C's place).
     StagedGemmOutput staged =
         tile_gemm_output_staged(s, st.C, idx, t.block_m, t.block_n, t.warpgroups_m,
-                                t.warpgroups_n, kRows, n, t.raster_group, n_tail,
-                                TailStrategy::ShiftInwards, persistent);
+                                t.warpgroups_n, kRows, n, t.raster_group, n_tail, m_tail,
+                                persistent);
     sc = s[staged.staged];
     c = staged.loops;
   } else {
     c = tile_gemm_output(sc, idx, t.block_m, t.block_n, t.warpgroups_m, t.warpgroups_n, kRows, n,
-                         t.raster_group, n_tail, TailStrategy::ShiftInwards, persistent);
+                         t.raster_group, n_tail, m_tail, persistent);
   }
   const std::string store_scope = t.tma_store ? "shared" : "global";
 
@@ -767,25 +781,21 @@ ScheduledProgram gemm_wgmma_fused(int64_t M, int64_t N, int64_t K, const GemmWgm
          "(split_k=" << t.split_k << "); use split_k = 1";
   PaddedGemm pg = padded_gemm_definition(M, N, K, t, in, "C_acc");
   check_gemm_wgmma_tiles("gemm_wgmma_fused", M, N, pg.K, t);
-  check_tma_store_fits("gemm_wgmma_fused", N, t, out);
+  check_tma_store_fits("gemm_wgmma_fused", M, N, t, out);
   const GemmTensors &g = pg.g;
   Tensor bias = placeholder({N}, epilogue.column_inputs[0], "bias");
-  Tensor acc = g.C;
-  const bool block_kept = M < t.block_m; // a block of rows computed, M of them kept
-  Tensor full = compute(
-      acc.shape(),
+  Tensor acc = g.C; // Mp x N: where M is less than a block, C stores its first M rows
+  Tensor C = compute(
+      {M, N},
       [&](Var i, Var j) {
         Expr v = epilogue.f(acc(i, j), {bias(j)});
         return out == Float(32) ? v : v.astype(out);
       },
-      block_kept ? "C_full" : "C", {"i", "j"});
-  Tensor C = block_kept ? leading_block(full, M, N, "C") : full;
+      "C", {"i", "j"});
   Schedule s = create_schedule({C});
   pg.schedule_copies(s);
-  if (block_kept)
-    schedule_leading_block(s, C);
   WgmmaGemmStages st;
-  st.C = full;
+  st.C = C;
   st.AS = s.cache_read(pg.AP, "shared", {acc});
   st.BS = s.cache_read(pg.BP, "shared", {acc});
   s[acc].set_scope("wgmma.accumulator");

@@ -107,11 +107,12 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
 void check_cluster_fits(const std::string &context, int64_t M, int64_t N,
                         const GemmWgmmaTiles &tiles);
 
-/// tessel::Error (naming `context`) unless C (N columns of `out`) can be stored by TMA through
-/// the staging tile of `tiles` (when tiles.tma_store): rows of whole 16-byte units, and the
-/// staging tile beside the ring within a block's shared memory. Nothing without tma_store.
-void check_tma_store_fits(const std::string &context, int64_t N, const GemmWgmmaTiles &tiles,
-                          DataType out);
+/// tessel::Error (naming `context`) unless C (M x N of `out`) can be stored by TMA through
+/// the staging tile of `tiles` (when tiles.tma_store): a block of rows at least, rows of whole
+/// 16-byte units, and the staging tile beside the ring within a block's shared memory. Nothing
+/// without tma_store.
+void check_tma_store_fits(const std::string &context, int64_t M, int64_t N,
+                          const GemmWgmmaTiles &tiles, DataType out);
 /// The most stages (from tiles.stages down to 2) whose ring fits in a block's shared memory
 /// beside the staging tile of tma_store, for outputs of `out_bytes` bytes an element.
 int tma_store_stages(const GemmWgmmaTiles &tiles, int out_bytes);

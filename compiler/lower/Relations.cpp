@@ -1,6 +1,7 @@
 #include "compiler/lower/Relations.h"
 
 #include "compiler/ir/IROperator.h"
+#include "compiler/schedule/TensorIntrin.h"
 #include "compiler/support/Error.h"
 
 namespace tessel {
@@ -13,7 +14,24 @@ int64_t const_extent(const DomainMap &dom, const IterVar &iv) {
   return *v;
 }
 
+namespace {
+
+// Whether `s` computes whole blocks past its range and writes only what lies inside: tensorized
+// by an intrinsic that stores part of its block (TensorIntrin::partial_output), or a TMA store
+// (its boxes clipped at the tensor's edges).
+bool writes_partial_blocks(const StageNode *s) {
+  if (s->bulk_copy && s->scope == "global")
+    return true;
+  for (const auto &entry : s->iter_var_attrs)
+    if (entry.second.tensorize && entry.second.tensorize->partial_output)
+      return true;
+  return false;
+}
+
+} // namespace
+
 void pass_down_domain(const StageNode *s, DomainMap &dom) {
+  const bool partial_blocks = writes_partial_blocks(s);
   for (const IterVarRelation &rel : s->relations) {
     if (const auto *sp = std::get_if<SplitRelation>(&rel)) {
       int64_t e = const_extent(dom, sp->parent);
@@ -23,11 +41,14 @@ void pass_down_domain(const StageNode *s, DomainMap &dom) {
           << ", less than the split factor " << *sp->factor
           << " it shifts inwards by; use a factor of at most " << e << " or GuardWithIf";
       // A factor past the extent is cut to it, except for a reduction across threads: its
-      // threads stay a power of two, the ones past the extent adding the identity.
+      // threads stay a power of two, the ones past the extent adding the identity; and for a
+      // guarded split of a stage that writes partial blocks: its one block stays whole (what
+      // is computed at it too: a wgmma tile of 64 rows for M = 16), its guard keeping the rest.
       const IterVarAttr *a = s->find_attr(sp->inner);
       bool across_threads = a && a->bind_thread.defined() && is_reduce_leaf(s, sp->inner);
+      bool whole_block = partial_blocks && sp->tail == TailStrategy::GuardWithIf;
       if (sp->factor) {
-        inner = across_threads ? *sp->factor : std::min(*sp->factor, e);
+        inner = across_threads || whole_block ? *sp->factor : std::min(*sp->factor, e);
         outer = (e + inner - 1) / inner;
       } else {
         outer = std::min(*sp->nparts, e);

@@ -377,17 +377,23 @@ private:
       // The intrinsic needs the whole block in range: no guards inside it. A split of the root
       // that shifts its tail inwards by a multiple of the block keeps every block whole.
       int64_t dom_extent = const_extent(dom_, roots[d]);
-      auto split_by_blocks = [&](TailStrategy tail) {
-        return std::any_of(s_->relations.begin(), s_->relations.end(), [&](const auto &rel) {
+      // The factor of a split of the root by whole intrinsic blocks with this tail; 0: none.
+      auto split_by_blocks = [&](TailStrategy tail) -> int64_t {
+        for (const auto &rel : s_->relations) {
           const auto *sp = std::get_if<SplitRelation>(&rel);
-          return sp && sp->parent.same_as(roots[d]) && sp->tail == tail && sp->factor &&
-                 *sp->factor % r.extent == 0;
-        });
+          if (sp && sp->parent.same_as(roots[d]) && sp->tail == tail && sp->factor &&
+              *sp->factor % r.extent == 0)
+            return *sp->factor;
+        }
+        return 0;
       };
-      bool shifted = split_by_blocks(TailStrategy::ShiftInwards);
+      bool shifted = split_by_blocks(TailStrategy::ShiftInwards) != 0;
       // An intrinsic that stores part of its block takes an output axis whose split guards its
-      // tail, by blocks of whole intrinsic blocks: the last one stores what is inside.
-      bool guarded = output && intrin.partial_output && split_by_blocks(TailStrategy::GuardWithIf);
+      // tail, by blocks of whole intrinsic blocks: the last one stores what is inside (its
+      // intrinsic blocks past the range, of a block larger than the range, store nothing).
+      int64_t guarded_by =
+          output && intrin.partial_output ? split_by_blocks(TailStrategy::GuardWithIf) : 0;
+      bool guarded = guarded_by != 0;
       if (!shifted && !guarded && dom_extent % r.extent != 0) {
         m->failure = "axis '" + roots[d].name() + "' has extent " + std::to_string(dom_extent) +
                      ", not a multiple of the intrinsic's " + std::to_string(r.extent) +
@@ -396,7 +402,7 @@ private:
       }
       if (output)
         m->limits.push_back(
-            guarded && dom_extent % r.extent != 0
+            guarded && dom_extent % guarded_by != 0
                 ? arith::simplify(dom_.lookup(roots[d].get()).min + Expr(int(dom_extent)) - r.min)
                 : Expr());
     }

@@ -69,7 +69,7 @@ export_and_build gemm_wmma 3 gemm_wmma --shape M=128,N=128,K=64 --arch sm_80,sm_
 export_and_build gemm_wgmma_splitk 3 gemm_wgmma --shape M=16,N=512,K=1020 --arch sm_90,sm_90a
 test "$(ls "$work/gemm_wgmma_splitk"/*.cubin)" = "$work/gemm_wgmma_splitk/gemm_wgmma_splitk.sm_90a.cubin"
 grep -q 'cuTensorMapEncodeTiled' "$work/gemm_wgmma_splitk/gemm_wgmma_splitk.h"
-grep -q 'inline constexpr size_t gemm_wgmma_splitk_workspace_bytes = 393216;' \
+grep -q 'inline constexpr size_t gemm_wgmma_splitk_workspace_bytes = 196608;' \
   "$work/gemm_wgmma_splitk/gemm_wgmma_splitk.h"
 # An im2col tensor map.
 export_and_build conv2d_wgmma 3 conv2d_wgmma --shape N=2,H=8,W=8,C=64,K=64 --arch sm_90a

@@ -122,15 +122,14 @@ TEST(GemmWgmma, Bfloat16Inputs) {
 }
 
 // C in float16 or bfloat16: the float32 sum stays in the accumulators and is rounded once as it
-// is stored (one kernel); with fewer rows than a block, the block is rounded and M rows copied;
+// is stored (one kernel); with fewer rows than a block, the block's M rows are stored;
 // with split-K the parts stay float32 and the second kernel rounds their sum. Checked against
 // float64 on the executor; the one-kernel CUDA compiles for sm_90a.
 TEST(GemmWgmma, NarrowOutput) {
   for (DataType in : {Float(16), BFloat(16)})
-    // M, N, K, split-K parts, kernels (the GEMM, reading A in place where it has fewer rows
-    // than a block; the kept rows or the parts' sum).
+    // M, N, K, split-K parts, kernels (the GEMM; the parts' sum).
     for (auto [M, N, K, split, kernels] :
-         {std::array<int64_t, 5>{128, 256, 128, 1, 1}, {40, 128, 128, 1, 2},
+         {std::array<int64_t, 5>{128, 256, 128, 1, 1}, {40, 128, 128, 1, 1},
           {64, 128, 1024, 2, 2}}) {
       SCOPED_TRACE(std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) +
                    " split " + std::to_string(split) + " " + in.str());
@@ -396,28 +395,43 @@ TEST(GemmWgmma, RaggedKReadsTheOperandsInPlaceThroughTma) {
   EXPECT_EQ(mismatch(odd, 200, 192, 100), "");
 }
 
-// Fewer rows than a block (a batch of 16 tokens through a layer): the kernel computes a block
-// of rows from A, whose rows past M its TMA boxes read as zeros (or, through cp.async, from A
-// padded with zero rows), into a workspace whose first M rows a last kernel copies to C. Exact
-// on the executor, with and without a fused epilogue.
+// Fewer rows than a block (a batch of 16 tokens through a layer): the kernel computes a whole
+// block of rows from A, whose rows past M its TMA boxes read as zeros (or, through cp.async,
+// from A padded with zero rows), and stores the M rows inside (wgmma_store's row limit; a
+// warpgroup whose rows all lie past M stores none). One kernel with TMA; exact on the
+// executor, with and without a fused epilogue, and with blocks of 2 and 4 wgmma tiles.
 TEST(GemmWgmma, FewerRowsThanABlock) {
   ScheduledProgram p = gemm_wgmma(40, 128, 64);
   LoweredModule m = lower(p.schedule, p.args);
-  ASSERT_EQ(m.funcs.size(), 2u);
-  EXPECT_EQ(m.funcs[0].name, "default_function_C_full");
-  EXPECT_EQ(m.funcs[1].name, "default_function");
-  EXPECT_EQ(m.funcs[0].arg_shapes[3], (std::vector<int64_t>{64, 128})); // C_full
+  ASSERT_EQ(m.funcs.size(), 1u);
+  EXPECT_EQ(m.num_workspaces, 0u);
   ASSERT_EQ(m.funcs[0].tensor_maps.size(), 2u);
   EXPECT_EQ(m.funcs[0].tensor_maps[0].dims, (std::vector<int64_t>{64, 40})); // A itself
+  std::string cuda = codegen_cuda(m);
+  EXPECT_NE(cuda.find("const int wgmma_row_limit = 40;"), std::string::npos) << cuda;
   EXPECT_EQ(mismatch(p, 40, 128, 64), "");
+  CompiledKernel k = tessel::test::compile_for_sm90(m, cuda, "few_rows.cu");
+  ASSERT_EQ(k.kernels.size(), 1u) << k.log;
+  EXPECT_EQ(k.kernels[0].stack_bytes, 0) << k.log;
   GemmWgmmaTiles copies = gemm_wgmma_tiles(40, 128, 64);
   copies.tma = copies.warp_specialized = copies.persistent = false;
   ScheduledProgram padded = gemm_wgmma(40, 128, 64, copies);
   LoweredModule mp = lower(padded.schedule, padded.args);
-  ASSERT_EQ(mp.funcs.size(), 3u);
+  ASSERT_EQ(mp.funcs.size(), 2u);
   EXPECT_EQ(mp.funcs[0].name, "default_function_A_pad");
   EXPECT_EQ(mp.funcs[0].arg_shapes[3], (std::vector<int64_t>{64, 64})); // A_pad
   EXPECT_EQ(mismatch(padded, 40, 128, 64), "");
+  // 64 rows in a block of 128 (the second warpgroup's tile past M) or 256 (two tiles a
+  // warpgroup, the second warpgroup's both past M), and 100 rows in 256.
+  for (auto [M, block_m] : {std::pair<int64_t, int>{64, 128}, {64, 256}, {100, 256}}) {
+    SCOPED_TRACE(std::to_string(M) + " rows in blocks of " + std::to_string(block_m));
+    ScheduledProgram q = gemm_wgmma(M, 128, 64, {.block_m = block_m, .block_n = 128,
+                                                 .warpgroups_m = 2, .stages = 2, .tma = true});
+    EXPECT_EQ(mismatch(q, M, 128, 64), "");
+  }
+  expect_error([] { gemm_wgmma(40, 128, 64, {.block_m = 64, .block_n = 128, .warpgroups_m = 1,
+                                             .stages = 2, .tma = true, .tma_store = true}); },
+               {"TMA store of C", "M=40 is less than block_m=64", "TS=0"});
   EXPECT_EQ(mismatch(gemm_wgmma(16, 72, 40), 16, 72, 40), ""); // and ragged N and K
   ScheduledProgram fused = gemm_wgmma_fused(16, 64, 64, gemm_wgmma_tiles(16, 64, 64), Float(16),
                                             Float(16), bias_gelu_epilogue(Float(16)));
@@ -431,8 +445,8 @@ TEST(GemmWgmma, FewerRowsThanABlock) {
 }
 
 // Grids under half a wave split K: each block sums one part into a float32 workspace of
-// partial sums (blockIdx.z), which a second kernel adds in order into C (deterministic), its
-// first M rows where M is less than a block. Exact on the executor.
+// partial sums (blockIdx.z), which a second kernel adds in order into C (deterministic); where
+// M is less than a block the parts hold its M rows only. Exact on the executor.
 TEST(GemmWgmma, SplitKAddsPartsInOrder) {
   GemmWgmmaTiles t = gemm_wgmma_tiles(16, 4096, 1024);
   EXPECT_EQ(t.split_k, 2); // 64 blocks of 64 x 64, 16 K steps: two parts of 8
@@ -446,11 +460,11 @@ TEST(GemmWgmma, SplitKAddsPartsInOrder) {
   ASSERT_EQ(m.funcs.size(), 2u); // A read in place (TMA's zero rows past M)
   EXPECT_EQ(m.funcs[0].name, "default_function_C_part");
   EXPECT_EQ(m.funcs[0].launch.grid[2], 2);
-  EXPECT_EQ(m.funcs[0].arg_shapes[3], (std::vector<int64_t>{2, 64, 4096}));
+  EXPECT_EQ(m.funcs[0].arg_shapes[3], (std::vector<int64_t>{2, 16, 4096})); // M rows a part
   std::string ir = to_string(m);
   // The parts added in order, in a register (the loop unrolled).
   EXPECT_NE(ir.find("  C.local[0] = C.local[0] + C_part[threadIdx.x + blockIdx.x * 256]\n"
-                    "  C.local[0] = C.local[0] + C_part[threadIdx.x + blockIdx.x * 256 + 262144]\n"
+                    "  C.local[0] = C.local[0] + C_part[threadIdx.x + blockIdx.x * 256 + 65536]\n"
                     "  C[threadIdx.x + blockIdx.x * 256] = C.local[0]"),
             std::string::npos)
       << ir;

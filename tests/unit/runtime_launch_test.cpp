@@ -117,7 +117,7 @@ TEST(RuntimeLaunch, WorkspacesOfSplitK) {
   EXPECT_EQ(p.workspaces[1].name, "C_part");
   EXPECT_EQ(p.workspace_offsets[0], 0);
   EXPECT_EQ(p.workspace_offsets[1], 64 * 1024 * 2);
-  EXPECT_EQ(p.workspace_bytes, 64 * 1024 * 2 + 2 * 64 * 512 * 4);
+  EXPECT_EQ(p.workspace_bytes, 64 * 1024 * 2 + 2 * 16 * 512 * 4); // C_part: M rows a part
   for (int64_t o : p.workspace_offsets)
     EXPECT_EQ(o % kWorkspaceAlignment, 0);
   // B is read through a tensor map by the second kernel, A only copied by the first.
