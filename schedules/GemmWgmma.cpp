@@ -290,7 +290,7 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::stri
           if (!fits(M, N, K, with_tma(t)))
             continue;
           int64_t busy = big ? 0 : int64_t(wave_use(t) * 10 + 1e-9);
-          // Blocks of more rows than M take a padded copy of A and a copy of C's rows.
+          // Blocks of more rows than M compute rows past it (and, without TMA, copy A padded).
           std::tuple<int64_t, bool, int, int64_t, int64_t, int> score{
               int64_t(useful(t) * 20 + 1e-9), M >= bm, swizzle, busy, int64_t(bm) * bn, bk};
           if (score > best_score) {
