@@ -430,9 +430,18 @@ PaddedGemm padded_gemm_definition(int64_t M, int64_t N, int64_t K, const GemmWgm
                 Mp = std::max<int64_t>(M, t.block_m);
   int64_t Np = column_tail(N) == TailStrategy::ShiftInwards ? N : round_up(N, t.block_n);
   // TMA fills read an operand of whole 16-byte rows in place: no copy for K's tail or A's
-  // missing rows.
-  const bool a_in_place = t.tma && tma_reads_in_place(K, in),
-             b_aligned = t.tma && tma_reads_in_place(N, in);
+  // missing rows. By size, from 2^21 elements: the copies of small operands cost less than
+  // reading them in place (H100, copied / in place, ms: 1000^3 0.0120 / 0.0132, 16x4096x4096
+  // 0.0118 / 0.0161, 1024x1000x1000 0.0118 / 0.0130; 100x4096x4096, 1024x1024x1000, 512x512x500
+  // level; 16x14336x4096 0.0455 / 0.0430 the exception), large ones' more (2000^3, 4M elements
+  // each: 0.0432 / 0.0299; 3000x5000x700, 4000^3 level; bench/RESULTS.md 2026-11-26 evening).
+  using Ragged = GemmWgmmaTiles::RaggedOperands;
+  auto in_place = [&](int64_t rows, int64_t cols) {
+    return t.tma && tma_reads_in_place(cols, in) &&
+           (t.ragged_operands == Ragged::InPlace ||
+            (t.ragged_operands == Ragged::BySize && rows * cols >= (int64_t(1) << 21)));
+  };
+  const bool a_in_place = in_place(M, K), b_aligned = in_place(K, N);
   const bool a_copied = (Mp != M || Kp != K) && !a_in_place;
   // Rows of B that are not whole 128-byte lines cost TMA's and the copies' sectors: padded to
   // them wherever B is copied anyway (3000x5000x700: 0.0812 -> 0.0694 ms on the H100; also
@@ -700,6 +709,11 @@ GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p) {
   }
   // CL=1: clusters of 2 along M multicasting B's tile (2x1), CL=2: along N, A's (1x2).
   t.cluster = int(get("CL"));
+  // PAD=0: ragged operands read in place by TMA or through padded copies by their size; PAD=1:
+  // copies; PAD=2: in place wherever TMA can.
+  if (get("PAD"))
+    t.ragged_operands = get("PAD") == 1 ? GemmWgmmaTiles::RaggedOperands::Copied
+                                        : GemmWgmmaTiles::RaggedOperands::InPlace;
   return t;
 }
 
@@ -724,11 +738,12 @@ ScheduleEntry wgmma_gemm_entry(const char *name, const char *description) {
   e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"G", 8},    {"BM", 0},
                      {"BN", 0},   {"BK", 0},   {"S", 0},    {"SW", 128}, {"TMA", 1},
                      {"WS", 1},   {"SK", 0},   {"P", 0},    {"PB", 0},   {"PP", 0},
-                     {"TS", 0},   {"CL", 0}};
+                     {"TS", 0},   {"CL", 0},   {"PAD", 0}};
   e.nonnegative = {"G",  "BM", "BN", "BK", "S",  "SW", "TMA",
-                   "WS", "SK", "P",  "PB", "PP", "TS", "CL"};
+                   "WS", "SK", "P",  "PB", "PP", "TS", "CL", "PAD"};
   e.choices = {{"SW", {0, 32, 64, 128}}, {"TMA", {0, 1}}, {"WS", {0, 1}}, {"P", {0, 1, 2}},
-               {"PP", {0, 1}},           {"TS", {0, 1}},  {"CL", {0, 1, 2}}};
+               {"PP", {0, 1}},           {"TS", {0, 1}},  {"CL", {0, 1, 2}},
+               {"PAD", {0, 1, 2}}};
   e.knobs = gemm_wgmma_knobs();
   e.dtypes = {Float(16), BFloat(16)};
   return e;

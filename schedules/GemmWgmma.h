@@ -73,6 +73,12 @@ struct GemmWgmmaTiles {
   /// (Stage::multicast): 0 none; 1: "2x1", two blocks along M (adjacent block rows) share B's
   /// tile; 2: "1x2", two along N share A's. Needs tma; the blocks along that axis must be even.
   int cluster = 0;
+  /// How ragged operands (a K tail, rows past M) are read where TMA fills could read them in
+  /// place, zeroing what lies past their edges: by size (in place from 2^21 elements, through
+  /// padded copies, kernels of their own, below: what measured faster on the H100), always
+  /// copied, or always in place.
+  enum class RaggedOperands { BySize, Copied, InPlace };
+  RaggedOperands ragged_operands = RaggedOperands::BySize;
 
   /// Whether the kernel has warp roles: TMA fills with warp_specialized.
   bool roles() const { return tma && warp_specialized; }

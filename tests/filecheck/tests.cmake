@@ -132,16 +132,17 @@ tessel_filecheck_test(NAME cuda.gemm_wgmma_tma_store CHECKS cuda_gemm_wgmma_tma_
 tessel_filecheck_test(NAME interpret.gemm_wgmma_tma_store CHECKS interpret.txt
   COMMAND interpret gemm_wgmma --shape M=200,N=196,K=128,BM=128,BN=128,P=1,PB=2,TS=1
   FILECHECK_ARGS --check-prefix=GEMM_WGMMA_TMA_STORE)
-# A K that no K step divides (and M = 16 below a block), read in place by TMA: the guarded
-# copy in the IR, boxes of A and B past their edges, one kernel; exact on the executor.
+# A K that no K step divides (and M = 16 below a block), read in place by TMA (PAD=2; by
+# default operands of 2^21 elements and more are): the guarded copy in the IR, boxes of A and B
+# past their edges, one kernel; exact on the executor.
 tessel_filecheck_test(NAME lower.gemm_wgmma_ragged_k CHECKS gemm_wgmma_ragged_k.txt
-  COMMAND lower gemm_wgmma --shape M=1000,N=1000,K=1000 --print-after=simplify
+  COMMAND lower gemm_wgmma --shape M=1000,N=1000,K=1000,PAD=2 --print-after=simplify
   FILECHECK_ARGS --implicit-check-not=_pad: --implicit-check-not=cp_async)
 tessel_filecheck_test(NAME interpret.gemm_wgmma_ragged_k CHECKS interpret.txt
-  COMMAND interpret gemm_wgmma --shape M=200,N=192,K=136
+  COMMAND interpret gemm_wgmma --shape M=200,N=192,K=136,PAD=2
   FILECHECK_ARGS --check-prefix=GEMM_WGMMA_RAGGED_K)
 tessel_filecheck_test(NAME interpret.gemm_wgmma_few_rows CHECKS interpret.txt
-  COMMAND interpret gemm_wgmma --shape M=16,N=256,K=1000,SK=4
+  COMMAND interpret gemm_wgmma --shape M=16,N=256,K=1000,SK=4,PAD=2
   FILECHECK_ARGS --check-prefix=GEMM_WGMMA_FEW_ROWS)
 # Clusters of 2 blocks along N with A's tile multicast by TMA (CL=2), IR and CUDA; the executor
 # runs both shapes (CL=1: along M, B's tile) exactly.

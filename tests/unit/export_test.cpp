@@ -161,8 +161,8 @@ TEST(Export, HeaderOfOneKernelForTwoArchs) {
 }
 
 TEST(Export, HeaderOfSplitKWithTensorMapsAndWorkspaces) {
-  // A's rows of 1020 halves are not whole 16-byte units: a padded copy, a workspace.
-  Program p = lower_registered("gemm_wgmma", {{"M", 16}, {"N", 512}, {"K", 1020}});
+  // A's 16 rows in a block of 64, a small operand: a padded copy, a workspace.
+  Program p = lower_registered("gemm_wgmma", {{"M", 16}, {"N", 512}, {"K", 1024}});
   ASSERT_EQ(p.lowered.funcs.size(), 3u);
   std::vector<ExportedVariant> v = compile_for_export({{"sm_90a", p.lowered}});
   ExportOptions o;

@@ -32,6 +32,13 @@ using tessel::test::expect_error;
 
 namespace {
 
+// `t` reading ragged operands in place by TMA whatever their size (by default only those of
+// 2^21 elements and more are; smaller ones through padded copies).
+GemmWgmmaTiles reading_in_place(GemmWgmmaTiles t) {
+  t.ragged_operands = GemmWgmmaTiles::RaggedOperands::InPlace;
+  return t;
+}
+
 std::string mismatch(const ScheduledProgram &p, int64_t M, int64_t N, int64_t K) {
   return tessel::test::exact_gemm_mismatch(lower(p.schedule, p.args), M, N, K);
 }
@@ -129,7 +136,7 @@ TEST(GemmWgmma, NarrowOutput) {
   for (DataType in : {Float(16), BFloat(16)})
     // M, N, K, split-K parts, kernels (the GEMM; the parts' sum).
     for (auto [M, N, K, split, kernels] :
-         {std::array<int64_t, 5>{128, 256, 128, 1, 1}, {40, 128, 128, 1, 1},
+         {std::array<int64_t, 5>{128, 256, 128, 1, 1}, {40, 128, 128, 1, 2},
           {64, 128, 1024, 2, 2}}) {
       SCOPED_TRACE(std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) +
                    " split " + std::to_string(split) + " " + in.str());
@@ -327,7 +334,8 @@ TEST(GemmWgmma, RaggedKAndUnalignedRowsRunOnPaddedCopies) {
 // executor; NVRTC for sm_90a. cp.async fills, and rows that are not whole 16-byte units (K
 // odd), still read padded copies.
 TEST(GemmWgmma, RaggedKReadsTheOperandsInPlaceThroughTma) {
-  ScheduledProgram p = gemm_wgmma(200, 192, 136); // 136 = 2 K steps of 64 and 8
+  // 136 = 2 K steps of 64 and 8.
+  ScheduledProgram p = gemm_wgmma(200, 192, 136, reading_in_place(gemm_wgmma_tiles(200, 192, 136)));
   LoweredModule m = lower(p.schedule, p.args);
   ASSERT_EQ(m.funcs.size(), 1u);
   EXPECT_EQ(m.num_workspaces, 0u);
@@ -347,7 +355,8 @@ TEST(GemmWgmma, RaggedKReadsTheOperandsInPlaceThroughTma) {
   // A long ragged K (1000 = 15 steps and 40), 16 rows: one block of 64 rows whose rows past M
   // are zeros too; whole K and split into 4 parts (the last part past K but for 40 of its 256).
   GemmWgmmaTiles small{.block_m = 64, .block_n = 128, .block_k = 64, .warpgroups_m = 1,
-                       .stages = 4, .tma = true, .warp_specialized = true};
+                       .stages = 4, .tma = true, .warp_specialized = true,
+                       .ragged_operands = GemmWgmmaTiles::RaggedOperands::InPlace};
   for (int parts : {1, 4}) {
     SCOPED_TRACE("split_k " + std::to_string(parts));
     small.split_k = parts;
@@ -358,16 +367,18 @@ TEST(GemmWgmma, RaggedKReadsTheOperandsInPlaceThroughTma) {
     EXPECT_EQ(mismatch(q, 16, 128, 1000), "");
   }
   // Ragged K with two warpgroups a block, a float16 C, and the fused bias + GELU.
-  EXPECT_EQ(mismatch(gemm_wgmma(256, 128, 104, {.block_m = 128, .block_n = 128, .block_k = 64,
-                                                .warpgroups_m = 2, .stages = 2, .tma = true}),
+  EXPECT_EQ(mismatch(gemm_wgmma(256, 128, 104,
+                                reading_in_place({.block_m = 128, .block_n = 128, .block_k = 64,
+                                                  .warpgroups_m = 2, .stages = 2, .tma = true})),
                      256, 128, 104),
             "");
-  ScheduledProgram c16 = gemm_wgmma(128, 256, 136, gemm_wgmma_tiles(128, 256, 136), Float(16),
-                                    Float(16));
+  ScheduledProgram c16 = gemm_wgmma(128, 256, 136, reading_in_place(gemm_wgmma_tiles(128, 256, 136)),
+                                    Float(16), Float(16));
   EXPECT_EQ(lower(c16.schedule, c16.args).funcs.size(), 1u);
   CheckResult r16 = check_on_cpu(c16.schedule, c16.args, c16.num_inputs);
   EXPECT_TRUE(r16.compare.ok) << r16.str();
-  ScheduledProgram gelu = gemm_wgmma_fused(128, 128, 200, gemm_wgmma_tiles(128, 128, 200),
+  ScheduledProgram gelu = gemm_wgmma_fused(128, 128, 200,
+                                           reading_in_place(gemm_wgmma_tiles(128, 128, 200)),
                                            Float(16), Float(16), bias_gelu_epilogue(Float(16)));
   EXPECT_EQ(lower(gelu.schedule, gelu.args).funcs.size(), 1u);
   CheckResult rg = check_on_cpu(gelu.schedule, gelu.args, gelu.num_inputs, 7);
@@ -385,7 +396,7 @@ TEST(GemmWgmma, RaggedKReadsTheOperandsInPlaceThroughTma) {
   EXPECT_EQ(mismatch(c, 200, 192, 136), "");
   // K = 100: A's rows of 200 bytes are no tensor map's; A is copied, B (rows of 384 bytes)
   // still read in place.
-  ScheduledProgram odd = gemm_wgmma(200, 192, 100);
+  ScheduledProgram odd = gemm_wgmma(200, 192, 100, reading_in_place(gemm_wgmma_tiles(200, 192, 100)));
   LoweredModule mo = lower(odd.schedule, odd.args);
   ASSERT_EQ(mo.funcs.size(), 2u);
   EXPECT_EQ(mo.funcs[0].name, "default_function_A_pad");
@@ -393,6 +404,21 @@ TEST(GemmWgmma, RaggedKReadsTheOperandsInPlaceThroughTma) {
   ASSERT_EQ(mo.funcs[1].tensor_maps.size(), 2u);
   EXPECT_EQ(mo.funcs[1].tensor_maps[1].arg, 1); // B
   EXPECT_EQ(mismatch(odd, 200, 192, 100), "");
+  // By default (RaggedOperands::BySize) only operands of 2^21 elements and more are read in
+  // place: a small ragged GEMM copies them (a kernel of its own, as cp.async's), a large one
+  // (2048 x 2000 and 2000 x 2048) reads them in place; knob PAD=1 copies, PAD=2 reads in place.
+  ScheduledProgram by_size = gemm_wgmma(200, 192, 136);
+  LoweredModule ms = lower(by_size.schedule, by_size.args);
+  ASSERT_EQ(ms.funcs.size(), 2u);
+  EXPECT_EQ(ms.funcs[0].name, "default_function_A_pad");
+  ScheduledProgram large = gemm_wgmma(2048, 2048, 2000);
+  EXPECT_EQ(lower(large.schedule, large.args).funcs.size(), 1u);
+  const ScheduleEntry &e = find_schedule("gemm_wgmma");
+  for (auto [pad, kernels] : {std::pair<int64_t, size_t>{1, 2}, {2, 1}}) {
+    ScheduledProgram q =
+        e.build(resolve_shape(e, {{"M", 2048}, {"N", 2048}, {"K", 2000}, {"PAD", pad}}), Float(16));
+    EXPECT_EQ(lower(q.schedule, q.args).funcs.size(), kernels) << "PAD=" << pad;
+  }
 }
 
 // Fewer rows than a block (a batch of 16 tokens through a layer): the kernel computes a whole
@@ -401,7 +427,7 @@ TEST(GemmWgmma, RaggedKReadsTheOperandsInPlaceThroughTma) {
 // warpgroup whose rows all lie past M stores none). One kernel with TMA; exact on the
 // executor, with and without a fused epilogue, and with blocks of 2 and 4 wgmma tiles.
 TEST(GemmWgmma, FewerRowsThanABlock) {
-  ScheduledProgram p = gemm_wgmma(40, 128, 64);
+  ScheduledProgram p = gemm_wgmma(40, 128, 64, reading_in_place(gemm_wgmma_tiles(40, 128, 64)));
   LoweredModule m = lower(p.schedule, p.args);
   ASSERT_EQ(m.funcs.size(), 1u);
   EXPECT_EQ(m.num_workspaces, 0u);
@@ -425,8 +451,9 @@ TEST(GemmWgmma, FewerRowsThanABlock) {
   // warpgroup, the second warpgroup's both past M), and 100 rows in 256.
   for (auto [M, block_m] : {std::pair<int64_t, int>{64, 128}, {64, 256}, {100, 256}}) {
     SCOPED_TRACE(std::to_string(M) + " rows in blocks of " + std::to_string(block_m));
-    ScheduledProgram q = gemm_wgmma(M, 128, 64, {.block_m = block_m, .block_n = 128,
-                                                 .warpgroups_m = 2, .stages = 2, .tma = true});
+    ScheduledProgram q = gemm_wgmma(M, 128, 64,
+                                    reading_in_place({.block_m = block_m, .block_n = 128,
+                                                      .warpgroups_m = 2, .stages = 2, .tma = true}));
     EXPECT_EQ(mismatch(q, M, 128, 64), "");
   }
   expect_error([] { gemm_wgmma(40, 128, 64, {.block_m = 64, .block_n = 128, .warpgroups_m = 1,
@@ -455,7 +482,7 @@ TEST(GemmWgmma, SplitKAddsPartsInOrder) {
   // A wave of blocks already (1024^3: 128 blocks of 128 x 64; 2048^3: 128 of 128 x 256): whole K.
   EXPECT_EQ(gemm_wgmma_tiles(1024, 1024, 1024).split_k, 1);
   EXPECT_EQ(gemm_wgmma_tiles(2048, 2048, 2048).split_k, 1);
-  ScheduledProgram p = gemm_wgmma(16, 4096, 1024);
+  ScheduledProgram p = gemm_wgmma(16, 4096, 1024, reading_in_place(t));
   LoweredModule m = lower(p.schedule, p.args);
   ASSERT_EQ(m.funcs.size(), 2u); // A read in place (TMA's zero rows past M)
   EXPECT_EQ(m.funcs[0].name, "default_function_C_part");
