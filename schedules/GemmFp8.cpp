@@ -156,9 +156,14 @@ GemmWgmmaTiles gemm_fp8_tiles(int64_t M, int64_t N, int64_t K, Fp8Scales scales,
   // 4096x11008x4096 0.2955 -> 0.2628 and 0.2715 -> 0.2592 ms in two runs, 8192^3 0.7823 ->
   // 0.7524 and 0.8207 -> 0.7800; 4096^3 level), in groups of 16 block rows (8 and 16 within the
   // runs' noise: 3-6% on these fp8 rows; bench/RESULTS.md 2026-11-26 evening).
+  // And on as few blocks as take the tiles in as many rounds as 132 would, each block the same
+  // number of tiles give or take one (4096^3: 512 tiles, 4 rounds, 128 blocks: 0.0959 ->
+  // 0.0946 ms in three alternated rounds; fp16 gemm_wgmma measured no gain from it).
   if (accumulation == Fp8Accumulation::Fast) {
     t.persistent = tiles >= 132;
     t.raster_group = 16;
+    const int64_t rounds = (tiles + 131) / 132;
+    t.persistent_blocks = int(std::min<int64_t>(132, (tiles + rounds - 1) / rounds));
   }
   return t;
 }

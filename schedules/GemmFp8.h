@@ -52,7 +52,7 @@ void check_gemm_fp8_tiles(const std::string &context, int64_t M, int64_t N, int6
 /// 4 TMA stages, rasterized in groups of 8; 64 x 128 blocks where M is below 128; persistent
 /// (132 blocks) where the tiles make 1 to 8 waves of them. Fast accumulation: 128 x 256 blocks
 /// (one accumulator of 64 x 256 a warpgroup), 128 wide where N is less than 256, persistent from
-/// one wave up, rasterized in groups of 16.
+/// one wave up on as few blocks as take the tiles in the same rounds, rasterized in groups of 16.
 GemmWgmmaTiles gemm_fp8_tiles(int64_t M, int64_t N, int64_t K, Fp8Scales scales,
                               Fp8Accumulation accumulation = Fp8Accumulation::Promoted);
 

@@ -198,6 +198,18 @@ TEST(GemmFp8, FastAccumulationLoweredIrHasNoPromotion) {
   EXPECT_EQ(count_of(ir, "wgmma_reg_set("), 128) << ir; // the epilogue: a thread's registers
   EXPECT_EQ(count_of(ir, "scale_a[0]"), 1) << ir;
   EXPECT_EQ(count_of(ir, "wgmma_store("), 1) << ir;
+  // The default tiles: 128 x 256, persistent from one wave on blocks balanced over the rounds
+  // (4096^3: 512 tiles, 4 rounds of 128 blocks; 4096x11008: 1376 tiles, 11 rounds of 126).
+  GemmWgmmaTiles t =
+      gemm_fp8_tiles(4096, 4096, 4096, Fp8Scales::PerTensor, Fp8Accumulation::Fast);
+  EXPECT_EQ(t.block_n, 256);
+  EXPECT_TRUE(t.persistent);
+  EXPECT_EQ(t.persistent_blocks, 128);
+  EXPECT_EQ(gemm_fp8_tiles(4096, 11008, 4096, Fp8Scales::PerTensor, Fp8Accumulation::Fast)
+                .persistent_blocks,
+            126);
+  EXPECT_FALSE(gemm_fp8_tiles(256, 512, 4096, Fp8Scales::PerTensor, Fp8Accumulation::Fast)
+                   .persistent); // 4 tiles
 }
 
 // A of e4m3 times B of e5m2 (wgmma's mixed .e4m3.e5m2 form).
