@@ -65,6 +65,17 @@ void check_gemm_fp8_tiles(const std::string &context, int64_t M, int64_t N, int6
       << "fast accumulation (knob FAST=1) sums the whole of K in one accumulator and scales it "
          "once: it takes per-tensor scales (SCALE=0); block-wise scales need the promotion "
          "every 128 of K (FAST=0)";
+  // Clusters and ping-pong consumers come with gemm_wgmma's schedule, which fast accumulation
+  // runs on.
+  user_check(fast || !t.cluster, context)
+      << "clusters (knob CL) come with fast accumulation (FAST=1) only; use CL=0";
+  user_check(fast || !t.ping_pong, context)
+      << "ping-pong consumers (knob PP) come with fast accumulation (FAST=1) only; use PP=0";
+  user_check(!t.ping_pong || (t.persistent && t.warpgroups_m == 1 && t.warpgroups_n == 1),
+             context)
+      << "ping-pong consumers (knob PP=1) take alternate tiles of a persistent kernel, each a "
+         "whole tile: they need persistent (P=1) and one warpgroup a tile, got persistent="
+      << t.persistent << " and " << t.warpgroups_m << "x" << t.warpgroups_n << " warpgroups";
   user_check(t.block_m > 0 && t.block_n > 0 && t.warpgroups_m > 0 && t.warpgroups_n > 0 &&
                  t.wgmma_n >= 0,
              context)
@@ -114,9 +125,6 @@ void check_gemm_fp8_tiles(const std::string &context, int64_t M, int64_t N, int6
       << (fast ? "" : " (partial and promoted sums)") << ", and with " << t.threads()
       << " threads a thread has at most " << registers
       << " registers (about 30 go to addresses and counters): use smaller tiles";
-  // Clusters multicast through gemm_wgmma's schedule, which fast accumulation runs on.
-  user_check(fast || !t.cluster, context)
-      << "clusters (knob CL) come with fast accumulation (FAST=1) only; use CL=0";
   check_cluster_fits(context, M, N, t);
   // The last block of rows and of columns shifts inwards: it must fit.
   user_check(M >= t.block_m && N >= t.block_n, context)
@@ -351,13 +359,17 @@ ScheduleEntry gemm_fp8_entry() {
       "never). FAST=1 (SCALE=0): "
       "fast accumulation, one wgmma accumulator over the whole of K scaled once as C is stored "
       "(cuBLASLt's CUBLASLT_MATMUL_DESC_FAST_ACCUM), 128x256 blocks; CL=1 / 2 then clusters "
-      "blocks 2x1 / 1x2 multicasting B's / A's tile";
+      "blocks 2x1 / 1x2 multicasting B's / A's tile, PP=1 makes two consumer warpgroups take "
+      "the tiles in turn (ping-pong, 128x128 each unless BM / BN say)";
   e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"BM", 0},   {"BN", 0},
                      {"S", 0},    {"G", 0},    {"SCALE", 1}, {"OUT", 0}, {"WS", 1},
-                     {"TS", 0},   {"P", 0},    {"PB", 0},    {"FAST", 0}, {"CL", 0}};
-  e.nonnegative = {"BM", "BN", "S", "G", "SCALE", "OUT", "WS", "TS", "P", "PB", "FAST", "CL"};
+                     {"TS", 0},   {"P", 0},    {"PB", 0},    {"FAST", 0}, {"CL", 0},
+                     {"PP", 0}};
+  e.nonnegative = {"BM", "BN", "S",  "G",  "SCALE", "OUT", "WS",
+                   "TS", "P",  "PB", "FAST", "CL",  "PP"};
   e.choices = {{"SCALE", {0, 1}}, {"OUT", {0, 1, 2}}, {"WS", {0, 1}}, {"TS", {0, 1}},
-               {"P", {0, 1, 2}},  {"FAST", {0, 1}},   {"CL", {0, 1, 2}}};
+               {"P", {0, 1, 2}},  {"FAST", {0, 1}},   {"CL", {0, 1, 2}},
+               {"PP", {0, 1}}};
   e.knobs = {{"BM", {64, 128}}, {"BN", {128, 256}}, {"S", {3, 4, 5, 6}}, {"G", {8, 16}}};
   e.dtypes = {Float8E4M3(), Float8E5M2()};
   e.build = [](const ShapeParams &p, DataType in) {
@@ -399,6 +411,14 @@ ScheduleEntry gemm_fp8_entry() {
                max_shared_bytes_per_block("sm_90"))
       --t.stages;
     t.cluster = int(p.at("CL"));
+    // PP=1 (with FAST=1): ping-pong consumers, persistent, each warpgroup a whole tile (128 x
+    // 128 unless BM / BN say).
+    if (p.at("PP")) {
+      t.ping_pong = t.persistent = true;
+      t.block_m = p.at("BM") ? int(p.at("BM")) : 128;
+      t.block_n = p.at("BN") ? int(p.at("BN")) : 128;
+      t.warpgroups_m = t.warpgroups_n = 1;
+    }
     return gemm_fp8(M, N, K, t, in, scales, out, DataType(), accumulation);
   };
   return e;

@@ -179,6 +179,18 @@ TEST(GemmFp8, FastAccumulationExecutorMatchesFloat64Reference) {
     EXPECT_TRUE(r.result.ok) << r.result.str();
     EXPECT_GT(r.max_abs_ref, 1.0);
   }
+  // Ping-pong consumers (knob PP=1): two warpgroups take 12 tiles of 128 x 128 in turn on 3
+  // blocks.
+  GemmWgmmaTiles pp = gemm_fp8_tiles(384, 512, 256, Fp8Scales::PerTensor, Fp8Accumulation::Fast);
+  pp.block_n = 128;
+  pp.warpgroups_m = 1;
+  pp.ping_pong = pp.persistent = true;
+  pp.persistent_blocks = 3;
+  Fp8Run r = run_fp8(384, 512, 256, Float8E4M3(), Fp8Scales::PerTensor, Float(32), seed + 10,
+                     DataType(), pp, Fp8Accumulation::Fast);
+  EXPECT_TRUE(r.result.ok) << r.result.str();
+  expect_error([&] { gemm_fp8(384, 512, 256, pp, Float8E4M3(), Fp8Scales::PerTensor); },
+               {"ping-pong consumers (knob PP)", "fast accumulation (FAST=1) only"});
 }
 
 // Fast accumulation's lowered K loop keeps a wgmma group in flight (wait_group 1, as
