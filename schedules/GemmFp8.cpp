@@ -76,6 +76,9 @@ void check_gemm_fp8_tiles(const std::string &context, int64_t M, int64_t N, int6
       << "ping-pong consumers (knob PP=1) take alternate tiles of a persistent kernel, each a "
          "whole tile: they need persistent (P=1) and one warpgroup a tile, got persistent="
       << t.persistent << " and " << t.warpgroups_m << "x" << t.warpgroups_n << " warpgroups";
+  user_check(!t.tma_store || !t.ping_pong, context)
+      << "a TMA store of C (knob TS=1) stages the tile in one shared buffer, which ping-pong "
+         "consumers (knob PP=1) would fill with two tiles at once: use one of them";
   user_check(t.block_m > 0 && t.block_n > 0 && t.warpgroups_m > 0 && t.warpgroups_n > 0 &&
                  t.wgmma_n >= 0,
              context)

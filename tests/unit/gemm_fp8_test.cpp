@@ -191,6 +191,13 @@ TEST(GemmFp8, FastAccumulationExecutorMatchesFloat64Reference) {
   EXPECT_TRUE(r.result.ok) << r.result.str();
   expect_error([&] { gemm_fp8(384, 512, 256, pp, Float8E4M3(), Fp8Scales::PerTensor); },
                {"ping-pong consumers (knob PP)", "fast accumulation (FAST=1) only"});
+  pp.tma_store = true;
+  expect_error(
+      [&] {
+        gemm_fp8(384, 512, 256, pp, Float8E4M3(), Fp8Scales::PerTensor, BFloat(16), DataType(),
+                 Fp8Accumulation::Fast);
+      },
+      {"TMA store of C (knob TS=1)", "ping-pong consumers (knob PP=1)"});
 }
 
 // Fast accumulation's lowered K loop keeps a wgmma group in flight (wait_group 1, as
