@@ -460,7 +460,7 @@ TEST(Conv2dWgmma, PingPongMatchesDirectConvolution) {
     SCOPED_TRACE("stride " + std::to_string(stride));
     expect_direct_conv(conv2d_wgmma(sh, t), sh);
   }
-  auto tiles = [](int64_t n, int64_t hw, int64_t c, int64_t k, int stride) {
+  auto tiles = [](int n, int hw, int c, int k, int stride) {
     return conv2d_wgmma_tiles(Conv2dTcShape{.batch = n, .height = hw, .width = hw,
                                             .in_channels = c, .out_channels = k, .kernel = 3,
                                             .pad = 1, .stride = stride});
