@@ -311,9 +311,7 @@ GemmWgmmaTiles cooperative_conv_tiles(const Conv2dTcShape &sh) {
   // 64 x 64) split the reduction into parts of whole filter taps, as gemm_wgmma_tiles does for
   // a few rows of C.
   const int64_t taps = int64_t(sh.kernel) * sh.kernel;
-  const int64_t blocks = (sh.gemm_m() + t.block_m - 1) / t.block_m *
-                         ((sh.out_channels + t.block_n - 1) / t.block_n);
-  t.split_k = split_k_for_small_grid(blocks, sh.gemm_k() / t.block_k, {4, 3, 2},
+  t.split_k = split_k_for_small_grid(output_tiles(sh.gemm_m(), sh.out_channels, t), sh.gemm_k() / t.block_k, {4, 3, 2},
                                      [&](int parts) { return taps % parts == 0; });
   // Persistent at 1 to 8 waves, as gemm_wgmma: on the H100 (y float16) the seed conv 0.1682 ->
   // 0.1564 ms, res3 0.1024 -> 0.0971, res5 0.0829 -> 0.0786, stride 2 0.1219 -> 0.1196.

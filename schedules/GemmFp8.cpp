@@ -161,8 +161,7 @@ GemmWgmmaTiles gemm_fp8_tiles(int64_t M, int64_t N, int64_t K, Fp8Scales scales,
   // Persistent where the tiles make 1 to 8 waves of 132 blocks, as gemm_wgmma: on the H100
   // 4096^3 (1024 tiles) 0.1286 -> 0.1190 ms per tensor, 0.1424 -> 0.1355 block-wise
   // (bench/RESULTS.md, 2026-11-26 15:20).
-  const int64_t tiles = ((M + t.block_m - 1) / t.block_m) * ((N + t.block_n - 1) / t.block_n);
-  t.persistent = tiles >= 132 && tiles <= 8 * 132;
+  t.persistent = persistent_by_default(M, N, t);
   // Fast accumulation: persistent from one wave up (H100, non-persistent -> persistent:
   // 4096x11008x4096 0.2955 -> 0.2628 and 0.2715 -> 0.2592 ms in two runs, 8192^3 0.7823 ->
   // 0.7524 and 0.8207 -> 0.7800; 4096^3 level), in groups of 16 block rows (8 and 16 within the
@@ -171,6 +170,7 @@ GemmWgmmaTiles gemm_fp8_tiles(int64_t M, int64_t N, int64_t K, Fp8Scales scales,
   // number of tiles give or take one (4096^3: 512 tiles, 4 rounds, 128 blocks: 0.0959 ->
   // 0.0946 ms in three alternated rounds; fp16 gemm_wgmma measured no gain from it).
   if (accumulation == Fp8Accumulation::Fast) {
+    const int64_t tiles = output_tiles(M, N, t);
     t.persistent = tiles >= 132;
     t.raster_group = 16;
     const int64_t rounds = (tiles + 131) / 132;

@@ -48,8 +48,12 @@ bool fits(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t, bool partial
 // On the H100 4096^3 (512 tiles) 0.2130 -> 0.1961 ms and 4096x4096x1024 0.0702 -> 0.0644, but
 // 8192^3 (2048 tiles) 1.6542 -> 1.6770; the seed conv (784 tiles) 0.1682 -> 0.1564 ms
 // (bench/RESULTS.md, 2026-11-26).
+int64_t output_tiles(int64_t M, int64_t N, const GemmWgmmaTiles &t) {
+  return ((M + t.block_m - 1) / t.block_m) * ((N + t.block_n - 1) / t.block_n);
+}
+
 bool persistent_by_default(int64_t M, int64_t N, const GemmWgmmaTiles &t) {
-  const int64_t tiles = ((M + t.block_m - 1) / t.block_m) * ((N + t.block_n - 1) / t.block_n);
+  const int64_t tiles = output_tiles(M, N, t);
   return t.roles() && t.split_k == 1 && tiles >= 132 && tiles <= 8 * 132;
 }
 
@@ -243,9 +247,7 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::stri
   // faster (bench/RESULTS.md).
   GemmWgmmaTiles narrow = best;
   narrow.block_n = 128;
-  auto blocks = [&](const GemmWgmmaTiles &t) {
-    return ((M + t.block_m - 1) / t.block_m) * ((N + t.block_n - 1) / t.block_n);
-  };
+  auto blocks = [&](const GemmWgmmaTiles &t) { return output_tiles(M, N, t); };
   auto wave_use = [&](const GemmWgmmaTiles &t) {
     const int64_t sms = 132, b = blocks(t);
     return double(b) / double((b + sms - 1) / sms * sms);

@@ -130,6 +130,9 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K,
                                 const std::string &context = "gemm_wgmma",
                                 bool partial_blocks = true);
 
+/// The blocks of tiles `t` over an M x N output (partial blocks at the edges counted whole).
+int64_t output_tiles(int64_t M, int64_t N, const GemmWgmmaTiles &t);
+
 /// Whether tiles `t` of an M x N output are best persistent: with warp roles and whole K, where
 /// they make 1 to 8 waves of 132 blocks (measured on the H100; the default of gemm_wgmma,
 /// gemm_fp8 and conv2d_wgmma).
