@@ -190,11 +190,6 @@ std::shared_ptr<const TensorIntrin> wgmma_store_matrix(int64_t n, const std::str
       [=](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
         int64_t ld = out.stride(0);
         bool pairs = ld % 2 == 0 && divide_exact(out.elem_offset(), 2).has_value();
-        // 16-bit outputs: a quad of lanes swaps pairs so that each lane stores 4 consecutive
-        // elements and a warp's store covers whole 32-byte sectors (pairs of 4 bytes leave half
-        // sectors, which the GPU completes by reading DRAM).
-        bool quads = dtype.bits() == 16 && n % 16 == 0 && ld % 4 == 0 &&
-                     divide_exact(out.elem_offset(), 4).has_value();
         // Thread t of the warpgroup: warp t / 32 owns rows 16 (t / 32) .. + 15; lane l holds
         // columns 2 (l % 4), + 1 of rows l / 4 and l / 4 + 8 in every 8-column group.
         // float32 rows that may start off a 32-byte sector (C's width not a multiple of 8): the
@@ -203,6 +198,14 @@ std::shared_ptr<const TensorIntrin> wgmma_store_matrix(int64_t n, const std::str
         // transactions measured on an H100 at 4096 x 4095).
         bool sectors = dtype == Float(32) && scope == "global" &&
                        !(ld % 8 == 0 && divide_exact(out.elem_offset(), 8).has_value());
+        // Otherwise a quad of lanes swaps pairs so that each lane stores 4 consecutive
+        // elements: 16-bit outputs then cover whole 32-byte sectors (pairs of 4 bytes leave half
+        // sectors, which the GPU completes by reading DRAM), float32 ones take half the store
+        // instructions of pairs (16 bytes a lane; with pairs the memory queue of a block's
+        // 128 x 256 float32 tile fills: ncu's lg_throttle stall, 4.1 cycles an instruction at
+        // 4096 x 4096 x 1024 on an H100, 0.5 with a float16 C).
+        bool quads = !sectors && n % 16 == 0 && ld % 4 == 0 &&
+                     divide_exact(out.elem_offset(), 4).has_value();
         Expr t = thread_in_group();
         Expr row = floordiv(t, 32) * 16 + floordiv(floormod(t, 32), 4);
         Expr col = floormod(t, 4) * 2;

@@ -107,9 +107,9 @@ inline constexpr const char *wgmma_wait = "wgmma_wait";
 // wgmma_store(acc, index, n, ptr, stride, lanes[, limit[, row_limit]]): each thread stores its n / 2
 // registers of accumulator tile `index`: register i at ptr + 8 ((i / 2) % 2) stride + 8 (i / 4) +
 // i % 2, where ptr is the thread's own pointer (to its row 16 w + l / 4 and column 2 (l % 4) of
-// the tile), `lanes` at a time: 1; 2 (one aligned pair per register pair); 4 (16-bit outputs, n
-// a multiple of 16: the lanes of a quad swap pairs, each storing 4 consecutive elements, so a
-// warp writes whole 32-byte sectors); or 8 (float32 rows that start off 32-byte sectors: the
+// the tile), `lanes` at a time: 1; 2 (one aligned pair per register pair); 4 (n a multiple of
+// 16: the lanes of a quad swap pairs, each storing 4 consecutive elements, so a warp writes whole
+// 32-byte sectors of a 16-bit output, or 16 bytes a lane of a float32 one); or 8 (float32 rows that start off 32-byte sectors: the
 // lanes of a quad exchange registers so that each stores 8 bytes of one aligned sector of its
 // row). The stored values and places are those of 1 whatever `lanes`. Narrower outputs than
 // float32 are rounded to nearest. With a 7th argument `limit` (an int32, the same in every

@@ -492,9 +492,9 @@ StmtPtr compile_wgmma(Compiler &C, const Call *call) {
     const DataType out = p.mem->dtype;
     user_check(code->lanes != 8 || out == Float(32), "interp")
         << n << ": lanes 8 stores float32 outputs, got '" << p.mem->name << "' of " << out;
-    user_check(code->lanes != 4 || (out.bits() == 16 && code->n % 16 == 0), "interp")
-        << n << ": lanes 4 stores 16-bit outputs of tiles n a multiple of 16, got '"
-        << p.mem->name << "' of " << out << " and n=" << code->n;
+    user_check(code->lanes != 4 || code->n % 16 == 0, "interp")
+        << n << ": lanes 4 stores tiles n a multiple of 16, got n=" << code->n << " for '"
+        << p.mem->name << "'";
     user_check((p.mem->scope == MemScope::Global || p.mem->scope == MemScope::Shared) &&
                    (out == Float(32) || out == Float(16) || out == BFloat(16)),
                "interp")

@@ -225,8 +225,8 @@ TEST(GemmWgmma, RaggedShapesShiftTheLastBlockInwards) {
                         "0, min(i.outer.raster * 128, 72))"),
                 std::string::npos)
           << ir;
-      // The shifted start min(j * 128, 8) is still even: float2 stores (whole sectors).
-      EXPECT_NE(codegen_cuda(lower(p.schedule, p.args)).find("*(float2*)(wgmma_out"),
+      // The shifted start min(j * 128, 8) is still a multiple of 4: float4 stores.
+      EXPECT_NE(codegen_cuda(lower(p.schedule, p.args)).find("*(float4*)(wgmma_quad_out"),
                 std::string::npos);
     }
   }

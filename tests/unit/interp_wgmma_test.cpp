@@ -49,7 +49,7 @@ struct WgmmaGemm {
   int n_arg = 0;                  ///< n passed to the intrinsics when nonzero
   int block_x = 128;
   DataType out = Float(32); ///< C's type: the store rounds to it
-  int store_lanes = 2;      ///< wgmma_store's lanes (4: 16-bit C, quads exchanging pairs)
+  int store_lanes = 2;      ///< wgmma_store's lanes (4: quads exchanging pairs)
   bool add_one = false;     ///< an epilogue adds 1 to every register (wgmma_reg / _set)
   bool epilogue_before_wait = false;
   int epilogue_registers = 0; ///< registers the epilogue visits; 0: n / 2
@@ -295,20 +295,24 @@ TEST(InterpWgmma, OperandPointerMustBeUniformOverTheWarpgroup) {
                   "thread (0,0,0) and thread (32,0,0)"});
 }
 
-// A 16-bit C stored 4 elements a lane (lanes 4): the same elements in the same places as pairs,
-// each rounded once; lanes 4 is for 16-bit outputs and pointers 2 elements apart in each quad.
-TEST(InterpWgmma, Float16StoresInQuads) {
-  for (int lanes : {2, 4}) {
-    WgmmaGemm g;
-    g.out = Float(16), g.store_lanes = lanes, g.K = 256; // sums that float16 must round
-    EXPECT_EQ(g.mismatch(), "") << "lanes " << lanes;
+// C stored 4 elements a lane (lanes 4): the same elements in the same places as pairs, each
+// rounded once (float16) or exact (float32, 16 bytes a lane); lanes 4 needs tiles n a multiple
+// of 16 and pointers 2 elements apart in each quad.
+TEST(InterpWgmma, StoresInQuads) {
+  for (DataType out : {Float(16), Float(32)})
+    for (int lanes : {2, 4}) {
+      WgmmaGemm g;
+      g.out = out, g.store_lanes = lanes, g.K = 256; // sums that float16 must round
+      EXPECT_EQ(g.mismatch(), "") << out << ", lanes " << lanes;
+    }
+  WgmmaGemm narrow;
+  narrow.N = 8, narrow.store_lanes = 4;
+  narrow.expect_error({"wgmma_store: lanes 4 stores tiles n a multiple of 16, got n=8"});
+  for (DataType out : {Float(16), Float(32)}) {
+    WgmmaGemm scattered;
+    scattered.out = out, scattered.store_lanes = 4, scattered.wrong_store_lanes = true;
+    scattered.expect_error({"lanes 4 needs the pointers of a quad of lanes 2 elements apart"});
   }
-  WgmmaGemm f32;
-  f32.store_lanes = 4;
-  f32.expect_error({"wgmma_store: lanes 4 stores 16-bit outputs", "'C' of float32"});
-  WgmmaGemm scattered;
-  scattered.out = Float(16), scattered.store_lanes = 4, scattered.wrong_store_lanes = true;
-  scattered.expect_error({"lanes 4 needs the pointers of a quad of lanes 2 elements apart"});
 }
 
 // An epilogue in registers: wgmma_reg / wgmma_reg_set read and write each thread's own registers

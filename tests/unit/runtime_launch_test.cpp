@@ -96,7 +96,7 @@ TEST(RuntimeLaunch, ParamsAndAlignmentsFromTheKernels) {
   EXPECT_EQ(arg(tma, "A").alignment, 16);
   EXPECT_NE(arg(tma, "A").alignment_reason.find("TMA tensor map 'A_tmap'"), std::string::npos);
   EXPECT_EQ(arg(tma, "B").alignment, 16);
-  EXPECT_EQ(arg(tma, "C").alignment, 8);
+  EXPECT_EQ(arg(tma, "C").alignment, 16); // float4 stores
 
   ModuleParams im2col = module_params(
       lower_registered("conv2d_wgmma", {{"N", 2}, {"H", 8}, {"W", 8}, {"C", 64}, {"K", 64}}));
@@ -158,10 +158,10 @@ TEST(RuntimeLaunch, CheckArgumentsNamesTheArgument) {
   expect_error([&] { check_arguments(p, with(0, [](TensorView &v) { v.ptr += 8; }), "test"); },
                {"argument 0 ('A') at 0x7f0000000008 is aligned to 8 bytes", "need 16",
                 "TMA tensor map 'A_tmap'", "multiple of 16 bytes"});
-  // C is stored as float2: 8 bytes do, 4 do not.
-  EXPECT_NO_THROW(check_arguments(p, with(2, [](TensorView &v) { v.ptr += 8; }), "test"));
-  expect_error([&] { check_arguments(p, with(2, [](TensorView &v) { v.ptr += 4; }), "test"); },
-               {"argument 2 ('C')", "aligned to 4 bytes", "need 8", "wgmma stores"});
+  // C is stored as float4 (4 elements a lane): 16 bytes do, 8 do not.
+  EXPECT_NO_THROW(check_arguments(p, with(2, [](TensorView &v) { v.ptr += 16; }), "test"));
+  expect_error([&] { check_arguments(p, with(2, [](TensorView &v) { v.ptr += 8; }), "test"); },
+               {"argument 2 ('C')", "aligned to 8 bytes", "need 16", "wgmma stores of 4 elements"});
 
   // Element alignment only: a float32 pointer off by 2 bytes.
   ModuleParams naive = module_params(lower_registered("gemm_naive", {{"M", 16}, {"N", 16}, {"K", 16}}));
