@@ -41,6 +41,7 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <random>
 
 using namespace tessel;
@@ -92,6 +93,7 @@ namespace {
 struct VendorGemm {
   double ms = NAN, default_ms = NAN;
   std::string call, note;
+  std::shared_ptr<bench::CublasLtGemm> lt; ///< cuBLASLt's choice where it is the faster
 };
 
 VendorGemm vendor_gemm(const DeviceArray &A, const DeviceArray &B, const DeviceArray &Cv, int64_t M,
@@ -108,22 +110,24 @@ VendorGemm vendor_gemm(const DeviceArray &A, const DeviceArray &B, const DeviceA
   v.call = "cublasGemmEx default";
   try {
     const bench::LtType in = A.dtype() == BFloat(16) ? bench::LtType::bf16 : bench::LtType::f16;
-    bench::CublasLtGemm lt(M, N, K, in, bench::LtType::f32, bench::LtScaling::none, false);
+    auto lt = std::make_shared<bench::CublasLtGemm>(M, N, K, in, bench::LtType::f32,
+                                                    bench::LtScaling::none, false);
     DeviceArray Clt(Float(32), {M, N});
     bench::LtOperands ops{A.data(), B.data(), Clt.data(), 0, 0};
-    lt.choose(ops);
+    lt->choose(ops);
     Clt.poison();
-    lt.run(ops);
+    lt->run(ops);
     std::vector<float> want(M * N);
     Cv.copy_to_host(want.data(), Cv.bytes());
     if (double err = bench::max_rel_error(Clt, want); err > 1e-3) {
       v.note = "cuBLASLt's result differs from cublasGemmEx's by " + std::to_string(err) +
                ": not used; ";
     } else {
-      double lt_ms = time_launches([&] { lt.run(ops); }, timing()).median_ms;
+      double lt_ms = time_launches([&] { lt->run(ops); }, timing()).median_ms;
       if (lt_ms < v.ms) {
         v.ms = lt_ms;
-        v.call = lt.choice();
+        v.call = lt->choice();
+        v.lt = lt;
       }
     }
   } catch (const Error &e) {
@@ -166,7 +170,21 @@ Row bench_gemm(const std::string &schedule, int64_t M, int64_t N, int64_t K,
     std::vector<TensorView> args = {{A.data(), in, {M, K}}, {B.data(), in, {K, N}},
                                     {C.data(), Float(32), {M, N}}};
     m.launch(args, nullptr);
-    r.ours_ms = m.time(args, timing()).median_ms;
+    // The vendor's choice again, in turns with ours (into a C of its own).
+    DeviceArray Cturns(Float(32), {M, N});
+    bench::LtOperands ops{A.data(), B.data(), Cturns.data(), 0, 0};
+    time_in_turns(
+        r, [&] { return m.time(args, timing()).median_ms; },
+        [&] {
+          return time_launches([&] {
+                   if (v.lt)
+                     v.lt->run(ops);
+                   else
+                     cublas.run(A, B, Cturns, M, N, K);
+                 },
+                 timing())
+              .median_ms;
+        });
     std::vector<float> vendor(M * N);
     Cv.copy_to_host(vendor.data(), Cv.bytes());
     double worst = bench::max_rel_error(C, vendor);
@@ -326,10 +344,12 @@ std::vector<Row> bench_bias_relu(const Conv2dTcShape &shape, const Row &base, co
 }
 
 // `schedule` on `sh` with y of type `out`, on cuDNN's own arrays x, w (NHWC, KRSC): a row on top
-// of `base` (cuDNN's time), y compared with cuDNN's `dy` (N x P x Q x K).
+// of `base`, y compared with cuDNN's `dy` (N x P x Q x K); ours and cuDNN's best (`cudnn`, which
+// writes dy again) timed in turns.
 Row bench_implicit_gemm(Row base, const std::string &name, Conv2dTcShape sh, DataType out,
                         const std::function<ScheduledProgram(const Conv2dTcShape &)> &schedule,
-                        const DeviceArray &dx, const DeviceArray &dw, const DeviceArray &dy) {
+                        const DeviceArray &dx, const DeviceArray &dw, const DeviceArray &dy,
+                        const std::function<void()> &cudnn) {
   Row row = std::move(base);
   row.ours_name = name;
   const int N = sh.batch, P = sh.out_height(), Q = sh.out_width(), K = sh.out_channels;
@@ -341,7 +361,9 @@ Row bench_implicit_gemm(Row base, const std::string &name, Conv2dTcShape sh, Dat
     DeviceArray y(out, {int64_t(N) * P * Q, K});
     y.poison();
     m.run({&dx, &dw, &y});
-    row.ours_ms = m.time({&dx, &dw, &y}, timing()).median_ms;
+    time_in_turns(
+        row, [&] { return m.time({&dx, &dw, &y}, timing()).median_ms; },
+        [&] { return time_launches(cudnn, timing()).median_ms; });
     std::vector<float> got(y.numel());
     if (out == Float(32)) {
       y.copy_to_host(got.data(), y.bytes());
@@ -441,7 +463,8 @@ std::vector<Row> bench_conv(const std::string &label, const Conv2dTutorialShape 
                       .kernel = R, .pad = s.pad};
   auto implicit_gemm = [&](const std::string &name, DataType out,
                            ScheduledProgram (*schedule)(const Conv2dTcShape &)) {
-    return bench_implicit_gemm(tc, name, shape, out, schedule, dx, dw, dy);
+    return bench_implicit_gemm(tc, name, shape, out, schedule, dx, dw, dy,
+                               [&] { cudnn.run(dx, dw, dy); });
   };
   // conv2d_tc's WMMA path explicitly (on a Hopper GPU conv2d_tc(shape) is conv2d_wgmma).
   auto wmma = [](const Conv2dTcShape &sh) { return conv2d_tc(sh, conv2d_tc_tiles(sh)); };
@@ -476,7 +499,8 @@ std::vector<Row> bench_conv_strided(const std::string &label, const Conv2dTcShap
   std::vector<Row> rows;
   auto ours = [&](const std::string &name, DataType out,
                   const std::function<ScheduledProgram(const Conv2dTcShape &)> &schedule) {
-    rows.push_back(bench_implicit_gemm(r, name, s, out, schedule, dx, dw, dy));
+    rows.push_back(bench_implicit_gemm(r, name, s, out, schedule, dx, dw, dy,
+                                       [&] { cudnn.run(dx, dw, dy); }));
   };
   ours("conv2d_tc", Float(32), [](const Conv2dTcShape &sh) { return conv2d_tc(sh, conv2d_tc_tiles(sh)); });
   if (hopper_gpu())
