@@ -623,7 +623,10 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
       ss.pipeline(t.stages);
   }
 
-  if (t.tma)
+  // The block's threads around the output stage: one of them issues the TMA boxes, of the
+  // operands' fills or of C's store (whose copy is C's own loops, around which they must be
+  // bound even where cp.async fills bind them inside their copies).
+  if (t.tma || t.tma_store)
     sc.env_threads({thread_axis(Range(0, 128), "threadIdx.x")});
   // Clusters of 2 along M share B's tile, along N A's: each block multicasts half of it.
   if (t.cluster) {

@@ -107,6 +107,17 @@ TEST(TmaStore, GemmWgmmaExactOnTheExecutor) {
   wide.block_n = 256;
   wide.stages = 2;
   EXPECT_EQ(exact(wide, 128, 512, 128), "");
+  // Operands filled by cp.async (TMA=0, and the tiles of small shapes, whose rows are too narrow
+  // for a swizzle): the store still binds the block's threads around C's copy (before, a
+  // tessel::Error said threadIdx.x was not bound there: `tessel interpret gemm_wgmma --shape
+  // M=200,N=200,K=136,TS=1`).
+  GemmWgmmaTiles cp_async = store_tiles(false);
+  cp_async.tma = false;
+  EXPECT_EQ(exact(cp_async, 256, 256, 128), "");
+  GemmWgmmaTiles small = gemm_wgmma_tiles(200, 200, 136);
+  ASSERT_FALSE(small.tma) << "the test wants the cp.async fills of a small shape";
+  small.tma_store = true;
+  EXPECT_EQ(exact(small, 200, 200, 136), "");
 }
 
 // bfloat16 and float16 C (the sums rounded into the staging tile) and the fused bias + GELU.
