@@ -6,7 +6,6 @@
 #include "compiler/te/Compute.h"
 #include "runtime/Device.h"
 #include "schedules/Gemm.h"
-#include "schedules/Epilogues.h"
 #include "schedules/GemmPadding.h"
 #include "schedules/GemmTiling.h"
 #include "schedules/WgmmaIntrinsics.h"
@@ -648,147 +647,6 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
                               : wgmma_store_matrix(n, store_scope, st.C.dtype()));
 }
 
-GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p) {
-  auto get = [&](const char *k) {
-    auto it = p.find(k);
-    return it == p.end() ? int64_t(0) : it->second;
-  };
-  int64_t M = p.at("M"), N = p.at("N"), K = p.at("K");
-  GemmWgmmaTiles t;
-  bool explicit_tiles = get("BM") || get("BN") || get("BK");
-  if (explicit_tiles) {
-    if (get("BM"))
-      t.block_m = int(get("BM"));
-    if (get("BN"))
-      t.block_n = int(get("BN"));
-    if (get("BK"))
-      t.block_k = int(get("BK"));
-    t.warpgroups_m = t.block_m <= 256 ? std::max(1, t.block_m / 64) : 2;
-  } else {
-    t = gemm_wgmma_tiles(M, N, K);
-  }
-  if (get("S"))
-    t.stages = int(get("S"));
-  // SW=128 (the default) asks for the widest swizzle on explicit tiles (the chosen ones have it
-  // wherever they can); another value sets it on any tiles, which must then take it.
-  if (p.count("SW") && (explicit_tiles || get("SW") != 128))
-    t.swizzle = int(get("SW"));
-  t.raster_group = get("G");
-  t.tma = get("TMA") != 0 && t.swizzle != 0 && t.stages >= 2;
-  // WS=1 (the default) gives TMA fills warp roles wherever the warpgroups allow them.
-  t.warp_specialized = t.tma && (!p.count("WS") || get("WS") != 0) && t.warpgroups_n == 1;
-  if (get("SK"))
-    t.split_k = int(get("SK"));
-  // P=0: the tiles' choice, which stands only where the knobs leave it warp roles and whole K
-  // (TMA=0, WS=0 or SK > 1 turn it off), explicit tiles (a tuning record's) included; P=1:
-  // persistent on PB blocks (0: 132), whole K per tile unless SK says otherwise; P=2: not.
-  if (explicit_tiles)
-    t.persistent = persistent_by_default(M, N, t);
-  if (get("P") == 2 || t.split_k > 1 || !t.roles())
-    t.persistent = false;
-  if (get("P") == 1 || get("PP") == 1) {
-    t.persistent = true;
-    if (get("PB"))
-      t.persistent_blocks = int(get("PB"));
-    if (!get("SK"))
-      t.split_k = 1;
-  }
-  // PP=1: ping-pong consumers, each warpgroup a whole tile (128 x 128 unless BM / BN say).
-  if (get("PP") == 1) {
-    t.ping_pong = true;
-    if (!get("BN"))
-      t.block_n = 128;
-    if (!get("BM"))
-      t.block_m = 128;
-    t.warpgroups_m = t.warpgroups_n = 1;
-    t.wgmma_n = 0;
-  }
-  // TS=1: C stored by TMA through a shared staging tile, whole K (unless SK says otherwise),
-  // the ring made shallower where the staging tile would not fit beside it (unless S says).
-  if (get("TS")) {
-    t.tma_store = true;
-    if (!get("SK"))
-      t.split_k = 1;
-    if (!get("S"))
-      t.stages = tma_store_stages(t, get("C16") ? 2 : 4);
-  }
-  // CL=1: clusters of 2 along M multicasting B's tile (2x1), CL=2: along N, A's (1x2).
-  t.cluster = int(get("CL"));
-  // PAD=0: ragged operands read in place by TMA or through padded copies by their size; PAD=1:
-  // copies; PAD=2: in place wherever TMA can.
-  if (get("PAD"))
-    t.ragged_operands = get("PAD") == 1 ? GemmWgmmaTiles::RaggedOperands::Copied
-                                        : GemmWgmmaTiles::RaggedOperands::InPlace;
-  return t;
-}
-
-const std::map<std::string, std::vector<int64_t>> &gemm_wgmma_knobs() {
-  // What `tessel tune` tries: block tiles of 1, 2 or 4 warpgroups, stages to fill shared
-  // memory, rasterization groups, and the kernel's form: persistent or not (P: the tiles'
-  // choice, on, off), ping-pong consumers (PP) and clusters of 2 (CL: none, 2x1, 1x2). Tiles that
-  // do not fit are refused and recorded as such. (648 in all: `--trials` samples them.)
-  static const std::map<std::string, std::vector<int64_t>> knobs = {
-      {"BM", {64, 128, 256}}, {"BN", {128, 256}}, {"S", {3, 4, 5}}, {"G", {8, 16}},
-      {"P", {0, 1, 2}},       {"PP", {0, 1}},     {"CL", {0, 1, 2}}};
-  return knobs;
-}
-
-namespace {
-
-// An entry over gemm_wgmma's shape and knobs (M, N, K; G, BM, BN, BK, S, SW, TMA), f16 or bf16.
-ScheduleEntry wgmma_gemm_entry(const char *name, const char *description) {
-  ScheduleEntry e;
-  e.name = name;
-  e.description = description;
-  e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"G", 8},    {"BM", 0},
-                     {"BN", 0},   {"BK", 0},   {"S", 0},    {"SW", 128}, {"TMA", 1},
-                     {"WS", 1},   {"SK", 0},   {"P", 0},    {"PB", 0},   {"PP", 0},
-                     {"TS", 0},   {"CL", 0},   {"PAD", 0}};
-  e.nonnegative = {"G",  "BM", "BN", "BK", "S",  "SW", "TMA",
-                   "WS", "SK", "P",  "PB", "PP", "TS", "CL", "PAD"};
-  e.choices = {{"SW", {0, 32, 64, 128}}, {"TMA", {0, 1}}, {"WS", {0, 1}}, {"P", {0, 1, 2}},
-               {"PP", {0, 1}},           {"TS", {0, 1}},  {"CL", {0, 1, 2}},
-               {"PAD", {0, 1, 2}}};
-  e.knobs = gemm_wgmma_knobs();
-  e.dtypes = {Float(16), BFloat(16)};
-  return e;
-}
-
-} // namespace
-
-ScheduleEntry gemm_wgmma_entry() {
-  ScheduleEntry e = wgmma_gemm_entry(
-      "gemm_wgmma", "GEMM on Hopper Tensor Cores (wgmma.mma_async, sm_90a), fp16 or bf16 "
-                    "in, fp32 out (C16=1: out in the input type); 128x256 blocks "
-                    "of 2 warpgroups rasterized in groups of 8, K step 64 through 4 TMA stages of "
-                    "128-byte swizzled shared tiles; "
-                    "BM, BN, BK, S (stages), G (rasterization group), SW "
-                    "(swizzle: 128, 64, 32 or 0) override the tiles; TMA=1 (the default) fills "
-                    "swizzled, pipelined tiles with TMA bulk copies on an mbarrier ring, TMA=0 "
-                    "with cp.async; WS=1 (the default) issues the TMA copies from a producer "
-                    "warpgroup of their own (warp roles, setmaxnreg), WS=0 from a consumer "
-                    "thread; SK splits K into that many parts (0: the tiles' choice, "
-                    "which splits grids under half a wave), added by a second kernel; P=1 "
-                    "makes it persistent: PB blocks (0: 132, the SMs of an H100) walk the "
-                    "tiles in the grouped order, the TMA ring running across them (P=0, the "
-                    "default: where the tiles make 1 to 8 waves; P=2: never); PP=1 gives it "
-                    "ping-pong consumers: two warpgroups each computing whole tiles (128x128 "
-                    "unless BM, BN say) in turn, one storing while the other computes; TS=1 "
-                    "stores C by TMA through a shared staging tile (TS=0, the default: from "
-                    "registers); CL=1 launches "
-                    "clusters of 2 blocks along M that multicast B's tile by TMA, CL=2 along N "
-                    "multicasting A's (0, the default: none); C16=1 "
-                    "rounds the float32 sum once as it is stored");
-  e.default_shape["C16"] = 0;
-  e.nonnegative.push_back("C16");
-  e.choices["C16"] = {0, 1}; // C float32, or in A's type
-  e.build = [](const ShapeParams &p, DataType in) {
-    return gemm_wgmma(p.at("M"), p.at("N"), p.at("K"), gemm_wgmma_tiles_from_knobs(p), in,
-                      p.at("C16") ? in : Float(32));
-  };
-  return e;
-}
-
 ScheduledProgram gemm_wgmma_fused(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t,
                                   DataType in, DataType out, const WgmmaEpilogue &epilogue) {
   user_check(in == Float(16) || in == BFloat(16), "gemm_wgmma_fused")
@@ -830,21 +688,6 @@ ScheduledProgram gemm_wgmma_fused(int64_t M, int64_t N, int64_t K, const GemmWgm
   p.num_inputs = 3;
   p.flops = 2.0 * double(M) * double(N) * double(K);
   return p;
-}
-
-ScheduleEntry gemm_bias_gelu_entry() {
-  ScheduleEntry e = wgmma_gemm_entry(
-      "gemm_bias_gelu",
-      "C = GELU(A x B + bias), A, B, bias (per column) and C of one type (float16 or "
-      "bfloat16), one kernel: gemm_wgmma's schedule (sm_90a, same knobs) with bias and GELU "
-      "(erf form) applied to the float32 accumulators in registers before the store");
-  e.build = [](const ShapeParams &p, DataType in) {
-    GemmWgmmaTiles t = gemm_wgmma_tiles_from_knobs(p);
-    if (!p.at("SK")) // the epilogue is in the wgmma kernel's store: K whole
-      t.split_k = 1;
-    return gemm_wgmma_fused(p.at("M"), p.at("N"), p.at("K"), t, in, in, bias_gelu_epilogue(in));
-  };
-  return e;
 }
 
 } // namespace tessel
