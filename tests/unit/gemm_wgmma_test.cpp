@@ -64,6 +64,14 @@ GemmWgmmaTiles small_tiles(int stages, int swizzle = 0) {
           .stages = stages, .swizzle = swizzle};
 }
 
+// NVRTC compiles `m`'s CUDA into one sm_90a kernel with no stack frame.
+void expect_one_kernel_without_stack(const LoweredModule &m, const std::string &cuda,
+                                     const std::string &name) {
+  CompiledKernel k = tessel::test::compile_for_sm90(m, cuda, name);
+  ASSERT_EQ(k.kernels.size(), 1u) << k.log;
+  EXPECT_EQ(k.kernels[0].stack_bytes, 0) << k.log;
+}
+
 } // namespace
 
 // Exact inputs, so the executor's result must equal float64 exactly. The executor lands each
@@ -348,9 +356,7 @@ TEST(GemmWgmma, RaggedKReadsTheOperandsInPlaceThroughTma) {
   std::string cuda = codegen_cuda(m);
   EXPECT_EQ(cuda.find("_pad("), std::string::npos) << cuda;
   EXPECT_EQ(mismatch(p, 200, 192, 136), "");
-  CompiledKernel k = tessel::test::compile_for_sm90(m, cuda, "ragged_k_in_place.cu");
-  ASSERT_EQ(k.kernels.size(), 1u) << k.log;
-  EXPECT_EQ(k.kernels[0].stack_bytes, 0) << k.log;
+  expect_one_kernel_without_stack(m, cuda, "ragged_k_in_place.cu");
 
   // A long ragged K (1000 = 15 steps and 40), 16 rows: one block of 64 rows whose rows past M
   // are zeros too; whole K and split into 4 parts (the last part past K but for 40 of its 256).
@@ -436,9 +442,7 @@ TEST(GemmWgmma, FewerRowsThanABlock) {
   std::string cuda = codegen_cuda(m);
   EXPECT_NE(cuda.find("const int wgmma_row_limit = 40;"), std::string::npos) << cuda;
   EXPECT_EQ(mismatch(p, 40, 128, 64), "");
-  CompiledKernel k = tessel::test::compile_for_sm90(m, cuda, "few_rows.cu");
-  ASSERT_EQ(k.kernels.size(), 1u) << k.log;
-  EXPECT_EQ(k.kernels[0].stack_bytes, 0) << k.log;
+  expect_one_kernel_without_stack(m, cuda, "few_rows.cu");
   GemmWgmmaTiles copies = gemm_wgmma_tiles(40, 128, 64);
   copies.tma = copies.warp_specialized = copies.persistent = false;
   ScheduledProgram padded = gemm_wgmma(40, 128, 64, copies);
