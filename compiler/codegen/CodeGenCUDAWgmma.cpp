@@ -294,8 +294,8 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
       // W0[t + 1] (columns 8 (2 j) + 2 t .. + 3), odd lanes keep W1 and take W1[t - 1]
       // (columns 8 (2 j + 1) + 2 (t - 1) .. + 3), that is 6 elements past the lane's own
       // pointer. A warp's store then writes 8 rows of 16 columns: half the instructions of
-      // pairs (float32: 16 bytes a lane, which keeps the memory queue of the store from
-      // filling; measured on an H100 at 4096 x 4096 x 1024).
+      // pairs (float32: 16 bytes a lane; with pairs the epilogue of a 128 x 256 tile filled the
+      // memory instruction queue, ncu's lg_throttle stall, on an H100 at 4096 x 4096 x 1024).
       const bool wide = out.bits() == 32; // a word is 2 x 32 bits, exchanged in two shuffles
       std::string odd = fresh_name("odd");
       line("const bool " + odd + " = " + wgmma_thread_id().text + " & 1;");

@@ -109,9 +109,9 @@ inline constexpr const char *wgmma_wait = "wgmma_wait";
 // i % 2, where ptr is the thread's own pointer (to its row 16 w + l / 4 and column 2 (l % 4) of
 // the tile), `lanes` at a time: 1; 2 (one aligned pair per register pair); 4 (n a multiple of
 // 16: the lanes of a quad swap pairs, each storing 4 consecutive elements, so a warp writes whole
-// 32-byte sectors of a 16-bit output, or 16 bytes a lane of a float32 one); or 8 (float32 rows that start off 32-byte sectors: the
-// lanes of a quad exchange registers so that each stores 8 bytes of one aligned sector of its
-// row). The stored values and places are those of 1 whatever `lanes`. Narrower outputs than
+// 32-byte sectors of a 16-bit output, or 16 bytes a lane of a float32 one); or 8 (float32 rows
+// that start off 32-byte sectors: the lanes of a quad exchange registers so that each stores 8
+// bytes of one aligned sector of its row). The stored values and places are those of 1 whatever `lanes`. Narrower outputs than
 // float32 are rounded to nearest. With a 7th argument `limit` (an int32, the same in every
 // thread) only the tile's columns c < limit are stored (the last block of a dimension that
 // blocks do not divide); for lanes 2 and 4, limit must be a multiple of `lanes`. With an 8th,
