@@ -19,7 +19,8 @@
 #             which) and run within 5% of the tuned time
 #   bench_tune  tessel_bench --tune: the Ampere-path (WMMA / mma.sync) gemm_tc and conv2d_tc
 #             candidates checked against cuBLAS / cuDNN and timed
-#   bench     tessel_bench --csv: the table bench/RESULTS.md records. Its picture is drawn here
+#   bench     tessel_bench --csv: the table bench/RESULTS.md records, between two readings of the
+#             GPU's clock, temperature, power and throttle reasons. Its picture is drawn here
 #             afterwards (the GPU machine has no matplotlib): python3 bench/plot.py bench.csv
 #             -o bench/plots/DATE-GPU-COMMIT.svg --gpu GPU --date DATE --commit COMMIT
 #   norm      tessel_bench --only norm: softmax / layernorm against a device-to-device copy
@@ -95,7 +96,15 @@ run_step() {
         TESSEL_TUNING_DB="$out/tuning.jsonl" TESSEL_LOG_LEVEL=info ./tessel run "${gemm[@]}" --no-check &&
         TESSEL_TUNING_DB="$out/tuning.jsonl" TESSEL_LOG_LEVEL=info ./tessel run "${gemm[@]}" --no-check ;;
     bench_tune) ./tessel_bench --tune --tune-csv "$out/tune.csv" ;;
-    bench) ./tessel_bench --csv "$out/bench.csv" --cudnn-log "$out/cudnn_search.txt" ;;
+    bench)
+      # The GPU's clock, temperature, power and throttle reasons before and after: a run that
+      # heats the GPU slows every kernel in it (the ratios, timed in turns, stay fair).
+      local state=--query-gpu=clocks.sm,clocks.max.sm,temperature.gpu,power.draw,clocks_throttle_reasons.active
+      nvidia-smi "$state" --format=csv
+      ./tessel_bench --csv "$out/bench.csv" --cudnn-log "$out/cudnn_search.txt"
+      local rc=$?
+      nvidia-smi "$state" --format=csv,noheader
+      return $rc ;;
     baselines)
       ./tessel_bench --filter '^(fp8|gemm bf16|conv) ' --csv "$out/baselines.csv" \
         --cudnn-log "$out/cudnn_search.txt" ;;
