@@ -74,7 +74,10 @@ protected:
     for (const Allocate *a : pending_)
       if (uses_var(body, a->buffer_var))
         hoist(a);
-    body = peel(mutate(body), chain);
+    // The attrs peeled from the mutated body belong to it: keep it alive while `chain` points
+    // into it (a temporary here was freed under the chain: ASan, a TMA store with cp.async fills).
+    const Stmt mutated = mutate(body);
+    body = peel(mutated, chain);
     in_kernel_ = false;
     for (size_t k = hoisted_.size(); k-- > 0;) {
       const Hoisted &h = hoisted_[k];
