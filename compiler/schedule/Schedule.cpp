@@ -16,6 +16,7 @@ namespace tessel {
 
 namespace {
 
+// Replaces reads of the tensors in `from` by reads of `to` at the same indices.
 class TensorReplacer : public IRMutator {
 public:
   TensorReplacer(std::vector<Tensor> from, Tensor to) : from_(std::move(from)), to_(std::move(to)) {}
@@ -60,7 +61,6 @@ size_t stage_position(const ScheduleNode *sch, const StageNode *s) {
   internal_error << "stage " << s->op.name() << " is not in its schedule";
 }
 
-// True if `consumer` reads, directly or through other stages, what `producer` computes.
 } // namespace
 
 // ---- Schedule -------------------------------------------------------------------------------

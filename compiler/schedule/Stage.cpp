@@ -81,7 +81,7 @@ IterVar new_iter_var(const std::string &name, IterVarType type) {
   return IterVar::make(Range(), Var(name), type);
 }
 
-// Replaces reads of the tensors in `from` by reads of `to` at the same indices.
+// True if `consumer` reads, directly or through other stages, what `producer` computes.
 bool reads_transitively(const StageNode *consumer, const StageNode *producer) {
   const ScheduleNode *sch = consumer->schedule;
   std::vector<const StageNode *> work{consumer};
