@@ -3,7 +3,6 @@
 
 #include "runtime/Timer.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -39,12 +38,8 @@ inline void time_in_turns(Row &r, const std::function<double()> &ours,
     v.push_back(vendor());
     o.push_back(ours());
   }
-  auto median = [](std::vector<double> x) {
-    std::sort(x.begin(), x.end());
-    return x[x.size() / 2];
-  };
-  r.vendor_ms = median(v);
-  r.ours_ms = median(o);
+  r.vendor_ms = summarize_times(std::move(v)).median_ms;
+  r.ours_ms = summarize_times(std::move(o)).median_ms;
 }
 
 /// The table's line; after the check, what the vendor ran and the pre-issue-25 baseline.
