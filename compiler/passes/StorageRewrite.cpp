@@ -66,7 +66,7 @@ protected:
       return IRMutator::visit(op);
     // A kernel: peel its leading thread_extent attrs, hoist the body's allocations, then wrap
     // them just inside the attrs.
-    std::vector<const AttrStmt *> chain;
+    std::vector<Stmt> chain; // the attrs themselves, held: some are the mutated body's
     Stmt body = peel(Stmt(op), chain);
     in_kernel_ = true;
     hoisted_.clear();
@@ -74,17 +74,16 @@ protected:
     for (const Allocate *a : pending_)
       if (uses_var(body, a->buffer_var))
         hoist(a);
-    // The attrs peeled from the mutated body belong to it: keep it alive while `chain` points
-    // into it (a temporary here was freed under the chain: ASan, a TMA store with cp.async fills).
-    const Stmt mutated = mutate(body);
-    body = peel(mutated, chain);
+    body = peel(mutate(body), chain);
     in_kernel_ = false;
     for (size_t k = hoisted_.size(); k-- > 0;) {
       const Hoisted &h = hoisted_[k];
       body = Allocate::make(h.alloc->buffer_var, h.alloc->dtype, {h.size}, h.alloc->scope, body);
     }
-    for (size_t k = chain.size(); k-- > 0;)
-      body = AttrStmt::make(chain[k]->node, chain[k]->key, chain[k]->value, body);
+    for (size_t k = chain.size(); k-- > 0;) {
+      const auto *a = chain[k].as<AttrStmt>();
+      body = AttrStmt::make(a->node, a->key, a->value, body);
+    }
     return body;
   }
 
@@ -114,11 +113,12 @@ private:
     Expr size;
   };
 
-  static Stmt peel(Stmt s, std::vector<const AttrStmt *> &chain) {
+  // Held, not pointed to: a peeled attr of a temporary body (the mutated one) would otherwise
+  // be freed under the chain (a heap-use-after-free ASan found).
+  static Stmt peel(Stmt s, std::vector<Stmt> &chain) {
     while (is_thread_extent(s)) {
-      const auto *a = s.as<AttrStmt>();
-      chain.push_back(a);
-      s = a->body;
+      chain.push_back(s);
+      s = s.as<AttrStmt>()->body;
     }
     return s;
   }
