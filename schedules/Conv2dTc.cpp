@@ -402,10 +402,7 @@ namespace {
 // conv2d_wgmma's registry knobs over the tiles chosen for the shape: BM, BN, S, G, TMA, Y16.
 std::pair<Conv2dTcShape, GemmWgmmaTiles> wgmma_conv_from_knobs(const ShapeParams &p,
                                                                 DataType in) {
-  auto get = [&](const char *k) {
-    auto it = p.find(k);
-    return it == p.end() ? int64_t(0) : it->second;
-  };
+  auto get = [&](const char *k) { return knob_or_zero(p, k); };
   Conv2dTcShape sh = conv2d_shape_of(p);
   sh.in_dtype = in;
   if (get("Y16"))

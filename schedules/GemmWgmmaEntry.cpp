@@ -9,10 +9,7 @@
 namespace tessel {
 
 GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p) {
-  auto get = [&](const char *k) {
-    auto it = p.find(k);
-    return it == p.end() ? int64_t(0) : it->second;
-  };
+  auto get = [&](const char *k) { return knob_or_zero(p, k); };
   int64_t M = p.at("M"), N = p.at("N"), K = p.at("K");
   GemmWgmmaTiles t;
   bool explicit_tiles = get("BM") || get("BN") || get("BK");

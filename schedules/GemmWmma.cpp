@@ -296,10 +296,7 @@ ScheduleEntry tensor_core_gemm_entry(const std::string &name, const std::string 
              {"CHUNK", {2, 4}}, {"S", {2, 3, 4}}, {"G", {1, 8}}};
   e.dtypes = {Float(16), BFloat(16)};
   e.build = [name, ptx_mma](const ShapeParams &p, DataType in) {
-    auto get = [&](const char *k) {
-      auto it = p.find(k);
-      return it == p.end() ? int64_t(0) : it->second;
-    };
+    auto get = [&](const char *k) { return knob_or_zero(p, k); };
     GemmWmmaTiles t = gemm_wmma_tiles(p.at("M"), p.at("N"), p.at("K"), name);
     for (auto [knob, field] : {std::pair{"BRW", &t.block_row_warps}, {"BCW", &t.block_col_warps},
                                {"WRT", &t.warp_row_tiles}, {"WCT", &t.warp_col_tiles},

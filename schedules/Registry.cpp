@@ -76,6 +76,11 @@ std::string shape_value_problem(const ScheduleEntry &entry, const std::string &k
   return "";
 }
 
+int64_t knob_or_zero(const ShapeParams &p, const std::string &key) {
+  auto it = p.find(key);
+  return it == p.end() ? int64_t(0) : it->second;
+}
+
 ShapeParams resolve_shape(const ScheduleEntry &entry, const ShapeParams &overrides) {
   ShapeParams shape = entry.default_shape;
   for (const auto &[k, v] : overrides) {

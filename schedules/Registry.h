@@ -60,6 +60,9 @@ inline constexpr int64_t kMaxShapeValue = INT32_MAX;
 std::string shape_value_problem(const ScheduleEntry &entry, const std::string &key,
                                 int64_t value);
 
+/// `p[key]`, or 0 where `p` does not hold it (a knob left to the schedule's choice).
+int64_t knob_or_zero(const ShapeParams &p, const std::string &key);
+
 /// The entry's default shape with `overrides` applied; an unknown key or a value out of range
 /// (shape_value_problem) is a tessel::Error.
 ShapeParams resolve_shape(const ScheduleEntry &entry, const ShapeParams &overrides);
