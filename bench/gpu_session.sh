@@ -28,16 +28,18 @@
 #             the fp8 rows (per-tensor and block-scaled, against cuBLASLt), the bf16 GEMM rows
 #             and the conv rows (against cuDNN's best, its legacy choice beside it), into
 #             $OUT/baselines.csv, cuDNN's search into $OUT/cudnn_search.txt
-#   sanitize  compute-sanitizer memcheck, racecheck and synccheck on gemm_tc at 512^3 (pipelined
-#             with cp.async; wgmma on a Hopper GPU) and on conv2d_tc (and conv2d_wgmma with a
-#             float16 y, persistent too, the fused conv2d_bias_relu and gemm_bias_gelu, a ragged
-#             gemm_wgmma whose padded copies are kernels of their own, one with warp roles over 16 K
-#             steps, gemm_fp8 block-scaled, per-tensor and fast (FAST=1: clustered; persistent with TS), TMA stores (TS=1: gemm_wgmma persistent,
-#             gemm_fp8), ping-pong consumers (PP=1; a conv too), a split-K one of 16 rows, clustered ones with
-#             TMA multicast (2x1 and a persistent 1x2), a strided conv2d_wgmma, a depthwise
+#   sanitize  compute-sanitizer memcheck, racecheck and synccheck at small shapes on gemm_tc at
+#             512^3 (pipelined with cp.async; wgmma on a Hopper GPU), conv2d_tc, conv2d_wgmma with
+#             a float16 y (persistent, ping-pong and strided too), the fused conv2d_bias_relu and
+#             gemm_bias_gelu, ragged gemm_wgmma (padded copies, and read in place), a depthwise
 #             conv2d_grouped, softmax and layernorm with their reductions across threads, the
-#             tutorial at batch 32) at small shapes, racecheck on gemm_shared at 256^3; one timed
-#             launch each (tessel run --number 1 --repeat 1) after the check's run and the warm-up
+#             tutorial at batch 32; racecheck on gemm_shared at 256^3. One timed launch each
+#             (tessel run --number 1 --repeat 1) after the check's run and the warm-up
+#   sanitize_hopper  the same three tools on issue 25's kernels (apart, so that each step fits
+#             a 600 s call): gemm_wgmma with warp roles over 16 K steps, persistent with TMA
+#             stores (TS=1), ping-pong (PP=1), split-K of 16 rows, clustered with TMA multicast
+#             (2x1 and a persistent 1x2); gemm_fp8 block-scaled, per tensor, fast (FAST=1:
+#             clustered; persistent with TS=1)
 #   profile   ncu --set full on one launch of gemm_tc at 4096^3 and of conv2d_wgmma on ResNet's
 #             res3 with a float16 y (if ncu is there), unchecked
 #             (tessel run --no-check: the float64 reference takes too long on the CPU): the
@@ -127,7 +129,17 @@ run_step() {
         sanitize_all gemm_bias_gelu --shape M=256,N=512,K=256 "${once[@]}" &&
         sanitize_all gemm_wgmma --shape M=200,N=199,K=100 "${once[@]}" &&
         sanitize_all gemm_wgmma --shape M=1000,N=1000,K=1000,PAD=2 "${once[@]}" &&
-        sanitize_all gemm_wgmma --shape M=512,N=512,K=1024 "${once[@]}" &&
+        sanitize_all conv2d_wgmma --shape N=8,H=16,W=16,C=64,K=128,stride=2,Y16=1 "${once[@]}" &&
+        sanitize_all conv2d_grouped --shape N=2,H=16,W=16,C=64,K=64,G=64 "${once[@]}" &&
+        sanitize_all softmax --shape R=64,C=4096 "${once[@]}" &&
+        sanitize_all layernorm --shape R=64,C=1000,V=1 "${once[@]}" &&
+        sanitize_all conv2d_tensorcore_tutorial --shape batch=32,height=7,width=7 "${once[@]}" &&
+        compute-sanitizer --tool racecheck --error-exitcode 1 \
+          ./tessel run gemm_shared --shape M=256,N=256,K=256 "${once[@]}" ;;
+    sanitize_hopper)
+      # The kernels issue 25 added, apart: with them the sanitize step ran past a call's 600 s.
+      local once=(--number 1 --repeat 1)
+      sanitize_all gemm_wgmma --shape M=512,N=512,K=1024 "${once[@]}" &&
         sanitize_all gemm_wgmma --shape M=512,N=768,K=512,BM=128,BN=128,P=1,PB=4,TS=1 "${once[@]}" &&
         sanitize_all gemm_wgmma --shape M=512,N=512,K=320,PP=1,PB=5 "${once[@]}" &&
         sanitize_all gemm_fp8 --shape M=256,N=256,K=512,TS=1 "${once[@]}" &&
@@ -138,14 +150,7 @@ run_step() {
         sanitize_all gemm_wgmma --shape M=16,N=512,K=1024 "${once[@]}" &&
         sanitize_all gemm_wgmma --shape M=512,N=512,K=1024,BM=128,BN=128,CL=1,P=2 "${once[@]}" &&
         sanitize_all gemm_wgmma --shape M=512,N=512,K=1024,BM=128,BN=128,CL=2,P=1,PB=4 \
-          "${once[@]}" &&
-        sanitize_all conv2d_wgmma --shape N=8,H=16,W=16,C=64,K=128,stride=2,Y16=1 "${once[@]}" &&
-        sanitize_all conv2d_grouped --shape N=2,H=16,W=16,C=64,K=64,G=64 "${once[@]}" &&
-        sanitize_all softmax --shape R=64,C=4096 "${once[@]}" &&
-        sanitize_all layernorm --shape R=64,C=1000,V=1 "${once[@]}" &&
-        sanitize_all conv2d_tensorcore_tutorial --shape batch=32,height=7,width=7 "${once[@]}" &&
-        compute-sanitizer --tool racecheck --error-exitcode 1 \
-          ./tessel run gemm_shared --shape M=256,N=256,K=256 "${once[@]}" ;;
+          "${once[@]}" ;;
     profile)
       # --no-check: the float64 reference of 4096^3 on the CPU did not finish in 8 minutes.
       # Launches: 3 warm-up (skipped), then the one timed launch, profiled.
@@ -180,7 +185,7 @@ run() {
   export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >"$out/gpu.txt" 2>&1
   local steps=("$@") failed=0 s
-  [ ${#steps[@]} -eq 0 ] && steps=(tests tutorial tune bench norm sanitize profile)
+  [ ${#steps[@]} -eq 0 ] && steps=(tests tutorial tune bench norm sanitize sanitize_hopper profile)
   for s in "${steps[@]}"; do
     run_step "$s" "$out" || failed=$((failed + 1))
   done
