@@ -442,7 +442,14 @@ PaddedGemm padded_gemm_definition(int64_t M, int64_t N, int64_t K, const GemmWgm
            (t.ragged_operands == Ragged::InPlace ||
             (t.ragged_operands == Ragged::BySize && rows * cols >= (int64_t(1) << 21)));
   };
-  const bool a_in_place = in_place(M, K), b_aligned = in_place(K, N);
+  // Fewer rows of A than a block, K whole: TMA's boxes stop at A's last row and the tiles'
+  // other rows are zeroed once (lower_bulk_copy, inject_pipeline): read in place at any size
+  // (16x4096x4096 on the H100: 0.0091 ms against 0.0121 copied, bench/RESULTS.md 2026-11-27).
+  // Not in a persistent kernel's tile loop, where the boxes are not clipped.
+  const bool a_rows_only = M < t.block_m && Kp == K && !t.persistent && t.tma &&
+                           tma_reads_in_place(K, in) &&
+                           t.ragged_operands != Ragged::Copied;
+  const bool a_in_place = a_rows_only || in_place(M, K), b_aligned = in_place(K, N);
   const bool a_copied = (Mp != M || Kp != K) && !a_in_place;
   // Rows of B that are not whole 128-byte lines cost TMA's and the copies' sectors: padded to
   // them wherever B is copied anyway (3000x5000x700: 0.0812 -> 0.0694 ms on the H100; also

@@ -319,6 +319,11 @@ inline constexpr const char *pipeline_async_reads = "pipeline_async_reads";
 /// argument is 0 until inject_pipeline gives them the full barriers of its ring (and consumes the
 /// attr).
 inline constexpr const char *bulk_copy = "bulk_copy";
+/// node: none; value: 1. Just inside a bulk_copy attr whose boxes stop at the tensor's edge
+/// short of the tile (lower_bulk_copy: a tensor of fewer rows than the tile, read from its
+/// first): the fill never writes the tile's other elements, the same in every fill, so
+/// inject_pipeline zeroes the stage's ring once before the first fill (and consumes the attr).
+inline constexpr const char *bulk_copy_clipped = "bulk_copy_clipped";
 /// node: the stage's buffer (Form 1) or storage var (Form 2); around the nest of a stage that
 /// asked for Stage::warp_specialize (schedule_ops); value: 1 for ping-pong consumers
 /// (ConsumerRoles::ping_pong), 0 for cooperative ones:

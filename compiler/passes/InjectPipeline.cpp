@@ -119,6 +119,10 @@ struct Plan {
   /// A multicast bulk copy (tma_load_multicast, Stage::multicast): the blocks of its cluster
   /// whose shared memory it writes (1: none but this one's).
   int cluster = 1;
+  /// A bulk copy whose boxes stop short of the tile (attr bulk_copy_clipped): its buffer's
+  /// allocation, zeroed once before the first fill, which leaves the elements past the tensor
+  /// zero (null: none).
+  const Allocate *zero_first = nullptr;
 
   void require(bool ok, const std::string &why) {
     if (!ok && valid)
@@ -251,6 +255,13 @@ private:
     if (const AttrStmt *bulk = bulk_copy_of(op)) {
       p.bulk = true;
       p.bulk_bytes = as_const_int(bulk->value).value_or(0);
+      const auto *clipped = bulk->body.as<AttrStmt>();
+      if (clipped && clipped->key == attr::bulk_copy_clipped) {
+        auto alloc = allocs_.find(var);
+        internal_check(alloc != allocs_.end() && alloc->second.alloc->extents.size() == 1)
+            << "the clipped bulk copy of '" << var->name << "' outside its flat allocation";
+        p.zero_first = alloc->second.alloc;
+      }
       post_order_visit(bulk->body, [&](const IRNode *n) {
         const auto *c = llvm::dyn_cast<Call>(n);
         if (c && c->is_intrinsic(intrinsic::tma_load_multicast))
@@ -391,7 +402,7 @@ Stmt with_barrier(const Stmt &fill, const Expr &bar) {
       return Call::make(c->type, c->name, std::move(args), c->call_kind);
     }
     Stmt visit(const AttrStmt *op) override {
-      if (op->key == attr::bulk_copy) // consumed here
+      if (op->key == attr::bulk_copy || op->key == attr::bulk_copy_clipped) // consumed here
         return mutate(op->body);
       return IRMutator::visit(op);
     }
@@ -404,6 +415,42 @@ Stmt with_barrier(const Stmt &fill, const Expr &bar) {
 
 // The bulk copies of a plan are issued by the block's thread where every threadIdx is 0, and
 // every thread of the block releases the stages: that condition, and the number of threads.
+// Zeroes the `elements` of p's buffer (its ring, or its one stage) before the first fill of a
+// clipped bulk copy: the threads of the first thread axis, the others' at 0 (one warpgroup of
+// a gemm), store 16 bytes each, then fence their writes for the async proxy (the TMA fills and
+// wgmma reads after the barrier that follows).
+Stmt zero_buffer(const Plan &p, int64_t elements) {
+  const Allocate &alloc = *p.zero_first;
+  const DataType t = alloc.dtype;
+  const int lanes = elements % (16 / t.bytes()) == 0 ? 16 / t.bytes() : 1;
+  Buffer buf = passes_detail::make_flat_buffer(alloc.buffer_var->name, alloc.buffer_var, t,
+                                               Expr(elements), "shared");
+  Expr lane = Expr(0), one_group = const_true();
+  int64_t threads = 1;
+  for (size_t k = 0; k < p.threads.size(); ++k) {
+    const auto &[v, extent] = p.threads[k];
+    auto e = as_const_int(extent);
+    if (k == 0 && e) {
+      lane = v;
+      threads = *e;
+    } else {
+      one_group = one_group && v == make_zero(v.type());
+    }
+  }
+  const int64_t vectors = elements / lanes;
+  Var z("zero", Int(32));
+  Expr at = z * make_const(Int(32), threads) + lane;
+  Expr index = lanes > 1 ? Expr(Ramp::make(at * lanes, Expr(1), lanes)) : at;
+  Expr zero = lanes > 1 ? Expr(Broadcast::make(make_zero(t), lanes)) : make_zero(t);
+  Stmt store = BufferStore::make(buf, zero, {index});
+  if (vectors % threads != 0)
+    store = IfThenElse::make(at < make_const(Int(32), vectors), store);
+  Stmt loop = For::make(z, Expr(0), make_const(Int(32), (vectors + threads - 1) / threads),
+                        ForKind::Serial, store);
+  return IfThenElse::make(arith::simplify(one_group),
+                          Seq::make({loop, intrinsic_stmt(intrinsic::fence_proxy_async, {})}));
+}
+
 std::pair<Expr, Expr> leader_and_threads(const Plan &p) {
   Expr leader = const_true(), threads = Expr(1);
   for (const auto &[v, extent] : p.threads) {
@@ -719,8 +766,14 @@ private:
                                     {empty_at(Expr(s)), arith::simplify(threads * cluster)}));
     }
     init.push_back(intrinsic_stmt(intrinsic::fence_barrier_init));
-    std::vector<Stmt> out{IfThenElse::make(leader, Seq::make(std::move(init))),
-                          intrinsic_stmt(intrinsic::syncthreads)};
+    std::vector<Stmt> out{IfThenElse::make(leader, Seq::make(std::move(init)))};
+    for (Plan *p : here)
+      if (p->zero_first) {
+        internal_check(!tile) << "a clipped bulk copy of '" << p->alloc->buffer_var->name
+                              << "' in a persistent tile loop";
+        out.push_back(zero_buffer(*p, *as_const_int(arith::simplify(grown_size(*p)))));
+      }
+    out.push_back(intrinsic_stmt(intrinsic::syncthreads));
     if (tile) {
       tile->hoisted.push_back({{full_var, empty_var}, stages, std::move(out)});
       out.clear();
@@ -820,9 +873,12 @@ private:
   // which every thread waits for (phase 0).
   Stmt bulk_once(Plan &p, const AttrStmt *op) {
     OnceFill f = once_fill(p, op);
-    Stmt body = Seq::make({f.init, intrinsic_stmt(intrinsic::syncthreads), f.fill,
-                           intrinsic_stmt(intrinsic::mbarrier_wait, {f.at, Expr(0)})});
-    return Allocate::make(f.bar, UInt(64), {Expr(1)}, "shared", body);
+    std::vector<Stmt> body{f.init};
+    if (p.zero_first)
+      body.push_back(zero_buffer(p, *as_const_int(arith::simplify(p.zero_first->extents[0]))));
+    body.insert(body.end(), {intrinsic_stmt(intrinsic::syncthreads), f.fill,
+                             intrinsic_stmt(intrinsic::mbarrier_wait, {f.at, Expr(0)})});
+    return Allocate::make(f.bar, UInt(64), {Expr(1)}, "shared", Seq::make(std::move(body)));
   }
 
   // bulk_once in a persistent kernel's tile loop: the barrier is initialized once, before the
@@ -832,6 +888,8 @@ private:
   // multicast (it overwrites the peers' buffers too).
   Stmt bulk_once_per_tile(Plan &p, const AttrStmt *op) {
     OnceFill f = once_fill(p, op);
+    internal_check(!p.zero_first) << "a clipped bulk copy of '" << pipelined_var(op)->name
+                                  << "' in a persistent tile loop";
     TileLoop &tile = tiles_.back();
     tile.hoisted.push_back({{f.bar}, 1, {f.init, intrinsic_stmt(intrinsic::syncthreads)}});
     return Seq::make(

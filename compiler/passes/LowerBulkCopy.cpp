@@ -98,6 +98,12 @@ protected:
       layouts_[buf->get()].swizzle = int(*as_const_int(op->value));
     else if (buf && op->key == attr::storage_align)
       layouts_[buf->get()].aligned = true;
+    if (op->key == attr::tile_loop && op->body.as<For>()) { // (one iteration: no loop left)
+      ++tile_loops_;
+      Stmt r = IRMutator::visit(op);
+      --tile_loops_;
+      return r;
+    }
     if (buf && op->key == attr::bulk_copy && buf->scope() == "global")
       return lower_store(*buf, op);
     if (buf && op->key == attr::bulk_copy) {
@@ -160,7 +166,10 @@ private:
           Call::make(Void(), b.multicast_mask ? intrinsic::tma_load_multicast : intrinsic::tma_load,
                      std::move(call_args), Call::Intrinsic)));
     }
-    return AttrStmt::make(op->node, op->key, Expr(int(b.bytes)), Seq::make(std::move(copies)));
+    Stmt issue = Seq::make(std::move(copies));
+    if (b.clipped)
+      issue = AttrStmt::make(AttrNode(), attr::bulk_copy_clipped, Expr(1), issue);
+    return AttrStmt::make(op->node, op->key, Expr(int(b.bytes)), issue);
   }
 
   // `if_then_else(inside, v, 0)` as (inside, v); any other value as (undefined, value).
@@ -229,6 +238,9 @@ private:
     std::vector<std::vector<Expr>> coords; ///< each box's coordinates, innermost first
     int64_t bytes = 0;                     ///< of the whole tile
     int64_t multicast_mask = 0;            ///< the cluster's blocks a share goes to; 0: none
+    /// The boxes stop at the tensor's edge short of the tile (see clip_to_tensor): the tile's
+    /// other elements are never written by the copy.
+    bool clipped = false;
   };
   Boxes boxes(const std::string &name, const Buffer &dst, const SharedLayout &layout,
               const std::vector<const For *> &loops, const std::vector<Expr> &shared_idx,
@@ -355,6 +367,7 @@ private:
     std::vector<int64_t> box_extent = extent;
     if (mc.size > 1)
       box_extent[mc.dim] /= mc.size;
+    const bool clipped = mc.size == 1 && clip_to_tensor(gdim, gshape, base, box_extent);
 
     // The tensor map: the argument's dimensions innermost first, the box extents of the
     // dimensions the copy reads (1 for the others).
@@ -398,9 +411,32 @@ private:
       out.coords.push_back(std::move(coords));
     }
     out.bytes = elem;
-    for (int64_t e : extent)
+    for (int64_t e : clipped ? box_extent : extent)
       out.bytes *= e;
+    out.clipped = clipped;
     return out;
+  }
+
+  // Shrinks the boxes' outer dimensions (not the contiguous one) that start at the tensor's
+  // first element and reach past its last to the tensor's extent: `box_extent` in place;
+  // whether any was. TMA's fill of the elements outside a tensor with zeros is slow (16 rows
+  // of A in a 64-row box: 16.1 against 9.1 us at 16x4096x4096 on the H100, bench/RESULTS.md
+  // 2026-11-27), and those elements are the same in every fill, so inject_pipeline zeroes
+  // the ring once instead. Not in a persistent kernel's tile loop, whose ring is allocated per
+  // tile until storage_rewrite (the zeroing could not be hoisted with its barriers).
+  bool clip_to_tensor(const std::vector<int> &gdim, const std::vector<int64_t> &gshape,
+                      const std::vector<Expr> &base, std::vector<int64_t> &box_extent) const {
+    if (tile_loops_ > 0)
+      return false;
+    bool clipped = false;
+    for (size_t d = 0; d + 1 < box_extent.size(); ++d) {
+      if (gdim[d] < 0 || gshape[gdim[d]] >= box_extent[d] ||
+          !is_zero(arith::simplify(base[gdim[d]])))
+        continue;
+      box_extent[d] = gshape[gdim[d]];
+      clipped = true;
+    }
+    return clipped;
   }
 
   // The input tile of an implicit-GEMM convolution, A(m, rk) over x (NHWC): one im2col copy of
@@ -549,6 +585,7 @@ private:
   std::vector<TensorMapParam> *maps_;
   llvm::DenseMap<const BufferNode *, SharedLayout> layouts_;
   const char *verb_ = "filled by"; ///< in errors: "filled by" (loads) or "stored by"
+  int tile_loops_ = 0;             ///< persistent tile loops around the copy
 };
 
 // ---- TMA stores --------------------------------------------------------------------------------

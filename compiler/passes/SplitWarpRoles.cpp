@@ -342,6 +342,12 @@ private:
     if (!uses_var(init_if->condition, role_var_))
       shared.front() =
           IfThenElse::make(role_var_ == 0 && init_if->condition, init_if->then_case);
+    // The rest of the setup (inject_pipeline's zeroing of a clipped fill's ring, written for
+    // the warpgroup that was) is the first warpgroup's too, not repeated by the new ones.
+    for (size_t k = 1; k + 1 < shared.size(); ++k)
+      if (!uses_var(shared[k], role_var_) &&
+          contains(shared[k], [](const IRNode *n) { return llvm::isa<BufferStore>(n); }))
+        shared[k] = IfThenElse::make(role_var_ == 0, shared[k]);
     auto [producer_regs, consumer_regs] = warp_role_registers(consumer_groups_);
     Stmt producer = Seq::make(
         {intrinsic_stmt(intrinsic::setmaxnreg, {Expr(producer_regs), Expr(0)}),

@@ -161,8 +161,8 @@ TEST(Export, HeaderOfOneKernelForTwoArchs) {
 }
 
 TEST(Export, HeaderOfSplitKWithTensorMapsAndWorkspaces) {
-  // A's 16 rows in a block of 64, a small operand: a padded copy, a workspace.
-  Program p = lower_registered("gemm_wgmma", {{"M", 16}, {"N", 512}, {"K", 1024}});
+  // A's 16 rows in a block of 64, copied (PAD=1): a padded copy, a workspace.
+  Program p = lower_registered("gemm_wgmma", {{"M", 16}, {"N", 512}, {"K", 1024}, {"PAD", 1}});
   ASSERT_EQ(p.lowered.funcs.size(), 3u);
   std::vector<ExportedVariant> v = compile_for_export({{"sm_90a", p.lowered}});
   ExportOptions o;

@@ -304,6 +304,53 @@ TEST(GemmWgmma, FewerRowsThanABlock) {
                {"M=40 is smaller than block_m=64"});
 }
 
+// A of fewer rows than a block, K whole: read in place at any size, its boxes clipped to its
+// rows (TMA's zero fill past the edge is slow) and the tiles' other rows zeroed once, before
+// the ring's first fill, by one warpgroup (with warp roles too: not repeated by the producer's).
+// Exact on the executor, which reports any read of shared memory never written.
+TEST(GemmWgmma, FewerRowsReadThroughClippedBoxes) {
+  ScheduledProgram split = gemm_wgmma(16, 512, 1024); // split-K's default tiles
+  LoweredModule m = lower(split.schedule, split.args);
+  ASSERT_EQ(m.funcs.size(), 2u); // split-K's parts, their sum: no copy of A
+  const LoweredFunc &parts = m.funcs[0];
+  ASSERT_EQ(parts.tensor_maps.size(), 2u);
+  EXPECT_EQ(parts.tensor_maps[0].dims, (std::vector<int64_t>{1024, 16})); // A itself
+  EXPECT_EQ(parts.tensor_maps[0].box, (std::vector<int64_t>{64, 16}));    // its 16 rows
+  std::string ir = to_string(parts.body);
+  // 16 rows of A's 64 halves, and B's 64 x 256.
+  EXPECT_NE(ir.find("@mbarrier_arrive_expect_tx(@address_of(k.outer_full[floormod(k.outer, 4)]), "
+                    "34816)"),
+            std::string::npos)
+      << ir;
+  std::regex zeroed(R"(if \(threadIdx.y == 0\) \{\n\s*for \(zero: int32, 0, 16\) \{\n\s*)"
+                    R"(A_pad.shared\[ramp\(zero \* 1024 \+ threadIdx.x \* 8, 1, 8\)\] = )"
+                    R"(broadcast\(0f16, 8\)\n\s*\}\n\s*\}\n\s*@fence_proxy_async\(\)\n\s*)"
+                    R"(@syncthreads\(\))");
+  EXPECT_TRUE(std::regex_search(ir, zeroed)) << ir;
+  for (auto [M, N, K, block_m] : {std::array<int64_t, 4>{16, 256, 1024, 0}, {16, 128, 64, 0},
+                                  {100, 128, 256, 128}, {40, 128, 192, 64}}) {
+    SCOPED_TRACE(std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K));
+    GemmWgmmaTiles t = gemm_wgmma_tiles(M, N, K);
+    if (block_m) { // two warpgroups of rows: the second's rows all past M
+      t.block_m = int(block_m);
+      t.warpgroups_m = int(block_m / 64);
+    }
+    ScheduledProgram p = gemm_wgmma(M, N, K, t);
+    LoweredModule lm = lower(p.schedule, p.args);
+    EXPECT_EQ(lm.funcs[0].tensor_maps[0].box.back(), M);
+    EXPECT_EQ(mismatch(p, M, N, K), "");
+  }
+  // Persistent kernels keep the zero fill (their ring is allocated per tile until
+  // storage_rewrite) and read a small A through its padded copy.
+  GemmWgmmaTiles persistent = gemm_wgmma_tiles(16, 512, 1024);
+  persistent.persistent = true;
+  persistent.split_k = 1;
+  ScheduledProgram pp = gemm_wgmma(16, 512, 1024, persistent);
+  LoweredModule pm = lower(pp.schedule, pp.args);
+  EXPECT_EQ(pm.funcs.size(), 2u);
+  EXPECT_EQ(pm.funcs[0].name, "default_function_A_pad");
+}
+
 // Grids under half a wave split K: each block sums one part into a float32 workspace of
 // partial sums (blockIdx.z), which a second kernel adds in order into C (deterministic); where
 // M is less than a block the parts hold its M rows only. Exact on the executor.

@@ -122,14 +122,15 @@ TEST(GemmWgmma, Bfloat16Inputs) {
 }
 
 // C in float16 or bfloat16: the float32 sum stays in the accumulators and is rounded once as it
-// is stored (one kernel); with fewer rows than a block, the block's M rows are stored;
+// is stored (one kernel); with fewer rows than a block (A read in place, its boxes clipped to
+// its rows), the block's M rows are stored;
 // with split-K the parts stay float32 and the second kernel rounds their sum. Checked against
 // float64 on the executor; the one-kernel CUDA compiles for sm_90a.
 TEST(GemmWgmma, NarrowOutput) {
   for (DataType in : {Float(16), BFloat(16)})
     // M, N, K, split-K parts, kernels (the GEMM; the parts' sum).
     for (auto [M, N, K, split, kernels] :
-         {std::array<int64_t, 5>{128, 256, 128, 1, 1}, {40, 128, 128, 1, 2},
+         {std::array<int64_t, 5>{128, 256, 128, 1, 1}, {40, 128, 128, 1, 1},
           {64, 128, 1024, 2, 2}}) {
       SCOPED_TRACE(std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) +
                    " split " + std::to_string(split) + " " + in.str());

@@ -103,11 +103,11 @@ TEST(RuntimeLaunch, ParamsAndAlignmentsFromTheKernels) {
   EXPECT_NE(arg(im2col, "x").alignment_reason.find("TMA im2col tensor map"), std::string::npos);
 }
 
-// Split-K: three kernels, a padded copy of A (16 rows to a block of 64: small operands are
-// copied rather than read in place) and the partial sums as workspaces, laid out in one block
-// at 256-byte boundaries.
+// Split-K with A copied (PAD=1): three kernels, a padded copy of A (16 rows to a block of 64)
+// and the partial sums as workspaces, laid out in one block at 256-byte boundaries.
 TEST(RuntimeLaunch, WorkspacesOfSplitK) {
-  LoweredModule m = lower_registered("gemm_wgmma", {{"M", 16}, {"N", 512}, {"K", 1024}});
+  LoweredModule m =
+      lower_registered("gemm_wgmma", {{"M", 16}, {"N", 512}, {"K", 1024}, {"PAD", 1}});
   ASSERT_EQ(m.funcs.size(), 3u);
   ModuleParams p = module_params(m);
   ASSERT_EQ(p.args.size(), 3u);
