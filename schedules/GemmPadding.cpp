@@ -47,7 +47,14 @@ void schedule_padded_copy(Schedule &s, const Tensor &copy, bool in_place) {
   sp.bind(x, thread_axis("threadIdx.x"));
   sp.vectorize(vec);
   s[regs].compute_at(sp, x);
-  s[regs].unroll(s[regs].axes<2>()[1]);
+  // Rows of the source in whole 16-byte vectors: a thread's 8 elements are all inside it or all
+  // past its columns, one 16-byte load or zeros (vectorize_loops' branch around the two); else
+  // one load an element.
+  const Tensor from = copy.op()->input_tensors().at(0);
+  if (*as_const_int(from.shape()[1]) % kChunk == 0)
+    s[regs].vectorize(s[regs].axes<2>()[1]);
+  else
+    s[regs].unroll(s[regs].axes<2>()[1]);
 }
 
 Tensor leading_block(const Tensor &full, int64_t rows, int64_t cols, const std::string &name,

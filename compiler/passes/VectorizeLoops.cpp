@@ -1,5 +1,6 @@
 #include "compiler/passes/VectorizeLoops.h"
 
+#include "compiler/arith/Simplify.h"
 #include "compiler/ir/IREquality.h"
 #include "compiler/ir/IRMutator.h"
 #include "compiler/ir/IROperator.h"
@@ -74,9 +75,42 @@ Refusal access_refusal(const char *access, const Buffer &b, const std::vector<Ex
 class Vectorizer : public IRMutator {
 public:
   Vectorizer(const Var &var, const Expr &min, int lanes)
-      : var_(var.get()), lanes_(lanes), ramp_(Ramp::make(min, make_one(min.type()), lanes)) {}
+      : var_(var.get()), lanes_(lanes), ramp_(Ramp::make(min, make_one(min.type()), lanes)),
+        loop_var_(var), min_(min) {}
 
   using IRMutator::mutate;
+
+  /// `cond` as one scalar condition if it has the same value in every lane, else undefined:
+  /// where it does not use the lane; or, conjunct by conjunct, a comparison of the lane plus
+  /// or minus the rest (monotone in it) that simplifies to the same condition at the first and
+  /// the last lane (the columns of a padded copy, `x * 8 + lane < 1000`: `x < 125`).
+  Expr same_in_every_lane(const Expr &cond) {
+    if (!uses_var(cond, loop_var_))
+      return cond;
+    if (const auto *a = cond.as<And>()) {
+      Expr l = same_in_every_lane(a->a), r = l.defined() ? same_in_every_lane(a->b) : Expr();
+      return r.defined() ? l && r : Expr();
+    }
+    auto sides = [](const Expr &e) -> std::optional<std::pair<Expr, Expr>> {
+      if (const auto *o = e.as<LT>()) return std::pair{o->a, o->b};
+      if (const auto *o = e.as<LE>()) return std::pair{o->a, o->b};
+      if (const auto *o = e.as<GT>()) return std::pair{o->a, o->b};
+      if (const auto *o = e.as<GE>()) return std::pair{o->a, o->b};
+      return std::nullopt;
+    };
+    auto ab = sides(cond);
+    if (!ab)
+      return Expr();
+    Expr diff = ab->first - ab->second;
+    Expr v = loop_var_;
+    if (uses_var(arith::simplify(diff - v), loop_var_) &&
+        uses_var(arith::simplify(diff + v), loop_var_))
+      return Expr(); // not the lane plus or minus the rest
+    Expr first = arith::simplify(substitute(cond, loop_var_, min_));
+    Expr last = arith::simplify(
+        substitute(cond, loop_var_, min_ + make_const(min_.type(), lanes_ - 1)));
+    return structural_equal(first, last) ? first : Expr();
+  }
 
   bool failed() const { return failed_; }
   const Refusal &refusal() const { return refusal_; }
@@ -191,11 +225,11 @@ protected:
     // padding of an im2col tile) becomes a branch around two stores, so that the side taken is
     // a plain vector copy instead of a choice per lane.
     if (const auto *c = op->value.as<Call>();
-        c && c->is_intrinsic(intrinsic::if_then_else) && c->args.size() == 3 &&
-        mutate(c->args[0]).same_as(c->args[0]))
-      return mutate(IfThenElse::make(c->args[0],
-                                     BufferStore::make(op->buffer, c->args[1], op->indices),
-                                     BufferStore::make(op->buffer, c->args[2], op->indices)));
+        c && c->is_intrinsic(intrinsic::if_then_else) && c->args.size() == 3)
+      if (Expr same = same_in_every_lane(c->args[0]); same.defined())
+        return mutate(IfThenElse::make(same,
+                                       BufferStore::make(op->buffer, c->args[1], op->indices),
+                                       BufferStore::make(op->buffer, c->args[2], op->indices)));
     Expr value = mutate(op->value);
     std::vector<Expr> idx;
     mutate_all(op->indices, idx);
@@ -325,6 +359,8 @@ private:
   }
 
   const Variable *var_;
+  Var loop_var_;
+  Expr min_;
   int lanes_;
   Expr ramp_;
   bool failed_ = false;

@@ -105,6 +105,33 @@ TEST(PassVectorize, LaneInvariantIfThenElseBecomesBranch) {
   EXPECT_EQ(text.find("ramp"), std::string::npos) << text;
 }
 
+// A condition on the lane that no lane's value changes (a padded copy's columns: a source of
+// 40 columns in vectors of 4, `i * 4 + v < 40` is `i < 10` in every lane) is hoisted too; one
+// that some vectors cross (42 columns) is not.
+TEST(PassVectorize, ConditionOnTheLaneThatNoVectorCrossesBecomesBranch) {
+  Buffer A = flat("A", 64), B = flat("B", 64), C = flat("C", 64);
+  Var i("i"), v("v");
+  Expr idx = i * 4 + v;
+  auto copy = [&](int columns) {
+    Expr value = if_then_else(idx < columns && i > 1, A.load({idx}), make_zero(Float(32)));
+    return For::make(i, 0, 16, ForKind::Serial,
+                     For::make(v, 0, 4, ForKind::Vectorized, BufferStore::make(C, value, {idx})));
+  };
+  Stmt s = copy(40);
+  Stmt out = vectorize_loops(s);
+  EXPECT_EQ(to_string(out), "for (i: int32, 0, 16) {\n"
+                            "  if (i < 10 && i > 1) {\n"
+                            "    C[ramp(i * 4, 1, 4)] = A[ramp(i * 4, 1, 4)]\n"
+                            "  } else {\n"
+                            "    C[ramp(i * 4, 1, 4)] = broadcast(0f32, 4)\n"
+                            "  }\n"
+                            "}\n");
+  EXPECT_EQ(run(out, A, B, C), run(s, A, B, C));
+  std::string crossed = to_string(vectorize_loops(copy(42)));
+  EXPECT_NE(crossed.find("for (v: int32, 0, 4)"), std::string::npos) << crossed;
+  EXPECT_EQ(crossed.find("ramp"), std::string::npos) << crossed;
+}
+
 // Each of these bodies must not be vectorized; the loop stays, serial, with the same results.
 TEST(PassVectorize, FallsBackToSerialLoop) {
   Buffer A = flat("A", 64), B = flat("B", 64), C = flat("C", 64);

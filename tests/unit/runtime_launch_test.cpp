@@ -120,9 +120,10 @@ TEST(RuntimeLaunch, WorkspacesOfSplitK) {
   EXPECT_EQ(p.workspace_bytes, 64 * 1024 * 2 + 2 * 16 * 512 * 4); // C_part: M rows a part
   for (int64_t o : p.workspace_offsets)
     EXPECT_EQ(o % kWorkspaceAlignment, 0);
-  // B is read through a tensor map by the second kernel, A only copied by the first.
+  // B is read through a tensor map by the second kernel, A only copied by the first (rows of
+  // 1024 halves, 16 bytes a thread).
   EXPECT_NE(arg(p, "B").alignment_reason.find("TMA tensor map"), std::string::npos);
-  EXPECT_EQ(arg(p, "A").alignment, 2);
+  EXPECT_EQ(arg(p, "A").alignment, 16);
   EXPECT_EQ(arg(p, "A_pad").alignment, 16);
 
   // Workspaces of odd sizes still start at 256-byte boundaries.
