@@ -413,8 +413,6 @@ Stmt with_barrier(const Stmt &fill, const Expr &bar) {
   return SetBarrier(bar).mutate(fill);
 }
 
-// The bulk copies of a plan are issued by the block's thread where every threadIdx is 0, and
-// every thread of the block releases the stages: that condition, and the number of threads.
 // Zeroes the `elements` of p's buffer (its ring, or its one stage) before the first fill of a
 // clipped bulk copy: the threads of the first thread axis, the others' at 0 (one warpgroup of
 // a gemm), store 16 bytes each, then fence their writes for the async proxy (the TMA fills and
@@ -451,6 +449,8 @@ Stmt zero_buffer(const Plan &p, int64_t elements) {
                           Seq::make({loop, intrinsic_stmt(intrinsic::fence_proxy_async, {})}));
 }
 
+// The bulk copies of a plan are issued by the block's thread where every threadIdx is 0, and
+// every thread of the block releases the stages: that condition, and the number of threads.
 std::pair<Expr, Expr> leader_and_threads(const Plan &p) {
   Expr leader = const_true(), threads = Expr(1);
   for (const auto &[v, extent] : p.threads) {

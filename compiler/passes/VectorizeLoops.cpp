@@ -85,7 +85,7 @@ public:
   /// or minus the rest (monotone in it) that simplifies to the same condition at the first and
   /// the last lane (the columns of a padded copy, `x * 8 + lane < 1000`: `x < 125`).
   Expr same_in_every_lane(const Expr &cond) {
-    if (!uses_var(cond, loop_var_))
+    if (mutate(cond).same_as(cond))
       return cond;
     if (const auto *a = cond.as<And>()) {
       Expr l = same_in_every_lane(a->a), r = l.defined() ? same_in_every_lane(a->b) : Expr();
@@ -99,7 +99,8 @@ public:
       return std::nullopt;
     };
     auto ab = sides(cond);
-    if (!ab)
+    // (A let vectorized in the loop would hide the lane from the substitution below.)
+    if (!ab || uses_var(cond, [&](const Variable *x) { return lets_.count(x) > 0; }))
       return Expr();
     Expr diff = ab->first - ab->second;
     Expr v = loop_var_;
