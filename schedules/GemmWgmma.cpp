@@ -445,8 +445,9 @@ PaddedGemm padded_gemm_definition(int64_t M, int64_t N, int64_t K, const GemmWgm
   // Fewer rows of A than a block, K whole: TMA's boxes stop at A's last row and the tiles'
   // other rows are zeroed once (lower_bulk_copy, inject_pipeline): read in place at any size
   // (16x4096x4096 on the H100: 0.0091 ms against 0.0121 copied, bench/RESULTS.md 2026-11-27).
-  // Not in a persistent kernel's tile loop, where the boxes are not clipped.
-  const bool a_rows_only = M < t.block_m && Kp == K && !t.persistent && t.tma &&
+  // Not in a persistent kernel's tile loop, where the boxes are not clipped; not for one row,
+  // whose index the tile's copy no longer names (A[0, k]: no box dimension for the rows).
+  const bool a_rows_only = M > 1 && M < t.block_m && Kp == K && !t.persistent && t.tma &&
                            tma_reads_in_place(K, in) &&
                            t.ragged_operands != Ragged::Copied;
   const bool a_in_place = a_rows_only || in_place(M, K), b_aligned = in_place(K, N);

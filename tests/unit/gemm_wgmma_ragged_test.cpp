@@ -340,6 +340,11 @@ TEST(GemmWgmma, FewerRowsReadThroughClippedBoxes) {
     EXPECT_EQ(lm.funcs[0].tensor_maps[0].box.back(), M);
     EXPECT_EQ(mismatch(p, M, N, K), "");
   }
+  // One row is still copied (the copy's read A[0, k] names no row to box), and exact.
+  ScheduledProgram one = gemm_wgmma(1, 128, 64);
+  LoweredModule om = lower(one.schedule, one.args);
+  EXPECT_EQ(om.funcs.size(), 2u);
+  EXPECT_EQ(mismatch(one, 1, 128, 64), "");
   // Persistent kernels keep the zero fill (their ring is allocated per tile until
   // storage_rewrite) and read a small A through its padded copy.
   GemmWgmmaTiles persistent = gemm_wgmma_tiles(16, 512, 1024);
