@@ -436,21 +436,20 @@ PaddedGemm padded_gemm_definition(int64_t M, int64_t N, int64_t K, const GemmWgm
   // 0.0118 / 0.0161, 1024x1000x1000 0.0118 / 0.0130; 100x4096x4096, 1024x1024x1000, 512x512x500
   // level; 16x14336x4096 0.0455 / 0.0430 the exception), large ones' more (2000^3, 4M elements
   // each: 0.0432 / 0.0299; 3000x5000x700, 4000^3 level; bench/RESULTS.md 2026-11-26 evening).
-  using Ragged = GemmWgmmaTiles::RaggedOperands;
-  auto in_place = [&](int64_t rows, int64_t cols) {
-    return t.tma && tma_reads_in_place(cols, in) &&
-           (t.ragged_operands == Ragged::InPlace ||
-            (t.ragged_operands == Ragged::BySize && rows * cols >= (int64_t(1) << 21)));
-  };
   // Fewer rows of A than a block, K whole: TMA's boxes stop at A's last row and the tiles'
-  // other rows are zeroed once (lower_bulk_copy, inject_pipeline): read in place at any size
+  // other rows are zeroed once (lower_bulk_copy, inject_pipeline): in place at any size
   // (16x4096x4096 on the H100: 0.0091 ms against 0.0121 copied, bench/RESULTS.md 2026-11-27).
   // Not in a persistent kernel's tile loop, where the boxes are not clipped; not for one row,
   // whose index the tile's copy no longer names (A[0, k]: no box dimension for the rows).
-  const bool a_rows_only = M > 1 && M < t.block_m && Kp == K && !t.persistent && t.tma &&
-                           tma_reads_in_place(K, in) &&
-                           t.ragged_operands != Ragged::Copied;
-  const bool a_in_place = a_rows_only || in_place(M, K), b_aligned = in_place(K, N);
+  const bool a_rows_clipped = M > 1 && M < t.block_m && Kp == K && !t.persistent;
+  using Ragged = GemmWgmmaTiles::RaggedOperands;
+  auto in_place = [&](int64_t rows, int64_t cols, bool clipped) {
+    return t.tma && tma_reads_in_place(cols, in) &&
+           (t.ragged_operands == Ragged::InPlace ||
+            (t.ragged_operands == Ragged::BySize &&
+             (clipped || rows * cols >= (int64_t(1) << 21))));
+  };
+  const bool a_in_place = in_place(M, K, a_rows_clipped), b_aligned = in_place(K, N, false);
   const bool a_copied = (Mp != M || Kp != K) && !a_in_place;
   // Rows of B that are not whole 128-byte lines cost TMA's and the copies' sectors: padded to
   // them wherever B is copied anyway (3000x5000x700: 0.0812 -> 0.0694 ms on the H100; also
