@@ -145,7 +145,7 @@ ScheduleEntry gemm_tc_entry() {
   e.default_shape = {{"M", 4096}, {"N", 4096}, {"K", 4096}, {"BM", 0}, {"BN", 0}, {"BK", 0},
                      {"S", 0},    {"G", 0},    {"SK", 0},   {"P", 0},  {"PP", 0}, {"CL", 0}};
   e.nonnegative = {"BM", "BN", "BK", "S", "G", "SK", "P", "PP", "CL"};
-  e.choices = {{"P", {0, 1, 2}}, {"PP", {0, 1}}, {"CL", {0, 1, 2}}};
+  e.choices = {{"P", {0, 1, 2}}, {"PP", {0, 1, 2}}, {"CL", {0, 1, 2}}};
   e.knobs = gemm_wgmma_knobs();
   e.dtypes = {Float(16), BFloat(16)};
   e.build = [](const ShapeParams &p, DataType in) {

@@ -56,6 +56,34 @@ bool persistent_by_default(int64_t M, int64_t N, const GemmWgmmaTiles &t) {
   return t.roles() && t.split_k == 1 && tiles >= 132 && tiles <= 8 * 132;
 }
 
+// Measured on the H100 (bench/RESULTS.md, 2026-11-27, default -> ping-pong at 7 stages, ms):
+// 4096x4096x1024 0.0591 -> 0.0550, 8192x8192x1024 0.2474 -> 0.2195, 4096x4096x512 0.0385 ->
+// 0.0379, 4096x4096x768 0.0487 -> 0.0479, 3000x5000x700 0.0571 -> 0.0564, 8192x4096x1024 0.1148
+// -> 0.1169; with longer K the single warpgroup's main loop is the slower one: 4096x4096x1536
+// 0.0805 -> 0.0867, 4096^3 0.1886 -> 0.2141, 8192^3 1.6043 -> 1.8006.
+bool ping_pong_by_default(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t,
+                          DataType out) {
+  GemmWgmmaTiles narrow = t;
+  narrow.block_m = narrow.block_n = 128;
+  return t.roles() && t.split_k == 1 && out == Float(32) && K <= 1024 &&
+         output_tiles(M, N, narrow) >= 2 * 132;
+}
+
+GemmWgmmaTiles as_ping_pong(GemmWgmmaTiles t, bool deepest_ring) {
+  t.ping_pong = t.persistent = true;
+  t.block_m = t.block_n = 128;
+  t.warpgroups_m = t.warpgroups_n = 1;
+  t.wgmma_n = 0;
+  while (deepest_ring && t.stages < 8) {
+    GemmWgmmaTiles deeper = t;
+    ++deeper.stages;
+    if (deeper.shared_bytes() > max_shared_bytes_per_block("sm_90") - 1024)
+      break;
+    t = deeper;
+  }
+  return t;
+}
+
 void check_cluster_fits(const std::string &context, int64_t M, int64_t N,
                         const GemmWgmmaTiles &t) {
   user_check(t.cluster >= 0 && t.cluster <= 2, context)

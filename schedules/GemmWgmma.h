@@ -138,6 +138,16 @@ int64_t output_tiles(int64_t M, int64_t N, const GemmWgmmaTiles &t);
 /// gemm_fp8 and conv2d_wgmma).
 bool persistent_by_default(int64_t M, int64_t N, const GemmWgmmaTiles &t);
 
+/// Whether gemm_wgmma's tiles `t` (its choice) are best as ping-pong consumers: with warp roles
+/// and whole K, a float32 output, K of 1024 or less and 2 waves or more of 128 x 128 tiles,
+/// where the store of one warpgroup's tile beside the other's main loop outweighs a single
+/// warpgroup's slower main loop (measured on the H100).
+bool ping_pong_by_default(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t,
+                          DataType out);
+/// Tiles `t` as ping-pong consumers: persistent, one warpgroup a 128 x 128 tile; with
+/// `deepest_ring`, as many stages (up to 8) as shared memory holds.
+GemmWgmmaTiles as_ping_pong(GemmWgmmaTiles t, bool deepest_ring);
+
 /// Split-K for grids under half a wave of an H100's 132 SMs: the first of `parts` that
 /// `divides` the reduction as the caller needs, whose blocks fill at most two waves and whose
 /// parts are 8 K steps or more; 1 (no split) where none is or the grid is larger.
@@ -175,10 +185,10 @@ bool hopper_gpu();
 
 /// gemm_wgmma's tiles from the registry's knobs in `p` (M, N, K; BM, BN, BK, S, SW, TMA, G, SK:
 /// 0 or absent is gemm_wgmma_tiles' choice; P=1 persistent on PB blocks, 0: 132; PP=1
-/// ping-pong consumers, persistent, one warpgroup a tile of BM x BN, 128 x 128 unless given),
-/// as gemm_wgmma, gemm_bias_gelu and gemm_tc on
-/// Hopper take them.
-GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p);
+/// ping-pong consumers, persistent, one warpgroup a tile of BM x BN, 128 x 128 unless given;
+/// PP=0 where ping_pong_by_default says for an output of type `out`, PP=2 never), as
+/// gemm_wgmma, gemm_bias_gelu and gemm_tc on Hopper take them.
+GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p, DataType out = Float(32));
 /// The values `tessel tune` tries for those knobs.
 const std::map<std::string, std::vector<int64_t>> &gemm_wgmma_knobs();
 

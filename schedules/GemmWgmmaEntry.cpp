@@ -8,7 +8,7 @@
 
 namespace tessel {
 
-GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p) {
+GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p, DataType out) {
   auto get = [&](const char *k) { return knob_or_zero(p, k); };
   int64_t M = p.at("M"), N = p.at("N"), K = p.at("K");
   GemmWgmmaTiles t;
@@ -60,6 +60,11 @@ GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p) {
     t.warpgroups_m = t.warpgroups_n = 1;
     t.wgmma_n = 0;
   }
+  // PP=0 on the tiles' choice (no P=2, TS or CL): ping-pong where ping_pong_by_default says,
+  // through the deepest ring unless S says.
+  if (get("PP") == 0 && !explicit_tiles && get("P") != 2 && !get("TS") && !get("CL") &&
+      ping_pong_by_default(M, N, K, t, out))
+    t = as_ping_pong(t, /*deepest_ring=*/!get("S"));
   // TS=1: C stored by TMA through a shared staging tile, whole K (unless SK says otherwise),
   // the ring made shallower where the staging tile would not fit beside it (unless S says).
   if (get("TS")) {
@@ -104,7 +109,7 @@ ScheduleEntry wgmma_gemm_entry(const char *name, const char *description) {
   e.nonnegative = {"G",  "BM", "BN", "BK", "S",  "SW", "TMA",
                    "WS", "SK", "P",  "PB", "PP", "TS", "CL", "PAD"};
   e.choices = {{"SW", {0, 32, 64, 128}}, {"TMA", {0, 1}}, {"WS", {0, 1}}, {"P", {0, 1, 2}},
-               {"PP", {0, 1}},           {"TS", {0, 1}},  {"CL", {0, 1, 2}},
+               {"PP", {0, 1, 2}},        {"TS", {0, 1}},  {"CL", {0, 1, 2}},
                {"PAD", {0, 1, 2}}};
   e.knobs = gemm_wgmma_knobs();
   e.dtypes = {Float(16), BFloat(16)};
@@ -130,7 +135,9 @@ ScheduleEntry gemm_wgmma_entry() {
                     "tiles in the grouped order, the TMA ring running across them (P=0, the "
                     "default: where the tiles make 1 to 8 waves; P=2: never); PP=1 gives it "
                     "ping-pong consumers: two warpgroups each computing whole tiles (128x128 "
-                    "unless BM, BN say) in turn, one storing while the other computes; TS=1 "
+                    "unless BM, BN say) in turn, one storing while the other computes (PP=0, "
+                    "the default: for a float32 C where K <= 1024 and 128x128 tiles make 2 "
+                    "waves or more, through the deepest ring that fits; PP=2: never); TS=1 "
                     "stores C by TMA through a shared staging tile (TS=0, the default: from "
                     "registers); CL=1 launches "
                     "clusters of 2 blocks along M that multicast B's tile by TMA, CL=2 along N "
@@ -140,8 +147,9 @@ ScheduleEntry gemm_wgmma_entry() {
   e.nonnegative.push_back("C16");
   e.choices["C16"] = {0, 1}; // C float32, or in A's type
   e.build = [](const ShapeParams &p, DataType in) {
-    return gemm_wgmma(p.at("M"), p.at("N"), p.at("K"), gemm_wgmma_tiles_from_knobs(p), in,
-                      p.at("C16") ? in : Float(32));
+    const DataType out = p.at("C16") ? in : Float(32);
+    return gemm_wgmma(p.at("M"), p.at("N"), p.at("K"), gemm_wgmma_tiles_from_knobs(p, out), in,
+                      out);
   };
   return e;
 }
@@ -153,7 +161,7 @@ ScheduleEntry gemm_bias_gelu_entry() {
       "bfloat16), one kernel: gemm_wgmma's schedule (sm_90a, same knobs) with bias and GELU "
       "(erf form) applied to the float32 accumulators in registers before the store");
   e.build = [](const ShapeParams &p, DataType in) {
-    GemmWgmmaTiles t = gemm_wgmma_tiles_from_knobs(p);
+    GemmWgmmaTiles t = gemm_wgmma_tiles_from_knobs(p, in);
     if (!p.at("SK")) // the epilogue is in the wgmma kernel's store: K whole
       t.split_k = 1;
     return gemm_wgmma_fused(p.at("M"), p.at("N"), p.at("K"), t, in, in, bias_gelu_epilogue(in));

@@ -117,6 +117,47 @@ TEST(PingPong, GemmWgmmaExactOnTheExecutor) {
   EXPECT_EQ(mismatch(gemm_wgmma(256, 384, 192, t), 256, 384, 192), "");
 }
 
+// gemm_wgmma's own choice (PP=0): ping-pong for a float32 C at K <= 1024 over 2 waves or more
+// of 128 x 128 tiles, through the deepest ring that fits (7 stages of 32 KiB); not at longer
+// K, for a float16 C, on a small grid, with PP=2, explicit tiles, a TMA store or clusters. The
+// kernel compiles for sm_90a without spills.
+TEST(PingPong, ByDefaultForShortK) {
+  auto tiles = [](int64_t M, int64_t N, int64_t K, ShapeParams knobs = {},
+                  DataType out = Float(32)) {
+    knobs.insert({{"M", M}, {"N", N}, {"K", K}, {"TMA", 1}, {"G", 8}});
+    return gemm_wgmma_tiles_from_knobs(knobs, out);
+  };
+  GemmWgmmaTiles t = tiles(4096, 4096, 1024);
+  EXPECT_EQ(to_string(t), "wgmma bm=128 bn=128 bk=64 wg=1x1 n=128 stages=7 raster=8 "
+                          "swizzle=128 tma ws persistent=132 ping_pong");
+  EXPECT_TRUE(tiles(8192, 8192, 1024).ping_pong); // not persistent by default otherwise
+  EXPECT_TRUE(tiles(3000, 5000, 700).ping_pong);
+  EXPECT_EQ(tiles(4096, 4096, 1024, {{"S", 5}}).stages, 5);
+  EXPECT_FALSE(tiles(4096, 4096, 1536).ping_pong);
+  EXPECT_FALSE(tiles(4096, 4096, 1024, {}, Float(16)).ping_pong);
+  EXPECT_FALSE(tiles(2048, 2048, 1024).ping_pong); // 256 tiles: under 2 waves
+  for (const ShapeParams &off : std::vector<ShapeParams>{
+           {{"PP", 2}}, {{"BM", 128}, {"BN", 256}}, {{"TS", 1}}, {{"CL", 1}}, {{"P", 2}}})
+    EXPECT_FALSE(tiles(4096, 4096, 1024, off).ping_pong) << off.begin()->first;
+  // The registry's gemm_wgmma and gemm_tc take it; gemm_bias_gelu (a float16 C) does not.
+  auto ring = [](const char *schedule, int64_t K) {
+    const ScheduleEntry &e = find_schedule(schedule);
+    ScheduledProgram p =
+        e.build(resolve_shape(e, {{"M", 4096}, {"N", 4096}, {"K", K}}), Float(16));
+    return lower(p.schedule, p.args).funcs.back().launch.dynamic_shared_bytes;
+  };
+  EXPECT_EQ(ring("gemm_wgmma", 1024), 2048 + 7 * 32768);
+  EXPECT_EQ(ring("gemm_wgmma", 2048), 2048 + 4 * 49152);
+  EXPECT_EQ(ring("gemm_bias_gelu", 1024), 2048 + 4 * 49152);
+  ScheduledProgram p = gemm_wgmma(4096, 4096, 1024, t);
+  LoweredModule m = lower(p.schedule, p.args);
+  CompiledKernel k =
+      tessel::test::compile_for_sm90(m, codegen_cuda(m), "gemm_wgmma_ping_pong_default.cu");
+  ASSERT_FALSE(k.cubin.empty()) << k.log;
+  EXPECT_EQ(k.kernels.at(0).spill_store_bytes, 0) << k.log;
+  EXPECT_EQ(k.kernels.at(0).stack_bytes, 0) << k.log;
+}
+
 // Without the turns' arrivals, warpgroup 1 waits for a turn that never comes: the executor
 // reports the deadlock, naming the barrier, instead of hanging.
 TEST(PingPong, MissingTurnIsADeadlock) {
