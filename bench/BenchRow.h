@@ -11,6 +11,20 @@
 
 namespace tessel::bench {
 
+/// Which of our schedules runs a row: a registered name and shape parameters to give it,
+/// "NAME" or "NAME:P=V,P=V" (tessel run's --shape syntax), e.g. gemm_tc:PP=2. Empty name: none.
+struct ScheduleSpec {
+  std::string name;
+  std::string params;
+  static ScheduleSpec parse(const std::string &spec) {
+    size_t colon = spec.find(':');
+    if (colon == std::string::npos)
+      return {spec, ""};
+    return {spec.substr(0, colon), spec.substr(colon + 1)};
+  }
+  std::string str() const { return params.empty() ? name : name + ":" + params; }
+};
+
 struct Row {
   std::string kernel, shape, ours_name;
   double flops = 0, ours_ms = NAN, vendor_ms = NAN, max_err = NAN;

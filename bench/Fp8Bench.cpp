@@ -19,13 +19,6 @@
 
 namespace tessel::bench {
 
-Fp8Schedule Fp8Schedule::parse(const std::string &spec) {
-  size_t colon = spec.find(':');
-  if (colon == std::string::npos)
-    return {spec, ""};
-  return {spec.substr(0, colon), spec.substr(colon + 1)};
-}
-
 namespace {
 
 constexpr int64_t kBlock = 128;
@@ -158,7 +151,7 @@ std::string shape_str(const std::vector<int64_t> &s) {
 
 } // namespace
 
-Row bench_fp8(int64_t M, int64_t N, int64_t K, bool block, const Fp8Schedule &ours) {
+Row bench_fp8(int64_t M, int64_t N, int64_t K, bool block, const ScheduleSpec &ours) {
   Row r;
   r.kernel = "fp8";
   r.shape = std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K);

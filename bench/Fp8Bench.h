@@ -10,19 +10,10 @@
 
 namespace tessel::bench {
 
-/// Which of our schedules runs the fp8 rows: a registered name and shape parameters to give
-/// it, "NAME" or "NAME:P=V,P=V" (tessel run's --shape syntax). Empty name: none.
-struct Fp8Schedule {
-  std::string name;
-  std::string params;
-  static Fp8Schedule parse(const std::string &spec);
-  std::string str() const { return params.empty() ? name : name + ":" + params; }
-};
-
 /// Per-tensor scales (`block` false: one float32 each for A and B) or block scales (one per
 /// 1 x 128 of A, one per 128 x 128 of B). If `ours` is not registered in this build the row
 /// has cuBLASLt's figure alone and says "ours: not built". Where cuBLASLt refuses block
 /// scaling, the block row times cuBLASLt's per-tensor fp8 instead and says so.
-Row bench_fp8(int64_t M, int64_t N, int64_t K, bool block, const Fp8Schedule &ours);
+Row bench_fp8(int64_t M, int64_t N, int64_t K, bool block, const ScheduleSpec &ours);
 
 } // namespace tessel::bench

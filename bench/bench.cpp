@@ -77,7 +77,8 @@ static llvm::cl::opt<std::string> cudnn_log(
     "cudnn-log", llvm::cl::desc("where the cuDNN search writes every candidate's time"),
     llvm::cl::init("cudnn_search.txt"));
 static llvm::cl::list<std::string> gemm_schedules(
-    "schedule", llvm::cl::desc("GEMM schedules to run (default: gemm_tc, which is gemm_wgmma on Hopper, gemm_mma, gemm_wmma)"));
+    "schedule", llvm::cl::desc("GEMM schedules to run, NAME or NAME:P=V,... (default: gemm_tc, "
+                               "which is gemm_wgmma on Hopper, gemm_mma, gemm_wmma)"));
 static llvm::cl::opt<bool> tune(
     "tune", llvm::cl::desc("search the tiles of gemm_tc (4096^3, 8192^3; its wgmma path too on "
                            "a Hopper GPU) and conv2d_tc (the seed conv) instead of the table; "
@@ -137,10 +138,11 @@ VendorGemm vendor_gemm(const DeviceArray &A, const DeviceArray &B, const DeviceA
   return v;
 }
 
-// `schedule` on A (M x K) and B (K x N) of type `in` (float16 or bfloat16), C float32, against
-// the vendor's best on the same arrays.
+// `schedule` ("NAME" or "NAME:P=V,...") on A (M x K) and B (K x N) of type `in` (float16 or
+// bfloat16), C float32, against the vendor's best on the same arrays.
 Row bench_gemm(const std::string &schedule, int64_t M, int64_t N, int64_t K,
                bench::CublasGemm &cublas, DataType in = Float(16)) {
+  const bench::ScheduleSpec spec = bench::ScheduleSpec::parse(schedule);
   Row r;
   r.kernel = "gemm";
   r.shape = std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K);
@@ -160,9 +162,13 @@ Row bench_gemm(const std::string &schedule, int64_t M, int64_t N, int64_t K,
   r.vendor_call = v.call;
   r.vendor_default_ms = v.default_ms;
   try {
-    const ScheduleEntry &e = find_schedule(schedule);
+    const ScheduleEntry &e = find_schedule(spec.name);
+    ShapeParams shape = spec.params.empty() ? ShapeParams{} : parse_shape(spec.params);
+    shape["M"] = M;
+    shape["N"] = N;
+    shape["K"] = K;
     // The best record of `tessel tune` for the shape, if any (TESSEL_LOG_LEVEL=info says which).
-    ScheduledProgram p = build_tuned(e, {{"M", M}, {"N", N}, {"K", K}}, in, tuning_arch());
+    ScheduledProgram p = build_tuned(e, shape, in, tuning_arch());
     Module m = build(p.schedule, p.args);
     C.poison();
     // Ours on cuBLAS's own A and B, as raw device pointers on cuBLAS's (default) stream: the
@@ -577,8 +583,8 @@ std::vector<Group> groups() {
       out.push_back({std::string("fp8 ") + (block ? "block " : "tensor ") +
                          label({sh[0], sh[1], sh[2]}),
                      [=] {
-                       bench::Fp8Schedule ours =
-                           bench::Fp8Schedule::parse(block ? fp8_block_schedule : fp8_schedule);
+                       bench::ScheduleSpec ours =
+                           bench::ScheduleSpec::parse(block ? fp8_block_schedule : fp8_schedule);
                        return std::vector<Row>{bench::bench_fp8(sh[0], sh[1], sh[2], block, ours)};
                      }});
 
