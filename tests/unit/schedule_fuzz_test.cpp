@@ -312,6 +312,7 @@ TEST(ScheduleFuzz, RandomProgramsAndSchedulesAreCorrectOrRefused) {
   std::cout << "  " << ran << " cases ran and matched, " << refused << " refused\n";
   // The generator must mostly draw schedules tessel takes, or it tests little. (Not of one
   // replayed seed: a refusal, printed above, is then the answer.)
-  if (!test::replaying_one_seed())
+  if (!test::replaying_one_seed()) {
     EXPECT_GT(ran, 2 * refused);
+  }
 }
