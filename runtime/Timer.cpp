@@ -6,6 +6,7 @@
 #include "runtime/DeviceArray.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <numeric>
 
@@ -56,9 +57,12 @@ TimeResult summarize_times(std::vector<double> ms, int number) {
 
 TimeResult time_launches(const std::function<void()> &launch, const TimeOptions &options,
                          Device *device) {
-  user_check(options.number >= 1 && options.repeat >= 1 && options.warmup >= 0, "time_launches")
-      << "number and repeat must be >= 1 and warmup >= 0 (got number " << options.number
-      << ", repeat " << options.repeat << ", warmup " << options.warmup << ")";
+  user_check(options.number >= 1 && options.repeat >= 1 && options.warmup >= 0 &&
+                 options.hold_seconds >= 0,
+             "time_launches")
+      << "number and repeat must be >= 1, warmup and hold_seconds >= 0 (got number "
+      << options.number << ", repeat " << options.repeat << ", warmup " << options.warmup
+      << ", hold_seconds " << options.hold_seconds << ")";
   Device &dev = device ? *device : Device::get();
   dev.make_current();
 
@@ -69,6 +73,15 @@ TimeResult time_launches(const std::function<void()> &launch, const TimeOptions 
     flush = DeviceArray(UInt(8), {bytes}, &dev);
   }
 
+  // Hold: batches of `number` launches until the time is up (a batch's end synchronized, so
+  // that the queue stays short and the hold ends on time).
+  const auto hold_start = std::chrono::steady_clock::now();
+  while (std::chrono::duration<double>(std::chrono::steady_clock::now() - hold_start).count() <
+         options.hold_seconds) {
+    for (int i = 0; i < options.number; ++i)
+      launch();
+    dev.synchronize();
+  }
   for (int i = 0; i < options.warmup; ++i)
     launch();
   dev.synchronize();

@@ -19,6 +19,10 @@ struct TimeOptions {
   /// launch of it finds its inputs in DRAM, not in L2. With number > 1 only that first launch
   /// runs cold; use number = 1 to time cold launches alone.
   bool flush_l2 = false;
+  /// Launch for this many seconds before the warm-up, so that the measurements meet the GPU at
+  /// the clocks it sustains under load (its power limit) rather than a cool GPU's boost: on the
+  /// H100 a GEMM ran 10% faster in its first second than after (bench/RESULTS.md, 2026-11-27).
+  double hold_seconds = 0;
 };
 
 struct TimeResult {

@@ -1,5 +1,7 @@
 // The driver, devices, arrays, launches and timing. Tests named *Gpu* skip without a GPU; the
 // others check the no-GPU behaviour and run everywhere.
+#include "TestUtil.h"
+
 #include "compiler/support/Error.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/CudaModule.h"
@@ -10,6 +12,8 @@
 #include "runtime/Timer.h"
 
 #include <gtest/gtest.h>
+
+#include <chrono>
 
 #include <cmath>
 #include <random>
@@ -252,6 +256,26 @@ TEST(RuntimeDevice, GpuTimingIsSane) {
   EXPECT_EQ(calls, 1 + 2 * 3);
   EXPECT_EQ(t2.ms.size(), 3u);
   EXPECT_THROW(time_launches([] {}, TimeOptions{0, 1, 0, false}), Error);
+
+  // A hold launches batches of `number` for that long before the warm-up.
+  calls = 0;
+  TimeOptions held{2, 3, 1, false};
+  held.hold_seconds = 0.2;
+  const auto start = std::chrono::steady_clock::now();
+  (void)time_launches([&] { ++calls; }, held);
+  EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 0.2);
+  EXPECT_GT(calls, 1 + 2 * 3);
+  EXPECT_EQ((calls - 1 - 2 * 3) % 2, 0) << "whole batches of `number`";
+}
+
+// Bad options are refused before any device is touched (so also without a GPU).
+TEST(RuntimeTimer, BadOptionsAreRefused) {
+  TimeOptions negative_hold;
+  negative_hold.hold_seconds = -1;
+  test::expect_error([&] { (void)time_launches([] {}, negative_hold); },
+                     {"time_launches", "hold_seconds >= 0", "hold_seconds -1"});
+  test::expect_error([&] { (void)time_launches([] {}, TimeOptions{1, 0, 0, false}); },
+                     {"repeat 0"});
 }
 
 TEST(RuntimeTimer, SummaryStatistics) {
