@@ -5,7 +5,8 @@
 #   bench/gpu_session.sh pack          # here: Release build (build-gpu/, or the build folder
 #                                      # $TESSEL_GPU_BUILD names, e.g. build) of the programs the
 #                                      # steps run: tessel_tests, the CLI `tessel` (target
-#                                      # tessel_tool), conv2d_tensorcore and tessel_bench;
+#                                      # tessel_tool), conv2d_tensorcore, tessel_bench and
+#                                      # sustained_ab;
 #                                      # stripped copies into a fresh .gpu/ (git-ignored)
 #   bench/gpu_session.sh run [STEP..]  # there, from the repository root with .gpu/ carried:
 #                                      # the steps below, logs and CSVs under $OUT (or ./gpu-out)
@@ -24,6 +25,9 @@
 #             afterwards (the GPU machine has no matplotlib): python3 bench/plot.py bench.csv
 #             -o bench/plots/DATE-GPU-COMMIT.svg --gpu GPU --date DATE --commit COMMIT
 #   norm      tessel_bench --only norm: softmax / layernorm against a device-to-device copy
+#   sustained the weak GEMM rows' defaults against their nearest variants (ping-pong off, clusters,
+#             persistent, raster 16) with sustained_ab: in turns after 3 s of load, at the clocks
+#             the bench meets (not among the default steps)
 #   baselines tessel_bench on the rows issue 25 changed or added (not among the default steps):
 #             the fp8 rows (per-tensor and block-scaled, against cuBLASLt), the bf16 GEMM rows
 #             and the conv rows (against cuDNN's best, its legacy choice beside it), into
@@ -52,8 +56,9 @@ gpu="$here/.gpu"
 # The programs the steps of `run` launch, as CMake targets and their outputs under the build:
 # tests (tessel_tests), tutorial (conv2d_tensorcore), tune and bench (tessel_bench), sanitize
 # and profile (the CLI `tessel`, whose target is tessel_tool: `tessel` is the library's).
-targets=(tessel_tests conv2d_tensorcore tessel_bench tessel_tool)
-programs=(tests/tessel_tests tutorials/conv2d_tensorcore bench/tessel_bench tools/tessel)
+targets=(tessel_tests conv2d_tensorcore tessel_bench tessel_tool sustained_ab)
+programs=(tests/tessel_tests tutorials/conv2d_tensorcore bench/tessel_bench tools/tessel
+          bench/sustained_ab)
 
 pack() {
   local build="${TESSEL_GPU_BUILD:-$here/build-gpu}"
@@ -107,6 +112,11 @@ run_step() {
       local rc=$?
       nvidia-smi "$state" --format=csv,noheader
       return $rc ;;
+    sustained)
+      ./sustained_ab gemm_wgmma M=4096,N=4096,K=1024 - PP=2 PP=1,S=6 &&
+        ./sustained_ab gemm_wgmma M=8192,N=8192,K=8192 - P=1 P=1,CL=1 CL=1 &&
+        ./sustained_ab gemm_wgmma M=4096,N=11008,K=4096 - P=1,CL=1 G=16 &&
+        ./sustained_ab gemm_fp8 M=4096,N=4096,K=4096,SCALE=0,FAST=1 - CL=1 P=2 ;;
     baselines)
       ./tessel_bench --filter '^(fp8|gemm bf16|conv) ' --csv "$out/baselines.csv" \
         --cudnn-log "$out/cudnn_search.txt" ;;
