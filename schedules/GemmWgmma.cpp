@@ -42,6 +42,18 @@ bool fits(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t, bool partial
   }
 }
 
+// `t` with as many stages, up to 8, as a block's shared memory holds beside 1 KiB (barriers).
+GemmWgmmaTiles deepest_ring(GemmWgmmaTiles t) {
+  while (t.stages < 8) {
+    GemmWgmmaTiles deeper = t;
+    ++deeper.stages;
+    if (deeper.shared_bytes() > max_shared_bytes_per_block("sm_90") - 1024)
+      break;
+    t = deeper;
+  }
+  return t;
+}
+
 } // namespace
 
 // On the H100 4096^3 (512 tiles) 0.2130 -> 0.1961 ms and 4096x4096x1024 0.0702 -> 0.0644, but
@@ -70,19 +82,12 @@ bool ping_pong_by_default(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles 
          output_tiles(M, N, narrow) >= 2 * 132;
 }
 
-GemmWgmmaTiles as_ping_pong(GemmWgmmaTiles t, bool deepest_ring) {
+GemmWgmmaTiles as_ping_pong(GemmWgmmaTiles t, bool deepest) {
   t.ping_pong = t.persistent = true;
   t.block_m = t.block_n = 128;
   t.warpgroups_m = t.warpgroups_n = 1;
   t.wgmma_n = 0;
-  while (deepest_ring && t.stages < 8) {
-    GemmWgmmaTiles deeper = t;
-    ++deeper.stages;
-    if (deeper.shared_bytes() > max_shared_bytes_per_block("sm_90") - 1024)
-      break;
-    t = deeper;
-  }
-  return t;
+  return deepest ? deepest_ring(t) : t;
 }
 
 void check_cluster_fits(const std::string &context, int64_t M, int64_t N,
@@ -347,13 +352,7 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::stri
   // through 4 stages and 0.0129 through 8, 256x4096x4096 0.0242 -> 0.0181; grids of 16 K steps
   // (1024^3, split-K parts) gained nothing or lost (bench/RESULTS.md, 2026-11-26 16:00).
   if (best.tma && blocks(best) * best.split_k <= 132 && steps / best.split_k >= 32)
-    while (best.stages < 8) {
-      GemmWgmmaTiles deeper = best;
-      ++deeper.stages;
-      if (deeper.shared_bytes() > max_shared_bytes_per_block("sm_90") - 1024)
-        break;
-      best = deeper;
-    }
+    best = deepest_ring(best);
   return best;
 }
 

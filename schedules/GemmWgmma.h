@@ -145,8 +145,8 @@ bool persistent_by_default(int64_t M, int64_t N, const GemmWgmmaTiles &t);
 bool ping_pong_by_default(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t,
                           DataType out);
 /// Tiles `t` as ping-pong consumers: persistent, one warpgroup a 128 x 128 tile; with
-/// `deepest_ring`, as many stages (up to 8) as shared memory holds.
-GemmWgmmaTiles as_ping_pong(GemmWgmmaTiles t, bool deepest_ring);
+/// `deepest`, as many stages (up to 8) as shared memory holds.
+GemmWgmmaTiles as_ping_pong(GemmWgmmaTiles t, bool deepest);
 
 /// Split-K for grids under half a wave of an H100's 132 SMs: the first of `parts` that
 /// `divides` the reduction as the caller needs, whose blocks fill at most two waves and whose

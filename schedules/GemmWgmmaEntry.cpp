@@ -64,7 +64,7 @@ GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p, DataType out) {
   // through the deepest ring unless S says.
   if (get("PP") == 0 && !explicit_tiles && get("P") != 2 && !get("TS") && !get("CL") &&
       ping_pong_by_default(M, N, K, t, out))
-    t = as_ping_pong(t, /*deepest_ring=*/!get("S"));
+    t = as_ping_pong(t, /*deepest=*/!get("S"));
   // TS=1: C stored by TMA through a shared staging tile, whole K (unless SK says otherwise),
   // the ring made shallower where the staging tile would not fit beside it (unless S says).
   if (get("TS")) {
