@@ -68,12 +68,12 @@ bool persistent_by_default(int64_t M, int64_t N, const GemmWgmmaTiles &t) {
   return t.roles() && t.split_k == 1 && tiles >= 132 && tiles <= 8 * 132;
 }
 
-// Measured on the H100 (bench/RESULTS.md, 2026-11-27, default -> ping-pong at 7 stages, ms; at
-// the clocks a loaded GPU sustains, bench/sustained_ab, 4096x4096x1024 0.0741 -> 0.0620; on a
-// cool one): 4096x4096x1024 0.0591 -> 0.0550, 8192x8192x1024 0.2474 -> 0.2195, 4096x4096x512 0.0385 ->
-// 0.0379, 4096x4096x768 0.0487 -> 0.0479, 3000x5000x700 0.0571 -> 0.0564, 8192x4096x1024 0.1148
-// -> 0.1169; with longer K the single warpgroup's main loop is the slower one: 4096x4096x1536
-// 0.0805 -> 0.0867, 4096^3 0.1886 -> 0.2141, 8192^3 1.6043 -> 1.8006.
+// Measured on the H100 (bench/RESULTS.md, 2026-11-27, default -> ping-pong at 7 stages, ms):
+// at the clocks a loaded GPU sustains (bench/sustained_ab) 4096x4096x1024 0.0741 -> 0.0620; on
+// a cool GPU 4096x4096x1024 0.0591 -> 0.0550, 8192x8192x1024 0.2474 -> 0.2195, 4096x4096x512
+// 0.0385 -> 0.0379, 4096x4096x768 0.0487 -> 0.0479, 3000x5000x700 0.0571 -> 0.0564,
+// 8192x4096x1024 0.1148 -> 0.1169; with longer K the single warpgroup's main loop is the
+// slower one: 4096x4096x1536 0.0805 -> 0.0867, 4096^3 0.1886 -> 0.2141, 8192^3 1.6043 -> 1.8006.
 bool ping_pong_by_default(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t,
                           DataType out) {
   GemmWgmmaTiles narrow = t;
