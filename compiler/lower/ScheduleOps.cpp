@@ -7,6 +7,7 @@
 #include "compiler/ir/Intrinsics.h"
 #include "compiler/lower/Cluster.h"
 #include "compiler/lower/Rasterize.h"
+#include "compiler/lower/ReduceBounds.h"
 #include "compiler/lower/Tensorize.h"
 #include "compiler/lower/ThreadExtents.h"
 #include "compiler/lower/TileScheduler.h"
@@ -141,7 +142,27 @@ private:
     std::vector<IterVar> all_roots = c->axis;
     all_roots.insert(all_roots.end(), c->reduce_axis.begin(), c->reduce_axis.end());
     update = guard(update, guards(s, all_roots, leaf_value));
-    Stmt update_nest = wrap_loops(s, leaves, k, leaves.size(), update, true);
+    // The update's loops, the serial reduction loops bounded by the reduction's predicate
+    // (ReduceBounds.h): the loops inside one, and the block's threads, range over their extents.
+    Stmt update_nest = update;
+    for (size_t i = leaves.size(); i-- > k;) {
+      std::optional<std::pair<Expr, Expr>> bounds;
+      const IterVarAttr *a = s->find_attr(leaves[i]);
+      if (!is_one(cond) && is_reduce_leaf(s, leaves[i]) && (!a || (!a->bind_thread.defined() &&
+                                                                   a->for_kind == ForKind::Serial))) {
+        RangedVars ranged;
+        for (size_t q = 0; q < leaves.size(); ++q) {
+          const IterVarAttr *b = s->find_attr(leaves[q]);
+          const bool thread = b && b->bind_thread.defined() &&
+                              b->bind_thread.thread_tag().rfind("blockIdx", 0) != 0;
+          if (q > i || thread)
+            ranged[loop_value_of(s, leaves[q]).get()] = {0, const_extent(dom_, leaves[q]) - 1};
+        }
+        bounds = reduce_loop_bounds(loop_var_of(s, leaves[i]), const_extent(dom_, leaves[i]),
+                                    cond, ranged);
+      }
+      update_nest = make_loop(s, leaves[i], leaves[i], update_nest, true, bounds);
+    }
 
     llvm::DenseMap<const IterVarNode *, Expr> init_value = leaf_value;
     std::vector<IterVar> init_leaves;
@@ -300,8 +321,10 @@ private:
     return IfThenElse::make(all(conds), std::move(s));
   }
 
+  // `bounds` (min, extent) replace a serial loop's [0, its extent).
   Stmt make_loop(const StageNode *s, const IterVar &loop_iv, const IterVar &attr_iv, Stmt body,
-                 bool with_marker) {
+                 bool with_marker,
+                 const std::optional<std::pair<Expr, Expr>> &bounds = std::nullopt) {
     int64_t extent = const_extent(dom_, attr_iv);
     if (with_marker) {
       body = AttrStmt::make(attr_iv, kLoopScope, Expr(0), body);
@@ -331,7 +354,8 @@ private:
         user_check(extent <= 64, "vectorize")
             << "stage '" << s->op.name() << "', axis '" << attr_iv.name() << "' has extent "
             << extent << ", too long to vectorize; split it and vectorize the inner loop";
-      loop = For::make(loop_iv.var(), 0, int(extent), kind, body);
+      loop = bounds ? For::make(loop_iv.var(), bounds->first, bounds->second, kind, body)
+                    : For::make(loop_iv.var(), 0, int(extent), kind, body);
     }
     if (a)
       for (const auto &[key, value] : a->pragmas)

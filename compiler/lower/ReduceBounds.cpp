@@ -1,0 +1,97 @@
+#include "compiler/lower/ReduceBounds.h"
+
+#include "compiler/arith/Analyzer.h"
+#include "compiler/arith/CanonicalForm.h"
+#include "compiler/ir/IROperator.h"
+#include "compiler/ir/Substitute.h"
+
+#include <vector>
+
+namespace tessel {
+
+namespace {
+
+void conjuncts(const Expr &e, std::vector<Expr> &out) {
+  if (const auto *a = e.as<And>()) {
+    conjuncts(a->a, out);
+    conjuncts(a->b, out);
+  } else {
+    out.push_back(e);
+  }
+}
+
+// f such that comparison `c` is f <= 0 (integers); nothing for anything else.
+std::optional<Expr> as_nonpositive(const Expr &c) {
+  auto integer = [](const Expr &a) { return a.type().is_scalar() && a.type().is_int(); };
+  auto one = [](const Expr &a) { return make_const(a.type(), 1); };
+  if (const auto *op = c.as<LE>(); op && integer(op->a))
+    return op->a - op->b;
+  if (const auto *op = c.as<LT>(); op && integer(op->a))
+    return op->a - op->b + one(op->a);
+  if (const auto *op = c.as<GE>(); op && integer(op->a))
+    return op->b - op->a;
+  if (const auto *op = c.as<GT>(); op && integer(op->a))
+    return op->b - op->a + one(op->a);
+  return std::nullopt;
+}
+
+bool is_thread_index(const Variable *v) {
+  return v->name.rfind("threadIdx", 0) == 0 || v->name.rfind("vthread", 0) == 0;
+}
+
+} // namespace
+
+std::optional<std::pair<Expr, Expr>> reduce_loop_bounds(const Var &x, int64_t extent,
+                                                        const Expr &cond,
+                                                        const RangedVars &ranged) {
+  const DataType t = x.type();
+  std::vector<Expr> parts;
+  conjuncts(cond, parts);
+  std::optional<Expr> lo, hi; // x >= lo, x <= hi
+  for (const Expr &c : parts) {
+    std::optional<Expr> f = as_nonpositive(c);
+    if (!f || f->type() != t)
+      continue;
+    // f = a * x + (terms of ranged variables) + rest <= 0: the iteration x can hold it when
+    // a * x + min(ranged terms) + rest <= 0.
+    arith::LinearForm form = arith::linear_form(*f);
+    int64_t a = 0;
+    arith::LinearForm rest(t);
+    rest.constant = form.constant;
+    bool linear = true;
+    for (const auto &[atom, coeff] : form.terms) {
+      const auto *v = atom.as<Variable>();
+      if (v && v == x.get()) {
+        a = coeff;
+      } else if (auto r = v ? ranged.find(v) : ranged.end(); v && r != ranged.end()) {
+        rest.constant += coeff * (coeff > 0 ? r->second.first : r->second.second);
+      } else if (uses_var(atom, [&](const Variable *u) {
+                   return u == x.get() || ranged.count(u) || is_thread_index(u);
+                 })) {
+        linear = false; // x or a ranged variable inside a non-linear atom
+      } else {
+        rest.add_term(atom, coeff);
+      }
+    }
+    if (!linear || a == 0)
+      continue;
+    Expr r = arith::to_expr(rest);
+    if (a > 0) { // x <= floor(-r / a)
+      Expr bound = floordiv(make_zero(t) - r, make_const(t, a));
+      hi = hi ? min(*hi, bound) : bound;
+    } else { // x >= ceil(r / -a)
+      Expr bound = floordiv(r + make_const(t, -a - 1), make_const(t, -a));
+      lo = lo ? max(*lo, bound) : bound;
+    }
+  }
+  if (!lo && !hi)
+    return std::nullopt;
+  // [begin, end): clamped to the loop's own [0, extent), empty when they cross.
+  Expr begin = lo ? max(*lo, make_zero(t)) : make_zero(t);
+  begin = min(begin, make_const(t, extent));
+  Expr end = hi ? min(*hi + make_const(t, 1), make_const(t, extent)) : make_const(t, extent);
+  Expr count = max(end - begin, make_zero(t));
+  return std::make_pair(arith::simplify(begin), arith::simplify(count));
+}
+
+} // namespace tessel

@@ -1,0 +1,115 @@
+// A reduction's `where` predicate as bounds of its serial loops (compiler/lower/ReduceBounds.h):
+// causal, anti-causal and banded sums skip the key blocks where the predicate fails everywhere,
+// exact against float64 on the executor; the bounds are the same for every thread of a block
+// (a shared tile filled inside the loop, with barriers, still works); predicates that say
+// nothing linear leave the loops alone.
+#include "TestUtil.h"
+
+#include "compiler/lower/ReduceBounds.h"
+#include "compiler/tessel.h"
+#include "runtime/Check.h"
+
+#include <gtest/gtest.h>
+
+using namespace tessel;
+
+namespace {
+
+struct Banded {
+  Tensor A, C;
+  Schedule s;
+};
+
+// C[i] = sum(A[i, j], j, where), i and j split by 16.
+Banded banded(int n, const std::function<Expr(Expr, Expr)> &where) {
+  Tensor A = placeholder({n, n}, Float(32), "A");
+  IterVar j = reduce_axis({0, n}, "j");
+  Tensor C = compute({n}, [&](Var i) { return sum(A(i, j), {j}, where(i, j.var())); }, "C");
+  Schedule s = create_schedule({C});
+  s[C].split(s[C].op_axis(0), 16);
+  s[C].split(j, 16);
+  return {A, C, s};
+}
+
+std::string ir_of(const Banded &b) { return to_string(lower(b.s, {b.A, b.C})); }
+
+} // namespace
+
+TEST(ReduceBounds, CausalSumSkipsTheBlocksPastTheDiagonal) {
+  Banded b = banded(64, [](Expr i, Expr j) { return j <= i; });
+  std::string ir = ir_of(b);
+  EXPECT_NE(ir.find("for (j.outer: int32, 0, i0.outer + 1)"), std::string::npos) << ir;
+  // The diagonal block is masked.
+  EXPECT_NE(ir.find("if (j.outer * 16 + j.inner <= i0.outer * 16 + i0.inner)"), std::string::npos)
+      << ir;
+  CheckResult r = check_on_cpu(b.s, {b.A, b.C}, 1);
+  EXPECT_TRUE(r.compare.ok) << r.str();
+}
+
+TEST(ReduceBounds, LowerAndBandedBoundsMoveTheLoopStart) {
+  for (auto where : std::vector<std::function<Expr(Expr, Expr)>>{
+           [](Expr i, Expr j) { return j >= i; },                  // anti-causal
+           [](Expr i, Expr j) { return j > i - 20 && j <= i; },    // a band of 20
+           [](Expr i, Expr j) { return i - j < 20 && i - j >= 0; }, // the same, written otherwise
+       }) {
+    Banded b = banded(60, where); // 60: the split's own guard (j < 60) beside the predicate
+    std::string ir = ir_of(b);
+    EXPECT_EQ(ir.find("for (j.outer: int32, 0, 4)"), std::string::npos) << ir;
+    CheckResult r = check_on_cpu(b.s, {b.A, b.C}, 1);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
+}
+
+// Rows on threads and a shared tile of A filled inside the key loop (barriers in it): the key
+// loop's bound is the block's (the largest row's), the same for every thread.
+TEST(ReduceBounds, BoundsAreTheBlocksNotEachThreads) {
+  const int n = 64;
+  Tensor A = placeholder({n, n}, Float(32), "A");
+  IterVar j = reduce_axis({0, n}, "j");
+  Tensor C = compute({n}, [&](Var i) { return sum(A(i, j), {j}, j <= i); }, "C");
+  Schedule s = create_schedule({C});
+  Tensor AS = s.cache_read(A, "shared", {C});
+  auto [io, ii] = s[C].split(s[C].op_axis(0), 16);
+  auto [jo, ji] = s[C].split(j, 16);
+  s[C].bind(io, thread_axis("blockIdx.x"));
+  s[C].bind(ii, thread_axis("threadIdx.x"));
+  s[AS].compute_at(s[C], jo);
+  s[AS].bind(s[AS].op_axis(0), thread_axis("threadIdx.x"));
+  std::string ir = to_string(lower(s, {A, C}));
+  EXPECT_NE(ir.find("for (j.outer: int32, 0, blockIdx.x + 1)"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("syncthreads"), std::string::npos) << ir;
+  CheckResult r = check_on_cpu(s, {A, C}, 1);
+  EXPECT_TRUE(r.compare.ok) << r.str();
+}
+
+TEST(ReduceBounds, PredicatesWithoutALinearBoundLeaveTheLoops) {
+  for (auto where : std::vector<std::function<Expr(Expr, Expr)>>{
+           [](Expr i, Expr j) { return j * j <= i; },        // not linear in j
+           [](Expr i, Expr j) { return j <= i || j > 60; },  // not a conjunction of comparisons
+           [](Expr, Expr j) { return floormod(j, 2) == 0; },
+       }) {
+    Banded b = banded(64, where);
+    std::string ir = ir_of(b);
+    EXPECT_NE(ir.find("for (j.outer: int32, 0, 4)"), std::string::npos) << ir;
+    CheckResult r = check_on_cpu(b.s, {b.A, b.C}, 1);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
+}
+
+// The analysis itself: inner loops range over their extents; a thread index that is not
+// ranged gives no bound (it would differ between the threads of a block).
+TEST(ReduceBounds, BoundsOfOneLoop) {
+  Var x("x"), y("y"), i("i"), t("threadIdx.x");
+  RangedVars inner{{y.get(), {0, 15}}};
+  auto b = reduce_loop_bounds(x, 4, x * 16 + y <= i, inner);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(to_string(b->first), "0");
+  EXPECT_EQ(to_string(b->second), "max(min(floordiv(i, 16) + 1, 4), 0)");
+  EXPECT_FALSE(reduce_loop_bounds(x, 4, x * 16 + y <= t, inner));
+  RangedVars with_threads = inner;
+  with_threads[t.get()] = {0, 127};
+  b = reduce_loop_bounds(x, 4, x * 16 + y <= t, with_threads);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(to_string(b->second), "4"); // every thread's rows: up to 127, all 4 blocks
+  EXPECT_FALSE(reduce_loop_bounds(x, 4, y <= i, inner)); // says nothing of x
+}
