@@ -107,6 +107,19 @@ TEST(CheckTolerance, RealErrorsAreStillMismatches) {
   }
 }
 
+// Equal infinities match (a max over an empty range is -inf, and A - (-inf) is inf in the
+// kernel and the reference alike), whatever their allowance (inf, or NaN from an infinite
+// magnitude); an infinity of the other sign, or a finite value, does not.
+TEST(CheckTolerance, EqualInfinitiesMatch) {
+  const double inf = INFINITY;
+  std::vector<double> ref{inf, -inf, 1.0}, mags{inf, NAN, 1.0};
+  Tolerance tol{.rel = 1e-6, .abs = 1e-6, .magnitude = 1e-6};
+  std::vector<double> same = ref, flipped{-inf, -inf, 1.0}, finite{1e30, -inf, 1.0};
+  EXPECT_TRUE(compare(ref, same.data(), 3, tol, mags).ok);
+  EXPECT_EQ(compare(ref, flipped.data(), 3, tol, mags).num_mismatches, 1u);
+  EXPECT_EQ(compare(ref, finite.data(), 3, tol, mags).num_mismatches, 1u);
+}
+
 // A shape whose buffers and float64 reference cannot fit in host memory is refused before
 // anything is allocated (it was "internal error: std::bad_alloc ... this is a bug").
 TEST(CheckOnCpu, ShapeLargerThanHostMemoryIsTheUsersError) {
