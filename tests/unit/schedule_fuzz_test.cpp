@@ -1,5 +1,6 @@
 // A schedule fuzzer: random programs (elementwise chains, row reductions, GEMM-like
-// contractions, stencils over padded inputs) under random schedules (splits that do and do not
+// contractions, some of both over part of their axis (causal, anti-causal, banded: `where`),
+// stencils over padded inputs) under random schedules (splits that do and do not
 // divide, fuse, reorder, bind to blocks and threads, cache_read / cache_write into shared and
 // local, compute_at, compute_inline, vectorize, unroll, reductions across threads, rfactor),
 // each run on the CPU executor against the float64 reference. A case passes when its result is within the
@@ -65,6 +66,19 @@ Program random_program(Fuzzer &f) {
   const int M = int(f.in(1, 24)), N = int(f.in(1, 40)), K = int(f.in(1, 33));
   const DataType in = f.one_of({Float(32), Float(16)});
   auto widen = [](Expr e) { return e.type() == Float(32) ? e : e.astype(Float(32)); };
+  // Reductions over part of their axis (causal, anti-causal, banded): the predicate is chosen
+  // from the shape, not drawn, so that the schedules drawn for a seed stay what they were.
+  const int kind = (M * 7 + N * 3 + K) % 4, off = (M + K) % 5 - 2;
+  auto where = [&](Var i, const IterVar &k) -> Expr {
+    switch (kind) {
+    case 1: return k.var() <= i + off;
+    case 2: return k.var() >= i - off;
+    case 3: return k.var() > i - 4 && k.var() <= i + off + 4;
+    default: return Expr();
+    }
+  };
+  const std::string where_name[] = {"", " where k <= i + off", " where k >= i - off",
+                                    " where i - 4 < k <= i + off + 4"};
   switch (f.in(0, 3)) {
   case 0: { // elementwise chain
     Tensor A = placeholder({M, N}, in, "A"), B = placeholder({M, N}, in, "B");
@@ -81,20 +95,25 @@ Program random_program(Fuzzer &f) {
     IterVar k = reduce_axis({0, K}, "k");
     bool use_max = f.coin();
     Tensor R = compute({M}, [&](Var i) {
-      return use_max ? max(widen(A(i, k)), {k}) : sum(widen(A(i, k)) * widen(A(i, k)), {k});
+      return use_max ? max(widen(A(i, k)), {k}, where(i, k))
+                     : sum(widen(A(i, k)) * widen(A(i, k)), {k}, where(i, k));
     }, "R");
     p.out = compute({M, K}, [&](Var i, Var j) { return widen(A(i, j)) - R(i); }, "out");
     p.inputs = {A};
     p.middle = {R};
-    p.what = std::string(use_max ? "row max " : "row sum ") + std::to_string(M) + "x" + std::to_string(K);
+    p.what = std::string(use_max ? "row max " : "row sum ") + std::to_string(M) + "x" +
+             std::to_string(K) + where_name[kind] + " (off " + std::to_string(off) + ")";
     break;
   }
   case 2: { // GEMM-like
     Tensor A = placeholder({M, K}, in, "A"), B = placeholder({K, N}, in, "B");
     IterVar k = reduce_axis({0, K}, "k");
-    p.out = compute({M, N}, [&](Var i, Var j) { return sum(widen(A(i, k)) * widen(B(k, j)), {k}); }, "out");
+    p.out = compute({M, N}, [&](Var i, Var j) {
+      return sum(widen(A(i, k)) * widen(B(k, j)), {k}, where(i, k));
+    }, "out");
     p.inputs = {A, B};
-    p.what = "gemm " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K);
+    p.what = "gemm " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) +
+             where_name[kind] + " (off " + std::to_string(off) + ")";
     break;
   }
   default: { // a 3-point stencil over a zero-padded input
