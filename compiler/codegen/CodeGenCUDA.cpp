@@ -284,7 +284,7 @@ void CUDAKernelEmitter::emit_for(const For *op) {
   // Vectorized and parallel loops that survive to here run serially, which is always valid.
   std::string t = type_name(op->loop_var.type());
   std::string lo = print(op->min);
-  std::string hi = print(op->min + op->extent, PrecRel, true);
+  std::string hi = print(is_zero(op->min) ? op->extent : op->min + op->extent, PrecRel, true);
   bool non_negative = is_non_negative(op->min);
   std::string name = bind_var(op->loop_var.get());
   if (non_negative)

@@ -3,8 +3,10 @@
 // exact against float64 on the executor; the bounds are the same for every thread of a block
 // (a shared tile filled inside the loop, with barriers, still works); predicates that say
 // nothing linear leave the loops alone.
+#include "SassUtil.h"
 #include "TestUtil.h"
 
+#include "compiler/codegen/CodeGenCUDA.h"
 #include "compiler/lower/ReduceBounds.h"
 #include "compiler/tessel.h"
 #include "runtime/Check.h"
@@ -60,26 +62,37 @@ TEST(ReduceBounds, LowerAndBandedBoundsMoveTheLoopStart) {
   }
 }
 
-// Rows on threads and a shared tile of A filled inside the key loop (barriers in it): the key
-// loop's bound is the block's (the largest row's), the same for every thread.
+// Rows on threads and a shared tile of A filled inside the key loop (barriers in it), as it is
+// or pipelined over 2 and 3 stages (cp.async): the key loop's bound is the block's (the largest
+// row's), the same for every thread.
 TEST(ReduceBounds, BoundsAreTheBlocksNotEachThreads) {
-  const int n = 64;
-  Tensor A = placeholder({n, n}, Float(32), "A");
-  IterVar j = reduce_axis({0, n}, "j");
-  Tensor C = compute({n}, [&](Var i) { return sum(A(i, j), {j}, j <= i); }, "C");
-  Schedule s = create_schedule({C});
-  Tensor AS = s.cache_read(A, "shared", {C});
-  auto [io, ii] = s[C].split(s[C].op_axis(0), 16);
-  auto [jo, ji] = s[C].split(j, 16);
-  s[C].bind(io, thread_axis("blockIdx.x"));
-  s[C].bind(ii, thread_axis("threadIdx.x"));
-  s[AS].compute_at(s[C], jo);
-  s[AS].bind(s[AS].op_axis(0), thread_axis("threadIdx.x"));
-  std::string ir = to_string(lower(s, {A, C}));
-  EXPECT_NE(ir.find("for (j.outer: int32, 0, blockIdx.x + 1)"), std::string::npos) << ir;
-  EXPECT_NE(ir.find("syncthreads"), std::string::npos) << ir;
-  CheckResult r = check_on_cpu(s, {A, C}, 1);
-  EXPECT_TRUE(r.compare.ok) << r.str();
+  for (int stages : {1, 2, 3}) {
+    SCOPED_TRACE("stages " + std::to_string(stages));
+    const int n = 64;
+    Tensor A = placeholder({n, n}, Float(32), "A");
+    IterVar j = reduce_axis({0, n}, "j");
+    Tensor C = compute({n}, [&](Var i) { return sum(A(i, j), {j}, j <= i); }, "C");
+    Schedule s = create_schedule({C});
+    Tensor AS = s.cache_read(A, "shared", {C});
+    auto [io, ii] = s[C].split(s[C].op_axis(0), 16);
+    auto [jo, ji] = s[C].split(j, 16);
+    s[C].bind(io, thread_axis("blockIdx.x"));
+    s[C].bind(ii, thread_axis("threadIdx.x"));
+    s[AS].compute_at(s[C], jo);
+    s[AS].bind(s[AS].op_axis(0), thread_axis("threadIdx.x"));
+    if (stages > 1)
+      s[AS].pipeline(stages);
+    LoweredModule m = lower(s, {A, C});
+    std::string ir = to_string(m);
+    EXPECT_NE(ir.find("for (j.outer: int32, 0, blockIdx.x + 1)"), std::string::npos) << ir;
+    EXPECT_NE(ir.find("syncthreads"), std::string::npos) << ir;
+    CheckResult r = check_on_cpu(s, {A, C}, 1);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+    // The CUDA: the bound as written, compiled by NVRTC.
+    std::string cuda = codegen_cuda(m);
+    EXPECT_NE(cuda.find("j_outer < ((int)blockIdx.x) + 1;"), std::string::npos) << cuda;
+    test::compiles_for_sm80_and_sm90(cuda, "reduce_bounds_" + std::to_string(stages), {});
+  }
 }
 
 TEST(ReduceBounds, PredicatesWithoutALinearBoundLeaveTheLoops) {
