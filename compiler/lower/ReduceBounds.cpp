@@ -68,7 +68,7 @@ std::optional<std::pair<Expr, Expr>> reduce_loop_bounds(const Var &x, int64_t ex
       } else if (uses_var(atom, [&](const Variable *u) {
                    return u == x.get() || ranged.count(u) || is_thread_index(u);
                  })) {
-        linear = false; // x or a ranged variable inside a non-linear atom
+        linear = false; // x or a ranged variable in a non-linear atom, or a thread not ranged
       } else {
         rest.add_term(atom, coeff);
       }
