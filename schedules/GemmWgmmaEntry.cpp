@@ -52,13 +52,12 @@ GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p, DataType out) {
   }
   // PP=1: ping-pong consumers, each warpgroup a whole tile (128 x 128 unless BM / BN say).
   if (get("PP") == 1) {
-    t.ping_pong = true;
-    if (!get("BN"))
-      t.block_n = 128;
-    if (!get("BM"))
-      t.block_m = 128;
-    t.warpgroups_m = t.warpgroups_n = 1;
-    t.wgmma_n = 0;
+    const int block_m = t.block_m, block_n = t.block_n;
+    t = as_ping_pong(t, /*deepest=*/false);
+    if (get("BM"))
+      t.block_m = block_m;
+    if (get("BN"))
+      t.block_n = block_n;
   }
   // PP=0 on the tiles' choice (no P=2, TS or CL): ping-pong where ping_pong_by_default says,
   // through the deepest ring unless S says.
