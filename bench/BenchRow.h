@@ -2,6 +2,7 @@
 #pragma once
 
 #include "runtime/Timer.h"
+#include "schedules/Registry.h"
 
 #include <cmath>
 #include <cstdio>
@@ -23,6 +24,14 @@ struct ScheduleSpec {
     return {spec.substr(0, colon), spec.substr(colon + 1)};
   }
   std::string str() const { return params.empty() ? name : name + ":" + params; }
+  /// The shape to build it with: `params`, and the problem's M, N and K.
+  ShapeParams shape(int64_t M, int64_t N, int64_t K) const {
+    ShapeParams p = params.empty() ? ShapeParams{} : parse_shape(params);
+    p["M"] = M;
+    p["N"] = N;
+    p["K"] = K;
+    return p;
+  }
 };
 
 struct Row {

@@ -246,11 +246,7 @@ Row bench_fp8(int64_t M, int64_t N, int64_t K, bool block, const ScheduleSpec &o
   }
   try {
     const ScheduleEntry &e = find_schedule(ours.name);
-    ShapeParams shape = ours.params.empty() ? ShapeParams{} : parse_shape(ours.params);
-    shape["M"] = M;
-    shape["N"] = N;
-    shape["K"] = K;
-    ScheduledProgram p = build_tuned(e, shape, e.dtypes.front(), tuning_arch());
+    ScheduledProgram p = build_tuned(e, ours.shape(M, N, K), e.dtypes.front(), tuning_arch());
     // Its arguments, matched by element size and shape: A [M, K] and B [N, K] of one byte,
     // float32 scales (A's first), C [M, N] last.
     std::vector<TensorView> views;

@@ -163,12 +163,8 @@ Row bench_gemm(const std::string &schedule, int64_t M, int64_t N, int64_t K,
   r.vendor_default_ms = v.default_ms;
   try {
     const ScheduleEntry &e = find_schedule(spec.name);
-    ShapeParams shape = spec.params.empty() ? ShapeParams{} : parse_shape(spec.params);
-    shape["M"] = M;
-    shape["N"] = N;
-    shape["K"] = K;
     // The best record of `tessel tune` for the shape, if any (TESSEL_LOG_LEVEL=info says which).
-    ScheduledProgram p = build_tuned(e, shape, in, tuning_arch());
+    ScheduledProgram p = build_tuned(e, spec.shape(M, N, K), in, tuning_arch());
     Module m = build(p.schedule, p.args);
     C.poison();
     // Ours on cuBLAS's own A and B, as raw device pointers on cuBLAS's (default) stream: the
