@@ -142,27 +142,10 @@ private:
     std::vector<IterVar> all_roots = c->axis;
     all_roots.insert(all_roots.end(), c->reduce_axis.begin(), c->reduce_axis.end());
     update = guard(update, guards(s, all_roots, leaf_value));
-    // The update's loops, the serial reduction loops bounded by the reduction's predicate
-    // (ReduceBounds.h): the loops inside one, and the block's threads, range over their extents.
     Stmt update_nest = update;
-    for (size_t i = leaves.size(); i-- > k;) {
-      std::optional<std::pair<Expr, Expr>> bounds;
-      const IterVarAttr *a = s->find_attr(leaves[i]);
-      if (!is_one(cond) && is_reduce_leaf(s, leaves[i]) && (!a || (!a->bind_thread.defined() &&
-                                                                   a->for_kind == ForKind::Serial))) {
-        RangedVars ranged;
-        for (size_t q = 0; q < leaves.size(); ++q) {
-          const IterVarAttr *b = s->find_attr(leaves[q]);
-          const bool thread = b && b->bind_thread.defined() &&
-                              b->bind_thread.thread_tag().rfind("blockIdx", 0) != 0;
-          if (q > i || thread)
-            ranged[loop_value_of(s, leaves[q]).get()] = {0, const_extent(dom_, leaves[q]) - 1};
-        }
-        bounds = reduce_loop_bounds(loop_var_of(s, leaves[i]), const_extent(dom_, leaves[i]),
-                                    cond, ranged);
-      }
-      update_nest = make_loop(s, leaves[i], leaves[i], update_nest, true, bounds);
-    }
+    for (size_t i = leaves.size(); i-- > k;)
+      update_nest =
+          make_loop(s, leaves[i], leaves[i], update_nest, true, predicate_bounds(s, i, cond));
 
     llvm::DenseMap<const IterVarNode *, Expr> init_value = leaf_value;
     std::vector<IterVar> init_leaves;
@@ -319,6 +302,28 @@ private:
     if (conds.empty())
       return s;
     return IfThenElse::make(all(conds), std::move(s));
+  }
+
+  // The bounds the reduction's predicate `cond` gives leaf loop `i` of `s` (ReduceBounds.h):
+  // a serial reduction loop's, with the loops inside it and the block's threads ranging over
+  // their extents; nothing for any other loop.
+  std::optional<std::pair<Expr, Expr>> predicate_bounds(const StageNode *s, size_t i,
+                                                        const Expr &cond) {
+    const std::vector<IterVar> &leaves = s->leaf_iter_vars;
+    const IterVarAttr *a = s->find_attr(leaves[i]);
+    if (is_one(cond) || !is_reduce_leaf(s, leaves[i]) ||
+        (a && (a->bind_thread.defined() || a->for_kind != ForKind::Serial)))
+      return std::nullopt;
+    RangedVars ranged;
+    for (size_t q = 0; q < leaves.size(); ++q) {
+      const IterVarAttr *b = s->find_attr(leaves[q]);
+      const bool thread =
+          b && b->bind_thread.defined() && b->bind_thread.thread_tag().rfind("blockIdx", 0) != 0;
+      if (q > i || thread)
+        ranged[loop_value_of(s, leaves[q]).get()] = {0, const_extent(dom_, leaves[q]) - 1};
+    }
+    return reduce_loop_bounds(loop_var_of(s, leaves[i]), const_extent(dom_, leaves[i]), cond,
+                              ranged);
   }
 
   // `bounds` (min, extent) replace a serial loop's [0, its extent).
