@@ -55,6 +55,8 @@ tessel_filecheck_test(NAME error.run_number CHECKS errors.txt EXIT_CODE 1
   COMMAND run gemm_naive --number=0 FILECHECK_ARGS --check-prefix=NUMBER)
 tessel_filecheck_test(NAME error.run_repeat CHECKS errors.txt EXIT_CODE 1
   COMMAND run gemm_naive --repeat=-2 FILECHECK_ARGS --check-prefix=REPEAT)
+tessel_filecheck_test(NAME error.run_hold CHECKS errors.txt EXIT_CODE 1
+  COMMAND run gemm_naive --hold=-1 FILECHECK_ARGS --check-prefix=HOLD)
 tessel_filecheck_test(NAME error.tma_knob CHECKS errors.txt EXIT_CODE 1
   COMMAND lower gemm_wgmma --shape TMA=5 FILECHECK_ARGS --check-prefix=TMA_KNOB)
 tessel_filecheck_test(NAME error.sw_knob CHECKS errors.txt EXIT_CODE 1
