@@ -145,8 +145,20 @@ bool persistent_by_default(int64_t M, int64_t N, const GemmWgmmaTiles &t);
 bool ping_pong_by_default(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t,
                           DataType out);
 /// Tiles `t` as ping-pong consumers: persistent, one warpgroup a 128 x 128 tile; with
-/// `deepest`, as many stages (up to 8) as shared memory holds.
+/// `deepest`, as many stages (up to 8) as shared memory holds, otherwise t's stages or as many
+/// as fit.
 GemmWgmmaTiles as_ping_pong(GemmWgmmaTiles t, bool deepest);
+/// Whether gemm_wgmma's tiles `t` (its choice) are best replaced by as_small_ragged: a float32
+/// C whose K (up to 2048) has a tail past the last whole K step, A and B read in place by TMA
+/// (rows of whole 16-byte units), and 64 x 128 tiles that make a wave or less (measured on the
+/// H200: the padded copies' kernel, or boxes of rows that are not whole 32-byte sectors, cost
+/// these small GEMMs 5-20%).
+bool small_ragged_by_default(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t,
+                             DataType out);
+/// Tiles `t` for small_ragged_by_default: A and B read in place by blocks of 64 x 128 (one
+/// consumer warpgroup), whole K, in clusters of 2 along M sharing B's tile where M makes an
+/// even number of blocks.
+GemmWgmmaTiles as_small_ragged(int64_t M, GemmWgmmaTiles t);
 
 /// Split-K for grids under half a wave of an H100's 132 SMs: the first of `parts` that
 /// `divides` the reduction as the caller needs, whose blocks fill at most two waves and whose
@@ -189,6 +201,11 @@ bool hopper_gpu();
 /// PP=0 where ping_pong_by_default says for an output of type `out`, PP=2 never), as
 /// gemm_wgmma, gemm_bias_gelu and gemm_tc on Hopper take them.
 GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p, DataType out = Float(32));
+/// The registry's gemm_wgmma at M x N x K with its knobs at their defaults (its tiles, forms
+/// and ping-pong rules), for an output of type `out`: what gemm_wgmma(M, N, K, in, out) and
+/// gemm_tc on Hopper run.
+GemmWgmmaTiles gemm_wgmma_default_tiles(int64_t M, int64_t N, int64_t K,
+                                        DataType out = Float(32));
 /// The values `tessel tune` tries for those knobs.
 const std::map<std::string, std::vector<int64_t>> &gemm_wgmma_knobs();
 

@@ -60,10 +60,14 @@ GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p, DataType out) {
       t.block_n = block_n;
   }
   // PP=0 on the tiles' choice (no P=2, TS or CL): ping-pong where ping_pong_by_default says,
-  // through the deepest ring unless S says.
-  if (get("PP") == 0 && !explicit_tiles && get("P") != 2 && !get("TS") && !get("CL") &&
-      ping_pong_by_default(M, N, K, t, out))
+  // through the deepest ring unless S says; small GEMMs with a K tail (no SK or PAD either)
+  // read in place by blocks of 64 x 128 where small_ragged_by_default says.
+  const bool own_form =
+      get("PP") == 0 && !explicit_tiles && get("P") != 2 && !get("TS") && !get("CL");
+  if (own_form && ping_pong_by_default(M, N, K, t, out))
     t = as_ping_pong(t, /*deepest=*/!get("S"));
+  else if (own_form && !get("SK") && !get("PAD") && small_ragged_by_default(M, N, K, t, out))
+    t = as_small_ragged(M, t);
   // TS=1: C stored by TMA through a shared staging tile, whole K (unless SK says otherwise),
   // the ring made shallower where the staging tile would not fit beside it (unless S says).
   if (get("TS")) {
@@ -73,8 +77,10 @@ GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p, DataType out) {
     if (!get("S"))
       t.stages = tma_store_stages(t, get("C16") ? 2 : 4);
   }
-  // CL=1: clusters of 2 along M multicasting B's tile (2x1), CL=2: along N, A's (1x2).
-  t.cluster = int(get("CL"));
+  // CL=1: clusters of 2 along M multicasting B's tile (2x1), CL=2: along N, A's (1x2); CL=0:
+  // the tiles' choice (none but as_small_ragged's).
+  if (get("CL"))
+    t.cluster = int(get("CL"));
   // PAD=0: ragged operands read in place by TMA or through padded copies by their size; PAD=1:
   // copies; PAD=2: in place wherever TMA can.
   if (get("PAD"))
@@ -116,6 +122,15 @@ ScheduleEntry wgmma_gemm_entry(const char *name, const char *description) {
 }
 
 } // namespace
+
+GemmWgmmaTiles gemm_wgmma_default_tiles(int64_t M, int64_t N, int64_t K, DataType out) {
+  static const ShapeParams defaults = wgmma_gemm_entry("gemm_wgmma", "").default_shape;
+  ShapeParams p = defaults;
+  p["M"] = M;
+  p["N"] = N;
+  p["K"] = K;
+  return gemm_wgmma_tiles_from_knobs(p, out);
+}
 
 ScheduleEntry gemm_wgmma_entry() {
   ScheduleEntry e = wgmma_gemm_entry(

@@ -11,6 +11,7 @@
 #include "schedules/Epilogues.h"
 #include "schedules/Gemm.h"
 #include "schedules/GemmWgmma.h"
+#include "schedules/Registry.h"
 
 #include "ExactGemm.h"
 #include "SassUtil.h"
@@ -242,7 +243,7 @@ TEST(GemmWgmma, RaggedKReadsTheOperandsInPlaceThroughTma) {
   // By default (RaggedOperands::BySize) only operands of 2^21 elements and more are read in
   // place: a small ragged GEMM copies them (a kernel of its own, as cp.async's), a large one
   // (2048 x 2000 and 2000 x 2048) reads them in place; knob PAD=1 copies, PAD=2 reads in place.
-  ScheduledProgram by_size = gemm_wgmma(200, 192, 136);
+  ScheduledProgram by_size = gemm_wgmma(200, 192, 136, gemm_wgmma_tiles(200, 192, 136));
   LoweredModule ms = lower(by_size.schedule, by_size.args);
   ASSERT_EQ(ms.funcs.size(), 2u);
   EXPECT_EQ(ms.funcs[0].name, "default_function_A_pad");
@@ -397,4 +398,62 @@ TEST(GemmWgmma, SplitKAddsPartsInOrder) {
                          Float(16), Float(16), bias_gelu_epilogue(Float(16)));
       },
       {"gemm_wgmma_fused", "K cannot be split", "split_k=2"});
+}
+
+// gemm_wgmma's own choice for small GEMMs with a K tail (small_ragged_by_default): A and B read
+// in place by blocks of 64 x 128, in clusters of 2 along M sharing B's tile where the blocks of
+// rows pair up; one kernel, no copies. Not where K has no tail, A's rows
+// are not whole 16-byte units, the tiles make more than a wave, C is float16, or the knobs
+// choose (PAD, SK, tiles, PP=2). Exact on the executor with and without the cluster; NVRTC
+// compiles 1000^3 for sm_90a without spills.
+TEST(GemmWgmma, SmallRaggedGemmsReadInPlaceBy64x128Blocks) {
+  auto tiles = [](int64_t M, int64_t N, int64_t K, ShapeParams knobs = {},
+                  DataType out = Float(32)) {
+    ShapeParams p = resolve_shape(find_schedule("gemm_wgmma"), {{"M", M}, {"N", N}, {"K", K}});
+    for (const auto &[k, v] : knobs)
+      p[k] = v;
+    return gemm_wgmma_tiles_from_knobs(p, out);
+  };
+  GemmWgmmaTiles t = tiles(1000, 1000, 1000);
+  EXPECT_EQ(to_string(t), "wgmma bm=64 bn=128 bk=64 wg=1x1 n=128 stages=4 raster=8 "
+                          "swizzle=128 tma ws cluster=2x1");
+  EXPECT_EQ(t.ragged_operands, GemmWgmmaTiles::RaggedOperands::InPlace);
+  EXPECT_EQ(to_string(gemm_wgmma_default_tiles(1000, 1000, 1000)), to_string(t));
+  EXPECT_EQ(tiles(800, 1000, 1200).cluster, 0); // 13 blocks of 64 rows
+  auto in_place = [](const GemmWgmmaTiles &t) {
+    return t.ragged_operands == GemmWgmmaTiles::RaggedOperands::InPlace;
+  };
+  EXPECT_TRUE(in_place(tiles(100, 1000, 1000)));
+  EXPECT_FALSE(in_place(tiles(1000, 1000, 1024))); // no K tail
+  EXPECT_FALSE(in_place(tiles(1000, 1000, 500)));  // rows of 1000 bytes: A copied
+  EXPECT_FALSE(in_place(tiles(2000, 1000, 1000))); // 256 tiles of 64 x 128
+  EXPECT_FALSE(in_place(tiles(1000, 1000, 1000, {}, Float(16))));
+  for (const ShapeParams &off : std::vector<ShapeParams>{
+           {{"PAD", 1}}, {{"SK", 2}}, {{"BM", 128}}, {{"PP", 2}}, {{"P", 2}}, {{"TS", 1}}}) {
+    GemmWgmmaTiles o = tiles(1000, 1000, 1000, off);
+    EXPECT_FALSE(in_place(o)) << off.begin()->first;
+    EXPECT_EQ(o.cluster, 0) << off.begin()->first;
+  }
+  // PP=1 keeps as deep a ring as 128 x 128 tiles fit (8 stages of the small grid's choice do
+  // not: 7).
+  EXPECT_EQ(tiles(1000, 1000, 2000, {{"PP", 1}}).stages, 7);
+
+  ScheduledProgram p = gemm_wgmma(1000, 1000, 1000);
+  LoweredModule m = lower(p.schedule, p.args);
+  ASSERT_EQ(m.funcs.size(), 1u);
+  EXPECT_EQ(m.num_workspaces, 0u);
+  EXPECT_EQ(m.funcs[0].launch.cluster_size(), 2);
+  CompiledKernel k = tessel::test::compile_for_sm90(m, codegen_cuda(m), "small_ragged.cu");
+  ASSERT_EQ(k.kernels.size(), 1u) << k.log;
+  EXPECT_EQ(k.kernels[0].spill_store_bytes, 0) << k.log;
+
+  // Small enough for the executor: 4 blocks of rows (clusters of 2) and 3 (none), K of 72
+  // (one step and 8) and 200.
+  for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{256, 192, 72}, {192, 192, 200}}) {
+    SCOPED_TRACE(std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K));
+    GemmWgmmaTiles d = gemm_wgmma_default_tiles(M, N, K);
+    ASSERT_TRUE(in_place(d));
+    EXPECT_EQ(d.cluster, M == 256 ? 1 : 0);
+    EXPECT_EQ(mismatch(gemm_wgmma(M, N, K), M, N, K), "");
+  }
 }
