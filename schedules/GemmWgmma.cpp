@@ -367,9 +367,15 @@ GemmWgmmaTiles gemm_wgmma_tiles(int64_t M, int64_t N, int64_t K, const std::stri
           if (!fits(M, N, K, with_tma(t)))
             continue;
           int64_t busy = big ? 0 : int64_t(wave_use(t) * 10 + 1e-9);
+          // Swizzled tiles (TMA fills, wgmma reading 128-byte rows) are worth 10% of waste: on
+          // the H200 unswizzled 32-column blocks (N of 600 in 19 blocks, 1% wasted) took
+          // 3.6-7x as long as swizzled ones: 1000x600x1024 0.0314 -> 0.0076 ms, 4096x600x4096
+          // 0.3450 -> 0.0954, 4096x200x4096 0.1380 -> 0.0257, 800x2000x1024 0.0701 -> 0.0100
+          // (bench/RESULTS.md, 2026-11-27).
+          const int64_t worth = int64_t(useful(t) * 20 + 1e-9) + (swizzle ? 2 : 0);
           // Blocks of more rows than M compute rows past it (and, without TMA, copy A padded).
           std::tuple<int64_t, bool, int, int64_t, int64_t, int> score{
-              int64_t(useful(t) * 20 + 1e-9), M >= bm, swizzle, busy, int64_t(bm) * bn, bk};
+              worth, M >= bm, swizzle, busy, int64_t(bm) * bn, bk};
           if (score > best_score) {
             best_score = score;
             best = t;
