@@ -43,7 +43,8 @@
 #             a 600 s call): gemm_wgmma with warp roles over 16 K steps, persistent with TMA
 #             stores (TS=1), ping-pong (PP=1), split-K of 16 rows, clustered with TMA multicast
 #             (2x1 and a persistent 1x2); gemm_fp8 block-scaled, per tensor, fast (FAST=1:
-#             clustered; persistent with TS=1)
+#             clustered; persistent with TS=1); small ragged GEMMs read in place by 64x128
+#             blocks (1000^3 clustered, 800x1000x1200 not)
 #   profile   ncu --set full on one launch of gemm_tc at 4096^3 and of conv2d_wgmma on ResNet's
 #             res3 with a float16 y (if ncu is there), unchecked
 #             (tessel run --no-check: the float64 reference takes too long on the CPU): the
@@ -160,7 +161,9 @@ run_step() {
         sanitize_all gemm_wgmma --shape M=16,N=512,K=1024 "${once[@]}" &&
         sanitize_all gemm_wgmma --shape M=512,N=512,K=1024,BM=128,BN=128,CL=1,P=2 "${once[@]}" &&
         sanitize_all gemm_wgmma --shape M=512,N=512,K=1024,BM=128,BN=128,CL=2,P=1,PB=4 \
-          "${once[@]}" ;;
+          "${once[@]}" &&
+        sanitize_all gemm_wgmma --shape M=1000,N=1000,K=1000 "${once[@]}" &&
+        sanitize_all gemm_wgmma --shape M=800,N=1000,K=1200 "${once[@]}" ;;
     profile)
       # --no-check: the float64 reference of 4096^3 on the CPU did not finish in 8 minutes.
       # Launches: 3 warm-up (skipped), then the one timed launch, profiled.
