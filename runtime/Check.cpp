@@ -235,8 +235,10 @@ CheckResult check_on_cpu_unguarded(const Schedule &s, const std::vector<Tensor> 
   CheckProblem p = make_check_problem(args, num_inputs, seed);
   LoweredModule m = lower(s, args);
   std::vector<interp::HostBuffer> bufs;
-  for (const HostTensor &h : p.inputs)
-    bufs.push_back(interp::HostBuffer::from_doubles(h.dtype, h.values));
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
+    const HostTensor &h = p.inputs[i];
+    bufs.push_back(interp::HostBuffer::from_doubles(h.dtype, h.in_storage(args[i].strides())));
+  }
   // Poisoned output: an element the kernel does not write shows up as a mismatch.
   bufs.push_back(interp::HostBuffer::from_doubles(
       args.back().dtype(), std::vector<double>(p.reference.size(), std::nan(""))));
@@ -253,9 +255,11 @@ CheckResult check_on_gpu_unguarded(const Schedule &s, const std::vector<Tensor> 
   CheckProblem p = make_check_problem(args, num_inputs, seed);
   Module m = build(s, args);
   std::vector<DeviceArray> arrays;
-  for (const HostTensor &h : p.inputs) {
-    interp::HostBuffer b = interp::HostBuffer::from_doubles(h.dtype, h.values);
-    arrays.emplace_back(h.dtype, h.shape);
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
+    const HostTensor &h = p.inputs[i];
+    const std::vector<int64_t> strides = args[i].strides();
+    interp::HostBuffer b = interp::HostBuffer::from_doubles(h.dtype, h.in_storage(strides));
+    arrays.emplace_back(h.dtype, h.shape, strides);
     arrays.back().copy_from_host(b.data(), arrays.back().bytes());
   }
   arrays.emplace_back(args.back().dtype(), constant_shape(args.back()));

@@ -9,14 +9,21 @@
 namespace tessel {
 
 DeviceArray::DeviceArray(DataType dtype, std::vector<int64_t> shape, Device *device)
-    : dtype_(dtype), shape_(std::move(shape)), device_(device ? device : &Device::get()) {
+    : DeviceArray(dtype, std::move(shape), {}, device) {}
+
+DeviceArray::DeviceArray(DataType dtype, std::vector<int64_t> shape, std::vector<int64_t> strides,
+                         Device *device)
+    : dtype_(dtype), shape_(std::move(shape)), strides_(std::move(strides)),
+      device_(device ? device : &Device::get()) {
   user_check(!dtype.is_handle() && dtype.bits() % 8 == 0, "DeviceArray")
       << "cannot store elements of type " << dtype << " (whole bytes per element needed)";
-  numel_ = 1;
-  for (int64_t extent : shape_) {
+  for (int64_t extent : shape_)
     user_check(extent >= 0, "DeviceArray") << "negative extent " << extent << " in shape";
-    numel_ *= extent;
-  }
+  user_check(strides_.empty() || strides_.size() == shape_.size(), "DeviceArray")
+      << shape_.size() << " dimensions but " << strides_.size() << " strides";
+  for (int64_t s : strides_)
+    user_check(s >= 1, "DeviceArray") << "stride " << s << " (strides are at least 1 element)";
+  numel_ = storage_elements(shape_, strides_);
   device_->make_current();
   // cuMemAlloc rejects 0 bytes; allocate one element so data() is a valid distinct pointer.
   int64_t n = std::max<int64_t>(bytes(), dtype_.bytes());
@@ -37,7 +44,8 @@ void DeviceArray::release() noexcept {
 }
 
 DeviceArray::DeviceArray(DeviceArray &&o) noexcept
-    : dtype_(o.dtype_), shape_(std::move(o.shape_)), numel_(o.numel_),
+    : dtype_(o.dtype_), shape_(std::move(o.shape_)), strides_(std::move(o.strides_)),
+      numel_(o.numel_),
       ptr_(std::exchange(o.ptr_, 0)), device_(o.device_) {
   o.numel_ = 0;
 }
@@ -47,6 +55,7 @@ DeviceArray &DeviceArray::operator=(DeviceArray &&o) noexcept {
     release();
     dtype_ = o.dtype_;
     shape_ = std::move(o.shape_);
+    strides_ = std::move(o.strides_);
     numel_ = std::exchange(o.numel_, 0);
     ptr_ = std::exchange(o.ptr_, 0);
     device_ = o.device_;

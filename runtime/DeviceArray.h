@@ -1,6 +1,7 @@
 // A typed, shaped buffer in GPU global memory.
 #pragma once
 
+#include "compiler/ir/Buffer.h"
 #include "compiler/ir/Type.h"
 #include "compiler/support/Error.h"
 
@@ -20,6 +21,10 @@ public:
   DeviceArray() = default;
   /// Allocates (uninitialized) dtype[shape] on `device` (the default device when null).
   DeviceArray(DataType dtype, std::vector<int64_t> shape, Device *device = nullptr);
+  /// Likewise laid out with `strides` (in elements, each at least 1; empty: dense row-major):
+  /// storage_elements(shape, strides) elements, what a strided placeholder's argument spans.
+  DeviceArray(DataType dtype, std::vector<int64_t> shape, std::vector<int64_t> strides,
+              Device *device = nullptr);
   ~DeviceArray();
   DeviceArray(DeviceArray &&other) noexcept;
   DeviceArray &operator=(DeviceArray &&other) noexcept;
@@ -38,6 +43,9 @@ public:
   bool defined() const { return ptr_ != 0; }
   DataType dtype() const { return dtype_; }
   const std::vector<int64_t> &shape() const { return shape_; }
+  /// Empty: dense row-major.
+  const std::vector<int64_t> &strides() const { return strides_; }
+  /// The elements it holds: storage_elements(shape(), strides()).
   int64_t numel() const { return numel_; }
   int64_t bytes() const { return numel_ * dtype_.bytes(); }
   CUdeviceptr data() const { return ptr_; }
@@ -72,6 +80,7 @@ private:
 
   DataType dtype_;
   std::vector<int64_t> shape_;
+  std::vector<int64_t> strides_;
   int64_t numel_ = 0;
   CUdeviceptr ptr_ = 0;
   Device *device_ = nullptr;

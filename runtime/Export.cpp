@@ -50,7 +50,7 @@ bool same_args(const ModuleParams &a, const ModuleParams &b) {
     return false;
   for (size_t i = 0; i < a.args.size(); ++i)
     if (a.args[i].name != b.args[i].name || a.args[i].dtype != b.args[i].dtype ||
-        a.args[i].shape != b.args[i].shape)
+        a.args[i].shape != b.args[i].shape || a.args[i].strides != b.args[i].strides)
       return false;
   return true;
 }
@@ -290,14 +290,16 @@ std::string export_header(const ExportOptions &o, const std::vector<ExportedVari
   h << "//   const char *" << N << "_last_error(); // why this thread's last launch failed\n"
     << "//   void " << N << "_unload();             // unloads the cubins (no launch running)\n"
     << "//\n";
-  para(std::string("Arguments: dense, row-major device memory of the current context's device") +
+  para(std::string("Arguments: device memory of the current context's device, dense and "
+                   "row-major unless strides (in elements) are given") +
        (io_known ? " (the inputs are read, the outputs written):" : ":"));
   for (size_t a = 0; a < num_args; ++a) {
     const ParamSpec &s = first.args[a];
     h << "//   " << ids[a];
     if (io_known)
       h << (a < o.num_inputs ? "  input " : "  output");
-    h << "  " << s.dtype.str() << " " << shape_str(s.shape) << ", " << s.bytes()
+    h << "  " << s.dtype.str() << " " << shape_str(s.shape)
+      << (s.strides.empty() ? "" : " strides " + shape_str(s.strides)) << ", " << s.bytes()
       << " bytes, aligned to " << alignment[a] << " bytes\n";
     if (!alignment_reason[a].empty())
       h << "//       (" << alignment_reason[a] << ")\n";
@@ -362,7 +364,8 @@ std::string export_header(const ExportOptions &o, const std::vector<ExportedVari
       << "; // the first ones; the others are outputs\n";
   for (size_t a = 0; a < num_args; ++a) {
     const ParamSpec &s = first.args[a];
-    h << "// " << ids[a] << ": " << s.dtype.str() << " " << shape_str(s.shape) << "\n"
+    h << "// " << ids[a] << ": " << s.dtype.str() << " " << shape_str(s.shape)
+      << (s.strides.empty() ? "" : " strides " + shape_str(s.strides)) << "\n"
       << "inline constexpr int64_t " << N << "_" << ids[a] << "_shape[] = "
       << braces(s.shape.empty() ? std::vector<int64_t>{1} : s.shape) << ";\n"
       << "inline constexpr size_t " << N << "_" << ids[a] << "_bytes = " << s.bytes() << ";\n"

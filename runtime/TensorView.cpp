@@ -20,13 +20,6 @@ namespace tessel {
 
 namespace {
 
-int64_t product(const std::vector<int64_t> &shape) {
-  int64_t n = 1;
-  for (int64_t e : shape)
-    n *= e;
-  return n;
-}
-
 std::string hex(CUdeviceptr p) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(p));
@@ -184,16 +177,17 @@ std::string argument_name(size_t i, const ParamSpec &s) {
 }
 
 std::string describe(const ParamSpec &s) {
-  return s.dtype.str() + " " + shape_str(s.shape);
+  return s.dtype.str() + " " + shape_str(s.shape) +
+         (s.strides.empty() ? "" : " with strides " + shape_str(s.strides));
 }
 
 } // namespace
 
-int64_t TensorView::numel() const { return product(shape); }
-int64_t ParamSpec::numel() const { return product(shape); }
+int64_t TensorView::numel() const { return storage_elements(shape, strides); }
+int64_t ParamSpec::numel() const { return storage_elements(shape, strides); }
 
 TensorView TensorView::of(const DeviceArray &array) {
-  return TensorView(array.data(), array.dtype(), array.shape());
+  return TensorView(array.data(), array.dtype(), array.shape(), array.strides());
 }
 
 std::string shape_str(const std::vector<int64_t> &shape) {
@@ -215,6 +209,8 @@ ModuleParams module_params(const LoweredModule &m) {
     s.name = first.args[i].name();
     s.dtype = first.args[i].dtype();
     s.shape = first.arg_shapes[i];
+    if (i < first.arg_strides.size())
+      s.strides = first.arg_strides[i];
     s.alignment = std::max<int64_t>(1, s.dtype.bytes());
     all.push_back(std::move(s));
   }
@@ -271,6 +267,24 @@ void check_arguments(const ModuleParams &params, const std::vector<TensorView> &
     user_check(v.shape == s.shape, where)
         << argument_name(i, s) << " must be " << describe(s) << ", got shape "
         << shape_str(v.shape);
+    // A view's strides must be the ones the kernels were compiled for (dense is dense: strides
+    // that spell out the row-major ones are the same layout).
+    auto layout = [](const std::vector<int64_t> &shape, const std::vector<int64_t> &strides) {
+      if (!strides.empty())
+        return strides;
+      std::vector<int64_t> dense(shape.size());
+      int64_t n = 1;
+      for (size_t d = shape.size(); d-- > 0;) {
+        dense[d] = n;
+        n *= shape[d];
+      }
+      return dense;
+    };
+    user_check(layout(v.shape, v.strides) == layout(s.shape, s.strides), where)
+        << argument_name(i, s) << " must be " << describe(s) << ", got strides "
+        << shape_str(layout(v.shape, v.strides))
+        << "; declare the placeholder with the view's strides (placeholder(shape, dtype, name, "
+           "strides)) and build for them, or pass a copy laid out as the module expects";
     user_check(v.ptr != 0 || s.bytes() == 0, where) << argument_name(i, s) << " is a null pointer";
     if (v.ptr % static_cast<CUdeviceptr>(s.alignment) != 0)
       user_error(where) << argument_name(i, s) << " at " << hex(v.ptr) << " is aligned to "

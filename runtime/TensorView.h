@@ -26,19 +26,22 @@ namespace tessel {
 class Device;
 class DeviceArray;
 
-/// A dense, row-major tensor in device memory that the caller owns: where it starts, its
-/// element type and its shape.
+/// A tensor in device memory that the caller owns: where it starts, its element type, its
+/// shape and its strides in elements (empty: dense row-major).
 struct TensorView {
   CUdeviceptr ptr = 0;
   DataType dtype;
   std::vector<int64_t> shape;
+  std::vector<int64_t> strides;
 
   TensorView() = default;
-  TensorView(CUdeviceptr ptr, DataType dtype, std::vector<int64_t> shape)
-      : ptr(ptr), dtype(dtype), shape(std::move(shape)) {}
-  /// A view of `array`: its pointer, element type and shape.
+  TensorView(CUdeviceptr ptr, DataType dtype, std::vector<int64_t> shape,
+             std::vector<int64_t> strides = {})
+      : ptr(ptr), dtype(dtype), shape(std::move(shape)), strides(std::move(strides)) {}
+  /// A view of `array`: its pointer, element type, shape and strides.
   static TensorView of(const DeviceArray &array);
 
+  /// The elements its memory spans: storage_elements(shape, strides).
   int64_t numel() const;
   int64_t bytes() const { return numel() * dtype.bytes(); }
 };
@@ -48,6 +51,8 @@ struct ParamSpec {
   std::string name; ///< the tensor's name in the schedule ("A")
   DataType dtype;
   std::vector<int64_t> shape;
+  /// In elements (a strided placeholder's); empty: dense row-major.
+  std::vector<int64_t> strides;
   /// The pointer must be a multiple of this many bytes: the element size, or more where a
   /// kernel reads or writes it in wider units (vector accesses, cp.async, WMMA, TMA).
   int64_t alignment = 1;
@@ -58,6 +63,7 @@ struct ParamSpec {
   /// another argument or the workspace.
   bool written = false;
 
+  /// The elements its memory spans: storage_elements(shape, strides).
   int64_t numel() const;
   int64_t bytes() const { return numel() * dtype.bytes(); }
 };

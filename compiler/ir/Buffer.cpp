@@ -35,6 +35,18 @@ Buffer Buffer::make(std::string name, DataType dtype, std::vector<Expr> shape, s
   return Buffer(n);
 }
 
+int64_t storage_elements(const std::vector<int64_t> &shape, const std::vector<int64_t> &strides) {
+  int64_t n = 1;
+  for (int64_t e : shape)
+    n *= e;
+  if (strides.empty() || n == 0)
+    return n;
+  int64_t last = 0;
+  for (size_t d = 0; d < shape.size(); ++d)
+    last += (shape[d] - 1) * strides[d];
+  return last + 1;
+}
+
 std::vector<Expr> Buffer::effective_strides() const {
   if (!ptr_->strides.empty())
     return ptr_->strides;

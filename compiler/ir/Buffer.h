@@ -74,4 +74,9 @@ private:
   llvm::IntrusiveRefCntPtr<const BufferNode> ptr_;
 };
 
+/// The elements a tensor of `shape` laid out with `strides` (in elements) spans from its first:
+/// 1 + sum of (extent - 1) * stride, or the product of `shape` where `strides` is empty
+/// (compact row-major). 0 for an empty shape.
+int64_t storage_elements(const std::vector<int64_t> &shape, const std::vector<int64_t> &strides);
+
 } // namespace tessel

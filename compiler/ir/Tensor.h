@@ -29,6 +29,9 @@ public:
   virtual int num_outputs() const = 0;
   virtual DataType output_dtype(int i) const = 0;
   virtual std::vector<Expr> output_shape(int i) const = 0;
+  /// The strides in elements of output i's storage as an argument in global memory, one per
+  /// dimension; empty: compact row-major (every computed tensor, and most placeholders).
+  virtual std::vector<int64_t> output_strides(int) const { return {}; }
   /// The tensors this operation reads, in first-use order, without duplicates.
   virtual std::vector<Tensor> input_tensors() const = 0;
 
@@ -71,6 +74,8 @@ public:
   const std::string &name() const { return op_.name(); }
   DataType dtype() const { return op_->output_dtype(value_index_); }
   std::vector<Expr> shape() const { return op_->output_shape(value_index_); }
+  /// Its strides in elements as an argument in global memory; empty: compact row-major.
+  std::vector<int64_t> strides() const { return op_->output_strides(value_index_); }
   size_t ndim() const { return shape().size(); }
 
   bool operator==(const Tensor &o) const {

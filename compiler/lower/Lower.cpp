@@ -105,14 +105,15 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
   StageBuffers buffers;
   llvm::DenseSet<const StageNode *> arg_stages;
   std::vector<Buffer> arg_buffers;
-  std::vector<std::vector<int64_t>> arg_shapes;
-  // A kernel parameter: its buffer and constant shape.
-  auto add_param = [&](const Buffer &b) {
+  std::vector<std::vector<int64_t>> arg_shapes, arg_strides;
+  // A kernel parameter: its buffer, constant shape and strides (empty: compact).
+  auto add_param = [&](const Buffer &b, std::vector<int64_t> strides = {}) {
     arg_buffers.push_back(b);
     std::vector<int64_t> shape;
     for (const Expr &e : b->shape)
       shape.push_back(*as_const_int(e));
     arg_shapes.push_back(shape);
+    arg_strides.push_back(std::move(strides));
   };
   for (const Tensor &t : args) {
     StageNode *st = stage_of(sch, t);
@@ -124,9 +125,13 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
     user_check(st->scope == "global", "lower")
         << "argument '" << t.name() << "' is stored in '" << st->scope
         << "' scope; arguments live in global memory";
-    Buffer b = Buffer::make(t.name(), t.dtype(), t.shape(), "global");
+    // A strided placeholder's buffer addresses its elements through its strides.
+    std::vector<Expr> strides;
+    for (int64_t v : t.strides())
+      strides.push_back(make_const(Int(32), v));
+    Buffer b = Buffer::make(t.name(), t.dtype(), t.shape(), "global", strides);
     buffers[st] = b;
-    add_param(b);
+    add_param(b, t.strides());
   }
   // Workspaces: stages stored in global memory that are not arguments (LoweredModule).
   size_t num_workspaces = 0;
@@ -199,6 +204,7 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
   m.funcs =
       split_host_device(body, options.name, flat_args, arg_shapes, num_workspaces, tensor_maps);
   for (LoweredFunc &f : m.funcs) {
+    f.arg_strides = arg_strides;
     // A kernel may declare at most 48 KiB of shared memory statically; beyond that (deep
     // pipelines, big tiles) it takes all of it dynamically, and the launch asks for it.
     if (int64_t smem = cuda_shared_memory_bytes(f); smem > 48 * 1024)
@@ -221,6 +227,12 @@ std::string to_string(const LoweredFunc &f) {
     for (size_t d = 0; d < f.arg_shapes[i].size(); ++d)
       os << (d ? ", " : "") << f.arg_shapes[i][d];
     os << "]";
+    if (i < f.arg_strides.size() && !f.arg_strides[i].empty()) {
+      os << " strides [";
+      for (size_t d = 0; d < f.arg_strides[i].size(); ++d)
+        os << (d ? ", " : "") << f.arg_strides[i][d];
+      os << "]";
+    }
   }
   const LaunchConfig &l = f.launch;
   os << ")\n  // grid (" << l.grid[0] << ", " << l.grid[1] << ", " << l.grid[2] << "), block ("

@@ -65,6 +65,10 @@ struct LoweredFunc {
   LaunchConfig launch;
   /// TMA tensor maps, passed after `args` in this order.
   std::vector<TensorMapParam> tensor_maps;
+  /// Each parameter's strides in elements (a strided placeholder's; empty for the others and
+  /// where the vector is shorter: compact row-major). The flat buffer spans
+  /// storage_elements(shape, strides).
+  std::vector<std::vector<int64_t>> arg_strides{};
 };
 
 /// Everything one lower() call produced: the kernels, to be launched in order.

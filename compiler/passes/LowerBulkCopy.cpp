@@ -338,13 +338,21 @@ private:
       if (extent[d] > kMaxBoxExtent)
         TESSEL_BULK_COPY_ERROR << "dimension " << d << " has " << extent[d]
                                << " elements, more than a TMA box's 256: use a smaller tile";
-    std::vector<int64_t> gshape;
+    // The argument's shape and strides in elements: compact, or a strided placeholder's.
+    std::vector<int64_t> gshape, gstrides(grank);
     for (const Expr &e : src->shape)
       gshape.push_back(*as_const_int(e));
+    for (size_t j = grank; j-- > 0;)
+      gstrides[j] = src->strides.empty()
+                        ? (j + 1 == grank ? 1 : gstrides[j + 1] * gshape[j + 1])
+                        : *as_const_int(src->strides[j]);
+    if (gstrides[grank - 1] != 1)
+      TESSEL_BULK_COPY_ERROR << "TMA reads rows of consecutive elements, but the last dimension of '"
+                             << src.name() << "' has stride " << gstrides[grank - 1]
+                             << "; copy it without TMA (cp.async), or lay the tensor out with its "
+                                "last dimension contiguous";
     for (size_t j = 0; j + 1 < grank; ++j) {
-      int64_t stride = 1;
-      for (size_t k = j + 1; k < grank; ++k)
-        stride *= gshape[k];
+      const int64_t stride = gstrides[j];
       if ((stride * elem) % 16 != 0)
         TESSEL_BULK_COPY_ERROR << "TMA needs the rows of '" << src.name()
                                << "' 16-byte aligned, but dimension " << j << " is "
@@ -376,10 +384,7 @@ private:
     map.swizzle = layout.swizzle;
     for (size_t j = grank; j-- > 0;) {
       map.dims.push_back(gshape[j]);
-      int64_t stride = 1;
-      for (size_t k = j + 1; k < grank; ++k)
-        stride *= gshape[k];
-      map.strides.push_back(stride);
+      map.strides.push_back(gstrides[j]);
       int64_t box = 1;
       for (size_t d = 0; d < rank; ++d)
         if (gdim[d] == int(j))
@@ -462,6 +467,9 @@ private:
       TESSEL_BULK_COPY_ERROR << "an im2col copy fills a 2-D tile from a 4-D NHWC argument; got "
                              << dst->shape.size() << " dimensions from "
                              << (x ? x->buffer.name() : std::string("no global tensor"));
+    if (!x->buffer->strides.empty())
+      TESSEL_BULK_COPY_ERROR << "an im2col copy reads a compact NHWC tensor, but '"
+                             << x->buffer.name() << "' is a strided view; pass it compact";
     std::vector<int64_t> xs;
     for (const Expr &e : x->buffer->shape)
       xs.push_back(*as_const_int(e));

@@ -134,15 +134,35 @@ public:
   Buffer add_argument(const Buffer &b) {
     user_check(b.defined(), "storage_flatten") << "an argument buffer is undefined";
     FlatLayout layout;
-    layout.wide = holds_at_least(b->shape, wide_index_elements_);
-    const DataType size_type = layout.wide ? Int(64) : Int(32);
-    Expr size = make_const(size_type, 1);
-    for (const Expr &e : b->shape)
-      size = mul(size, e.astype(size_type));
+    Expr size;
+    if (!b->strides.empty()) {
+      // A strided argument (a placeholder's view): the elements its strides span.
+      std::vector<int64_t> shape, strides;
+      for (size_t d = 0; d < b->shape.size(); ++d) {
+        auto e = as_const_int(b->shape[d]);
+        auto st = as_const_int(b->strides[d]);
+        internal_check(e && st) << "argument '" << b.name() << "' has a stride or extent that "
+                                << "is not a constant";
+        shape.push_back(*e);
+        strides.push_back(*st);
+      }
+      const int64_t n = storage_elements(shape, strides);
+      layout.wide = n >= wide_index_elements_;
+      const DataType t = layout.wide ? Int(64) : Int(32);
+      size = make_const(t, n);
+      for (int64_t st : strides)
+        layout.strides.push_back(make_const(t, st));
+    } else {
+      layout.wide = holds_at_least(b->shape, wide_index_elements_);
+      const DataType size_type = layout.wide ? Int(64) : Int(32);
+      size = make_const(size_type, 1);
+      for (const Expr &e : b->shape)
+        size = mul(size, e.astype(size_type));
+      layout.strides = b.effective_strides();
+    }
     layout.flat = passes_detail::make_flat_buffer(b.name(), b->data, b.dtype(), size, b.scope());
     for (const Expr &e : b->shape)
       layout.mins.push_back(make_zero(e.type()));
-    layout.strides = b.effective_strides();
     if (layout.wide && b->strides.empty()) { // compact: recomputed where int32 cannot hold them
       Expr acc = make_const(Int(64), 1);
       for (size_t d = b->shape.size(); d-- > 0;) {

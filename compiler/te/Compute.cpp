@@ -85,6 +85,21 @@ Tensor placeholder(std::vector<Expr> shape, DataType dtype, std::string name) {
   return Operation(new PlaceholderOpNode(std::move(name), std::move(extents), dtype)).output(0);
 }
 
+Tensor placeholder(std::vector<Expr> shape, DataType dtype, std::string name,
+                   std::vector<int64_t> strides) {
+  Tensor t = placeholder(std::move(shape), dtype, name);
+  user_check(strides.size() == t.ndim(), "placeholder")
+      << "tensor '" << name << "' has " << t.ndim() << " dimensions but " << strides.size()
+      << " strides; give one stride (in elements) per dimension, or none for a compact tensor";
+  for (size_t d = 0; d < strides.size(); ++d)
+    user_check(strides[d] >= 1, "placeholder")
+        << "tensor '" << name << "': stride " << strides[d] << " of dimension " << d
+        << " must be at least 1 element (a broadcast dimension of stride 0 is an index "
+           "expression: read the tensor at a fixed index instead)";
+  const auto *ph = t.op().as<PlaceholderOpNode>();
+  return Operation(new PlaceholderOpNode(name, ph->shape, dtype, std::move(strides))).output(0);
+}
+
 IterVar reduce_axis(std::array<Expr, 2> begin_end, std::string name) {
   user_check(!name.empty(), "reduce_axis") << "a reduce axis needs a name";
   auto begin = as_const_int(begin_end[0]), end = as_const_int(begin_end[1]);

@@ -20,6 +20,16 @@ namespace tessel {
 
 /// An input of the computation. Every extent must be a positive integer constant.
 Tensor placeholder(std::vector<Expr> shape, DataType dtype, std::string name);
+/// An input stored with `strides` (in elements, one per dimension, each at least 1): a view of
+/// a buffer that is not compact row-major, read through its strides, never copied. The
+/// (batch, heads, seq, dim) view of a (batch, seq, heads, dim) tensor, as PyTorch passes
+/// attention's Q after a transpose:
+///
+///   Tensor Q = placeholder({B, H, S, D}, Float(16), "Q", {S * H * D, D, H * D, 1});
+///
+/// Its argument is the buffer the strides address: storage_elements(shape, strides) elements.
+Tensor placeholder(std::vector<Expr> shape, DataType dtype, std::string name,
+                   std::vector<int64_t> strides);
 
 /// A reduction axis over [begin, end), as TVM's te.reduce_axis((begin, end), name).
 IterVar reduce_axis(std::array<Expr, 2> begin_end, std::string name);

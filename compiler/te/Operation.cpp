@@ -56,6 +56,12 @@ std::string to_string(const Operation &op) {
       p.print(ph->shape[i]);
     }
     os << "] " << ph->dtype;
+    if (!ph->strides.empty()) {
+      os << " strides [";
+      for (size_t i = 0; i < ph->strides.size(); ++i)
+        os << (i ? ", " : "") << ph->strides[i];
+      os << "]";
+    }
   } else if (const auto *c = op.as<ComputeOpNode>()) {
     os << "compute " << c->name << "[";
     for (size_t i = 0; i < c->axis.size(); ++i) {

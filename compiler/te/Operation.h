@@ -11,16 +11,20 @@ namespace tessel {
 /// An input tensor with a fixed shape and type.
 class PlaceholderOpNode : public OperationNode {
 public:
-  PlaceholderOpNode(std::string name, std::vector<Expr> shape, DataType dtype)
+  PlaceholderOpNode(std::string name, std::vector<Expr> shape, DataType dtype,
+                    std::vector<int64_t> strides = {})
       : OperationNode(OperationKind::Placeholder, std::move(name)), shape(std::move(shape)),
-        dtype(dtype) {}
+        dtype(dtype), strides(std::move(strides)) {}
 
   const std::vector<Expr> shape;
   const DataType dtype;
+  /// In elements, one per dimension; empty: compact row-major.
+  const std::vector<int64_t> strides;
 
   int num_outputs() const override { return 1; }
   DataType output_dtype(int) const override { return dtype; }
   std::vector<Expr> output_shape(int) const override { return shape; }
+  std::vector<int64_t> output_strides(int) const override { return strides; }
   std::vector<Tensor> input_tensors() const override { return {}; }
 
   static bool classof(const OperationNode *n) { return n->kind() == OperationKind::Placeholder; }

@@ -213,12 +213,9 @@ void check_launch(const LoweredFunc &f) {
 }
 
 int64_t expected_elements(const LoweredFunc &f, size_t i) {
-  if (i < f.arg_shapes.size() && !f.arg_shapes[i].empty()) {
-    int64_t n = 1;
-    for (int64_t d : f.arg_shapes[i])
-      n *= d;
-    return n;
-  }
+  if (i < f.arg_shapes.size() && !f.arg_shapes[i].empty())
+    return storage_elements(f.arg_shapes[i],
+                            i < f.arg_strides.size() ? f.arg_strides[i] : std::vector<int64_t>{});
   int64_t n = 1;
   for (const Expr &e : f.args[i]->shape) {
     auto v = as_const_int(e);

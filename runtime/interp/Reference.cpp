@@ -34,6 +34,27 @@ int64_t HostTensor::num_elements() const {
   return n;
 }
 
+std::vector<double> HostTensor::in_storage(const std::vector<int64_t> &strides) const {
+  if (strides.empty())
+    return values;
+  internal_check(strides.size() == shape.size() && int64_t(values.size()) == num_elements())
+      << "in_storage: " << strides.size() << " strides for " << shape.size() << " dimensions";
+  std::vector<double> out(size_t(storage_elements(shape, strides)), std::nan(""));
+  std::vector<int64_t> at(shape.size(), 0);
+  for (double v : values) {
+    int64_t off = 0;
+    for (size_t d = 0; d < shape.size(); ++d)
+      off += at[d] * strides[d];
+    out[size_t(off)] = v;
+    for (size_t d = shape.size(); d-- > 0;) // the next index, row-major
+      if (++at[d] < shape[d])
+        break;
+      else
+        at[d] = 0;
+  }
+  return out;
+}
+
 namespace {
 
 /// A value of any scalar type: floats in `f` (a double), integers and bools in `i` (uint64

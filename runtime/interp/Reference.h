@@ -34,6 +34,10 @@ struct HostTensor {
 
   /// The number of elements the shape holds.
   int64_t num_elements() const;
+  /// The values where memory laid out with `strides` (in elements; a strided placeholder's)
+  /// holds them: storage_elements(shape, strides) values, the ones no element lands on NaN (a
+  /// kernel that reads one shows it). The values themselves where `strides` is empty.
+  std::vector<double> in_storage(const std::vector<int64_t> &strides) const;
 };
 
 /// A placeholder and the values it stands for: evaluate_reference(C, {{A, a}, {B, b}}).

@@ -79,9 +79,20 @@ Program random_program(Fuzzer &f) {
   };
   const std::string where_name[] = {"", " where k <= i + off", " where k >= i - off",
                                     " where i - 4 < k <= i + off + 4"};
+  // Inputs laid out compact, with rows padded to 3 more elements, or column-major (strided
+  // placeholders), chosen from the shape likewise.
+  const int layout = (M * 5 + N + K * 3) % 3;
+  auto input = [&](int rows, int cols, const char *name) {
+    switch (layout) {
+    case 1: return placeholder({rows, cols}, in, name, {cols + 3, 1});
+    case 2: return placeholder({rows, cols}, in, name, {1, rows});
+    default: return placeholder({rows, cols}, in, name);
+    }
+  };
+  const char *layout_name[] = {"", " (inputs' rows padded)", " (inputs column-major)"};
   switch (f.in(0, 3)) {
   case 0: { // elementwise chain
-    Tensor A = placeholder({M, N}, in, "A"), B = placeholder({M, N}, in, "B");
+    Tensor A = input(M, N, "A"), B = input(M, N, "B");
     Tensor T1 = compute({M, N}, [&](Var i, Var j) { return widen(A(i, j)) * 0.5f + widen(B(i, j)); }, "T1");
     Tensor T2 = compute({M, N}, [&](Var i, Var j) { return max(T1(i, j), 0.0f) - widen(B(i, j)); }, "T2");
     p.out = compute({M, N}, [&](Var i, Var j) { return T2(i, j) * T1(i, j) + 1.0f; }, "out");
@@ -91,7 +102,7 @@ Program random_program(Fuzzer &f) {
     break;
   }
   case 1: { // a row reduction feeding an elementwise stage
-    Tensor A = placeholder({M, K}, in, "A");
+    Tensor A = input(M, K, "A");
     IterVar k = reduce_axis({0, K}, "k");
     bool use_max = f.coin();
     Tensor R = compute({M}, [&](Var i) {
@@ -106,7 +117,7 @@ Program random_program(Fuzzer &f) {
     break;
   }
   case 2: { // GEMM-like
-    Tensor A = placeholder({M, K}, in, "A"), B = placeholder({K, N}, in, "B");
+    Tensor A = input(M, K, "A"), B = input(K, N, "B");
     IterVar k = reduce_axis({0, K}, "k");
     p.out = compute({M, N}, [&](Var i, Var j) {
       return sum(widen(A(i, k)) * widen(B(k, j)), {k}, where(i, k));
@@ -117,7 +128,7 @@ Program random_program(Fuzzer &f) {
     break;
   }
   default: { // a 3-point stencil over a zero-padded input
-    Tensor A = placeholder({M, N}, in, "A");
+    Tensor A = input(M, N, "A");
     Tensor P = compute({M + 2, N + 2}, [&](Var i, Var j) {
       return if_then_else(all({i >= 1, i <= M, j >= 1, j <= N}), widen(A(i - 1, j - 1)), 0.0f);
     }, "P");
@@ -130,7 +141,7 @@ Program random_program(Fuzzer &f) {
     break;
   }
   }
-  p.what += std::string(" ") + (in == Float(32) ? "float32" : "float16");
+  p.what += std::string(" ") + (in == Float(32) ? "float32" : "float16") + layout_name[layout];
   return p;
 }
 
