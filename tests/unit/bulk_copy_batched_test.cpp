@@ -12,6 +12,7 @@
 #include "schedules/Gemm.h"
 #include "schedules/GemmWgmma.h"
 
+#include "BatchedWgmmaGemm.h"
 #include "SassUtil.h"
 
 #include <gtest/gtest.h>
@@ -20,44 +21,13 @@ using namespace tessel;
 using tessel::test::count_of;
 using tessel::test::expect_error;
 
-namespace {
-
-struct BatchedWgmmaGemm {
-  Tensor A, B, C;
-  Schedule s;
-
-  BatchedWgmmaGemm(int batch, int M, int N, int K, const GemmWgmmaTiles &t) {
-    A = placeholder({batch, M, K}, Float(16), "A");
-    B = placeholder({batch, K, N}, Float(16), "B");
-    IterVar k = reduce_axis({0, K}, "k");
-    C = compute(
-        {batch, M, N},
-        [&](Var b, Var i, Var j) {
-          return sum(A(b, i, k).astype(Float(32)) * B(b, k, j).astype(Float(32)), {k});
-        },
-        "C", {"b", "i", "j"});
-    s = create_schedule({C});
-    WgmmaGemmStages st;
-    st.C = C;
-    st.AS = s.cache_read(A, "shared", {C});
-    st.BS = s.cache_read(B, "shared", {C});
-    st.CF = s.cache_write(C, "wgmma.accumulator");
-    schedule_wgmma_gemm(s, st, t);
-  }
-  LoweredModule lowered() { return lower(s, {A, B, C}); }
-};
-
-GemmWgmmaTiles tma_tiles(int stages) {
-  return {.block_m = 128, .block_n = 64, .block_k = 64, .warpgroups_m = 2, .stages = stages,
-          .tma = true};
-}
-
-} // namespace
+using tessel::test::BatchedWgmmaGemm;
+using tessel::test::batched_tma_tiles;
 
 // A tile of one batch is a 3-D box {64, 128, 1} of A (K, M, batch innermost first) and
 // {64, 64, 1} of B, at coordinates (k, m, b): 3-D TMA copies.
 TEST(BulkCopyBatched, TensorMapsOfBatchedOperands) {
-  BatchedWgmmaGemm g(3, 256, 128, 192, tma_tiles(3));
+  BatchedWgmmaGemm g(3, 256, 128, 192, batched_tma_tiles(3));
   LoweredModule m = g.lowered();
   const LoweredFunc &f = m.funcs.at(0);
   ASSERT_EQ(f.tensor_maps.size(), 2u);
@@ -87,7 +57,7 @@ TEST(BulkCopyBatched, TensorMapsOfBatchedOperands) {
 TEST(BulkCopyBatched, BatchedGemmMatchesTheReference) {
   for (int stages : {2, 4}) {
     SCOPED_TRACE("stages " + std::to_string(stages));
-    BatchedWgmmaGemm g(3, 256, 128, 192, tma_tiles(stages));
+    BatchedWgmmaGemm g(3, 256, 128, 192, batched_tma_tiles(stages));
     CheckResult r = check_on_cpu(g.s, {g.A, g.B, g.C}, 2);
     EXPECT_TRUE(r.compare.ok) << r.str();
   }
@@ -95,7 +65,7 @@ TEST(BulkCopyBatched, BatchedGemmMatchesTheReference) {
 
 // A batch of one, A[1, M, K]: still a 3-D box of batch size 1.
 TEST(BulkCopyBatched, BatchOfOne) {
-  BatchedWgmmaGemm g(1, 128, 64, 128, tma_tiles(2));
+  BatchedWgmmaGemm g(1, 128, 64, 128, batched_tma_tiles(2));
   LoweredModule m = g.lowered();
   EXPECT_EQ(m.funcs.at(0).tensor_maps.at(0).box, (std::vector<int64_t>{64, 128, 1}));
   CheckResult r = check_on_cpu(g.s, {g.A, g.B, g.C}, 2);
@@ -107,7 +77,7 @@ TEST(BulkCopyBatched, BatchOfOne) {
 // What is no box is refused with its reason. A's shared tile reordered: its dimensions are
 // written out of order.
 TEST(BulkCopyBatched, ReorderedTileIsRefused) {
-  BatchedWgmmaGemm g(2, 128, 64, 128, tma_tiles(2));
+  BatchedWgmmaGemm g(2, 128, 64, 128, batched_tma_tiles(2));
   Stage as = g.s.stage("A.shared");
   auto [b, m, k] = as.axes<3>();
   as.reorder({b, k, m});
@@ -118,7 +88,7 @@ TEST(BulkCopyBatched, ReorderedTileIsRefused) {
 
 // A's shared tile copied by the threads of a warpgroup: one thread issues the copy.
 TEST(BulkCopyBatched, BoundTileIsRefused) {
-  BatchedWgmmaGemm g(2, 128, 64, 128, tma_tiles(2));
+  BatchedWgmmaGemm g(2, 128, 64, 128, batched_tma_tiles(2));
   Stage as = g.s.stage("A.shared");
   auto [b, m, k] = as.axes<3>();
   as.bind(m, thread_axis(Range(0, 128), "threadIdx.x"));
@@ -150,7 +120,7 @@ TEST(BulkCopyBatched, GpuBatchedGemmMatchesTheReference) {
     GTEST_SKIP() << "TMA and wgmma need a Hopper GPU";
   for (int batch : {1, 3}) {
     SCOPED_TRACE("batch " + std::to_string(batch));
-    BatchedWgmmaGemm g(batch, 256, 128, 192, tma_tiles(3));
+    BatchedWgmmaGemm g(batch, 256, 128, 192, batched_tma_tiles(3));
     CheckResult r = check_on_gpu(g.s, {g.A, g.B, g.C}, 2);
     EXPECT_TRUE(r.compare.ok) << r.str();
   }

@@ -14,6 +14,7 @@
 #include "runtime/TensorView.h"
 #include "schedules/GemmWgmma.h"
 
+#include "BatchedWgmmaGemm.h"
 #include "SassUtil.h"
 
 #include <gtest/gtest.h>
@@ -50,30 +51,10 @@ struct Elementwise {
 
 // C[b] = A[b] B[b] on gemm_wgmma's schedule with TMA fills, A (batch, M, K) stored as
 // (M, batch, K): each batch's rows batch * K elements apart.
-struct InterleavedBatchGemm {
+struct InterleavedBatchGemm : test::BatchedWgmmaGemm {
   static constexpr int64_t batch = 3, M = 256, N = 128, K = 192;
-  Tensor A, B, C;
-  Schedule s;
-  explicit InterleavedBatchGemm(std::vector<int64_t> a_strides = {K, batch * K, 1}) {
-    A = placeholder({batch, M, K}, Float(16), "A", std::move(a_strides));
-    B = placeholder({batch, K, N}, Float(16), "B");
-    IterVar k = reduce_axis({0, K}, "k");
-    C = compute(
-        {batch, M, N},
-        [&](Var b, Var i, Var j) {
-          return sum(A(b, i, k).astype(Float(32)) * B(b, k, j).astype(Float(32)), {k});
-        },
-        "C", {"b", "i", "j"});
-    s = create_schedule({C});
-    WgmmaGemmStages st;
-    st.C = C;
-    st.AS = s.cache_read(A, "shared", {C});
-    st.BS = s.cache_read(B, "shared", {C});
-    st.CF = s.cache_write(C, "wgmma.accumulator");
-    schedule_wgmma_gemm(s, st,
-                        {.block_m = 128, .block_n = 64, .block_k = 64, .warpgroups_m = 2,
-                         .stages = 3, .tma = true});
-  }
+  explicit InterleavedBatchGemm(std::vector<int64_t> a_strides = {K, batch * K, 1})
+      : BatchedWgmmaGemm(batch, M, N, K, test::batched_tma_tiles(3), std::move(a_strides)) {}
 };
 
 } // namespace
