@@ -1,5 +1,6 @@
 #include "runtime/DeviceArray.h"
 
+#include "compiler/ir/Buffer.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/Device.h"
 

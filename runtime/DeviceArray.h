@@ -1,7 +1,6 @@
 // A typed, shaped buffer in GPU global memory.
 #pragma once
 
-#include "compiler/ir/Buffer.h"
 #include "compiler/ir/Type.h"
 #include "compiler/support/Error.h"
 

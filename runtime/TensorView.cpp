@@ -269,20 +269,9 @@ void check_arguments(const ModuleParams &params, const std::vector<TensorView> &
         << shape_str(v.shape);
     // A view's strides must be the ones the kernels were compiled for (dense is dense: strides
     // that spell out the row-major ones are the same layout).
-    auto layout = [](const std::vector<int64_t> &shape, const std::vector<int64_t> &strides) {
-      if (!strides.empty())
-        return strides;
-      std::vector<int64_t> dense(shape.size());
-      int64_t n = 1;
-      for (size_t d = shape.size(); d-- > 0;) {
-        dense[d] = n;
-        n *= shape[d];
-      }
-      return dense;
-    };
-    user_check(layout(v.shape, v.strides) == layout(s.shape, s.strides), where)
-        << argument_name(i, s) << " must be " << describe(s) << ", got strides "
-        << shape_str(layout(v.shape, v.strides))
+    const std::vector<int64_t> got = strides_or_row_major(v.shape, v.strides);
+    user_check(got == strides_or_row_major(s.shape, s.strides), where)
+        << argument_name(i, s) << " must be " << describe(s) << ", got strides " << shape_str(got)
         << "; declare the placeholder with the view's strides (placeholder(shape, dtype, name, "
            "strides)) and build for them, or pass a copy laid out as the module expects";
     user_check(v.ptr != 0 || s.bytes() == 0, where) << argument_name(i, s) << " is a null pointer";

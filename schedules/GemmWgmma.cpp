@@ -96,20 +96,19 @@ GemmWgmmaTiles as_ping_pong(GemmWgmmaTiles t, bool deepest) {
   return t;
 }
 
-// Measured on the H200 (bench/RESULTS.md, 2026-11-27, default -> in place, blocks of 64 x 128,
-// ms; ping-pong consumers of such tiles measured the same): 1000^3 0.0106 -> 0.0098 (cuBLAS 0.0088), 1024x1000x1000 0.0105 -> 0.0100, 1000x1024x1000
-// 0.0103 -> 0.0094, 600x1000x1000 0.0102 -> 0.0086, 512x1000x1000 0.0100 -> 0.0084,
-// 256x1000x1000 0.0100 -> 0.0080, 100x1000x1000 0.0091 -> 0.0079, 800x1000x1200 (13 blocks of
-// rows: no cluster) 0.0122 -> 0.0103, 1000x1000x2000 0.0168 -> 0.0136; against split-K
-// 64x1000x1000 0.0113-0.0130 -> 0.0079, 64x4096x1000 0.0091-0.0113 -> 0.0072. Where N is large
-// and B's rows whole sectors it loses a little (256x4096x1000 0.0092 -> 0.0095, 128x4096x1000
-// 0.0069-0.0082 -> 0.0082). Where the 64 x 128 tiles make more than a wave they gain little or
-// lose (1500x1000x1000 0.0151 -> 0.0145, 2000x1000x1000 0.0139 -> 0.0163), and they lose where
-// K has no tail (1000x1000x1024 0.0085 -> 0.0090) or A cannot be read in place (1000x1000x500
-// 0.0076 -> 0.0085). Rows of A or B that
-// are not whole 32-byte sectors (K or N of 1000 halves) slow TMA's boxes (on the H100
-// 1024x1024x1000 in place 0.0105 against 1024^3 0.0074 and 1024x1024x1008 0.0075), which
-// sharing B's tile across a cluster and 64-row tiles offset.
+// Measured on the H200 (bench/RESULTS.md, 2026-11-27, default -> in place, blocks of 64 x 128, ms;
+// ping-pong consumers of such tiles measured the same): 1000^3 0.0106 -> 0.0098 (cuBLAS 0.0088),
+// 1024x1000x1000 0.0105 -> 0.0100, 1000x1024x1000 0.0103 -> 0.0094, 600x1000x1000 0.0102 -> 0.0086,
+// 512x1000x1000 0.0100 -> 0.0084, 256x1000x1000 0.0100 -> 0.0080, 100x1000x1000 0.0091 -> 0.0079,
+// 800x1000x1200 (13 blocks of rows: no cluster) 0.0122 -> 0.0103, 1000x1000x2000 0.0168 -> 0.0136;
+// against split-K 64x1000x1000 0.0113-0.0130 -> 0.0079, 64x4096x1000 0.0091-0.0113 -> 0.0072. Where
+// N is large and B's rows whole sectors it loses a little (256x4096x1000 0.0092 -> 0.0095,
+// 128x4096x1000 0.0069-0.0082 -> 0.0082). Where the 64 x 128 tiles make more than a wave they gain
+// little or lose (1500x1000x1000 0.0151 -> 0.0145, 2000x1000x1000 0.0139 -> 0.0163), and they lose
+// where K has no tail (1000x1000x1024 0.0085 -> 0.0090) or A cannot be read in place (1000x1000x500
+// 0.0076 -> 0.0085). Rows of A or B that are not whole 32-byte sectors (K or N of 1000 halves) slow
+// TMA's boxes (on the H100 1024x1024x1000 in place 0.0105 against 1024^3 0.0074 and 1024x1024x1008
+// 0.0075), which sharing B's tile across a cluster and 64-row tiles offset.
 bool small_ragged_by_default(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t,
                              DataType out) {
   GemmWgmmaTiles small = t;

@@ -198,8 +198,9 @@ bool hopper_gpu();
 /// gemm_wgmma's tiles from the registry's knobs in `p` (M, N, K; BM, BN, BK, S, SW, TMA, G, SK:
 /// 0 or absent is gemm_wgmma_tiles' choice; P=1 persistent on PB blocks, 0: 132; PP=1
 /// ping-pong consumers, persistent, one warpgroup a tile of BM x BN, 128 x 128 unless given;
-/// PP=0 where ping_pong_by_default says for an output of type `out`, PP=2 never), as
-/// gemm_wgmma, gemm_bias_gelu and gemm_tc on Hopper take them.
+/// PP=0 where ping_pong_by_default says for an output of type `out`, PP=2 never; the blocks of
+/// as_small_ragged where small_ragged_by_default says), as gemm_wgmma, gemm_bias_gelu and
+/// gemm_tc on Hopper take them.
 GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p, DataType out = Float(32));
 /// The registry's gemm_wgmma at M x N x K with its knobs at their defaults (its tiles, forms
 /// and ping-pong rules), for an output of type `out`: what gemm_wgmma(M, N, K, in, out) and

@@ -47,6 +47,19 @@ int64_t storage_elements(const std::vector<int64_t> &shape, const std::vector<in
   return last + 1;
 }
 
+std::vector<int64_t> strides_or_row_major(const std::vector<int64_t> &shape,
+                                          const std::vector<int64_t> &strides) {
+  if (!strides.empty())
+    return strides;
+  std::vector<int64_t> out(shape.size());
+  int64_t n = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    out[d] = n;
+    n *= shape[d];
+  }
+  return out;
+}
+
 std::vector<Expr> Buffer::effective_strides() const {
   if (!ptr_->strides.empty())
     return ptr_->strides;

@@ -78,5 +78,8 @@ private:
 /// 1 + sum of (extent - 1) * stride, or the product of `shape` where `strides` is empty
 /// (compact row-major). 0 for an empty shape.
 int64_t storage_elements(const std::vector<int64_t> &shape, const std::vector<int64_t> &strides);
+/// `strides` where given, else the compact row-major strides of `shape` (in elements).
+std::vector<int64_t> strides_or_row_major(const std::vector<int64_t> &shape,
+                                          const std::vector<int64_t> &strides = {});
 
 } // namespace tessel

@@ -125,10 +125,11 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
     user_check(st->scope == "global", "lower")
         << "argument '" << t.name() << "' is stored in '" << st->scope
         << "' scope; arguments live in global memory";
-    // A strided placeholder's buffer addresses its elements through its strides.
+    // A strided placeholder's buffer addresses its elements through its strides (int64 where
+    // int32 cannot hold one; storage_flatten widens the indices of a buffer of 2^31 elements).
     std::vector<Expr> strides;
     for (int64_t v : t.strides())
-      strides.push_back(make_const(Int(32), v));
+      strides.push_back(make_const(v > INT32_MAX ? Int(64) : Int(32), v));
     Buffer b = Buffer::make(t.name(), t.dtype(), t.shape(), "global", strides);
     buffers[st] = b;
     add_param(b, t.strides());

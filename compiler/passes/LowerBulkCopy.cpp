@@ -339,16 +339,15 @@ private:
         TESSEL_BULK_COPY_ERROR << "dimension " << d << " has " << extent[d]
                                << " elements, more than a TMA box's 256: use a smaller tile";
     // The argument's shape and strides in elements: compact, or a strided placeholder's.
-    std::vector<int64_t> gshape, gstrides(grank);
+    std::vector<int64_t> gshape, gstrides;
     for (const Expr &e : src->shape)
       gshape.push_back(*as_const_int(e));
-    for (size_t j = grank; j-- > 0;)
-      gstrides[j] = src->strides.empty()
-                        ? (j + 1 == grank ? 1 : gstrides[j + 1] * gshape[j + 1])
-                        : *as_const_int(src->strides[j]);
+    for (const Expr &e : src->strides)
+      gstrides.push_back(*as_const_int(e));
+    gstrides = strides_or_row_major(gshape, gstrides);
     if (gstrides[grank - 1] != 1)
-      TESSEL_BULK_COPY_ERROR << "TMA reads rows of consecutive elements, but the last dimension of '"
-                             << src.name() << "' has stride " << gstrides[grank - 1]
+      TESSEL_BULK_COPY_ERROR << "TMA reads rows of consecutive elements, but the last dimension "
+                             << "of '" << src.name() << "' has stride " << gstrides[grank - 1]
                              << "; copy it without TMA (cp.async), or lay the tensor out with its "
                                 "last dimension contiguous";
     for (size_t j = 0; j + 1 < grank; ++j) {

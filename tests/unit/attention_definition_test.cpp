@@ -115,7 +115,9 @@ std::vector<double> textbook_attention(const AttentionShape &a, const std::vecto
   const int64_t g = a.H / a.Hkv, off = a.Sk - a.Sq;
   const double scale = 1.0 / std::sqrt(double(float(a.D)));
   auto at = [](const std::vector<double> &t, int64_t H, int64_t S, int64_t D, int64_t b,
-               int64_t h, int64_t i, int64_t d) { return t[size_t(((b * H + h) * S + i) * D + d)]; };
+               int64_t h, int64_t i, int64_t d) {
+    return t[size_t(((b * H + h) * S + i) * D + d)];
+  };
   std::vector<double> out(size_t(a.B * a.H * a.Sq * a.D));
   for (int64_t b = 0; b < a.B; ++b)
     for (int64_t h = 0; h < a.H; ++h)

@@ -128,7 +128,8 @@ TEST(StridedPlaceholder, LaunchChecksTheViewsStrides) {
   views[0].strides.clear();
   expect_error([&] { check_arguments(p, views, "test"); },
                {"argument 0 ('Q')", "with strides [9216, 64, 192, 1]",
-                "got strides [9216, 3072, 64, 1]", "declare the placeholder with the view's strides"});
+                "got strides [9216, 3072, 64, 1]",
+                "declare the placeholder with the view's strides"});
   // The output is dense; its row-major strides spelled out are the same layout.
   views[0].strides = e.Q.strides();
   views[1].strides = {kH * kS * kD, kS * kD, kD, 1};
