@@ -2,6 +2,7 @@
 
 #include "compiler/arith/Analyzer.h"
 #include "compiler/arith/CanonicalForm.h"
+#include "compiler/arith/ConstIntBound.h"
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/Substitute.h"
 
@@ -47,6 +48,19 @@ std::optional<std::pair<Expr, Expr>> reduce_loop_bounds(const Var &x, int64_t ex
   const DataType t = x.type();
   std::vector<Expr> parts;
   conjuncts(cond, parts);
+  arith::VarBounds ranges;
+  for (const auto &[v, r] : ranged)
+    ranges[v] = {r.first, r.second};
+  // The values of an atom whose variables are all ranged (floordiv(threadIdx.x, 8) where the
+  // threads of a block are fused from two axes): nothing for one that reads anything else.
+  auto ranged_interval = [&](const Expr &atom) -> std::optional<arith::IntInterval> {
+    if (uses_var(atom, [&](const Variable *u) { return !ranged.count(u); }))
+      return std::nullopt;
+    arith::IntInterval r = arith::const_int_bound(atom, ranges);
+    if (r.min == arith::IntInterval::kNegInf || r.max == arith::IntInterval::kPosInf)
+      return std::nullopt;
+    return r;
+  };
   std::optional<Expr> lo, hi; // x >= lo, x <= hi
   for (const Expr &c : parts) {
     std::optional<Expr> f = as_nonpositive(c);
@@ -65,6 +79,8 @@ std::optional<std::pair<Expr, Expr>> reduce_loop_bounds(const Var &x, int64_t ex
         a = coeff;
       } else if (auto r = v ? ranged.find(v) : ranged.end(); v && r != ranged.end()) {
         rest.constant += coeff * (coeff > 0 ? r->second.first : r->second.second);
+      } else if (std::optional<arith::IntInterval> r = ranged_interval(atom)) {
+        rest.constant += coeff * (coeff > 0 ? r->min : r->max);
       } else if (uses_var(atom, [&](const Variable *u) {
                    return u == x.get() || ranged.count(u) || is_thread_index(u);
                  })) {

@@ -10,7 +10,8 @@
 // The test stays for the boundary block. Bounds come from the predicate's conjuncts that are
 // linear comparisons in the loop's variable; the variables of the loops inside it, and the
 // block's threads, range over their extents (so the trip count is the same for every thread of
-// a block: a barrier inside the loop stays safe).
+// a block: a barrier inside the loop stays safe), terms of those alone (floordiv(threadIdx.x, 8)
+// of threads fused from two axes) over the values interval analysis gives them.
 #pragma once
 
 #include "compiler/ir/IR.h"

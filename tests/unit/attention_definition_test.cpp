@@ -87,10 +87,8 @@ struct Attention {
     {
       auto [b, h, i, dd] = s[O].axes<4>();
       auto [io, ii] = s[O].split(i, 8);
-      s[O].reorder({b, h, io, ii, dd});
       s[O].bind(s[O].fuse(s[O].fuse(b, h), io), thread_axis("blockIdx.x"));
-      s[O].bind(ii, thread_axis("threadIdx.y"));
-      s[O].bind(dd, thread_axis("threadIdx.x"));
+      s[O].bind(s[O].fuse(ii, dd), thread_axis("threadIdx.x"));
       auto [jo, ji] = s[O].split(s[O].reduce_axis()[0], 8);
       (void)jo;
       (void)ji;

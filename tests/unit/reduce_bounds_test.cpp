@@ -125,4 +125,32 @@ TEST(ReduceBounds, BoundsOfOneLoop) {
   ASSERT_TRUE(b);
   EXPECT_EQ(to_string(b->second), "4"); // every thread's rows: up to 127, all 4 blocks
   EXPECT_FALSE(reduce_loop_bounds(x, 4, y <= i, inner)); // says nothing of x
+  // A term of ranged variables alone takes the values interval analysis gives it: the rows of
+  // threads fused from (row, column), floordiv(t, 8) in [0, 15] for t in [0, 127].
+  b = reduce_loop_bounds(x, 4, x * 16 + y <= floordiv(t, 8) + i, with_threads);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(to_string(b->second), "max(min(floordiv(i + 15, 16) + 1, 4), 0)");
+  EXPECT_FALSE(reduce_loop_bounds(x, 4, x * 16 + y <= floordiv(t + i, 8), with_threads));
+}
+
+// Rows and columns of C fused onto threadIdx.x (the attention test's schedule: a thread per
+// (query, head dim)): the row is floordiv(threadIdx.x, 8), whose largest value bounds the key
+// loop for the block.
+TEST(ReduceBounds, RowsOfFusedThreads) {
+  const int n = 32, d = 8;
+  Tensor A = placeholder({n, n}, Float(32), "A"), B = placeholder({n, d}, Float(32), "B");
+  IterVar j = reduce_axis({0, n}, "j");
+  Tensor C = compute(
+      {n, d}, [&](Var i, Var c) { return sum(A(i, j) * B(j, c), {j}, j <= i); }, "C");
+  Schedule s = create_schedule({C});
+  auto [i, c] = s[C].axes<2>();
+  auto [io, ii] = s[C].split(i, 8);
+  s[C].bind(io, thread_axis("blockIdx.x"));
+  s[C].bind(s[C].fuse(ii, c), thread_axis("threadIdx.x"));
+  s[C].split(j, 8);
+  LoweredModule m = lower(s, {A, B, C});
+  std::string ir = to_string(m);
+  EXPECT_NE(ir.find("for (j.outer: int32, 0, blockIdx.x + 1)"), std::string::npos) << ir;
+  CheckResult r = check_on_cpu(s, {A, B, C}, 2);
+  EXPECT_TRUE(r.compare.ok) << r.str();
 }
