@@ -240,9 +240,11 @@ TEST(GemmWgmma, RaggedKReadsTheOperandsInPlaceThroughTma) {
   ASSERT_EQ(mo.funcs[1].tensor_maps.size(), 2u);
   EXPECT_EQ(mo.funcs[1].tensor_maps[1].arg, 1); // B
   EXPECT_EQ(mismatch(odd, 200, 192, 100), "");
-  // By default (RaggedOperands::BySize) only operands of 2^21 elements and more are read in
-  // place: a small ragged GEMM copies them (a kernel of its own, as cp.async's), a large one
-  // (2048 x 2000 and 2000 x 2048) reads them in place; knob PAD=1 copies, PAD=2 reads in place.
+  // gemm_wgmma_tiles' choice (RaggedOperands::BySize) reads only operands of 2^21 elements and
+  // more in place: a small ragged GEMM copies them (a kernel of its own, as cp.async's), a large
+  // one (2048 x 2000 and 2000 x 2048) reads them in place; knob PAD=1 copies, PAD=2 reads in
+  // place. (The registry's default reads small ones in place too where small_ragged_by_default
+  // says: SmallRaggedGemmsReadInPlaceBy64x128Blocks.)
   ScheduledProgram by_size = gemm_wgmma(200, 192, 136, gemm_wgmma_tiles(200, 192, 136));
   LoweredModule ms = lower(by_size.schedule, by_size.args);
   ASSERT_EQ(ms.funcs.size(), 2u);
@@ -402,10 +404,10 @@ TEST(GemmWgmma, SplitKAddsPartsInOrder) {
 
 // gemm_wgmma's own choice for small GEMMs with a K tail (small_ragged_by_default): A and B read
 // in place by blocks of 64 x 128, in clusters of 2 along M sharing B's tile where the blocks of
-// rows pair up; one kernel, no copies. Not where K has no tail, A's rows
-// are not whole 16-byte units, the tiles make more than a wave, C is float16, or the knobs
-// choose (PAD, SK, tiles, PP=2). Exact on the executor with and without the cluster; NVRTC
-// compiles 1000^3 for sm_90a without spills.
+// rows pair up; one kernel, no copies. Not where K has no tail, A's rows are not whole 16-byte
+// units, the tiles make more than a wave, C is float16, or the knobs choose (PAD, SK, tiles,
+// PP=2). Exact on the executor with and without the cluster; NVRTC compiles 1000^3 for sm_90a
+// without spills.
 TEST(GemmWgmma, SmallRaggedGemmsReadInPlaceBy64x128Blocks) {
   auto tiles = [](int64_t M, int64_t N, int64_t K, ShapeParams knobs = {},
                   DataType out = Float(32)) {
