@@ -124,8 +124,10 @@ CheckProblem make_check_problem(const std::vector<Tensor> &args, size_t num_inpu
       << num_inputs << " inputs";
   CheckProblem p;
   std::vector<TensorBinding> bindings;
-  for (size_t i = 0; i < num_inputs; ++i)
+  for (size_t i = 0; i < num_inputs; ++i) {
     p.inputs.push_back(random_tensor(args[i], seed + i));
+    p.input_strides.push_back(args[i].strides());
+  }
   for (size_t i = 0; i < num_inputs; ++i)
     bindings.push_back({args[i], p.inputs[i]});
   const Tensor &out = args.back();
@@ -154,6 +156,21 @@ CheckProblem make_check_problem(const std::vector<Tensor> &args, size_t num_inpu
       p.magnitudes = evaluate_reference_at(magnitude_of(out), bindings, p.samples);
   }
   return p;
+}
+
+std::vector<interp::HostBuffer> input_buffers(const CheckProblem &p) {
+  std::vector<interp::HostBuffer> bufs;
+  for (size_t i = 0; i < p.inputs.size(); ++i)
+    bufs.push_back(interp::HostBuffer::from_doubles(p.inputs[i].dtype,
+                                                    p.inputs[i].in_storage(p.input_strides[i])));
+  return bufs;
+}
+
+DeviceArray device_array(const HostTensor &h, const std::vector<int64_t> &strides) {
+  interp::HostBuffer b = interp::HostBuffer::from_doubles(h.dtype, h.in_storage(strides));
+  DeviceArray a(h.dtype, h.shape, strides);
+  a.copy_from_host(b.data(), a.bytes());
+  return a;
 }
 
 CheckResult check_output(const CheckProblem &p, const interp::HostBuffer &out) {
@@ -234,11 +251,7 @@ CheckResult check_on_cpu_unguarded(const Schedule &s, const std::vector<Tensor> 
                                    size_t num_inputs, uint64_t seed) {
   CheckProblem p = make_check_problem(args, num_inputs, seed);
   LoweredModule m = lower(s, args);
-  std::vector<interp::HostBuffer> bufs;
-  for (size_t i = 0; i < p.inputs.size(); ++i) {
-    const HostTensor &h = p.inputs[i];
-    bufs.push_back(interp::HostBuffer::from_doubles(h.dtype, h.in_storage(args[i].strides())));
-  }
+  std::vector<interp::HostBuffer> bufs = input_buffers(p);
   // Poisoned output: an element the kernel does not write shows up as a mismatch.
   bufs.push_back(interp::HostBuffer::from_doubles(
       args.back().dtype(), std::vector<double>(p.reference.size(), std::nan(""))));
@@ -255,13 +268,8 @@ CheckResult check_on_gpu_unguarded(const Schedule &s, const std::vector<Tensor> 
   CheckProblem p = make_check_problem(args, num_inputs, seed);
   Module m = build(s, args);
   std::vector<DeviceArray> arrays;
-  for (size_t i = 0; i < p.inputs.size(); ++i) {
-    const HostTensor &h = p.inputs[i];
-    const std::vector<int64_t> strides = args[i].strides();
-    interp::HostBuffer b = interp::HostBuffer::from_doubles(h.dtype, h.in_storage(strides));
-    arrays.emplace_back(h.dtype, h.shape, strides);
-    arrays.back().copy_from_host(b.data(), arrays.back().bytes());
-  }
+  for (size_t i = 0; i < p.inputs.size(); ++i)
+    arrays.push_back(device_array(p.inputs[i], p.input_strides[i]));
   arrays.emplace_back(args.back().dtype(), constant_shape(args.back()));
   arrays.back().poison();
   std::vector<const DeviceArray *> ptrs;

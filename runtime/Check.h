@@ -35,6 +35,8 @@ Tolerance output_tolerance(const Tensor &out);
 /// CPU minutes: `tessel tune` checks each candidate at a few thousand outputs).
 struct CheckProblem {
   std::vector<HostTensor> inputs;
+  /// Each input's strides as its argument takes it (a strided placeholder's; empty: compact).
+  std::vector<std::vector<int64_t>> input_strides;
   /// The output's row-major indices the reference holds; empty: every element.
   std::vector<int64_t> samples;
   std::vector<double> reference;
@@ -49,6 +51,12 @@ struct CheckProblem {
 /// (the first and last elements among them), else at all of them.
 CheckProblem make_check_problem(const std::vector<Tensor> &args, size_t num_inputs, uint64_t seed,
                                 size_t samples = 0);
+/// The problem's inputs as a kernel's arguments take them: host buffers for the CPU executor,
+/// laid out with each input's strides (NaN between the elements of a strided one).
+std::vector<interp::HostBuffer> input_buffers(const CheckProblem &p);
+/// `h`'s values in a new device array laid out with `strides` (empty: compact).
+DeviceArray device_array(const HostTensor &h, const std::vector<int64_t> &strides = {});
+
 /// Compares a kernel's whole output (row-major, as read back from the device or the executor)
 /// with the problem's reference at its samples.
 CheckResult check_output(const CheckProblem &p, const interp::HostBuffer &out);

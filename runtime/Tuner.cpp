@@ -101,15 +101,11 @@ class Runner {
 public:
   Runner(const CheckProblem &p, bool cpu) : problem_(p), cpu_(cpu) {
     if (cpu_) {
-      for (const HostTensor &h : p.inputs)
-        host_.push_back(interp::HostBuffer::from_doubles(h.dtype, h.values));
+      host_ = input_buffers(p);
       return;
     }
-    for (const HostTensor &h : p.inputs) {
-      interp::HostBuffer b = interp::HostBuffer::from_doubles(h.dtype, h.values);
-      device_.emplace_back(h.dtype, h.shape);
-      device_.back().copy_from_host(b.data(), device_.back().bytes());
-    }
+    for (size_t i = 0; i < p.inputs.size(); ++i)
+      device_.push_back(device_array(p.inputs[i], p.input_strides[i]));
     device_.emplace_back(p.out_dtype, p.out_shape);
   }
 

@@ -321,12 +321,10 @@ std::vector<DeviceArray> random_device_args(const ScheduledProgram &p) {
   std::vector<DeviceArray> arrays;
   for (size_t i = 0; i < p.args.size(); ++i) {
     const Tensor &t = p.args[i];
-    arrays.emplace_back(t.dtype(), constant_shape(t), t.strides());
-    if (i < p.num_inputs) {
-      HostTensor h = random_tensor(t, i + 1);
-      interp::HostBuffer b = interp::HostBuffer::from_doubles(h.dtype, h.in_storage(t.strides()));
-      arrays.back().copy_from_host(b.data(), arrays.back().bytes());
-    }
+    if (i < p.num_inputs)
+      arrays.push_back(device_array(random_tensor(t, i + 1), t.strides()));
+    else
+      arrays.emplace_back(t.dtype(), constant_shape(t));
   }
   return arrays;
 }
