@@ -30,6 +30,17 @@ class RoundingAnalysis : public IRVisitor {
 public:
   explicit RoundingAnalysis(const Tensor &out) {
     for (const Operation &op : topological_order({out})) {
+      if (const auto *f = op.as<FoldOpNode>()) {
+        // Its states are rounded once a step, after the step's tensors.
+        int64_t before = 0;
+        for (const Tensor &in : f->input_tensors())
+          before = std::max(before, steps_.lookup(in.op().get()));
+        steps_[f] = before + *as_const_int(f->fold_axis->dom.extent) + 1;
+        top_ = nullptr;
+        for (const Expr &u : f->update)
+          visit_expr(u);
+        continue;
+      }
       const auto *c = op.as<ComputeOpNode>();
       if (!c)
         continue;

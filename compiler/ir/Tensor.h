@@ -14,7 +14,7 @@ namespace tessel {
 
 class Tensor;
 
-enum class OperationKind : uint8_t { Placeholder, Compute };
+enum class OperationKind : uint8_t { Placeholder, Compute, FoldState, Fold };
 
 class OperationNode : public llvm::ThreadSafeRefCountedBase<OperationNode> {
 public:
@@ -29,6 +29,8 @@ public:
   virtual int num_outputs() const = 0;
   virtual DataType output_dtype(int i) const = 0;
   virtual std::vector<Expr> output_shape(int i) const = 0;
+  /// The name of output i: the operation's, but for one of several outputs (a fold's states).
+  virtual const std::string &output_name(int) const { return name; }
   /// The strides in elements of output i's storage as an argument in global memory, one per
   /// dimension; empty: compact row-major (every computed tensor, and most placeholders).
   virtual std::vector<int64_t> output_strides(int) const { return {}; }
@@ -71,7 +73,7 @@ public:
   bool defined() const { return op_.defined(); }
   const Operation &op() const { return op_; }
   int value_index() const { return value_index_; }
-  const std::string &name() const { return op_.name(); }
+  const std::string &name() const { return op_->output_name(value_index_); }
   DataType dtype() const { return op_->output_dtype(value_index_); }
   std::vector<Expr> shape() const { return op_->output_shape(value_index_); }
   /// Its strides in elements as an argument in global memory; empty: compact row-major.

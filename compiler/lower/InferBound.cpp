@@ -76,8 +76,13 @@ std::vector<std::optional<IndexInterval>> consumer_region(const StageNode *produ
   for (const IterVar &iv : consumer->leaf_iter_vars)
     leaf_value[iv.get()] = loop_value_of(consumer, iv);
   VarMap root_value = pass_up_index(consumer, dom, leaf_value);
+  // A fold's own axes (of its states beyond the shared ones) run whole in its stores.
+  if (const auto *f = consumer->op.as<FoldOpNode>())
+    for (const auto &extra : f->extra_axis)
+      for (const IterVar &iv : extra)
+        env[iv.var().get()] = IndexInterval::constant(0, *as_const_int(iv->dom.extent) - 1);
   // Root variables stand for their values; loop variables keep their intervals from env.
-  size_t ndim = producer->op->output_shape(0).size();
+  size_t ndim = op_axes(producer->op.get()).size();
   std::vector<std::optional<IndexInterval>> region(ndim);
   std::vector<bool> seen(ndim, false);
   post_order_visit(body, [&](const IRNode *n) {
@@ -106,10 +111,14 @@ DomainMap infer_bound(const ScheduleNode *sch, const StageBodies &bodies) {
   DomainMap dom;
   for (auto it = sch->stages.rbegin(); it != sch->stages.rend(); ++it) {
     const StageNode *s = it->get();
-    const auto *c = s->op.as<ComputeOpNode>();
-    if (!c || s->attach_type == AttachType::Inline)
+    if (!(s->op.as<ComputeOpNode>() || s->op.as<FoldOpNode>()) ||
+        s->attach_type == AttachType::Inline)
       continue;
-    std::vector<Expr> shape = c->output_shape(0);
+    // A fold's region is that of its shared axes (its states' own axes are whole).
+    const std::vector<IterVar> &axes = op_axes(s->op.get());
+    std::vector<Expr> shape;
+    for (const IterVar &iv : axes)
+      shape.push_back(iv->dom.extent);
     std::vector<std::optional<IndexInterval>> region(shape.size());
     // Outputs, and workspaces (global stages at the root: a kernel of their own writes them
     // whole, LoweredModule), cover their shape.
@@ -144,9 +153,9 @@ DomainMap infer_bound(const ScheduleNode *sch, const StageBodies &bodies) {
       } else if (iv.extent() > n) {
         iv.hi = iv.lo + n - 1;
       }
-      dom[c->axis[d].get()] = Range(iv.min_expr(), Expr(static_cast<int>(iv.extent())));
+      dom[axes[d].get()] = Range(iv.min_expr(), Expr(static_cast<int>(iv.extent())));
     }
-    for (const IterVar &r : c->reduce_axis)
+    for (const IterVar &r : op_reduce_axes(s->op.get()))
       dom[r.get()] = r->dom;
     pass_down_domain(s, dom);
   }

@@ -120,6 +120,10 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
     user_check(st, "lower") << "argument '" << t.name() << "' is not part of the schedule";
     user_check(st->attach_type != AttachType::Inline, "lower")
         << "argument '" << t.name() << "' is inlined; an argument must be stored";
+    user_check(!st->op.as<FoldOpNode>(), "lower")
+        << "argument '" << t.name() << "' is a state of fold '" << st->op.name()
+        << "'; compute an argument from it (O = o / l) and compute the fold at that tensor's "
+           "loops";
     user_check(arg_stages.insert(st).second, "lower")
         << "argument '" << t.name() << "' is listed twice";
     user_check(st->scope == "global", "lower")
@@ -131,7 +135,7 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
     for (int64_t v : t.strides())
       strides.push_back(make_const(v > INT32_MAX ? Int(64) : Int(32), v));
     Buffer b = Buffer::make(t.name(), t.dtype(), t.shape(), "global", strides);
-    buffers[st] = b;
+    buffers[st] = {b};
     add_param(b, t.strides());
   }
   // Workspaces: stages stored in global memory that are not arguments (LoweredModule).
@@ -141,11 +145,12 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
       continue;
     user_check(!st->is_output, "lower")
         << "output '" << st->op.name() << "' is not among the arguments; pass it to lower()";
-    user_check(st->op.as<ComputeOpNode>(), "lower")
+    user_check(st->op.as<ComputeOpNode>() || st->op.as<FoldOpNode>(), "lower")
         << "input '" << st->op.name() << "' is read but not among the arguments; pass it to lower()";
-    Buffer b = Buffer::make(st->op.name(), st->op->output_dtype(0), st->op->output_shape(0),
-                            st->scope);
-    buffers[st.get()] = b;
+    std::vector<Buffer> &bufs = buffers[st.get()];
+    for (int k = 0; k < st->op->num_outputs(); ++k)
+      bufs.push_back(Buffer::make(st->op.output(k).name(), st->op->output_dtype(k),
+                                  st->op->output_shape(k), st->scope));
     if (st->scope != "global")
       continue;
     user_check(st->attach_type == AttachType::Root, "lower")
@@ -154,8 +159,10 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
         << "'; a global stage that is not an argument is a workspace, written by a kernel of its "
            "own: leave it at the root, or give it a 'shared' or 'local' scope";
     arg_stages.insert(st.get());
-    add_param(b);
-    ++num_workspaces;
+    for (const Buffer &b : bufs) {
+      add_param(b);
+      ++num_workspaces;
+    }
   }
 
   check_rasterizations(sch);

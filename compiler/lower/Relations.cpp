@@ -103,10 +103,11 @@ VarMap pass_up_index(const StageNode *s, const DomainMap &dom,
 }
 
 std::vector<IterVar> root_iter_vars(const StageNode *s) {
-  const auto *c = s->op.as<ComputeOpNode>();
-  internal_check(c) << "root axes of placeholder " << s->op.name();
-  std::vector<IterVar> out = c->axis;
-  out.insert(out.end(), c->reduce_axis.begin(), c->reduce_axis.end());
+  internal_check(s->op.as<ComputeOpNode>() || s->op.as<FoldOpNode>())
+      << "root axes of placeholder " << s->op.name();
+  std::vector<IterVar> out = op_axes(s->op.get());
+  for (const IterVar &iv : op_reduce_axes(s->op.get()))
+    out.push_back(iv);
   return out;
 }
 
@@ -127,8 +128,9 @@ Var loop_value_of(const StageNode *s, const IterVar &leaf) {
 }
 
 bool is_reduce_leaf(const StageNode *, const IterVar &iv) {
-  // Split and fuse give their results the type of their inputs, so the type tells.
-  return iv.iter_type() == IterVarType::CommReduce;
+  // Split and fuse give their results the type of their inputs, so the type tells. A fold's
+  // axis accumulates into its states as a reduction's into its output.
+  return iv.iter_type() == IterVarType::CommReduce || iv.iter_type() == IterVarType::Ordered;
 }
 
 } // namespace tessel

@@ -4,14 +4,18 @@
 #include "compiler/ir/IRMutator.h"
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
+#include "compiler/ir/IRVisitor.h"
 #include "compiler/ir/Intrinsics.h"
 #include "compiler/lower/Cluster.h"
 #include "compiler/lower/Rasterize.h"
 #include "compiler/lower/ReduceBounds.h"
+#include "compiler/lower/StageBodies.h"
 #include "compiler/lower/Tensorize.h"
 #include "compiler/lower/ThreadExtents.h"
 #include "compiler/lower/TileScheduler.h"
 #include "compiler/support/Error.h"
+
+#include <functional>
 
 namespace tessel {
 
@@ -33,7 +37,11 @@ protected:
     const StageNode *st = stage_of(sch_, op->tensor);
     auto it = buffers_.find(st);
     internal_check(it != buffers_.end()) << "no buffer for " << op->tensor.name();
-    return BufferLoad::make(it->second, idx);
+    // A fold's running state is read from the fold's buffer for that state.
+    size_t k = size_t(op->tensor.value_index());
+    if (const auto *f = st->op.as<FoldOpNode>(); f && op->tensor.op().as<FoldStateOpNode>())
+      k = size_t(f->state_index(op->tensor.op().get()));
+    return BufferLoad::make(it->second[k], idx);
   }
 
 private:
@@ -50,6 +58,8 @@ public:
         global_env_(global_env), threads_(threads) {}
 
   Stmt build(const StageNode *s) {
+    if (s->op.as<FoldOpNode>())
+      return build_fold(s);
     for (size_t t = 0; t < s->leaf_iter_vars.size(); ++t) {
       const IterVarAttr *a = s->find_attr(s->leaf_iter_vars[t]);
       if (a && a->tensorize)
@@ -110,7 +120,7 @@ private:
   Stmt build_loops(const StageNode *s) {
     const auto *c = s->op.as<ComputeOpNode>();
     const std::vector<IterVar> &leaves = s->leaf_iter_vars;
-    const Buffer &buf = buffers_.lookup(s);
+    const Buffer buf = buffers_.lookup(s).front();
     Expr body = TensorToBuffer(sch_, buffers_).mutate(bodies_.body.lookup(s));
 
     llvm::DenseMap<const IterVarNode *, Expr> leaf_value;
@@ -147,31 +157,121 @@ private:
       update_nest =
           make_loop(s, leaves[i], leaves[i], update_nest, true, predicate_bounds(s, i, cond));
 
+    Stmt init = init_nest(s, k, leaf_value, [&](const VarMap &init_root) {
+      std::vector<Expr> init_idx;
+      for (const IterVar &iv : c->axis)
+        init_idx.push_back(init_root.lookup(iv.var().get()));
+      return BufferStore::make(buf, Reduce::identity(red->combiner, red->type), init_idx);
+    });
+    return wrap_loops(s, leaves, 0, k, Seq::make({init, update_nest}), true);
+  }
+
+  // The initialization of a stage that accumulates over its loops from `k` inward (a
+  // reduction, a fold): `store` at the values the stage's root axes take on ".init" copies of
+  // the data-parallel loops among those (the reduction loops at 0), guarded as the stage's
+  // stores.
+  Stmt init_nest(const StageNode *s, size_t k,
+                 const llvm::DenseMap<const IterVarNode *, Expr> &leaf_value,
+                 const std::function<Stmt(const VarMap &)> &store) {
+    const std::vector<IterVar> &leaves = s->leaf_iter_vars;
     llvm::DenseMap<const IterVarNode *, Expr> init_value = leaf_value;
     std::vector<IterVar> init_leaves;
     for (size_t i = k; i < leaves.size(); ++i) {
-      if (is_reduce_leaf(s, leaves[i]))
-        continue;
-      IterVar iv = leaves[i];
-      Var v(iv.name() + ".init");
-      init_value[iv.get()] = v;
-      init_leaves.push_back(IterVar::make(dom_.lookup(iv.get()), v, IterVarType::DataPar));
-      init_of_[v.get()] = iv;
-    }
-    for (size_t i = k; i < leaves.size(); ++i)
-      if (is_reduce_leaf(s, leaves[i]))
+      if (is_reduce_leaf(s, leaves[i])) {
         init_value[leaves[i].get()] = make_zero(Int(32));
-    VarMap init_root = pass_up_index(s, dom_, init_value);
-    std::vector<Expr> init_idx;
-    for (const IterVar &iv : c->axis)
-      init_idx.push_back(init_root.lookup(iv.var().get()));
-    Stmt init = BufferStore::make(buf, Reduce::identity(red->combiner, red->type), init_idx);
-    init = guard(init, guards(s, c->axis, init_value));
-    Stmt init_nest = init;
+        continue;
+      }
+      Var v(leaves[i].name() + ".init");
+      init_value[leaves[i].get()] = v;
+      init_leaves.push_back(IterVar::make(dom_.lookup(leaves[i].get()), v, IterVarType::DataPar));
+      init_of_[v.get()] = leaves[i];
+    }
+    Stmt init = guard(store(pass_up_index(s, dom_, init_value)),
+                      guards(s, op_axes(s->op.get()), init_value));
     for (size_t i = init_leaves.size(); i-- > 0;)
-      init_nest = make_loop(s, init_leaves[i], init_of_.lookup(init_leaves[i].var().get()),
-                            init_nest, false);
-    return wrap_loops(s, leaves, 0, k, Seq::make({init_nest, update_nest}), true);
+      init = make_loop(s, init_leaves[i], init_of_.lookup(init_leaves[i].var().get()), init, false);
+    return init;
+  }
+
+  // A fold: as a reduction's nest, the loops from its fold axis inward run the step, whose
+  // stores (in the fold's store order, each over its state's own axes) follow the tensors of
+  // the step computed at the fold axis; the data-parallel loops among those initialize the
+  // states first, on ".init" copies. Steps `where` excludes are skipped: the fold loop is
+  // bounded by it (ReduceBounds), the stores guarded.
+  Stmt build_fold(const StageNode *s) {
+    const auto *f = s->op.as<FoldOpNode>();
+    const std::vector<IterVar> &leaves = s->leaf_iter_vars;
+    const std::vector<Buffer> &bufs = buffers_.lookup(s);
+    FoldParts parts = fold_parts(TensorToBuffer(sch_, buffers_).mutate(bodies_.body.lookup(s)));
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      const IterVarAttr *a = s->find_attr(leaves[i]);
+      user_check(!a || !a->tensorize, "tensorize")
+          << "fold '" << s->op.name() << "' cannot be tensorized; tensorize the tensors of its "
+          << "step (computed at its fold axis) instead";
+    }
+    llvm::DenseMap<const IterVarNode *, Expr> leaf_value;
+    for (const IterVar &iv : leaves)
+      leaf_value[iv.get()] = loop_value_of(s, iv);
+    VarMap root_value = pass_up_index(s, dom_, leaf_value);
+    auto indices = [&](const VarMap &root, const std::vector<Var> &own) {
+      std::vector<Expr> idx;
+      for (const IterVar &iv : f->axis)
+        idx.push_back(root.lookup(iv.var().get()));
+      for (const Var &v : own)
+        idx.push_back(v);
+      return idx;
+    };
+    // A state's own axes: loops of its store, on fresh variables.
+    auto own_loops = [&](size_t k, const std::string &suffix, std::vector<Var> &vars,
+                         VarMap *vmap = nullptr) {
+      for (const IterVar &iv : f->extra_axis[k]) {
+        vars.emplace_back(iv.var().name() + suffix);
+        if (vmap)
+          (*vmap)[iv.var().get()] = vars.back();
+      }
+    };
+    auto wrap_own = [&](size_t k, const std::vector<Var> &vars, Stmt body) {
+      for (size_t d = vars.size(); d-- > 0;)
+        body = For::make(vars[d], 0, int(*as_const_int(f->extra_axis[k][d]->dom.extent)),
+                         ForKind::Serial, body);
+      return body;
+    };
+
+    size_t k = 0;
+    while (k < leaves.size() && !is_reduce_leaf(s, leaves[k]))
+      ++k;
+    std::vector<IterVar> all_roots = f->axis;
+    all_roots.push_back(f->fold_axis);
+    Expr cond = substitute(parts.where, root_value);
+    std::vector<Stmt> stores;
+    for (int sk : f->store_order) {
+      VarMap vmap = root_value;
+      std::vector<Var> own;
+      own_loops(size_t(sk), "", own, &vmap);
+      Expr value = substitute(parts.update[size_t(sk)], vmap);
+      stores.push_back(wrap_own(
+          size_t(sk), own, BufferStore::make(bufs[size_t(sk)], value, indices(root_value, own))));
+    }
+    Stmt update = Seq::make(stores);
+    if (!is_one(cond))
+      update = IfThenElse::make(cond, update);
+    update = guard(update, guards(s, all_roots, leaf_value));
+    Stmt update_nest = update;
+    for (size_t i = leaves.size(); i-- > k;)
+      update_nest =
+          make_loop(s, leaves[i], leaves[i], update_nest, true, predicate_bounds(s, i, cond));
+
+    Stmt init = init_nest(s, k, leaf_value, [&](const VarMap &init_root) {
+      std::vector<Stmt> inits;
+      for (size_t sk = 0; sk < bufs.size(); ++sk) {
+        std::vector<Var> own;
+        own_loops(sk, ".init", own);
+        inits.push_back(
+            wrap_own(sk, own, BufferStore::make(bufs[sk], f->init[sk], indices(init_root, own))));
+      }
+      return Seq::make(inits);
+    });
+    return wrap_loops(s, leaves, 0, k, Seq::make({init, update_nest}), true);
   }
 
   // A reduction with a reduction loop bound to threadIdx.x: each thread folds its share (the
@@ -218,7 +318,7 @@ private:
         << "; every thread of the axis takes part in the reduction, so bind it with the "
            "block's extent";
 
-    const Buffer &buf = buffers_.lookup(s);
+    const Buffer buf = buffers_.lookup(s).front();
     Expr body = TensorToBuffer(sch_, buffers_).mutate(bodies_.body.lookup(s));
     const auto *tb = body.as<Reduce>();
     llvm::DenseMap<const IterVarNode *, Expr> leaf_value;
@@ -273,8 +373,7 @@ private:
       if (const auto *v = leaf_value.lookup(iv.get()).as<Variable>(); v && !env.count(v))
         env[v] = IndexInterval::constant(0, const_extent(dom_, iv) - 1);
     std::vector<Expr> out = threads_.guards(s);
-    const auto *c = s->op.as<ComputeOpNode>();
-    std::vector<Expr> shape = c->output_shape(0);
+    const std::vector<IterVar> &axes = op_axes(s->op.get());
     for (size_t r = 0; r < roots.size(); ++r) {
       const IterVar &iv = roots[r];
       const Range &range = dom_.lookup(iv.get());
@@ -285,10 +384,10 @@ private:
       auto off = eval_interval(offset, env);
       if (!off || off->has_base() || off->hi >= extent)
         out.push_back(offset < make_const(offset.type(), extent));
-      if (r >= c->axis.size() || is_zero(range.min))
+      if (r >= axes.size() || is_zero(range.min))
         continue;
       // A region whose origin moves can reach past the tensor's edge.
-      int64_t n = *as_const_int(shape[r]);
+      int64_t n = *as_const_int(axes[r]->dom.extent);
       auto lo = eval_interval(range.min, env);
       if (!lo || lo->has_base() || lo->hi + extent > n)
         out.push_back(value < make_const(value.type(), n));
@@ -322,6 +421,13 @@ private:
       if (q > i || thread)
         ranged[loop_value_of(s, leaves[q]).get()] = {0, const_extent(dom_, leaves[q]) - 1};
     }
+    // So do the threads of the stages it is computed in (a fold per thread of its output).
+    for (const StageNode *x = s; x->attach_type == AttachType::Scope; x = x->attach_stage)
+      for (const IterVar &iv : x->attach_stage->leaf_iter_vars)
+        if (const IterVarAttr *b = x->attach_stage->find_attr(iv);
+            b && b->bind_thread.defined() &&
+            b->bind_thread.thread_tag().rfind("threadIdx", 0) == 0)
+          ranged[loop_value_of(x->attach_stage, iv).get()] = {0, const_extent(dom_, iv) - 1};
     return reduce_loop_bounds(loop_var_of(s, leaves[i]), const_extent(dom_, leaves[i]), cond,
                               ranged);
   }
@@ -419,10 +525,55 @@ protected:
   }
 };
 
+// A tensor of a fold's step holds one step's slice, computed from the states before the step:
+// it must be computed inside the fold, at or in its fold axis.
+void check_fold_steps(const ScheduleNode *sch, const StageBodies &bodies) {
+  llvm::DenseMap<const StageNode *, const StageNode *> fold_of; // step stage -> its fold
+  for (const auto &st : sch->stages) {
+    auto it = bodies.body.find(st.get());
+    if (it == bodies.body.end() || st->op.as<FoldOpNode>())
+      continue;
+    const StageNode *fold = nullptr;
+    post_order_visit(it->second, [&](const IRNode *n) {
+      const auto *load = llvm::dyn_cast<TensorLoad>(n);
+      if (!load)
+        return;
+      const StageNode *p = stage_of(sch, load->tensor);
+      if (load->tensor.op().as<FoldStateOpNode>())
+        fold = p;
+      else if (const StageNode *f = fold_of.lookup(p))
+        fold = f;
+    });
+    if (!fold)
+      continue;
+    fold_of[st.get()] = fold;
+    const IterVar &axis = fold->op.as<FoldOpNode>()->fold_axis;
+    size_t axis_pos = 0;
+    while (axis_pos < fold->leaf_iter_vars.size() &&
+           !fold->leaf_iter_vars[axis_pos].same_as(axis))
+      ++axis_pos;
+    bool inside = false;
+    for (const StageNode *x = st.get(); x && x->attach_type == AttachType::Scope;
+         x = x->attach_stage) {
+      if (x->attach_stage != fold)
+        continue;
+      for (size_t i = axis_pos; i < fold->leaf_iter_vars.size(); ++i)
+        inside = inside || fold->leaf_iter_vars[i].same_as(x->attach_ivar);
+      break;
+    }
+    user_check(inside, "compute_at")
+        << "stage '" << st->op.name() << "' reads the states of fold '" << fold->op.name()
+        << "', so it is computed at each of its steps: compute it at the fold's axis, "
+        << "s[" << st->op.name() << "].compute_at(s[" << fold->op.name() << "], " << axis.name()
+        << ") (or at a loop inside it)";
+  }
+}
+
 } // namespace
 
 Stmt schedule_ops(const ScheduleNode *sch, const StageBodies &bodies, const DomainMap &dom,
                   const StageBuffers &buffers, const llvm::DenseSet<const StageNode *> &args) {
+  check_fold_steps(sch, bodies);
   // Every loop of every stage over its full range: used to decide which guards are needed.
   VarIntervals global_env;
   for (const auto &st : sch->stages) {
@@ -449,8 +600,10 @@ Stmt schedule_ops(const ScheduleNode *sch, const StageBodies &bodies, const Doma
     BufferLayout layout;
     std::vector<int64_t> extents;
     std::vector<std::array<int64_t, 3>> aligns;
+    if (st->op.as<FoldOpNode>()) // its buffers are read and written by loops, not intrinsics
+      continue;
     if (args.count(st.get()) || !st->op.as<ComputeOpNode>()) {
-      for (const Expr &e : bit->second->shape) {
+      for (const Expr &e : bit->second.front()->shape) {
         layout.mins.push_back(Expr(0));
         extents.push_back(*as_const_int(e));
       }
@@ -481,7 +634,7 @@ Stmt schedule_ops(const ScheduleNode *sch, const StageBodies &bodies, const Doma
     if (!bodies.body.count(s))
       continue;
     Stmt nest = builder.build(s);
-    const Buffer &buf = buffers.lookup(s);
+    const Buffer buf = buffers.lookup(s).front();
     for (auto t = s->env_threads.rbegin(); t != s->env_threads.rend(); ++t)
       nest = AttrStmt::make(
           *t, attr::thread_extent,
@@ -522,8 +675,19 @@ Stmt schedule_ops(const ScheduleNode *sch, const StageBodies &bodies, const Doma
       if (args.count(s))
         return seq;
       std::vector<Range> bounds;
-      for (const IterVar &iv : s->op.as<ComputeOpNode>()->axis)
+      for (const IterVar &iv : op_axes(s->op.get()))
         bounds.push_back(dom.lookup(iv.get()));
+      if (const auto *f = s->op.as<FoldOpNode>()) {
+        // One buffer per state: the shared axes' region, and the whole of its own axes.
+        const std::vector<Buffer> &bufs = buffers.lookup(s);
+        for (size_t k = bufs.size(); k-- > 0;) {
+          std::vector<Range> b = bounds;
+          for (const IterVar &iv : f->extra_axis[k])
+            b.push_back(iv->dom);
+          seq = BufferRealize::make(bufs[k], b, seq);
+        }
+        return seq;
+      }
       Stmt realize = BufferRealize::make(buf, bounds, seq);
       if (s->storage_swizzle > 0)
         realize = AttrStmt::make(buf, attr::storage_swizzle, Expr(s->storage_swizzle), realize);

@@ -15,8 +15,9 @@
 
 namespace tessel {
 
-/// Buffers of the stages: arguments are global; the others are realized in their scope.
-using StageBuffers = llvm::DenseMap<const StageNode *, Buffer>;
+/// Buffers of the stages, one per output (a fold has one per state): arguments are global; the
+/// others are realized in their scope.
+using StageBuffers = llvm::DenseMap<const StageNode *, std::vector<Buffer>>;
 
 Stmt schedule_ops(const ScheduleNode *sch, const StageBodies &bodies, const DomainMap &dom,
                   const StageBuffers &buffers, const llvm::DenseSet<const StageNode *> &args);

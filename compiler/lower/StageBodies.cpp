@@ -1,6 +1,7 @@
 #include "compiler/lower/StageBodies.h"
 
 #include "compiler/ir/IRMutator.h"
+#include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRVisitor.h"
 #include "compiler/ir/Substitute.h"
 #include "compiler/support/Error.h"
@@ -46,9 +47,16 @@ StageBodies inline_stages(const ScheduleNode *sch) {
   // Stages are in topological order, so an inline stage's own body is ready before its readers.
   for (const auto &st : sch->stages) {
     const auto *c = st->op.as<ComputeOpNode>();
-    if (!c)
+    const auto *f = st->op.as<FoldOpNode>();
+    if (!c && !f)
       continue;
-    Expr body = Inliner(sch, all).mutate(c->body);
+    Expr whole;
+    if (f) {
+      std::vector<Expr> parts = f->update;
+      parts.push_back(f->where.defined() ? f->where : const_true());
+      whole = Call::make(Handle(), "tuple", parts, Call::PureIntrinsic);
+    }
+    Expr body = Inliner(sch, all).mutate(c ? c->body : whole);
     all[st.get()] = body;
     if (st->attach_type == AttachType::Inline)
       continue;
@@ -56,6 +64,9 @@ StageBodies inline_stages(const ScheduleNode *sch) {
     post_order_visit(body, [&](const IRNode *n) {
       const auto *load = llvm::dyn_cast<TensorLoad>(n);
       if (!load)
+        return;
+      // A fold's running states are its own storage, not a producer's.
+      if (load->tensor.op().as<FoldStateOpNode>())
         return;
       StageNode *producer = stage_of(sch, load->tensor);
       internal_check(producer) << "tensor " << load->tensor.name() << " has no stage";
@@ -65,6 +76,12 @@ StageBodies inline_stages(const ScheduleNode *sch) {
     });
   }
   return out;
+}
+
+FoldParts fold_parts(const Expr &body) {
+  const auto *call = body.as<Call>();
+  internal_check(call && call->name == "tuple" && !call->args.empty()) << "not a fold's body";
+  return {std::vector<Expr>(call->args.begin(), call->args.end() - 1), call->args.back()};
 }
 
 } // namespace tessel

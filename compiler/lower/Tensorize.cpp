@@ -542,7 +542,8 @@ std::string refusal(const std::vector<PatternMatch> &tries) {
 TensorIntrinBodies tensorize_stage(const StageNode *s, size_t t, const StageBodies &bodies,
                                    const DomainMap &dom,
                                    const llvm::DenseMap<const IterVarNode *, Expr> &leaf_value,
-                                   const llvm::DenseMap<const StageNode *, Buffer> &buffers,
+                                   const llvm::DenseMap<const StageNode *, std::vector<Buffer>>
+                                       &buffers,
                                    const BufferLayouts &layouts, const ScheduleNode *sch) {
   const auto *c = s->op.as<ComputeOpNode>();
   const std::vector<IterVar> &leaves = s->leaf_iter_vars;
@@ -575,14 +576,15 @@ TensorIntrinBodies tensorize_stage(const StageNode *s, size_t t, const StageBodi
   std::vector<BoundBuffer> ins;
   for (size_t j = 0; j < m.inputs.size(); ++j) {
     const StageNode *producer = stage_of(sch, m.inputs[j]);
-    ins.push_back(bind_buffer(pattern.input_decls[j], buffers.lookup(producer),
+    ins.push_back(bind_buffer(pattern.input_decls[j], buffers.lookup(producer).front(),
                               layouts.lookup(producer), m.regions[j], context));
   }
   std::vector<RegionDim> out_region;
   for (const IterVar &r : c->axis)
     out_region.push_back(matcher.region_of(r));
   BoundBuffer out =
-      bind_buffer(pattern.output_decl, buffers.lookup(s), layouts.lookup(s), out_region, context);
+      bind_buffer(pattern.output_decl, buffers.lookup(s).front(), layouts.lookup(s), out_region,
+                  context);
   // One limit per dimension of the pattern (the leading axes matched with extent 1 have none).
   std::vector<Expr> limits = m.limits;
   if (std::any_of(limits.begin(), limits.end(), [](const Expr &e) { return e.defined(); }))

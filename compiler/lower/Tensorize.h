@@ -41,7 +41,8 @@ using BufferLayouts = llvm::DenseMap<const StageNode *, BufferLayout>;
 TensorIntrinBodies tensorize_stage(const StageNode *s, size_t t, const StageBodies &bodies,
                                    const DomainMap &dom,
                                    const llvm::DenseMap<const IterVarNode *, Expr> &leaf_value,
-                                   const llvm::DenseMap<const StageNode *, Buffer> &buffers,
+                                   const llvm::DenseMap<const StageNode *, std::vector<Buffer>>
+                                       &buffers,
                                    const BufferLayouts &layouts, const ScheduleNode *sch);
 
 /// Strides of a row-major buffer of `extents`, padded so that stride[dim] % factor == offset for

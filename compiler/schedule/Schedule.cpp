@@ -46,12 +46,36 @@ std::unique_ptr<StageNode> make_stage(const Operation &op, ScheduleNode *sch) {
   st->op = op;
   st->origin_op = op;
   st->schedule = sch;
-  if (const auto *c = op.as<ComputeOpNode>()) {
-    st->all_iter_vars = c->axis;
-    st->all_iter_vars.insert(st->all_iter_vars.end(), c->reduce_axis.begin(), c->reduce_axis.end());
-    st->leaf_iter_vars = st->all_iter_vars;
-  }
+  st->all_iter_vars = op_axes(op.get());
+  for (const IterVar &iv : op_reduce_axes(op.get()))
+    st->all_iter_vars.push_back(iv);
+  st->leaf_iter_vars = st->all_iter_vars;
   return st;
+}
+
+// The tensors of a fold's step (those reading its states, directly or through others) start
+// computed at its fold axis in local memory: one step's slice, at each step.
+void attach_fold_steps(ScheduleNode *sch) {
+  llvm::DenseMap<const OperationNode *, StageNode *> fold_of;
+  for (const auto &st : sch->stages) {
+    const auto *c = st->op.as<ComputeOpNode>();
+    if (!c)
+      continue;
+    StageNode *fold = nullptr;
+    for (const Tensor &in : c->input_tensors()) {
+      if (in.op().as<FoldStateOpNode>())
+        fold = sch->stage_map.lookup(in.op().get());
+      else if (StageNode *f = fold_of.lookup(in.op().get()))
+        fold = f;
+    }
+    if (!fold)
+      continue;
+    fold_of[c] = fold;
+    st->attach_type = AttachType::Scope;
+    st->attach_stage = fold;
+    st->attach_ivar = fold->op.as<FoldOpNode>()->fold_axis;
+    st->scope = "local";
+  }
 }
 
 size_t stage_position(const ScheduleNode *sch, const StageNode *s) {
@@ -70,12 +94,24 @@ Schedule create_schedule(const std::vector<Tensor> &outputs) {
   auto sch = std::make_shared<ScheduleNode>();
   sch->outputs = outputs;
   for (const Operation &op : topological_order(outputs)) {
+    if (op.as<FoldStateOpNode>()) // a fold's buffer: it maps to the fold's stage below
+      continue;
     auto st = make_stage(op, sch.get());
     sch->stage_map[op.get()] = st.get();
+    if (const auto *f = op.as<FoldOpNode>())
+      for (const Tensor &state : f->states)
+        sch->stage_map[state.op().get()] = st.get();
     sch->stages.push_back(std::move(st));
   }
+  attach_fold_steps(sch.get());
   for (const Tensor &t : outputs) {
     StageNode *st = sch->stage_map.lookup(t.op().get());
+    user_check(st && !t.op().as<FoldStateOpNode>(), "create_schedule")
+        << "output '" << t.name() << "' is the running state of a fold; give the fold's result "
+        << "(what fold() returned) instead";
+    user_check(!st->op.as<FoldOpNode>(), "create_schedule")
+        << "output '" << t.name() << "' is a state of fold '" << st->op.name()
+        << "'; compute an output from it (O = o / l), and compute the fold at that output's loops";
     user_check(st->op.as<ComputeOpNode>(), "create_schedule")
         << "output '" << t.name() << "' is a placeholder; outputs must be computed tensors";
     st->is_output = true;

@@ -125,8 +125,8 @@ public:
   const std::vector<IterVar> &op_axis() const;
   /// op_axis()[i]; a negative i counts from the end, as in Python.
   IterVar op_axis(int i) const;
-  /// The reduction axes of the operation, i.e. TVM's op.reduce_axis.
-  const std::vector<IterVar> &reduce_axis() const;
+  /// The reduction axes of the operation, i.e. TVM's op.reduce_axis (a fold's: its fold axis).
+  std::vector<IterVar> reduce_axis() const;
   /// The data-parallel axes as an array, for structured bindings: auto [i, j] = s[C].axes<2>().
   template <size_t N> std::array<IterVar, N> axes() const {
     std::array<IterVar, N> out;

@@ -15,11 +15,6 @@ namespace tessel {
 
 namespace {
 
-const std::vector<IterVar> &empty_axes() {
-  static const std::vector<IterVar> empty;
-  return empty;
-}
-
 std::string join_names(const std::vector<IterVar> &ivs) {
   std::string s;
   for (size_t i = 0; i < ivs.size(); ++i) {
@@ -111,10 +106,7 @@ bool reads_transitively(const StageNode *consumer, const StageNode *producer) {
 const Operation &Stage::op() const { return n_->op; }
 const Operation &Stage::origin_op() const { return n_->origin_op; }
 const std::string &Stage::name() const { return n_->op.name(); }
-const std::vector<IterVar> &Stage::op_axis() const {
-  const auto *c = n_->op.as<ComputeOpNode>();
-  return c ? c->axis : empty_axes();
-}
+const std::vector<IterVar> &Stage::op_axis() const { return op_axes(n_->op.get()); }
 IterVar Stage::op_axis(int i) const {
   const auto &ax = op_axis();
   int n = static_cast<int>(ax.size());
@@ -122,10 +114,7 @@ IterVar Stage::op_axis(int i) const {
       << "stage '" << name() << "' has " << n << " axes; index " << i << " is out of range";
   return ax[i < 0 ? i + n : i];
 }
-const std::vector<IterVar> &Stage::reduce_axis() const {
-  const auto *c = n_->op.as<ComputeOpNode>();
-  return c ? c->reduce_axis : empty_axes();
-}
+std::vector<IterVar> Stage::reduce_axis() const { return op_reduce_axes(n_->op.get()); }
 void Stage::check_axis_count(size_t n) const {
   user_check(op_axis().size() == n, "axes")
       << "stage '" << name() << "' has " << op_axis().size() << " axes, not " << n;
@@ -140,6 +129,14 @@ bool Stage::is_output() const { return n_->is_output; }
 
 // ---- Loop transformations -------------------------------------------------------------------
 
+// A fold's steps run in order, one slice of each tensor of the step at a time.
+static void check_not_fold_axis(const StageNode *s, const IterVar &iv, const char *prim) {
+  user_check(iv.iter_type() != IterVarType::Ordered, prim)
+      << "stage '" << s->op.name() << "': '" << iv.name() << "' is a fold axis, whose steps run "
+      << "in order on every thread; it cannot be split, fused or bound (choose the size of a "
+         "step in the definition)";
+}
+
 static std::pair<IterVar, IterVar> do_split(StageNode *s, const IterVar &parent,
                                             std::optional<int64_t> factor,
                                             std::optional<int64_t> nparts,
@@ -147,6 +144,7 @@ static std::pair<IterVar, IterVar> do_split(StageNode *s, const IterVar &parent,
   const char *prim = factor ? "split" : "split_nparts";
   check_leaf(s, parent, prim);
   check_not_rasterized(s, parent, prim);
+  check_not_fold_axis(s, parent, prim);
   int64_t v = factor ? *factor : *nparts;
   user_check(v > 0, prim) << "stage '" << s->op.name() << "', axis '" << parent.name() << "': "
                           << (factor ? "factor" : "nparts") << " must be positive, got " << v;
@@ -178,6 +176,8 @@ std::pair<IterVar, IterVar> Stage::split_nparts(const IterVar &parent, int64_t n
 IterVar Stage::fuse(const IterVar &outer, const IterVar &inner) {
   check_leaf(n_, outer, "fuse");
   check_leaf(n_, inner, "fuse");
+  check_not_fold_axis(n_, outer, "fuse");
+  check_not_fold_axis(n_, inner, "fuse");
   check_not_rasterized(n_, outer, "fuse");
   check_not_rasterized(n_, inner, "fuse");
   size_t po = leaf_index(n_, outer), pi = leaf_index(n_, inner);
@@ -232,6 +232,7 @@ Stage &Stage::reorder(const std::vector<IterVar> &order) {
 
 Stage &Stage::bind(const IterVar &iv, const IterVar &thread) {
   check_leaf(n_, iv, "bind");
+  check_not_fold_axis(n_, iv, "bind");
   user_check(thread.defined() && thread.iter_type() == IterVarType::ThreadIndex, "bind")
       << "stage '" << name() << "', axis '" << iv.name()
       << "': bind to a thread axis made with thread_axis(\"threadIdx.x\") and the like";
@@ -389,7 +390,7 @@ Stage &Stage::compute_at(Stage parent, const IterVar &scope) {
   user_check(p != n_, "compute_at") << "stage '" << name() << "' cannot be computed at itself";
   user_check(!n_->is_output, "compute_at")
       << "stage '" << name() << "' is an output of the schedule; outputs stay at the root";
-  user_check(n_->op.as<ComputeOpNode>(), "compute_at")
+  user_check(n_->op.as<ComputeOpNode>() || n_->op.as<FoldOpNode>(), "compute_at")
       << "'" << name() << "' is a placeholder (an input); only computed stages can be placed";
   check_leaf(p, scope, "compute_at");
   user_check(reads_transitively(p, n_), "compute_at")
@@ -409,6 +410,8 @@ Stage &Stage::compute_at(Stage parent, const IterVar &scope) {
 
 Stage &Stage::compute_inline() {
   const auto *c = n_->op.as<ComputeOpNode>();
+  user_check(!n_->op.as<FoldOpNode>(), "compute_inline")
+      << "fold '" << name() << "' carries its states over steps and cannot be inlined";
   user_check(c, "compute_inline") << "'" << name() << "' is a placeholder and cannot be inlined";
   user_check(!c->reduction(), "compute_inline")
       << "stage '" << name() << "' is a reduction and cannot be inlined into its consumers";
@@ -421,7 +424,7 @@ Stage &Stage::compute_inline() {
 }
 
 Stage &Stage::compute_root() {
-  user_check(n_->op.as<ComputeOpNode>(), "compute_root")
+  user_check(n_->op.as<ComputeOpNode>() || n_->op.as<FoldOpNode>(), "compute_root")
       << "'" << name() << "' is a placeholder (an input); only computed stages can be placed";
   n_->attach_type = AttachType::Root;
   n_->attach_stage = nullptr;

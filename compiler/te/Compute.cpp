@@ -5,9 +5,11 @@
 #include "compiler/ir/Substitute.h"
 #include "compiler/support/Error.h"
 
+#include <llvm/ADT/DenseMap.h>
 #include <llvm/ADT/DenseSet.h>
 
 #include <cstdint>
+#include <optional>
 
 namespace tessel {
 
@@ -154,6 +156,238 @@ Tensor compute_from_vars(std::vector<Expr> shape,
   return Operation(new ComputeOpNode(std::move(name), std::move(axis), std::move(reduce_axis),
                                      std::move(body)))
       .output(0);
+}
+
+} // namespace tessel
+
+namespace tessel {
+
+IterVar fold_axis(std::array<Expr, 2> begin_end, std::string name) {
+  IterVar r = reduce_axis(begin_end, name);
+  return IterVar::make(r->dom, r.var(), IterVarType::Ordered);
+}
+
+Tensor fold_state(std::vector<Expr> shape, DataType dtype, std::string name) {
+  check_name(name, "fold_state");
+  std::vector<Expr> extents = checked_shape(shape, "fold_state", name);
+  user_check(!dtype.is_void() && dtype.is_scalar(), "fold_state")
+      << "state '" << name << "': element type must be a scalar type, got " << dtype;
+  return Operation(new FoldStateOpNode(std::move(name), std::move(extents), dtype)).output(0);
+}
+
+namespace {
+
+// Whether `t` reads one of `states`, directly or through the computes it reads (memoized).
+bool reads_state(const Tensor &t, const llvm::DenseSet<const OperationNode *> &states,
+                 llvm::DenseMap<const OperationNode *, bool> &memo) {
+  const OperationNode *op = t.op().get();
+  if (states.count(op))
+    return true;
+  auto it = memo.find(op);
+  if (it != memo.end())
+    return it->second;
+  bool r = false;
+  for (const Tensor &in : op->input_tensors())
+    r = reads_state(in, states, memo) || r;
+  memo[op] = r;
+  return r;
+}
+
+} // namespace
+
+std::vector<Tensor> fold(const IterVar &axis, std::vector<FoldState> states, std::string name,
+                         std::function<Expr(const std::vector<Var> &)> where_fn) {
+  check_name(name, "fold");
+  const std::string context = "fold '" + name + "'";
+  user_check(axis.defined() && axis.iter_type() == IterVarType::Ordered, "fold")
+      << context << ": the axis must be made with fold_axis({begin, end}, name)";
+  user_check(!states.empty(), "fold") << context << " needs at least one state";
+  llvm::DenseSet<const OperationNode *> state_ops;
+  size_t rank = SIZE_MAX;
+  const Tensor *lowest = nullptr;
+  for (const FoldState &s : states) {
+    user_check(s.state.defined() && s.state.op().as<FoldStateOpNode>(), "fold")
+        << context << ": '" << (s.state.defined() ? s.state.name() : std::string("?"))
+        << "' is not a state; make the states with fold_state(shape, dtype, name)";
+    user_check(state_ops.insert(s.state.op().get()).second, "fold")
+        << context << ": state '" << s.state.name() << "' is listed twice";
+    user_check(s.update != nullptr, "fold")
+        << context << ": state '" << s.state.name() << "' has no update";
+    if (s.state.ndim() < rank) {
+      rank = s.state.ndim();
+      lowest = &s.state;
+    }
+  }
+  // The shared axes: those of the state of lowest rank, which every state starts with.
+  std::vector<Expr> shared = lowest->shape();
+  for (const FoldState &s : states)
+    for (size_t d = 0; d < rank; ++d)
+      user_check(*as_const_int(s.state.shape()[d]) == *as_const_int(shared[d]), "fold")
+          << context << ": states '" << lowest->name() << "' and '" << s.state.name()
+          << "' differ in dimension " << d << " (" << shared[d] << " and " << s.state.shape()[d]
+          << "); the states share their leading axes, those of the state of lowest rank";
+  std::vector<Var> vars;
+  std::vector<IterVar> shared_axis;
+  for (size_t d = 0; d < rank; ++d) {
+    vars.emplace_back("i" + std::to_string(d));
+    shared_axis.push_back(
+        IterVar::make(Range(Expr(0), shared[d]), vars.back(), IterVarType::DataPar));
+  }
+
+  std::vector<Tensor> tensors;
+  std::vector<std::vector<IterVar>> extra_axis;
+  std::vector<Expr> init, update;
+  for (const FoldState &s : states) {
+    tensors.push_back(s.state);
+    const std::string sname = "state '" + s.state.name() + "' of " + context;
+    std::vector<Var> own = vars;
+    std::vector<IterVar> extra;
+    std::vector<Expr> shape = s.state.shape();
+    for (size_t d = rank; d < shape.size(); ++d) {
+      own.emplace_back("i" + std::to_string(d));
+      extra.push_back(IterVar::make(Range(Expr(0), shape[d]), own.back(), IterVarType::DataPar));
+    }
+    extra_axis.push_back(extra);
+    std::optional<double> v0;
+    if (s.init.defined())
+      v0 = as_const_float(s.init) ? as_const_float(s.init)
+           : as_const_int(s.init) ? std::optional<double>(double(*as_const_int(s.init)))
+                                  : std::nullopt;
+    user_check(v0.has_value(), "fold")
+        << sname << ": the initial value must be a number (a constant), got "
+        << (s.init.defined() ? s.init : Expr(0));
+    init.push_back(make_const(s.state.dtype(), *v0));
+    Expr u = s.update(own);
+    user_check(u.defined() && u.type().is_scalar() && !u.type().is_handle(), "fold")
+        << sname << ": the update must be a scalar value";
+    post_order_visit(u, [&](const IRNode *n) {
+      user_check(!llvm::isa<Reduce>(n), "fold")
+          << sname << ": the update contains a reduction; compute it as a tensor of the step "
+             "(with the fold's steps as its first axis) and read that tensor here";
+    });
+    llvm::DenseSet<const Variable *> allowed;
+    for (const Var &v : own)
+      allowed.insert(v.get());
+    allowed.insert(axis.var().get());
+    post_order_visit(u, [&](const IRNode *n) {
+      if (const auto *let = llvm::dyn_cast<Let>(n))
+        allowed.insert(let->var.get());
+    });
+    for (const Var &v : free_vars(u))
+      user_check(allowed.count(v.get()), "fold")
+          << sname << ": the update uses '" << v.name()
+          << "', which is neither an index of the state nor the fold's axis '" << axis.var().name()
+          << "'";
+    update.push_back(u.type() == s.state.dtype() ? u : cast(s.state.dtype(), u));
+  }
+
+  // How the updates read the states: each at its own indices (stored in place, so a read of
+  // another element would see it before or after its update depending on the loop order).
+  const size_t n = states.size();
+  std::vector<std::vector<bool>> reads(n, std::vector<bool>(n, false));
+  for (size_t a = 0; a < n; ++a) {
+    post_order_visit(update[a], [&](const IRNode *node) {
+      const auto *load = llvm::dyn_cast<TensorLoad>(node);
+      if (!load || !state_ops.count(load->tensor.op().get()))
+        return;
+      size_t b = 0;
+      while (tensors[b] != load->tensor)
+        ++b;
+      reads[a][b] = true;
+      const size_t want = a == b ? load->indices.size() : rank;
+      user_check(a == b || load->indices.size() == rank, "fold")
+          << "state '" << tensors[a].name() << "' of " << context << ": its update reads state '"
+          << tensors[b].name() << "', which has axes of its own; a state with axes beyond the "
+          << "shared ones is read only by its own update (read a tensor of the step instead)";
+      for (size_t d = 0; d < want; ++d) {
+        const auto *v = load->indices[d].as<Variable>();
+        const Var expect = d < rank ? vars[d] : extra_axis[a][d - rank].var();
+        user_check(v && v == expect.get(), "fold")
+            << "state '" << tensors[a].name() << "' of " << context << ": its update reads state '"
+            << tensors[b].name() << "' at index " << load->indices[d] << " in dimension " << d
+            << "; a state is read at the update's own indices (" << expect.name()
+            << "): the states are stored in place";
+      }
+    });
+  }
+  // Store each state after every state whose update reads it.
+  std::vector<int> order;
+  std::vector<bool> done(n, false);
+  while (order.size() < n) {
+    bool progressed = false;
+    for (size_t b = 0; b < n; ++b) {
+      if (done[b])
+        continue;
+      bool ready = true;
+      for (size_t a = 0; a < n; ++a)
+        if (a != b && !done[a] && reads[a][b])
+          ready = false;
+      if (ready) {
+        order.push_back(int(b));
+        done[b] = true;
+        progressed = true;
+      }
+    }
+    if (!progressed) {
+      std::string names;
+      for (size_t b = 0; b < n; ++b)
+        if (!done[b])
+          names += (names.empty() ? "'" : ", '") + tensors[b].name() + "'";
+      user_error("fold") << context << ": the updates of states " << names
+                         << " read each other's values before the step, so no order of "
+                            "stores keeps them; compute one's new value as a tensor of the step "
+                            "and read that instead";
+    }
+  }
+
+  Expr where;
+  if (where_fn) {
+    where = where_fn(vars);
+    user_check(where.defined() && where.type().is_bool(), "fold")
+        << context << ": `where` must be a boolean condition";
+    llvm::DenseSet<const Variable *> allowed;
+    for (const Var &v : vars)
+      allowed.insert(v.get());
+    allowed.insert(axis.var().get());
+    for (const Var &v : free_vars(where))
+      user_check(allowed.count(v.get()), "fold")
+          << context << ": `where` uses '" << v.name()
+          << "', which is neither a shared axis nor the fold's axis";
+    user_check(tensors_read(where).empty(), "fold")
+        << context << ": `where` reads a tensor; it must be a condition on the indices";
+  }
+
+  // The tensors of the step: those reading a state hold one slice per step.
+  const int64_t steps = *as_const_int(axis->dom.extent);
+  llvm::DenseMap<const OperationNode *, bool> memo;
+  std::vector<Tensor> work;
+  for (const Expr &u : update)
+    for (const Tensor &t : tensors_read(u))
+      work.push_back(t);
+  llvm::DenseSet<const OperationNode *> seen;
+  while (!work.empty()) {
+    Tensor t = work.back();
+    work.pop_back();
+    if (state_ops.count(t.op().get()) || !seen.insert(t.op().get()).second ||
+        !reads_state(t, state_ops, memo))
+      continue;
+    user_check(!t.op().as<FoldOpNode>(), "fold")
+        << context << " reads fold '" << t.op().name() << "', which reads its states";
+    user_check(*as_const_int(t.shape()[0]) == steps, "fold")
+        << context << ": tensor '" << t.name() << "' reads a state, so it is a tensor of the "
+        << "step: its first axis must be the fold's steps (extent " << steps << "), not "
+        << t.shape()[0];
+    for (const Tensor &in : t.op()->input_tensors())
+      work.push_back(in);
+  }
+
+  Operation op(new FoldOpNode(std::move(name), std::move(shared_axis), axis, where,
+                              std::move(tensors), std::move(extra_axis), std::move(init),
+                              std::move(update), std::move(order)));
+  std::vector<Tensor> out;
+  for (size_t k = 0; k < n; ++k)
+    out.push_back(op.output(int(k)));
+  return out;
 }
 
 } // namespace tessel

@@ -50,6 +50,49 @@ inline Expr min(Expr source, std::initializer_list<IterVar> axis, Expr where = E
   return min(std::move(source), std::vector<IterVar>(axis), std::move(where));
 }
 
+/// The axis of a fold over [begin, end): its steps run in order (an Ordered axis). It cannot
+/// be split, fused or bound to threads; the size of a step (a block of keys) is the user's,
+/// in the definition.
+IterVar fold_axis(std::array<Expr, 2> begin_end, std::string name);
+
+/// The running value of a fold's state: a tensor of `shape` read by the fold's updates and by
+/// the tensors of its step, which see the value before the step. Give it to fold().
+Tensor fold_state(std::vector<Expr> shape, DataType dtype, std::string name);
+
+/// One state of a fold: its value before the first step (a constant) and after each step (a
+/// function of its indices: the fold's shared axes, then its own).
+struct FoldState {
+  Tensor state;
+  Expr init;
+  std::function<Expr(const std::vector<Var> &)> update;
+};
+
+/// Carries `states` over the steps of `axis` (made with fold_axis) in order, and returns their
+/// final values, one tensor per state (named as the state). The states share their leading
+/// axes (those of the state of lowest rank); at each step every state takes its update at
+/// once: the updates, and the tensors of the step, read the states' values before the step.
+/// `where` (over the shared axes; it may read the fold axis) skips steps: the loop over `axis`
+/// runs only over the steps it can hold for (ReduceBounds), the rest of them guarded. The
+/// online softmax of attention over blocks of keys t, with S(t, i, j) the scores of block t,
+/// rowmax(t, i) = max(S(t, i, j), {j}), m_new(t, i) = max(m(i), rowmax(t, i)), P(t, i, j) =
+/// exp(S(t, i, j) - m_new(t, i)), and PV(t, i, d) = sum(P(t, i, j) * V(t * Bk + j, d), {j}):
+///
+///   IterVar t = fold_axis({0, Sk / Bk}, "t");
+///   Tensor m = fold_state({Sq}, Float(32), "m"), l = ..., o = fold_state({Sq, D}, ...);
+///   auto alpha = [&](Var i) { return exp(m(i) - m_new(t, i)); };
+///   std::vector<Tensor> r = fold(t, {
+///       {m, neg_inf, [&](auto &v) { return m_new(t, v[0]); }},
+///       {l, 0.0f,    [&](auto &v) { return l(v[0]) * alpha(v[0]) + rowsum(t, v[0]); }},
+///       {o, 0.0f,    [&](auto &v) { return o(v[0], v[1]) * alpha(v[0]) + PV(t, v[0], v[1]); }}},
+///     "softmax");
+///
+/// A tensor of the step (one that reads a state, directly or through others) has the fold's
+/// steps as its first axis, and is computed inside the fold (compute_at its fold axis). A state
+/// is read by an update at the update's own indices: by its own update at all of them, by
+/// another's at the shared ones (so a state with axes of its own is read only by itself).
+std::vector<Tensor> fold(const IterVar &axis, std::vector<FoldState> states, std::string name,
+                         std::function<Expr(const std::vector<Var> &)> where = nullptr);
+
 /// compute with the body given as a function of the index variables (one Var per dimension).
 /// `axis_names` names the index variables (as the lambda's parameter names do in TVM); by
 /// default they are i0, i1, ...

@@ -29,6 +29,42 @@ std::vector<Tensor> tensors_read(const Expr &e) {
 
 std::vector<Tensor> ComputeOpNode::input_tensors() const { return tensors_read(body); }
 
+std::vector<Tensor> FoldOpNode::input_tensors() const {
+  std::vector<Expr> all = update;
+  if (where.defined())
+    all.push_back(where);
+  std::vector<Tensor> out;
+  for (const Expr &e : all)
+    for (const Tensor &t : tensors_read(e))
+      if (std::find(out.begin(), out.end(), t) == out.end())
+        out.push_back(t);
+  return out;
+}
+
+int FoldOpNode::state_index(const OperationNode *state) const {
+  for (size_t k = 0; k < states.size(); ++k)
+    if (states[k].op().get() == state)
+      return int(k);
+  return -1;
+}
+
+const std::vector<IterVar> &op_axes(const OperationNode *op) {
+  static const std::vector<IterVar> none;
+  if (const auto *c = llvm::dyn_cast<ComputeOpNode>(op))
+    return c->axis;
+  if (const auto *f = llvm::dyn_cast<FoldOpNode>(op))
+    return f->axis;
+  return none;
+}
+
+std::vector<IterVar> op_reduce_axes(const OperationNode *op) {
+  if (const auto *c = llvm::dyn_cast<ComputeOpNode>(op))
+    return c->reduce_axis;
+  if (const auto *f = llvm::dyn_cast<FoldOpNode>(op))
+    return {f->fold_axis};
+  return {};
+}
+
 std::vector<Operation> topological_order(const std::vector<Tensor> &outputs) {
   std::vector<Operation> order;
   llvm::DenseSet<const OperationNode *> visited;
@@ -72,6 +108,32 @@ std::string to_string(const Operation &op) {
     }
     os << "] " << c->body.type() << " = ";
     p.print(c->body);
+  } else if (const auto *st = op.as<FoldStateOpNode>()) {
+    os << "fold_state " << st->name << "[";
+    for (size_t i = 0; i < st->shape.size(); ++i) {
+      if (i)
+        os << ", ";
+      p.print(st->shape[i]);
+    }
+    os << "] " << st->dtype;
+  } else if (const auto *f = op.as<FoldOpNode>()) {
+    os << "fold " << f->name << " over " << p.name_of(f->fold_axis.var().get()) << ": ";
+    p.print(f->fold_axis->dom.extent);
+    if (f->where.defined()) {
+      os << " where ";
+      p.print(f->where);
+    }
+    for (size_t k = 0; k < f->states.size(); ++k) {
+      os << "\n  " << f->states[k].name() << "[";
+      std::vector<IterVar> ax = f->axis;
+      ax.insert(ax.end(), f->extra_axis[k].begin(), f->extra_axis[k].end());
+      for (size_t i = 0; i < ax.size(); ++i)
+        os << (i ? ", " : "") << p.name_of(ax[i].var().get());
+      os << "] = ";
+      p.print(f->init[k]);
+      os << " then ";
+      p.print(f->update[k]);
+    }
   }
   return os.str();
 }

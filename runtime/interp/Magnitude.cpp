@@ -58,6 +58,13 @@ Expr derivative_magnitude(const std::string &name, const Expr &x) {
 class MagnitudeBuilder {
 public:
   Tensor of(const Tensor &t) {
+    if (const auto *f = t.op().as<FoldOpNode>())
+      return fold_magnitude(f)[size_t(t.value_index())];
+    if (t.op().as<FoldStateOpNode>()) {
+      auto it = state_magnitudes_.find(t.op().get());
+      internal_check(it != state_magnitudes_.end()) << "magnitude: state " << t.name();
+      return it->second;
+    }
     const auto *c = t.op().as<ComputeOpNode>();
     if (!c) // an input: its absolute values
       return compute_from_vars(
@@ -87,6 +94,61 @@ public:
   }
 
 private:
+  // The magnitude of a fold's states: a fold of its states and their magnitudes together (the
+  // magnitudes' updates read the states' values, in exp(m - m_new) and the like), its outputs
+  // after the states' own. An infinite initial value (a running max's -inf) is exact and gone
+  // after the first step: its magnitude starts at 0.
+  std::vector<Tensor> fold_magnitude(const FoldOpNode *f) {
+    auto it = folds_.find(f);
+    if (it != folds_.end())
+      return it->second;
+    const size_t n = f->states.size();
+    std::vector<Tensor> mags;
+    for (const Tensor &st : f->states) {
+      mags.push_back(fold_state(st.shape(), F64, st.name() + ".magnitude"));
+      state_magnitudes_[st.op().get()] = mags.back();
+    }
+    std::vector<Expr> mag_update;
+    for (size_t k = 0; k < n; ++k) {
+      const std::string *outer = name_;
+      name_ = &f->states[k].name();
+      mag_update.push_back(mag(f->update[k]));
+      name_ = outer;
+    }
+    // The definitions above are over f's index variables; fold() gives its own.
+    auto over = [&](const Expr &e, size_t k) {
+      return [=](const std::vector<Var> &v) {
+        VarMap vmap;
+        for (size_t d = 0; d < f->axis.size(); ++d)
+          vmap[f->axis[d].var().get()] = v[d];
+        for (size_t d = 0; d < f->extra_axis[k].size(); ++d)
+          vmap[f->extra_axis[k][d].var().get()] = v[f->axis.size() + d];
+        return substitute(e, vmap);
+      };
+    };
+    std::vector<FoldState> states;
+    for (size_t k = 0; k < n; ++k)
+      states.push_back({f->states[k], f->init[k], over(f->update[k], k)});
+    for (size_t k = 0; k < n; ++k) {
+      const double v0 = as_const_float(f->init[k]) ? *as_const_float(f->init[k])
+                                                   : double(*as_const_int(f->init[k]));
+      states.push_back(
+          {mags[k], f64(std::isinf(v0) ? 0.0 : std::fabs(v0)), over(mag_update[k], k)});
+    }
+    std::function<Expr(const std::vector<Var> &)> where;
+    if (f->where.defined())
+      where = [&](const std::vector<Var> &v) {
+        VarMap vmap;
+        for (size_t d = 0; d < f->axis.size(); ++d)
+          vmap[f->axis[d].var().get()] = v[d];
+        return substitute(f->where, vmap);
+      };
+    std::vector<Tensor> all = fold(f->fold_axis, std::move(states), f->name + ".magnitude", where);
+    std::vector<Tensor> out(all.begin() + long(n), all.end());
+    folds_[f] = out;
+    return out;
+  }
+
   Expr mag(const Expr &e) {
     if (!e.type().is_float()) // integers and booleans are exact
       return absolute(value_of(e));
@@ -143,7 +205,8 @@ private:
     }
     case IRNodeKind::TensorLoad: {
       const auto *op = e.as<TensorLoad>();
-      if (!op->tensor.op().as<ComputeOpNode>())
+      if (!op->tensor.op().as<ComputeOpNode>() && !op->tensor.op().as<FoldOpNode>() &&
+          !op->tensor.op().as<FoldStateOpNode>())
         return absolute(value_of(e));
       return TensorLoad::make(of(op->tensor), op->indices);
     }
@@ -158,6 +221,8 @@ private:
   }
 
   llvm::DenseMap<const OperationNode *, Tensor> tensors_;
+  llvm::DenseMap<const OperationNode *, std::vector<Tensor>> folds_;
+  llvm::DenseMap<const OperationNode *, Tensor> state_magnitudes_;
   llvm::DenseMap<const Variable *, Expr> let_magnitudes_;
   const std::string *name_ = nullptr;
 };

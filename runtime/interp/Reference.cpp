@@ -15,6 +15,7 @@
 
 #include <llvm/ADT/ArrayRef.h>
 #include <llvm/ADT/DenseMap.h>
+#include <llvm/ADT/DenseSet.h>
 #include <llvm/ADT/STLExtras.h>
 #include <llvm/ADT/SmallVector.h>
 
@@ -338,20 +339,45 @@ public:
   /// other tensor still in full.
   std::vector<double> run(const Tensor &output, const std::vector<int64_t> *at = nullptr) {
     user_check(output.defined(), "reference") << "the output tensor is undefined";
-    for (const Operation &op : topological_order({output})) {
-      internal_check(op->num_outputs() == 1) << "reference: multi-output operation " << op.name();
+    const std::vector<Operation> order = topological_order({output});
+    // The tensors of a fold's step are evaluated by the fold, one step's slice at a time.
+    // in_step: such a tensor, with the states it reads (directly or through others).
+    llvm::DenseMap<const OperationNode *, llvm::DenseSet<const OperationNode *>> in_step;
+    for (const Operation &op : order) {
+      if (op.as<FoldStateOpNode>())
+        in_step[op.get()].insert(op.get());
+      if (!op.as<ComputeOpNode>())
+        continue;
+      for (const Tensor &in : op->input_tensors())
+        if (auto it = in_step.find(in.op().get()); it != in_step.end()) {
+          llvm::DenseSet<const OperationNode *> states = it->second;
+          in_step[op.get()].insert(states.begin(), states.end());
+        }
+    }
+    for (const Operation &op : order) {
+      if (in_step.count(op.get()))
+        continue;
       if (const auto *ph = op.as<PlaceholderOpNode>())
         bind(ph, op.output(0), output.name());
       else if (const auto *c = op.as<ComputeOpNode>())
         compute(c, op.output(0), op.get() == output.op().get() ? at : nullptr);
+      else if (const auto *f = op.as<FoldOpNode>())
+        fold(f, order, in_step);
       else
         internal_error << "reference: unknown operation " << op.name();
     }
-    const TensorData &t = data(output.op().get());
+    const TensorData &t = data(storage_of(output));
     std::vector<double> out(at ? at->size() : t.values.size());
     for (size_t i = 0; i < out.size(); ++i)
       out[i] = to_double(t.values[at ? size_t((*at)[i]) : i], t.dtype);
     return out;
+  }
+
+  /// The operation whose data holds `t`: a fold's output k is its state k.
+  static const OperationNode *storage_of(const Tensor &t) {
+    if (const auto *f = t.op().as<FoldOpNode>())
+      return f->states[size_t(t.value_index())].op().get();
+    return t.op().get();
   }
 
   const TensorData &data(const OperationNode *op) const {
@@ -441,6 +467,72 @@ private:
       }
     }
     tensors_[op] = std::move(td);
+  }
+
+  // The states start at their initial values; at each step t the step's tensors (in `order`)
+  // are evaluated at their slice t, then every state takes its update at once (from the
+  // values before the step) where `where` holds.
+  void fold(const FoldOpNode *f, const std::vector<Operation> &order,
+            const llvm::DenseMap<const OperationNode *, llvm::DenseSet<const OperationNode *>>
+                &in_step) {
+    const size_t n = f->states.size();
+    std::vector<TensorData *> state(n);
+    for (size_t k = 0; k < n; ++k) {
+      const Tensor &st = f->states[k];
+      auto td = std::make_unique<TensorData>(st.name(), st.dtype(), constant_shape(st));
+      const Expr &init = f->init[k]; // a constant of the state's type (fold())
+      const double v0 = as_const_float(init) ? *as_const_float(init) : double(*as_const_int(init));
+      for (Scalar &v : td->values)
+        v = st.dtype().is_float() ? float_value(v0) : int_value(int64_t(v0));
+      state[k] = td.get();
+      tensors_[st.op().get()] = std::move(td);
+    }
+    // This fold's step: the tensors that read its states and no other fold's.
+    std::vector<const ComputeOpNode *> step;
+    for (const Operation &op : order) {
+      const auto *c = op.as<ComputeOpNode>();
+      auto it = c ? in_step.find(c) : in_step.end();
+      if (it != in_step.end() && llvm::all_of(it->second, [&](const OperationNode *st) {
+            return f->state_index(st) >= 0;
+          }))
+        step.push_back(c);
+    }
+    const int64_t steps = *as_const_int(f->fold_axis->dom.extent);
+    const size_t shared = f->axis.size();
+    for (int64_t t = 0; t < steps; ++t) {
+      for (const ComputeOpNode *c : step) {
+        const Tensor out = Operation(c).output(0);
+        std::vector<int64_t> shape = constant_shape(out), slice;
+        int64_t inner = 1;
+        for (size_t d = 1; d < shape.size(); ++d)
+          inner *= shape[d];
+        for (int64_t e = 0; e < inner; ++e)
+          slice.push_back(t * inner + e);
+        compute(c, out, &slice);
+      }
+      std::vector<std::vector<Scalar>> next(n);
+      for (size_t k = 0; k < n; ++k) {
+        TensorData &td = *state[k];
+        BodyCompiler bc(*this, &td.name);
+        for (size_t d = 0; d < td.shape.size(); ++d)
+          bc.bind_loop_var(d < shared ? f->axis[d].var() : f->extra_axis[k][d - shared].var(), 0,
+                           td.shape[d] - 1);
+        const int fold_slot = bc.bind_loop_var(f->fold_axis.var(), t, t);
+        CodePtr update = bc.compile(f->update[k]);
+        CodePtr where = f->where.defined() ? bc.compile(f->where) : nullptr;
+        std::vector<Scalar> frame(size_t(bc.num_slots()), int_value(0));
+        frame[size_t(fold_slot)].i = t;
+        next[k] = td.values;
+        for (size_t e = 0; e < td.values.size(); ++e) {
+          for (size_t d = 0; d < td.shape.size(); ++d)
+            frame[d].i = int64_t(e) / td.strides[d] % td.shape[d];
+          if (!where || where->eval(frame.data()).i)
+            next[k][e] = update->eval(frame.data());
+        }
+      }
+      for (size_t k = 0; k < n; ++k) // in place: compiled loads hold the values' address
+        std::copy(next[k].begin(), next[k].end(), state[k]->values.begin());
+    }
   }
 
   struct ReduceLoop {
@@ -684,7 +776,7 @@ CodePtr BodyCompiler::compile_cast(const Cast *op) {
 }
 
 CodePtr BodyCompiler::compile_load(const TensorLoad *op) {
-  const TensorData &td = ev_.data(op->tensor.op().get());
+  const TensorData &td = ev_.data(Evaluator::storage_of(op->tensor));
   internal_check(op->indices.size() == td.shape.size())
       << "reference: '" << td.name << "' indexed with " << op->indices.size() << " indices";
   // Every index affine and within its dimension over the whole loop domain: one dot product,
@@ -772,7 +864,7 @@ bool BodyCompiler::exact(const Expr &e) const {
   if (e.as<FloatImm>() || e.as<Cast>())
     return true; // both are rounded to their type
   if (const auto *l = e.as<TensorLoad>())
-    return ev_.data(l->tensor.op().get()).exact;
+    return ev_.data(Evaluator::storage_of(l->tensor)).exact;
   if (const auto *s = e.as<Select>())
     return exact(s->true_value) && exact(s->false_value);
   if (const auto *c = e.as<Call>())
