@@ -1,6 +1,7 @@
 #include "schedules/Registry.h"
 
 #include "compiler/support/Error.h"
+#include "schedules/Attention.h"
 #include "schedules/Conv2dGrouped.h"
 #include "schedules/Conv2dTc.h"
 #include "schedules/Conv2dTensorCoreTutorial.h"
@@ -28,7 +29,7 @@ const std::map<std::string, ScheduleEntry> &schedule_registry() {
                             gemm_fp8_entry(), gemm_bias_gelu_entry(),
                             conv2d_tensorcore_tutorial_entry(), conv2d_wgmma_entry(),
                             conv2d_bias_relu_entry(), conv2d_tc_entry(), conv2d_grouped_entry(),
-                            softmax_entry(), layernorm_entry()})
+                            softmax_entry(), layernorm_entry(), attention_entry()})
       r.emplace(e.name, std::move(e));
     return r;
   }();

@@ -2,6 +2,8 @@
 // references of their definitions against.
 #pragma once
 
+#include "schedules/Attention.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -9,10 +11,8 @@
 
 namespace tessel {
 
-struct AttentionShape {
-  int64_t B, Sq, Sk, H, Hkv, D;
-  bool causal;
-};
+/// B, Sq, Sk, H, Hkv, D, causal (schedules/Attention.h).
+using AttentionShape = AttentionParams;
 
 // Attention computed here in float64 from the logical (B, H, S, D) values of Q, K and V, as the
 // textbook writes it: softmax(scale Q K^T) V per head, K and V of head h / g, keys past

@@ -1,13 +1,10 @@
-// Attention fused into one kernel with a fold (fold_axis / fold_state / fold):
-// the online softmax carried over blocks of keys, its running max m, sum l and
-// output o (states of different shapes: per row, and per row and head
-// dimension) updated once a block with the rescale exp(m_old - m_new). Written
-// as the DSL writes it, scheduled with its primitives (a thread per query, the
-// states in registers, the block's tensors computed at the fold's axis),
-// checked on the executor against float64 and, where there is a GPU, on it.
-// Causal attention skips the blocks above the diagonal through the fold's
-// `where` (ReduceBounds bounds the fold loop), the diagonal block masked in the
-// scores.
+// Attention fused into one kernel with a fold (schedules/Attention.cpp, the registered
+// `attention`): the online softmax carried over blocks of keys, its running max m, sum l and
+// output o (states of different shapes: per row, and per row and head dimension) updated once a
+// block with the rescale exp(m_old - m_new); a thread per query, the states in registers, the
+// block's tensors computed at the fold's axis. Checked on the executor against float64 and,
+// where there is a GPU, on it. Causal attention skips the blocks above the diagonal through the
+// fold's `where` (ReduceBounds bounds the fold loop), the diagonal block masked in the scores.
 #include "AttentionReference.h"
 #include "SassUtil.h"
 #include "TestUtil.h"
@@ -27,103 +24,17 @@ using tessel::test::expect_error;
 namespace {
 
 struct FusedAttention {
-  Tensor Q, K, V, S, Rowmax, Mnew, P, Rowsum, PV, O;
-  std::vector<Tensor> state; // m, l, o after the last block
+  Tensor Q, K, V, O;
   Schedule s;
 
-  FusedAttention(const AttentionShape &a, int64_t Bk, int64_t queries_per_block = 32) {
-    const int g = int(a.H / a.Hkv), bk = int(Bk), off = int(a.Sk - a.Sq);
-    const int64_t T = a.Sk / Bk;
-    auto view = [](int64_t B, int64_t S, int64_t H, int64_t D, const char *name) {
-      return placeholder({B, H, S, D}, Float(16), name, {S * H * D, D, H * D, 1});
-    };
-    Q = view(a.B, a.Sq, a.H, a.D, "Q");
-    K = view(a.B, a.Sk, a.Hkv, a.D, "K");
-    V = view(a.B, a.Sk, a.Hkv, a.D, "V");
-    const float scale = 1.0f / std::sqrt(float(a.D));
-    auto visible = [&](const Expr &i, const Expr &j) { return j <= i + off; };
-
-    // One block t of keys: its scores, their row max, and, from the running max
-    // m, the new max, the probabilities, their row sum and their product with
-    // the block of V.
-    IterVar t = fold_axis({0, T}, "t");
-    Tensor m = fold_state({a.B, a.H, a.Sq}, Float(32), "m");
-    Tensor l = fold_state({a.B, a.H, a.Sq}, Float(32), "l");
-    Tensor o = fold_state({a.B, a.H, a.Sq, a.D}, Float(32), "o");
-    IterVar d = reduce_axis({0, a.D}, "d");
-    S = compute({T, a.B, a.H, a.Sq, Bk},
-                [&](Var tb, Var b, Var h, Var i, Var j) {
-                  return sum(Q(b, h, i, d).astype(Float(32)) *
-                                 K(b, h / g, tb * bk + j, d).astype(Float(32)) * scale,
-                             {d});
-                },
-                "S", {"t", "b", "h", "i", "j"});
-    IterVar j1 = reduce_axis({0, Bk}, "j1");
-    Rowmax = compute({T, a.B, a.H, a.Sq},
-                     [&](Var tb, Var b, Var h, Var i) {
-                       return max(S(tb, b, h, i, j1), {j1},
-                                  a.causal ? visible(i, tb * bk + j1) : Expr());
-                     },
-                     "rowmax", {"t", "b", "h", "i"});
-    Mnew =
-        compute({T, a.B, a.H, a.Sq},
-                [&](Var tb, Var b, Var h, Var i) { return max(m(b, h, i), Rowmax(tb, b, h, i)); },
-                "m_new", {"t", "b", "h", "i"});
-    P = compute({T, a.B, a.H, a.Sq, Bk},
-                [&](Var tb, Var b, Var h, Var i, Var j) {
-                  Expr p = exp(S(tb, b, h, i, j) - Mnew(tb, b, h, i));
-                  return a.causal ? if_then_else(visible(i, tb * bk + j), p, 0.0f) : p;
-                },
-                "P", {"t", "b", "h", "i", "j"});
-    IterVar j2 = reduce_axis({0, Bk}, "j2");
-    Rowsum = compute({T, a.B, a.H, a.Sq},
-                     [&](Var tb, Var b, Var h, Var i) { return sum(P(tb, b, h, i, j2), {j2}); },
-                     "rowsum", {"t", "b", "h", "i"});
-    IterVar j3 = reduce_axis({0, Bk}, "j3");
-    PV = compute({T, a.B, a.H, a.Sq, a.D},
-                 [&](Var tb, Var b, Var h, Var i, Var dd) {
-                   return sum(P(tb, b, h, i, j3) * V(b, h / g, tb * bk + j3, dd).astype(Float(32)),
-                              {j3});
-                 },
-                 "PV", {"t", "b", "h", "i", "d"});
-
-    // The online softmax: each block rescales l and o by exp(m_old - m_new).
-    auto alpha = [&](const std::vector<Var> &v) {
-      return exp(m(v[0], v[1], v[2]) - Mnew(t, v[0], v[1], v[2]));
-    };
-    std::function<Expr(const std::vector<Var> &)> where;
-    if (a.causal) // the blocks with a key the row sees
-      where = [&](const std::vector<Var> &v) { return t * bk <= v[2] + off; };
-    state = fold(
-        t,
-        {{m, Expr(-INFINITY), [&](auto &v) { return Mnew(t, v[0], v[1], v[2]); }},
-         {l, Expr(0.0f),
-          [&](auto &v) { return l(v[0], v[1], v[2]) * alpha(v) + Rowsum(t, v[0], v[1], v[2]); }},
-         {o, Expr(0.0f),
-          [&](auto &v) {
-            return o(v[0], v[1], v[2], v[3]) * alpha(v) + PV(t, v[0], v[1], v[2], v[3]);
-          }}},
-        "softmax", where);
-    const Tensor &ofin = state[2], &lfin = state[1];
-    O = compute({a.B, a.H, a.Sq, a.D},
-                [&](Var b, Var h, Var i, Var dd) {
-                  return (ofin(b, h, i, dd) / lfin(b, h, i)).astype(Float(16));
-                },
-                "O", {"b", "h", "i", "d"});
-
-    // A block per (b, h, queries_per_block queries), a thread per query; the
-    // fold per thread in registers, the block's scores and row max computed at
-    // its axis too.
-    s = create_schedule({O});
-    auto [b, h, i, dd] = s[O].axes<4>();
-    auto [io, ii] = s[O].split(i, queries_per_block);
-    s[O].reorder({b, h, io, ii, dd});
-    s[O].bind(s[O].fuse(s[O].fuse(b, h), io), thread_axis("blockIdx.x"));
-    s[O].bind(ii, thread_axis("threadIdx.x"));
-    Stage fold_stage = s[ofin];
-    fold_stage.compute_at(s[O], ii).set_scope("local");
-    for (const Tensor &x : {S, Rowmax})
-      s[x].compute_at(fold_stage, t).set_scope("local");
+  FusedAttention(AttentionParams a, int64_t Bk, DataType dtype = Float(16)) {
+    a.block_keys = Bk;
+    ScheduledProgram p = attention(a, dtype);
+    s = p.schedule;
+    Q = p.args[0];
+    K = p.args[1];
+    V = p.args[2];
+    O = p.args[3];
   }
 };
 
@@ -134,14 +45,16 @@ std::string describe(const AttentionShape &a, int64_t Bk) {
          " Bk=" + std::to_string(Bk) + (a.causal ? " causal" : "");
 }
 
-const AttentionShape kShapes[] = {
-    {1, 32, 32, 2, 2, 16, false}, {2, 32, 32, 4, 2, 8, true}, {1, 16, 48, 4, 1, 16, true}};
+// Each head dim the issue names (64, 128, 256) among them, at sizes the executor runs quickly.
+const AttentionShape kShapes[] = {{1, 32, 32, 2, 2, 16, false}, {2, 32, 32, 4, 2, 8, true},
+                                  {1, 16, 48, 4, 1, 16, true},  {1, 16, 16, 2, 2, 64, false},
+                                  {1, 16, 32, 2, 1, 128, true}, {1, 16, 16, 1, 1, 256, true}};
 
 } // namespace
 
-// The fold's float64 reference is attention's (the textbook's, computed here),
-// and the fused kernel computes it on the executor: non-causal, causal with
-// grouped-query heads, and multi-query with more keys than queries.
+// The fold's float64 reference is attention's (the textbook's, computed here), and the fused
+// kernel computes it on the executor: non-causal, causal with grouped-query heads, and
+// multi-query with more keys than queries, at head dims 8 to 256.
 TEST(FusedAttention, MatchesTheTextbookOnTheExecutor) {
   for (const AttentionShape &a : kShapes) {
     SCOPED_TRACE(describe(a, 8));
@@ -159,9 +72,8 @@ TEST(FusedAttention, MatchesTheTextbookOnTheExecutor) {
   }
 }
 
-// One kernel: the fold's states are registers of each thread, its key loop
-// carries them, and the block's tensors are computed inside it; causal, the
-// loop stops at the block's diagonal.
+// One kernel: the fold's states are registers of each thread, its key loop carries them, and
+// the block's tensors are computed inside it; causal, the loop stops at the block's diagonal.
 TEST(FusedAttention, OneKernelWithTheStatesInRegisters) {
   FusedAttention att({1, 64, 64, 2, 2, 16, true}, 16);
   LoweredModule m = lower(att.s, {att.Q, att.K, att.V, att.O});
@@ -223,8 +135,7 @@ TEST(FusedAttention, MistakesAreClearErrors) {
                    "f");
       },
       {"read each other's values before the step"});
-  // The fold axis cannot be split; a step tensor left outside the fold is
-  // refused.
+  // The fold axis cannot be split; a step tensor left outside the fold is refused.
   Tensor step = compute(
       {4, 8}, [&](Var tb, Var i) { return m(i) + X(tb, i, 0); }, "step");
   std::vector<Tensor> r = fold(t, {{m, Expr(0.0f), [&](auto &v) { return step(t, v[0]); }}}, "f");
@@ -239,10 +150,16 @@ TEST(FusedAttention, MistakesAreClearErrors) {
 TEST(FusedAttention, GpuMatchesTheReference) {
   if (!Device::available())
     GTEST_SKIP() << Device::unavailable_reason();
-  for (const AttentionShape &a : {AttentionShape{2, 128, 128, 4, 2, 64, false},
-                                  AttentionShape{2, 128, 128, 4, 1, 64, true}}) {
-    SCOPED_TRACE(describe(a, 16));
-    FusedAttention att(a, 16);
+  struct Case {
+    AttentionShape shape;
+    DataType dtype;
+  };
+  for (const Case &c : {Case{{2, 128, 128, 4, 2, 64, false}, Float(16)},
+                        Case{{2, 128, 128, 4, 1, 64, true}, Float(16)},
+                        Case{{1, 128, 256, 4, 2, 128, true}, BFloat(16)},
+                        Case{{1, 64, 64, 2, 2, 256, false}, BFloat(16)}}) {
+    SCOPED_TRACE(describe(c.shape, 16) + (c.dtype == BFloat(16) ? " bfloat16" : " float16"));
+    FusedAttention att(c.shape, 16, c.dtype);
     CheckResult r = check_on_gpu(att.s, {att.Q, att.K, att.V, att.O}, 3);
     EXPECT_TRUE(r.compare.ok) << r.str();
   }

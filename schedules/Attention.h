@@ -1,0 +1,30 @@
+// Fused attention, one kernel: O = softmax(scale Q K^T) V per head, the online softmax carried
+// over blocks of keys by a fold (compiler/te/Compute.h, docs/ATTENTION.md).
+//
+// Q, K and V are read through their strides as (batch, heads, seq, dim) views of the buffers
+// PyTorch and FlashAttention pass, (batch, seq, heads, dim), or of compact (batch, heads, seq,
+// dim) ones; grouped-query and multi-query heads read K and V of head h / (H / Hkv); causal
+// attention lets query i see keys j <= i + Sk - Sq, the fold skipping the key blocks above the
+// diagonal. The schedule runs on CUDA cores: a block per (batch, head, block_queries queries),
+// a thread per query, its running max, sum and output row in registers.
+#pragma once
+
+#include "schedules/Registry.h"
+
+namespace tessel {
+
+struct AttentionParams {
+  int64_t B = 1, Sq = 128, Sk = 128, H = 1, Hkv = 1, D = 64;
+  bool causal = false;
+  bool bshd = true;            ///< Q, K, V as (B, S, H, D) buffers; false: (B, H, S, D)
+  int64_t block_keys = 16;     ///< keys per step of the fold (it must divide Sk)
+  int64_t block_queries = 32;  ///< queries per thread block, a thread each
+};
+
+/// The program: arguments Q, K, V (inputs of `dtype`, float16 or bfloat16) and O (B, H, Sq, D)
+/// of `dtype`; float32 arithmetic.
+ScheduledProgram attention(const AttentionParams &p, DataType dtype);
+
+ScheduleEntry attention_entry();
+
+} // namespace tessel

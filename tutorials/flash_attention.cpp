@@ -1,0 +1,99 @@
+// Fused attention in tessel: the seed conv tutorial's sibling for the kernel of today's models.
+//
+// The definition and schedule are schedules/Attention.cpp (the registered `attention`, so that
+// `tessel lower attention`, the tests and this program use the same one): Q, K, V read through
+// their strides as PyTorch passes them, the scores of a block of keys, and the online softmax
+// as a fold (fold_axis / fold_state / fold) whose running max m, sum l and output o are
+// carried over the key blocks, rescaled by exp(m_old - m_new) at each. This program prints the
+// IR after schedule_ops and after the whole pipeline and the CUDA source, checks the kernel
+// against a float64 reference on the CPU executor and, on a GPU, on the GPU, and times it.
+//
+// The schedule runs on CUDA cores (a thread per query); tensorizing the step's two contractions
+// (S = Q K^T and P V on wgmma, P kept in registers) is the next step of docs/ATTENTION.md.
+//
+//   ./build/tutorials/flash_attention                  # B=2 H=8 (2 KV heads) S=512 D=64, causal
+//   ./build/tutorials/flash_attention --quiet          # only the checks and the time
+//   ./build/tutorials/flash_attention --seq 1024 --head-dim 128 --causal=false
+#include "compiler/tessel.h"
+#include "runtime/Build.h"
+#include "runtime/Check.h"
+#include "runtime/Device.h"
+#include "schedules/Attention.h"
+
+#include <llvm/Support/CommandLine.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <iostream>
+
+using namespace tessel;
+
+int main(int argc, char **argv) {
+  llvm::cl::OptionCategory options("tutorial options");
+  llvm::cl::opt<bool> quiet("quiet", llvm::cl::desc("print only the checks and the time"),
+                            llvm::cl::cat(options));
+  llvm::cl::opt<int> batch("batch", llvm::cl::init(2), llvm::cl::cat(options));
+  llvm::cl::opt<int> heads("heads", llvm::cl::desc("query heads"), llvm::cl::init(8),
+                           llvm::cl::cat(options));
+  llvm::cl::opt<int> kv_heads("kv-heads", llvm::cl::desc("key/value heads"), llvm::cl::init(2),
+                              llvm::cl::cat(options));
+  llvm::cl::opt<int> seq("seq", llvm::cl::desc("queries and keys"), llvm::cl::init(512),
+                         llvm::cl::cat(options));
+  llvm::cl::opt<int> head_dim("head-dim", llvm::cl::init(64), llvm::cl::cat(options));
+  llvm::cl::opt<bool> causal("causal", llvm::cl::init(true), llvm::cl::cat(options));
+  llvm::cl::HideUnrelatedOptions(options);
+  llvm::cl::ParseCommandLineOptions(argc, argv, "fused attention in tessel\n");
+  try {
+    AttentionParams a;
+    a.B = batch;
+    a.H = heads;
+    a.Hkv = kv_heads;
+    a.Sq = a.Sk = seq;
+    a.D = head_dim;
+    a.causal = causal;
+    ScheduledProgram p = attention(a, Float(16));
+    LowerOptions lo;
+    if (!quiet)
+      lo.print_after = {"schedule_ops"};
+    lo.print_stream = &llvm::outs();
+    LoweredModule lowered = lower(p.schedule, p.args, lo);
+    llvm::outs().flush();
+    if (!quiet)
+      std::cout << "// ---- lowered IR ----\n" << lowered << "\n";
+
+    // The executor runs the same lowered kernel at a small shape (every output checked).
+    AttentionParams small = a;
+    small.B = 1;
+    small.Sq = small.Sk = 64;
+    ScheduledProgram ps = attention(small, Float(16));
+    CheckResult cpu = check_on_cpu(ps.schedule, ps.args, ps.num_inputs);
+    std::cout << "check on the CPU executor (B=1, S=64): " << cpu.str() << "\n";
+    if (!cpu.compare.ok)
+      return 1;
+
+    if (!Device::available()) {
+      std::cout << "no GPU (" << Device::unavailable_reason()
+                << "): compiling for sm_90 to show the CUDA source\n";
+      Module m = build(lowered, Target::cuda("sm_90"));
+      if (!quiet)
+        std::cout << m.source();
+      return 0;
+    }
+    Module m = build(lowered, Target::cuda());
+    if (!quiet)
+      std::cout << "// ---- CUDA source ----\n" << m.source() << "\n";
+    for (const KernelStats &k : m.compiled().kernels)
+      std::cout << "kernel " << k.name << ": " << k.registers << " registers, spills "
+                << k.spill_store_bytes << "/" << k.spill_load_bytes << " bytes\n";
+    CheckResult gpu =
+        check_on_gpu(p.schedule, p.args, p.num_inputs, TimeOptions{.number = 5, .repeat = 10});
+    std::cout << "check on the GPU against float64: " << gpu.str() << "\n";
+    if (gpu.time)
+      std::cout << "attention B=" << a.B << " H=" << a.H << " HKV=" << a.Hkv << " S=" << a.Sq
+                << " D=" << a.D << (a.causal ? " causal" : "") << ": " << gpu.time->median_ms
+                << " ms (median), " << p.flops / (gpu.time->median_ms * 1e9) << " TFLOP/s\n";
+    return gpu.compare.ok ? 0 : 1;
+  } catch (const Error &e) {
+    std::cerr << "tessel: error: " << e.what() << "\n";
+    return 1;
+  }
+}
