@@ -2,10 +2,93 @@
 
 #include "compiler/support/Error.h"
 #include "compiler/tessel.h"
+#include "schedules/WmmaIntrinsics.h"
 
 #include <cmath>
 
 namespace tessel {
+
+namespace {
+
+struct StepTensors {
+  Tensor Q, K, V, S, rowmax, m_new, P, Pq, PV;
+};
+
+// The step's two contractions on WMMA (16x16x16, float32 accumulators) by the block's warp:
+// S = Q K^T from Q's and K's tiles in shared memory, its accumulators stored to shared memory,
+// where each thread reads its query's row (row max, new max, probabilities, their sum); the
+// probabilities in Q's type to shared memory, and P V from them and V's tile likewise.
+void schedule_tensor_cores(Schedule &s, const StepTensors &x, Stage fold, const IterVar &t,
+                           const IterVar &tx, DataType dtype) {
+  constexpr int64_t kFrag = 16;
+  const WmmaShape shape;
+  s[x.P].compute_inline();
+  // A tile of a global operand in shared memory, copied by the warp's 32 lanes.
+  auto copy_to_shared = [&](const Tensor &tile) {
+    auto ax = s[tile].op_axis();
+    auto [fo, fi] = s[tile].split(s[tile].fuse(ax[2], ax[3]), 32);
+    (void)fo;
+    s[tile].bind(fi, tx);
+  };
+  // An accumulator over (t, b, h, rows, cols) in 16x16 fragments; returns its K-step loop.
+  auto tile_accumulator = [&](const Tensor &acc) {
+    auto ax = s[acc].op_axis();
+    auto [ro, ri] = s[acc].split(ax[3], kFrag);
+    auto [co, ci] = s[acc].split(ax[4], kFrag);
+    auto [ko, ki] = s[acc].split(s[acc].reduce_axis()[0], kFrag);
+    s[acc].reorder({ax[0], ax[1], ax[2], ko, ro, co, ri, ci, ki});
+    s[acc].tensorize(ri, wmma_gemm(shape, Float(32), dtype));
+    return ko;
+  };
+  auto store_fragments = [&](const Tensor &out) {
+    auto ax = s[out].op_axis();
+    auto [ro, ri] = s[out].split(ax[3], kFrag);
+    auto [co, ci] = s[out].split(ax[4], kFrag);
+    s[out].reorder({ro, co, ri, ci});
+    s[out].tensorize(ri, wmma_store_matrix(shape, Float(32), "shared"));
+  };
+  auto load_fragments = [&](const Tensor &frag, const char *scope) {
+    auto [ro, ri] = s[frag].split(s[frag].op_axis(-2), kFrag);
+    auto [co, ci] = s[frag].split(s[frag].op_axis(-1), kFrag);
+    s[frag].reorder({ro, co, ri, ci});
+    s[frag].tensorize(ri, wmma_load_matrix(scope, "", shape, dtype));
+  };
+
+  // S = Q K^T.
+  Tensor QS = s.cache_read(x.Q, "shared", {x.S}), KS = s.cache_read(x.K, "shared", {x.S});
+  Tensor QF = s.cache_read(QS, "wmma.matrix_a", {x.S});
+  Tensor KF = s.cache_read(KS, "wmma.matrix_b", {x.S});
+  Tensor SF = s.cache_write(x.S, "wmma.accumulator");
+  s[x.S].compute_at(fold, t).set_scope("shared");
+  s[SF].compute_at(fold, t);
+  IterVar sk = tile_accumulator(SF);
+  for (const Tensor &c : {QS, KS, QF, KF})
+    s[c].compute_at(s[SF], sk);
+  copy_to_shared(QS);
+  copy_to_shared(KS);
+  load_fragments(QF, "wmma.matrix_a");
+  load_fragments(KF, "wmma.matrix_b");
+  store_fragments(x.S);
+
+  // P V, from the probabilities each thread wrote for its row.
+  s[x.Pq].set_scope("shared");
+  s[x.Pq].bind(s[x.Pq].op_axis()[3], tx);
+  Tensor PF = s.cache_read(x.Pq, "wmma.matrix_a", {x.PV});
+  Tensor VS = s.cache_read(x.V, "shared", {x.PV});
+  Tensor VF = s.cache_read(VS, "wmma.matrix_b", {x.PV});
+  Tensor PVF = s.cache_write(x.PV, "wmma.accumulator");
+  s[x.PV].set_scope("shared");
+  s[PVF].compute_at(fold, t);
+  IterVar pk = tile_accumulator(PVF);
+  for (const Tensor &c : {VS, PF, VF})
+    s[c].compute_at(s[PVF], pk);
+  copy_to_shared(VS);
+  load_fragments(PF, "wmma.matrix_a");
+  load_fragments(VF, "wmma.matrix_b");
+  store_fragments(x.PV);
+}
+
+} // namespace
 
 ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   user_check(dtype == Float(16) || dtype == BFloat(16), "attention")
@@ -19,6 +102,14 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
       << "causal attention aligns the last query with the last key, so every query sees a "
          "key only with at least as many keys as queries (Sk = "
       << a.Sk << ", Sq = " << a.Sq << ")";
+  user_check(!a.tensor_cores || (a.block_queries == 32 && a.Sq % 32 == 0 && a.D % 16 == 0 &&
+                                 a.block_keys % 16 == 0),
+             "attention")
+      << "the Tensor Core schedule (WMMA, 16x16x16 fragments, one warp a block) takes 32 "
+         "queries a block, a number of queries that is a multiple of 32, and a head dim and "
+         "block of keys that are multiples of 16; got "
+      << a.block_queries << " queries a block, Sq = " << a.Sq << ", D = " << a.D << ", "
+      << a.block_keys << " keys a block: change them, or use CUDA cores (TC=0)";
   const int g = int(a.H / a.Hkv), bk = int(a.block_keys), off = int(a.Sk - a.Sq);
   const int64_t T = a.Sk / a.block_keys, Bk = a.block_keys;
   auto view = [&](int64_t S, int64_t H, const char *name) {
@@ -37,40 +128,51 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   Tensor m = fold_state({a.B, a.H, a.Sq}, Float(32), "m");
   Tensor l = fold_state({a.B, a.H, a.Sq}, Float(32), "l");
   Tensor o = fold_state({a.B, a.H, a.Sq, a.D}, Float(32), "o");
+  // The scores Q K^T of block t: a contraction over the head dimension (scaled where read).
   IterVar d = reduce_axis({0, a.D}, "d");
-  Tensor S = compute({T, a.B, a.H, a.Sq, Bk},
-                     [&](Var tb, Var b, Var h, Var i, Var j) {
-                       return sum(Q(b, h, i, d).astype(Float(32)) *
-                                      K(b, h / g, tb * bk + j, d).astype(Float(32)) * scale,
-                                  {d});
-                     },
-                     "S", {"t", "b", "h", "i", "j"});
+  Tensor S = compute(
+      {T, a.B, a.H, a.Sq, Bk},
+      [&](Var tb, Var b, Var h, Var i, Var j) {
+        return sum(Q(b, h, i, d).astype(Float(32)) * K(b, h / g, tb * bk + j, d).astype(Float(32)),
+                   {d});
+      },
+      "S", {"t", "b", "h", "i", "j"});
   IterVar j1 = reduce_axis({0, Bk}, "j1");
-  Tensor rowmax = compute({T, a.B, a.H, a.Sq},
-                          [&](Var tb, Var b, Var h, Var i) {
-                            return max(S(tb, b, h, i, j1), {j1}, visible(i, tb * bk + j1));
-                          },
-                          "rowmax", {"t", "b", "h", "i"});
-  Tensor m_new =
-      compute({T, a.B, a.H, a.Sq},
-              [&](Var tb, Var b, Var h, Var i) { return max(m(b, h, i), rowmax(tb, b, h, i)); },
-              "m_new", {"t", "b", "h", "i"});
-  Tensor P = compute({T, a.B, a.H, a.Sq, Bk},
-                     [&](Var tb, Var b, Var h, Var i, Var j) {
-                       Expr p = exp(S(tb, b, h, i, j) - m_new(tb, b, h, i));
-                       return a.causal ? if_then_else(visible(i, tb * bk + j), p, 0.0f) : p;
-                     },
-                     "P", {"t", "b", "h", "i", "j"});
+  Tensor rowmax = compute(
+      {T, a.B, a.H, a.Sq},
+      [&](Var tb, Var b, Var h, Var i) {
+        return max(S(tb, b, h, i, j1) * scale, {j1}, visible(i, tb * bk + j1));
+      },
+      "rowmax", {"t", "b", "h", "i"});
+  Tensor m_new = compute(
+      {T, a.B, a.H, a.Sq},
+      [&](Var tb, Var b, Var h, Var i) { return max(m(b, h, i), rowmax(tb, b, h, i)); },
+      "m_new", {"t", "b", "h", "i"});
+  Tensor P = compute(
+      {T, a.B, a.H, a.Sq, Bk},
+      [&](Var tb, Var b, Var h, Var i, Var j) {
+        Expr p = exp(S(tb, b, h, i, j) * scale - m_new(tb, b, h, i));
+        return a.causal ? if_then_else(visible(i, tb * bk + j), p, 0.0f) : p;
+      },
+      "P", {"t", "b", "h", "i", "j"});
   IterVar j2 = reduce_axis({0, Bk}, "j2");
-  Tensor rowsum =
-      compute({T, a.B, a.H, a.Sq},
-              [&](Var tb, Var b, Var h, Var i) { return sum(P(tb, b, h, i, j2), {j2}); }, "rowsum",
-              {"t", "b", "h", "i"});
+  Tensor rowsum = compute(
+      {T, a.B, a.H, a.Sq},
+      [&](Var tb, Var b, Var h, Var i) { return sum(P(tb, b, h, i, j2), {j2}); }, "rowsum",
+      {"t", "b", "h", "i"});
+  // The probabilities in Q's type, the A operand of the second contraction (as FlashAttention
+  // rounds them), and their product with V's block.
+  Tensor Pq = compute(
+      {T, a.B, a.H, a.Sq, Bk},
+      [&](Var tb, Var b, Var h, Var i, Var j) { return P(tb, b, h, i, j).astype(dtype); }, "Pq",
+      {"t", "b", "h", "i", "j"});
   IterVar j3 = reduce_axis({0, Bk}, "j3");
   Tensor PV = compute(
       {T, a.B, a.H, a.Sq, a.D},
       [&](Var tb, Var b, Var h, Var i, Var dd) {
-        return sum(P(tb, b, h, i, j3) * V(b, h / g, tb * bk + j3, dd).astype(Float(32)), {j3});
+        return sum(Pq(tb, b, h, i, j3).astype(Float(32)) *
+                       V(b, h / g, tb * bk + j3, dd).astype(Float(32)),
+                   {j3});
       },
       "PV", {"t", "b", "h", "i", "d"});
 
@@ -81,35 +183,43 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   std::function<Expr(const std::vector<Var> &)> where;
   if (a.causal) // the blocks holding a key the query sees
     where = [&](const std::vector<Var> &v) { return t * bk <= v[2] + off; };
-  std::vector<Tensor> state =
-      fold(t,
-           {{m, Expr(-INFINITY), [&](auto &v) { return m_new(t, v[0], v[1], v[2]); }},
-            {l, Expr(0.0f),
-             [&](auto &v) { return l(v[0], v[1], v[2]) * alpha(v) + rowsum(t, v[0], v[1], v[2]); }},
-            {o, Expr(0.0f),
-             [&](auto &v) {
-               return o(v[0], v[1], v[2], v[3]) * alpha(v) + PV(t, v[0], v[1], v[2], v[3]);
-             }}},
-           "softmax", where);
+  std::vector<Tensor> state = fold(
+      t,
+      {{m, Expr(-INFINITY), [&](auto &v) { return m_new(t, v[0], v[1], v[2]); }},
+       {l, Expr(0.0f),
+        [&](auto &v) { return l(v[0], v[1], v[2]) * alpha(v) + rowsum(t, v[0], v[1], v[2]); }},
+       {o, Expr(0.0f),
+        [&](auto &v) {
+          return o(v[0], v[1], v[2], v[3]) * alpha(v) + PV(t, v[0], v[1], v[2], v[3]);
+        }}},
+      "softmax", where);
   const Tensor &o_last = state[2], &l_last = state[1];
-  Tensor O = compute({a.B, a.H, a.Sq, a.D},
-                     [&](Var b, Var h, Var i, Var dd) {
-                       return (o_last(b, h, i, dd) / l_last(b, h, i)).astype(dtype);
-                     },
-                     "O", {"b", "h", "i", "d"});
+  Tensor O = compute(
+      {a.B, a.H, a.Sq, a.D},
+      [&](Var b, Var h, Var i, Var dd) {
+        return (o_last(b, h, i, dd) / l_last(b, h, i)).astype(dtype);
+      },
+      "O", {"b", "h", "i", "d"});
 
   // A block per (b, h, block_queries queries), a thread per query; the fold per thread in
-  // registers, the block's scores and row max computed at its axis with the rest of the step.
+  // registers, the block's row max (and, on CUDA cores, scores) at its axis with the rest of
+  // the step.
   Schedule s = create_schedule({O});
+  IterVar tx = thread_axis("threadIdx.x");
   auto [b, h, i, dd] = s[O].axes<4>();
   auto [io, ii] = s[O].split(i, a.block_queries);
   s[O].reorder({b, h, io, ii, dd});
   s[O].bind(s[O].fuse(s[O].fuse(b, h), io), thread_axis("blockIdx.x"));
-  s[O].bind(ii, thread_axis("threadIdx.x"));
+  s[O].bind(ii, tx);
   Stage fold_stage = s[o_last];
   fold_stage.compute_at(s[O], ii).set_scope("local");
-  for (const Tensor &x : {S, rowmax})
-    s[x].compute_at(fold_stage, t).set_scope("local");
+  s[rowmax].compute_at(fold_stage, t).set_scope("local");
+  if (a.tensor_cores) {
+    schedule_tensor_cores(s, {Q, K, V, S, rowmax, m_new, P, Pq, PV}, fold_stage, t, tx, dtype);
+  } else {
+    s[S].compute_at(fold_stage, t).set_scope("local");
+    s[Pq].compute_inline();
+  }
 
   ScheduledProgram prog{s, {Q, K, V, O}, 3, 0};
   // 4 flops per (query, visible key, dim): the two products and their sums.
@@ -128,11 +238,12 @@ ScheduleEntry attention_entry() {
       "over HKV key/value heads, SQ queries, SK keys, head dim D; CAUSAL 1 aligns the last "
       "query with the last key; BSHD 1 reads Q, K, V as (B, S, H, D) buffers through their "
       "strides (0: (B, H, S, D)); O is (B, H, SQ, D). The online softmax is a fold over blocks of "
-      "BK keys, a thread per query and BQ queries a block (CUDA cores)";
-  e.default_shape = {{"B", 1},  {"H", 4},      {"HKV", 4},  {"SQ", 256}, {"SK", 256},
-                     {"D", 64}, {"CAUSAL", 0}, {"BSHD", 1}, {"BK", 16},  {"BQ", 32}};
-  e.nonnegative = {"CAUSAL", "BSHD"};
-  e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}};
+      "BK keys, a thread per query and BQ queries a block; TC 1: Q K^T and P V on WMMA Tensor "
+      "Cores (BQ 32), 0: CUDA cores";
+  e.default_shape = {{"B", 1},   {"H", 4},      {"HKV", 4},  {"SQ", 256}, {"SK", 256}, {"D", 64},
+                     {"CAUSAL", 0}, {"BSHD", 1}, {"BK", 16}, {"BQ", 32},  {"TC", 1}};
+  e.nonnegative = {"CAUSAL", "BSHD", "TC"};
+  e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"TC", {0, 1}}};
   e.dtypes = {Float(16), BFloat(16)};
   e.knobs = {{"BK", {16, 32, 64}}, {"BQ", {32, 64, 128}}};
   e.build = [](const ShapeParams &p, DataType dtype) {
@@ -147,6 +258,7 @@ ScheduleEntry attention_entry() {
     a.bshd = p.at("BSHD") != 0;
     a.block_keys = p.at("BK");
     a.block_queries = p.at("BQ");
+    a.tensor_cores = p.at("TC") != 0;
     return attention(a, dtype);
   };
   return e;

@@ -5,8 +5,10 @@
 // PyTorch and FlashAttention pass, (batch, seq, heads, dim), or of compact (batch, heads, seq,
 // dim) ones; grouped-query and multi-query heads read K and V of head h / (H / Hkv); causal
 // attention lets query i see keys j <= i + Sk - Sq, the fold skipping the key blocks above the
-// diagonal. The schedule runs on CUDA cores: a block per (batch, head, block_queries queries),
-// a thread per query, its running max, sum and output row in registers.
+// diagonal. A block per (batch, head, block_queries queries), a thread per query, its running
+// max, sum and output row in registers; the step's two contractions (the block's scores Q K^T,
+// and the probabilities times V's block) on WMMA Tensor Cores by the block's warp, or on CUDA
+// cores.
 #pragma once
 
 #include "schedules/Registry.h"
@@ -19,6 +21,9 @@ struct AttentionParams {
   bool bshd = true;            ///< Q, K, V as (B, S, H, D) buffers; false: (B, H, S, D)
   int64_t block_keys = 16;     ///< keys per step of the fold (it must divide Sk)
   int64_t block_queries = 32;  ///< queries per thread block, a thread each
+  /// The step's contractions (Q K^T and P V) on WMMA Tensor Cores by the block's warp: needs
+  /// block_queries 32, Sq a multiple of 32, D and block_keys multiples of 16. false: CUDA cores.
+  bool tensor_cores = true;
 };
 
 /// The program: arguments Q, K, V (inputs of `dtype`, float16 or bfloat16) and O (B, H, Sq, D)

@@ -8,8 +8,9 @@
 // IR after schedule_ops and after the whole pipeline and the CUDA source, checks the kernel
 // against a float64 reference on the CPU executor and, on a GPU, on the GPU, and times it.
 //
-// The schedule runs on CUDA cores (a thread per query); tensorizing the step's two contractions
-// (S = Q K^T and P V on wgmma, P kept in registers) is the next step of docs/ATTENTION.md.
+// The step's two contractions (S = Q K^T and P V) run on WMMA Tensor Cores by one warp a block
+// of 32 queries, a thread per query for the softmax (--tensor-cores=false: all on CUDA cores);
+// wgmma with P kept in registers is the next step of docs/ATTENTION.md.
 //
 //   ./build/tutorials/flash_attention                  # B=2 H=8 (2 KV heads) S=512 D=64, causal
 //   ./build/tutorials/flash_attention --quiet          # only the checks and the time
@@ -40,6 +41,7 @@ int main(int argc, char **argv) {
                          llvm::cl::cat(options));
   llvm::cl::opt<int> head_dim("head-dim", llvm::cl::init(64), llvm::cl::cat(options));
   llvm::cl::opt<bool> causal("causal", llvm::cl::init(true), llvm::cl::cat(options));
+  llvm::cl::opt<bool> tensor_cores("tensor-cores", llvm::cl::init(true), llvm::cl::cat(options));
   llvm::cl::HideUnrelatedOptions(options);
   llvm::cl::ParseCommandLineOptions(argc, argv, "fused attention in tessel\n");
   try {
@@ -50,6 +52,7 @@ int main(int argc, char **argv) {
     a.Sq = a.Sk = seq;
     a.D = head_dim;
     a.causal = causal;
+    a.tensor_cores = tensor_cores;
     ScheduledProgram p = attention(a, Float(16));
     LowerOptions lo;
     if (!quiet)

@@ -1,5 +1,6 @@
 #include "compiler/arith/IndexInterval.h"
 
+#include "compiler/arith/Analyzer.h"
 #include "compiler/ir/IREquality.h"
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/Substitute.h"
@@ -197,8 +198,10 @@ std::optional<IndexInterval> eval_interval(const Expr &e, const VarIntervals &va
 }
 
 std::optional<IndexInterval> union_interval(const IndexInterval &a, const IndexInterval &b) {
+  // Bases that are the same sum in another order (i + threadIdx.x, threadIdx.x + i) are one.
   bool same = (!a.has_base() && !b.has_base()) ||
-              (a.has_base() && b.has_base() && structural_equal(a.base, b.base));
+              (a.has_base() && b.has_base() &&
+               (structural_equal(a.base, b.base) || is_zero(arith::simplify(a.base - b.base))));
   if (!same)
     return std::nullopt;
   return IndexInterval{a.base, std::min(a.lo, b.lo), std::max(a.hi, b.hi)};

@@ -186,7 +186,12 @@ Tensor Schedule::cache_write(const Tensor &t, const std::string &scope) {
   Operation old = st.op(); // keeps `c` alive while the stage's op is replaced below
   const auto *c = old.as<ComputeOpNode>();
   user_check(c, "cache_write") << "'" << t.name() << "' is a placeholder; it has nothing to cache";
-  user_check(st.relations().empty() && st.attach_type() == AttachType::Root, "cache_write")
+  // A tensor of a fold's step starts at the fold's axis (create_schedule): so does its cache.
+  const StageNode *fold = st.attach_type() == AttachType::Scope ? st.attach_stage() : nullptr;
+  const bool at_fold = fold && fold->op.as<FoldOpNode>() &&
+                       st.attach_ivar().same_as(fold->op.as<FoldOpNode>()->fold_axis);
+  user_check(st.relations().empty() && (st.attach_type() == AttachType::Root || at_fold),
+             "cache_write")
       << "stage '" << t.name() << "' is already scheduled; call cache_write before scheduling it";
   // The cache computes the original body over fresh data axes ("n.c") and the same reduce axes,
   // so the user's reduce axes can still be split on the cache stage (the seed splits ic).
@@ -215,6 +220,11 @@ Tensor Schedule::cache_write(const Tensor &t, const std::string &scope) {
   n_->stage_map[cache_op.get()] = raw;
   n_->stages.insert(n_->stages.begin() + stage_position(n_.get(), sn), std::move(cs));
   Stage(raw).set_scope(scope);
+  if (at_fold) {
+    raw->attach_type = AttachType::Scope;
+    raw->attach_stage = sn->attach_stage;
+    raw->attach_ivar = sn->attach_ivar;
+  }
   return cache;
 }
 

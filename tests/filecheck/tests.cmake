@@ -167,6 +167,9 @@ add_test(NAME filecheck.docs_scheduling
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/filecheck/check_doc.sh ${TESSEL_FILECHECK_EXE}
           $<TARGET_FILE:scheduling_primitives> ${PROJECT_SOURCE_DIR}/docs/SCHEDULING.md)
 set_tests_properties(filecheck.docs_scheduling PROPERTIES ENVIRONMENT "TESSEL_PRINT_AFTER=")
-# Fused attention (tutorials/flash_attention.cpp): the fold over key blocks in one kernel.
+# Fused attention (tutorials/flash_attention.cpp): the fold over key blocks in one kernel, on
+# CUDA cores and with its contractions on WMMA.
 tessel_filecheck_test(NAME lower.attention CHECKS attention.txt
+  COMMAND lower attention --shape SQ=128,SK=128,CAUSAL=1,HKV=2,TC=0)
+tessel_filecheck_test(NAME lower.attention_wmma CHECKS attention_wmma.txt
   COMMAND lower attention --shape SQ=128,SK=128,CAUSAL=1,HKV=2)

@@ -121,11 +121,13 @@ TEST(EndToEnd, RegisteredSchedulesMatchReferenceOnCpu) {
         {{"N", 1}, {"H", 9}, {"W", 9}, {"C", 16}, {"K", 32}, {"G", 4}, {"stride", 2}}}},
       {"softmax", {{{"R", 3}, {"C", 512}}, {{"R", 2}, {"C", 100}, {"V", 2}}}},
       {"layernorm", {{{"R", 3}, {"C", 512}}, {{"R", 2}, {"C", 100}, {"V", 2}}}},
-      // Queries not a multiple of the block's 32; causal with grouped-query heads.
+      // Tensor Cores: causal with grouped-query heads; CUDA cores: queries not a multiple of
+      // the block's 32, multi-query over (B, H, S, D) buffers.
       {"attention",
-       {{{"B", 1}, {"H", 2}, {"HKV", 2}, {"SQ", 40}, {"SK", 48}, {"D", 16}},
+       {{{"B", 1}, {"H", 4}, {"HKV", 2}, {"SQ", 32}, {"SK", 48}, {"D", 16}, {"CAUSAL", 1}},
+        {{"B", 1}, {"H", 2}, {"HKV", 2}, {"SQ", 40}, {"SK", 48}, {"D", 16}, {"TC", 0}},
         {{"B", 2}, {"H", 4}, {"HKV", 1}, {"SQ", 24}, {"SK", 32}, {"D", 8}, {"CAUSAL", 1},
-         {"BSHD", 0}, {"BK", 32}}}},
+         {"BSHD", 0}, {"BK", 32}, {"TC", 0}}}},
   };
   for (const auto &[name, entry] : schedule_registry()) {
     auto it = shapes.find(name);

@@ -27,8 +27,10 @@ struct FusedAttention {
   Tensor Q, K, V, O;
   Schedule s;
 
-  FusedAttention(AttentionParams a, int64_t Bk, DataType dtype = Float(16)) {
+  FusedAttention(AttentionParams a, int64_t Bk, DataType dtype = Float(16),
+                 bool tensor_cores = false) {
     a.block_keys = Bk;
+    a.tensor_cores = tensor_cores;
     ScheduledProgram p = attention(a, dtype);
     s = p.schedule;
     Q = p.args[0];
@@ -72,6 +74,21 @@ TEST(FusedAttention, MatchesTheTextbookOnTheExecutor) {
   }
 }
 
+// The step's two contractions on WMMA (the registry's default): the same checks, at shapes whose
+// queries come in blocks of 32 and head dims and key blocks in 16s.
+TEST(FusedAttention, TensorCoreStepMatchesOnTheExecutor) {
+  for (const AttentionShape &a :
+       {AttentionShape{1, 32, 32, 2, 2, 16, false}, AttentionShape{2, 32, 64, 4, 2, 32, true},
+        AttentionShape{1, 32, 48, 4, 1, 64, true}, AttentionShape{1, 32, 32, 1, 1, 128, false}}) {
+    SCOPED_TRACE(describe(a, 16) + " WMMA");
+    FusedAttention att(a, 16, Float(16), /*tensor_cores=*/true);
+    CheckResult r = check_on_cpu(att.s, {att.Q, att.K, att.V, att.O}, 3);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
+  expect_error([] { attention({1, 40, 48, 2, 2, 16, false, true, 16, 32, true}, Float(16)); },
+               {"multiple of 32", "TC=0"});
+}
+
 // One kernel: the fold's states are registers of each thread, its key loop carries them, and
 // the block's tensors are computed inside it; causal, the loop stops at the block's diagonal.
 TEST(FusedAttention, OneKernelWithTheStatesInRegisters) {
@@ -85,10 +102,10 @@ TEST(FusedAttention, OneKernelWithTheStatesInRegisters) {
 }
 
 // Its CUDA compiles with NVRTC, the states' loops over the head dimension unrolled by the
-// compiler into registers: nothing spills at D = 64 and 128.
+// compiler into registers: nothing spills at D = 64 (CUDA cores) and 128 (WMMA).
 TEST(FusedAttention, CompilesWithoutSpills) {
   for (int64_t D : {64, 128}) {
-    FusedAttention att({1, 128, 128, 2, 2, D, true}, 16);
+    FusedAttention att({1, 128, 128, 2, 2, D, true}, 16, Float(16), /*tensor_cores=*/D == 128);
     LoweredModule m = lower(att.s, {att.Q, att.K, att.V, att.O});
     CompiledKernel k = tessel::test::compile_for_sm90(m, codegen_cuda(m), "fused_attention.cu");
     ASSERT_FALSE(k.cubin.empty()) << k.log;
@@ -154,13 +171,15 @@ TEST(FusedAttention, GpuMatchesTheReference) {
     AttentionShape shape;
     DataType dtype;
   };
-  for (const Case &c : {Case{{2, 128, 128, 4, 2, 64, false}, Float(16)},
-                        Case{{2, 128, 128, 4, 1, 64, true}, Float(16)},
-                        Case{{1, 128, 256, 4, 2, 128, true}, BFloat(16)},
-                        Case{{1, 64, 64, 2, 2, 256, false}, BFloat(16)}}) {
-    SCOPED_TRACE(describe(c.shape, 16) + (c.dtype == BFloat(16) ? " bfloat16" : " float16"));
-    FusedAttention att(c.shape, 16, c.dtype);
-    CheckResult r = check_on_gpu(att.s, {att.Q, att.K, att.V, att.O}, 3);
-    EXPECT_TRUE(r.compare.ok) << r.str();
-  }
+  for (bool tc : {false, true})
+    for (const Case &c : {Case{{2, 128, 128, 4, 2, 64, false}, Float(16)},
+                          Case{{2, 128, 128, 4, 1, 64, true}, Float(16)},
+                          Case{{1, 128, 256, 4, 2, 128, true}, BFloat(16)},
+                          Case{{1, 64, 64, 2, 2, 256, false}, BFloat(16)}}) {
+      SCOPED_TRACE(describe(c.shape, 16) + (c.dtype == BFloat(16) ? " bfloat16" : " float16") +
+                   (tc ? " WMMA" : " CUDA cores"));
+      FusedAttention att(c.shape, 16, c.dtype, tc);
+      CheckResult r = check_on_gpu(att.s, {att.Q, att.K, att.V, att.O}, 3);
+      EXPECT_TRUE(r.compare.ok) << r.str();
+    }
 }
