@@ -19,18 +19,27 @@ struct StepTensors {
 // where each thread reads its query's row (row max, new max, probabilities, their sum); the
 // probabilities in Q's type to shared memory, and P V from them and V's tile likewise.
 void schedule_tensor_cores(Schedule &s, const StepTensors &x, Stage fold, const IterVar &t,
-                           const IterVar &tx, DataType dtype) {
+                           const IterVar &tx, const IterVar &ty, int64_t warps, DataType dtype) {
   constexpr int64_t kFrag = 16;
   const WmmaShape shape;
   s[x.P].compute_inline();
-  // A tile of a global operand in shared memory, copied by the warp's 32 lanes.
+  // A tile of a global operand in shared memory, copied by the block's warps.
   auto copy_to_shared = [&](const Tensor &tile) {
     auto ax = s[tile].op_axis();
-    auto [fo, fi] = s[tile].split(s[tile].fuse(ax[2], ax[3]), 32);
+    auto [fo, fi] = s[tile].split(s[tile].fuse(ax[2], ax[3]), 32 * warps);
     (void)fo;
-    s[tile].bind(fi, tx);
+    auto [fy, fx] = s[tile].split(fi, 32);
+    s[tile].bind(fy, ty).bind(fx, tx);
   };
-  // An accumulator over (t, b, h, rows, cols) in 16x16 fragments; returns its K-step loop.
+  // Rows (dimension 3) of a stage in 16-row fragments, those of warp threadIdx.y apart.
+  auto warp_rows = [&](const Tensor &st) {
+    auto [rw, rf] = s[st].split_nparts(s[st].op_axis()[3], warps);
+    s[st].bind(rw, ty);
+    auto [ro, ri] = s[st].split(rf, kFrag);
+    return std::array<IterVar, 3>{rw, ro, ri};
+  };
+  // An accumulator over (t, b, h, rows, cols) in 16x16 fragments (a warp's: its rows are those
+  // its store's warp reads); returns its K-step loop.
   auto tile_accumulator = [&](const Tensor &acc) {
     auto ax = s[acc].op_axis();
     auto [ro, ri] = s[acc].split(ax[3], kFrag);
@@ -42,9 +51,9 @@ void schedule_tensor_cores(Schedule &s, const StepTensors &x, Stage fold, const 
   };
   auto store_fragments = [&](const Tensor &out) {
     auto ax = s[out].op_axis();
-    auto [ro, ri] = s[out].split(ax[3], kFrag);
+    auto [rw, ro, ri] = warp_rows(out);
     auto [co, ci] = s[out].split(ax[4], kFrag);
-    s[out].reorder({ro, co, ri, ci});
+    s[out].reorder({rw, ro, co, ri, ci});
     s[out].tensorize(ri, wmma_store_matrix(shape, Float(32), "shared"));
   };
   auto load_fragments = [&](const Tensor &frag, const char *scope) {
@@ -72,7 +81,10 @@ void schedule_tensor_cores(Schedule &s, const StepTensors &x, Stage fold, const 
 
   // P V, from the probabilities each thread wrote for its row.
   s[x.Pq].set_scope("shared");
-  s[x.Pq].bind(s[x.Pq].op_axis()[3], tx);
+  {
+    auto [qy, qx] = s[x.Pq].split(s[x.Pq].op_axis()[3], 32);
+    s[x.Pq].bind(qy, ty).bind(qx, tx);
+  }
   Tensor PF = s.cache_read(x.Pq, "wmma.matrix_a", {x.PV});
   Tensor VS = s.cache_read(x.V, "shared", {x.PV});
   Tensor VF = s.cache_read(VS, "wmma.matrix_b", {x.PV});
@@ -102,12 +114,13 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
       << "causal attention aligns the last query with the last key, so every query sees a "
          "key only with at least as many keys as queries (Sk = "
       << a.Sk << ", Sq = " << a.Sq << ")";
-  user_check(!a.tensor_cores || (a.block_queries == 32 && a.Sq % 32 == 0 && a.D % 16 == 0 &&
-                                 a.block_keys % 16 == 0),
+  user_check(!a.tensor_cores ||
+                 ((a.block_queries == 32 || a.block_queries == 64 || a.block_queries == 128) &&
+                  a.Sq % a.block_queries == 0 && a.D % 16 == 0 && a.block_keys % 16 == 0),
              "attention")
-      << "the Tensor Core schedule (WMMA, 16x16x16 fragments, one warp a block) takes 32 "
-         "queries a block, a number of queries that is a multiple of 32, and a head dim and "
-         "block of keys that are multiples of 16; got "
+      << "the Tensor Core schedule (WMMA, 16x16x16 fragments, a warp per 32 queries) takes "
+         "32, 64 or 128 queries a block, a number of queries that is a multiple of it, and a "
+         "head dim and block of keys that are multiples of 16; got "
       << a.block_queries << " queries a block, Sq = " << a.Sq << ", D = " << a.D << ", "
       << a.block_keys << " keys a block: change them, or use CUDA cores (TC=0)";
   const int g = int(a.H / a.Hkv), bk = int(a.block_keys), off = int(a.Sk - a.Sq);
@@ -210,12 +223,15 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   auto [io, ii] = s[O].split(i, a.block_queries);
   s[O].reorder({b, h, io, ii, dd});
   s[O].bind(s[O].fuse(s[O].fuse(b, h), io), thread_axis("blockIdx.x"));
-  s[O].bind(ii, tx);
+  auto [iy, ix] = s[O].split(ii, 32);
+  IterVar ty = thread_axis("threadIdx.y");
+  s[O].bind(iy, ty).bind(ix, tx);
   Stage fold_stage = s[o_last];
-  fold_stage.compute_at(s[O], ii).set_scope("local");
+  fold_stage.compute_at(s[O], ix).set_scope("local");
   s[rowmax].compute_at(fold_stage, t).set_scope("local");
   if (a.tensor_cores) {
-    schedule_tensor_cores(s, {Q, K, V, S, rowmax, m_new, P, Pq, PV}, fold_stage, t, tx, dtype);
+    schedule_tensor_cores(s, {Q, K, V, S, rowmax, m_new, P, Pq, PV}, fold_stage, t, tx, ty,
+                          a.block_queries / 32, dtype);
   } else {
     s[S].compute_at(fold_stage, t).set_scope("local");
     s[Pq].compute_inline();
@@ -239,9 +255,9 @@ ScheduleEntry attention_entry() {
       "query with the last key; BSHD 1 reads Q, K, V as (B, S, H, D) buffers through their "
       "strides (0: (B, H, S, D)); O is (B, H, SQ, D). The online softmax is a fold over blocks of "
       "BK keys, a thread per query and BQ queries a block; TC 1: Q K^T and P V on WMMA Tensor "
-      "Cores (BQ 32), 0: CUDA cores";
+      "Cores (a warp per 32 queries; BQ 32, 64 or 128), 0: CUDA cores";
   e.default_shape = {{"B", 1},   {"H", 4},      {"HKV", 4},  {"SQ", 256}, {"SK", 256}, {"D", 64},
-                     {"CAUSAL", 0}, {"BSHD", 1}, {"BK", 16}, {"BQ", 32},  {"TC", 1}};
+                     {"CAUSAL", 0}, {"BSHD", 1}, {"BK", 16}, {"BQ", 64},  {"TC", 1}};
   e.nonnegative = {"CAUSAL", "BSHD", "TC"};
   e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"TC", {0, 1}}};
   e.dtypes = {Float(16), BFloat(16)};

@@ -20,7 +20,7 @@ struct AttentionParams {
   bool causal = false;
   bool bshd = true;            ///< Q, K, V as (B, S, H, D) buffers; false: (B, H, S, D)
   int64_t block_keys = 16;     ///< keys per step of the fold (it must divide Sk)
-  int64_t block_queries = 32;  ///< queries per thread block, a thread each
+  int64_t block_queries = 64;  ///< queries per thread block, a thread each (a warp per 32)
   /// The step's contractions (Q K^T and P V) on WMMA Tensor Cores by the block's warp: needs
   /// block_queries 32, Sq a multiple of 32, D and block_keys multiples of 16. false: CUDA cores.
   bool tensor_cores = true;

@@ -170,6 +170,6 @@ set_tests_properties(filecheck.docs_scheduling PROPERTIES ENVIRONMENT "TESSEL_PR
 # Fused attention (tutorials/flash_attention.cpp): the fold over key blocks in one kernel, on
 # CUDA cores and with its contractions on WMMA.
 tessel_filecheck_test(NAME lower.attention CHECKS attention.txt
-  COMMAND lower attention --shape SQ=128,SK=128,CAUSAL=1,HKV=2,TC=0)
+  COMMAND lower attention --shape SQ=128,SK=128,CAUSAL=1,HKV=2,TC=0,BQ=32)
 tessel_filecheck_test(NAME lower.attention_wmma CHECKS attention_wmma.txt
-  COMMAND lower attention --shape SQ=128,SK=128,CAUSAL=1,HKV=2)
+  COMMAND lower attention --shape SQ=128,SK=128,CAUSAL=1,HKV=2,BQ=32)

@@ -124,7 +124,7 @@ TEST(EndToEnd, RegisteredSchedulesMatchReferenceOnCpu) {
       // Tensor Cores: causal with grouped-query heads; CUDA cores: queries not a multiple of
       // the block's 32, multi-query over (B, H, S, D) buffers.
       {"attention",
-       {{{"B", 1}, {"H", 4}, {"HKV", 2}, {"SQ", 32}, {"SK", 48}, {"D", 16}, {"CAUSAL", 1}},
+       {{{"B", 1}, {"H", 4}, {"HKV", 2}, {"SQ", 64}, {"SK", 80}, {"D", 16}, {"CAUSAL", 1}},
         {{"B", 1}, {"H", 2}, {"HKV", 2}, {"SQ", 40}, {"SK", 48}, {"D", 16}, {"TC", 0}},
         {{"B", 2}, {"H", 4}, {"HKV", 1}, {"SQ", 24}, {"SK", 32}, {"D", 8}, {"CAUSAL", 1},
          {"BSHD", 0}, {"BK", 32}, {"TC", 0}}}},

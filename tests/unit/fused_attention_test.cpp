@@ -28,9 +28,10 @@ struct FusedAttention {
   Schedule s;
 
   FusedAttention(AttentionParams a, int64_t Bk, DataType dtype = Float(16),
-                 bool tensor_cores = false) {
+                 bool tensor_cores = false, int64_t block_queries = 32) {
     a.block_keys = Bk;
     a.tensor_cores = tensor_cores;
+    a.block_queries = block_queries;
     ScheduledProgram p = attention(a, dtype);
     s = p.schedule;
     Q = p.args[0];
@@ -85,8 +86,16 @@ TEST(FusedAttention, TensorCoreStepMatchesOnTheExecutor) {
     CheckResult r = check_on_cpu(att.s, {att.Q, att.K, att.V, att.O}, 3);
     EXPECT_TRUE(r.compare.ok) << r.str();
   }
+  // Blocks of 64 and 128 queries: a warp per 32 of them, sharing the tiles of K and V.
+  for (int64_t bq : {64, 128}) {
+    AttentionShape a{1, 128, 160, 2, 1, 32, true};
+    SCOPED_TRACE(describe(a, 16) + " WMMA, " + std::to_string(bq) + " queries a block");
+    FusedAttention att(a, 16, Float(16), /*tensor_cores=*/true, bq);
+    CheckResult r = check_on_cpu(att.s, {att.Q, att.K, att.V, att.O}, 3);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
   expect_error([] { attention({1, 40, 48, 2, 2, 16, false, true, 16, 32, true}, Float(16)); },
-               {"multiple of 32", "TC=0"});
+               {"a multiple of it", "Sq = 40", "TC=0"});
 }
 
 // One kernel: the fold's states are registers of each thread, its key loop carries them, and
@@ -182,4 +191,10 @@ TEST(FusedAttention, GpuMatchesTheReference) {
       CheckResult r = check_on_gpu(att.s, {att.Q, att.K, att.V, att.O}, 3);
       EXPECT_TRUE(r.compare.ok) << r.str();
     }
+  // Four warps a block of 128 queries.
+  AttentionShape a{2, 256, 256, 4, 2, 64, true};
+  SCOPED_TRACE(describe(a, 16) + " WMMA, 128 queries a block");
+  FusedAttention att(a, 16, Float(16), /*tensor_cores=*/true, 128);
+  CheckResult r = check_on_gpu(att.s, {att.Q, att.K, att.V, att.O}, 3);
+  EXPECT_TRUE(r.compare.ok) << r.str();
 }
