@@ -296,6 +296,10 @@ std::string build_exported(const std::string &name, const ShapeParams &shape,
   std::string cxx = env_or("TESSEL_TEST_CXX", TESSEL_TEST_CXX);
   std::string main_cpp = env_or("TESSEL_EXPORT_MAIN", TESSEL_EXPORT_MAIN);
   std::string libcuda = env_or("TESSEL_LIBCUDA", TESSEL_LIBCUDA_STUB);
+  // The stub found where the tests were built may not be where they run (the GPU machine keeps
+  // its toolkit's stubs elsewhere): link the driver itself there, which the GPU test has.
+  if (!libcuda.empty() && libcuda[0] == '/' && !std::filesystem::exists(libcuda))
+    libcuda = "-l:libcuda.so.1";
   std::string exe = (dir / "export_main").string();
   std::string command = cxx + " -std=c++17 -O1 -I " + dir.string() + " -I " + cuda_include_dir() +
                         " '-DEXPORT_HEADER=\"" + name + ".h\"' -DEXPORT_NAME=" + name + " " +
