@@ -146,24 +146,30 @@ private:
     Expr source = substitute(red->source, root_value);
     Expr cond = substitute(red->condition, root_value);
     Expr update_value = Reduce::combine(red->combiner, BufferLoad::make(buf, data_idx), source);
-    Stmt update = BufferStore::make(buf, update_value, data_idx);
-    if (!is_one(cond))
-      update = IfThenElse::make(cond, update);
-    std::vector<IterVar> all_roots = c->axis;
-    all_roots.insert(all_roots.end(), c->reduce_axis.begin(), c->reduce_axis.end());
-    update = guard(update, guards(s, all_roots, leaf_value));
-    Stmt update_nest = update;
-    for (size_t i = leaves.size(); i-- > k;)
-      update_nest =
-          make_loop(s, leaves[i], leaves[i], update_nest, true, predicate_bounds(s, i, cond));
-
+    Stmt update =
+        update_loops(s, k, leaf_value, BufferStore::make(buf, update_value, data_idx), cond);
     Stmt init = init_nest(s, k, leaf_value, [&](const VarMap &init_root) {
       std::vector<Expr> init_idx;
       for (const IterVar &iv : c->axis)
         init_idx.push_back(init_root.lookup(iv.var().get()));
       return BufferStore::make(buf, Reduce::identity(red->combiner, red->type), init_idx);
     });
-    return wrap_loops(s, leaves, 0, k, Seq::make({init, update_nest}), true);
+    return wrap_loops(s, leaves, 0, k, Seq::make({init, update}), true);
+  }
+
+  // The update of a stage that accumulates over its loops from `k` inward: `store` where `cond`
+  // (its predicate) holds, guarded as the stage's stores, in those loops (a serial reduction
+  // loop bounded by `cond`, ReduceBounds.h).
+  Stmt update_loops(const StageNode *s, size_t k,
+                    const llvm::DenseMap<const IterVarNode *, Expr> &leaf_value, Stmt store,
+                    const Expr &cond) {
+    const std::vector<IterVar> &leaves = s->leaf_iter_vars;
+    if (!is_one(cond))
+      store = IfThenElse::make(cond, store);
+    Stmt nest = guard(store, guards(s, root_iter_vars(s), leaf_value));
+    for (size_t i = leaves.size(); i-- > k;)
+      nest = make_loop(s, leaves[i], leaves[i], nest, true, predicate_bounds(s, i, cond));
+    return nest;
   }
 
   // The initialization of a stage that accumulates over its loops from `k` inward (a
@@ -213,65 +219,43 @@ private:
     for (const IterVar &iv : leaves)
       leaf_value[iv.get()] = loop_value_of(s, iv);
     VarMap root_value = pass_up_index(s, dom_, leaf_value);
-    auto indices = [&](const VarMap &root, const std::vector<Var> &own) {
+    // State k's store of `value` at the shared axes' values `root`, over the state's own axes
+    // (loops on fresh variables, named with `suffix`).
+    auto store_state = [&](size_t k, const VarMap &root, const std::string &suffix,
+                           const Expr &value) {
+      VarMap vmap = root;
       std::vector<Expr> idx;
       for (const IterVar &iv : f->axis)
         idx.push_back(root.lookup(iv.var().get()));
-      for (const Var &v : own)
-        idx.push_back(v);
-      return idx;
-    };
-    // A state's own axes: loops of its store, on fresh variables.
-    auto own_loops = [&](size_t k, const std::string &suffix, std::vector<Var> &vars,
-                         VarMap *vmap = nullptr) {
+      std::vector<Var> own;
       for (const IterVar &iv : f->extra_axis[k]) {
-        vars.emplace_back(iv.var().name() + suffix);
-        if (vmap)
-          (*vmap)[iv.var().get()] = vars.back();
+        own.emplace_back(iv.var().name() + suffix);
+        vmap[iv.var().get()] = own.back();
+        idx.push_back(own.back());
       }
-    };
-    auto wrap_own = [&](size_t k, const std::vector<Var> &vars, Stmt body) {
-      for (size_t d = vars.size(); d-- > 0;)
-        body = For::make(vars[d], 0, int(*as_const_int(f->extra_axis[k][d]->dom.extent)),
-                         ForKind::Serial, body);
-      return body;
+      Stmt store = BufferStore::make(bufs[k], substitute(value, vmap), idx);
+      for (size_t d = own.size(); d-- > 0;)
+        store = For::make(own[d], 0, int(*as_const_int(f->extra_axis[k][d]->dom.extent)),
+                          ForKind::Serial, store);
+      return store;
     };
 
     size_t k = 0;
     while (k < leaves.size() && !is_reduce_leaf(s, leaves[k]))
       ++k;
-    std::vector<IterVar> all_roots = f->axis;
-    all_roots.push_back(f->fold_axis);
     Expr cond = substitute(parts.where, root_value);
     std::vector<Stmt> stores;
-    for (int sk : f->store_order) {
-      VarMap vmap = root_value;
-      std::vector<Var> own;
-      own_loops(size_t(sk), "", own, &vmap);
-      Expr value = substitute(parts.update[size_t(sk)], vmap);
-      stores.push_back(wrap_own(
-          size_t(sk), own, BufferStore::make(bufs[size_t(sk)], value, indices(root_value, own))));
-    }
-    Stmt update = Seq::make(stores);
-    if (!is_one(cond))
-      update = IfThenElse::make(cond, update);
-    update = guard(update, guards(s, all_roots, leaf_value));
-    Stmt update_nest = update;
-    for (size_t i = leaves.size(); i-- > k;)
-      update_nest =
-          make_loop(s, leaves[i], leaves[i], update_nest, true, predicate_bounds(s, i, cond));
+    for (int sk : f->store_order)
+      stores.push_back(store_state(size_t(sk), root_value, "", parts.update[size_t(sk)]));
+    Stmt update = update_loops(s, k, leaf_value, Seq::make(stores), cond);
 
     Stmt init = init_nest(s, k, leaf_value, [&](const VarMap &init_root) {
       std::vector<Stmt> inits;
-      for (size_t sk = 0; sk < bufs.size(); ++sk) {
-        std::vector<Var> own;
-        own_loops(sk, ".init", own);
-        inits.push_back(
-            wrap_own(sk, own, BufferStore::make(bufs[sk], f->init[sk], indices(init_root, own))));
-      }
+      for (size_t sk = 0; sk < bufs.size(); ++sk)
+        inits.push_back(store_state(sk, init_root, ".init", f->init[sk]));
       return Seq::make(inits);
     });
-    return wrap_loops(s, leaves, 0, k, Seq::make({init, update_nest}), true);
+    return wrap_loops(s, leaves, 0, k, Seq::make({init, update}), true);
   }
 
   // A reduction with a reduction loop bound to threadIdx.x: each thread folds its share (the
