@@ -158,10 +158,6 @@ Tensor compute_from_vars(std::vector<Expr> shape,
       .output(0);
 }
 
-} // namespace tessel
-
-namespace tessel {
-
 IterVar fold_axis(std::array<Expr, 2> begin_end, std::string name) {
   IterVar r = reduce_axis(begin_end, name);
   return IterVar::make(r->dom, r.var(), IterVarType::Ordered);
@@ -191,6 +187,38 @@ bool reads_state(const Tensor &t, const llvm::DenseSet<const OperationNode *> &s
     r = reads_state(in, states, memo) || r;
   memo[op] = r;
   return r;
+}
+
+// The order to store a fold's states in place: each after every state whose update reads it
+// (reads[a][b]: a's update reads b).
+std::vector<int> store_order(const std::vector<std::vector<bool>> &reads,
+                             const std::vector<Tensor> &states, const std::string &context) {
+  const size_t n = states.size();
+  std::vector<int> order;
+  std::vector<bool> done(n, false);
+  while (order.size() < n) {
+    bool progressed = false;
+    for (size_t b = 0; b < n; ++b) {
+      bool ready = !done[b];
+      for (size_t a = 0; a < n && ready; ++a)
+        ready = a == b || done[a] || !reads[a][b];
+      if (ready) {
+        order.push_back(int(b));
+        done[b] = progressed = true;
+      }
+    }
+    if (!progressed) {
+      std::string names;
+      for (size_t b = 0; b < n; ++b)
+        if (!done[b])
+          names += (names.empty() ? "'" : ", '") + states[b].name() + "'";
+      user_error("fold") << context << ": the updates of states " << names
+                         << " read each other's values before the step, so no order of "
+                            "stores keeps them; compute one's new value as a tensor of the step "
+                            "and read that instead";
+    }
+  }
+  return order;
 }
 
 } // namespace
@@ -310,35 +338,7 @@ std::vector<Tensor> fold(const IterVar &axis, std::vector<FoldState> states, std
       }
     });
   }
-  // Store each state after every state whose update reads it.
-  std::vector<int> order;
-  std::vector<bool> done(n, false);
-  while (order.size() < n) {
-    bool progressed = false;
-    for (size_t b = 0; b < n; ++b) {
-      if (done[b])
-        continue;
-      bool ready = true;
-      for (size_t a = 0; a < n; ++a)
-        if (a != b && !done[a] && reads[a][b])
-          ready = false;
-      if (ready) {
-        order.push_back(int(b));
-        done[b] = true;
-        progressed = true;
-      }
-    }
-    if (!progressed) {
-      std::string names;
-      for (size_t b = 0; b < n; ++b)
-        if (!done[b])
-          names += (names.empty() ? "'" : ", '") + tensors[b].name() + "'";
-      user_error("fold") << context << ": the updates of states " << names
-                         << " read each other's values before the step, so no order of "
-                            "stores keeps them; compute one's new value as a tensor of the step "
-                            "and read that instead";
-    }
-  }
+  std::vector<int> order = store_order(reads, tensors, context);
 
   Expr where;
   if (where_fn) {
