@@ -122,6 +122,136 @@ TEST(FusedAttention, CompilesWithoutSpills) {
   }
 }
 
+// Decoding: a few queries against many keys. The keys are split into `splits` chunks, a fold
+// over each chunk's key blocks (its states stored in global memory, one kernel), and a second
+// kernel merges the partial states: M = max_p m_p, L = sum_p l_p exp(m_p - M),
+// O = sum_p o_p exp(m_p - M) / L. Grouped-query heads share their K and V.
+TEST(FusedAttention, DecodingSplitsTheKeysAndMergesThePartialStates) {
+  const int64_t B = 2, H = 4, Hkv = 2, Sq = 1, Sk = 128, D = 16, splits = 4, Bk = 8;
+  const int64_t C = Sk / splits, T = C / Bk;
+  const int g = int(H / Hkv), bk = int(Bk), c = int(C);
+  auto view = [&](int64_t S, int64_t Hh, const char *name) {
+    return placeholder({B, Hh, S, D}, Float(16), name, {S * Hh * D, D, Hh * D, 1});
+  };
+  Tensor Q = view(Sq, H, "Q"), K = view(Sk, Hkv, "K"), V = view(Sk, Hkv, "V");
+  const float scale = 1.0f / std::sqrt(float(D));
+  IterVar t = fold_axis({0, T}, "t");
+  Tensor m = fold_state({splits, B, H, Sq}, Float(32), "m");
+  Tensor l = fold_state({splits, B, H, Sq}, Float(32), "l");
+  Tensor o = fold_state({splits, B, H, Sq, D}, Float(32), "o");
+  auto key = [&](const Expr &p, const Expr &tb, const Expr &j) { return p * c + tb * bk + j; };
+  IterVar d = reduce_axis({0, D}, "d");
+  Tensor S = compute_from_vars(
+      {T, splits, B, H, Sq, Bk},
+      [&](const std::vector<Var> &v) {
+        return sum(Q(v[2], v[3], v[4], d).astype(Float(32)) *
+                       K(v[2], v[3] / g, key(v[1], v[0], v[5]), d).astype(Float(32)) * scale,
+                   {d});
+      },
+      "S");
+  IterVar j1 = reduce_axis({0, Bk}, "j1");
+  Tensor rowmax = compute_from_vars(
+      {T, splits, B, H, Sq},
+      [&](const std::vector<Var> &v) { return max(S(v[0], v[1], v[2], v[3], v[4], j1), {j1}); },
+      "rowmax");
+  Tensor m_new = compute_from_vars(
+      {T, splits, B, H, Sq},
+      [&](const std::vector<Var> &v) {
+        return max(m(v[1], v[2], v[3], v[4]), rowmax(v[0], v[1], v[2], v[3], v[4]));
+      },
+      "m_new");
+  Tensor P = compute_from_vars(
+      {T, splits, B, H, Sq, Bk},
+      [&](const std::vector<Var> &v) {
+        return exp(S(v[0], v[1], v[2], v[3], v[4], v[5]) - m_new(v[0], v[1], v[2], v[3], v[4]));
+      },
+      "P");
+  IterVar j2 = reduce_axis({0, Bk}, "j2");
+  Tensor rowsum = compute_from_vars(
+      {T, splits, B, H, Sq},
+      [&](const std::vector<Var> &v) { return sum(P(v[0], v[1], v[2], v[3], v[4], j2), {j2}); },
+      "rowsum");
+  IterVar j3 = reduce_axis({0, Bk}, "j3");
+  Tensor PV = compute_from_vars(
+      {T, splits, B, H, Sq, D},
+      [&](const std::vector<Var> &v) {
+        return sum(P(v[0], v[1], v[2], v[3], v[4], j3) *
+                       V(v[2], v[3] / g, key(v[1], v[0], j3), v[5]).astype(Float(32)),
+                   {j3});
+      },
+      "PV");
+  auto alpha = [&](const std::vector<Var> &v) {
+    return exp(m(v[0], v[1], v[2], v[3]) - m_new(t, v[0], v[1], v[2], v[3]));
+  };
+  std::vector<Tensor> part = fold(
+      t,
+      {{m, Expr(-INFINITY), [&](auto &v) { return m_new(t, v[0], v[1], v[2], v[3]); }},
+       {l, Expr(0.0f),
+        [&](auto &v) {
+          return l(v[0], v[1], v[2], v[3]) * alpha(v) + rowsum(t, v[0], v[1], v[2], v[3]);
+        }},
+       {o, Expr(0.0f),
+        [&](auto &v) {
+          return o(v[0], v[1], v[2], v[3], v[4]) * alpha(v) + PV(t, v[0], v[1], v[2], v[3], v[4]);
+        }}},
+      "partial");
+  // The merge of the splits' partial states.
+  IterVar p1 = reduce_axis({0, splits}, "p1"), p2 = reduce_axis({0, splits}, "p2"),
+          p3 = reduce_axis({0, splits}, "p3");
+  Tensor M = compute(
+      {B, H, Sq}, [&](Var b, Var h, Var i) { return max(part[0](p1, b, h, i), {p1}); }, "M");
+  Tensor L = compute(
+      {B, H, Sq},
+      [&](Var b, Var h, Var i) {
+        return sum(part[1](p2, b, h, i) * exp(part[0](p2, b, h, i) - M(b, h, i)), {p2});
+      },
+      "L");
+  Tensor Osum = compute(
+      {B, H, Sq, D},
+      [&](Var b, Var h, Var i, Var dd) {
+        return sum(part[2](p3, b, h, i, dd) * exp(part[0](p3, b, h, i) - M(b, h, i)), {p3});
+      },
+      "Osum");
+  Tensor O = compute(
+      {B, H, Sq, D},
+      [&](Var b, Var h, Var i, Var dd) { return (Osum(b, h, i, dd) / L(b, h, i)).astype(Float(16)); },
+      "O");
+
+  // Kernel 1: a block per (split, batch), a thread per query head walking its chunk's key
+  // blocks, the states in global memory (the merge's inputs). Kernel 2: the merge, a block
+  // per (batch, head), a thread per head dim.
+  Schedule s = create_schedule({O});
+  Stage fs = s[part[0]];
+  {
+    auto ax = fs.op_axis(); // split, batch, head, query
+    fs.bind(fs.fuse(ax[0], ax[1]), thread_axis("blockIdx.x"));
+    fs.bind(ax[2], thread_axis("threadIdx.x"));
+    IterVar tt = fs.reduce_axis()[0];
+    for (const Tensor &x : {S, rowmax})
+      s[x].compute_at(fs, tt).set_scope("local");
+  }
+  {
+    auto [b, h, i, dd] = s[O].axes<4>();
+    s[O].bind(s[O].fuse(b, h), thread_axis("blockIdx.x"));
+    s[O].bind(dd, thread_axis("threadIdx.x"));
+    for (const Tensor &x : {M, L})
+      s[x].compute_at(s[O], i).set_scope("local");
+    s[Osum].compute_at(s[O], dd).set_scope("local");
+  }
+  LoweredModule lm = lower(s, {Q, K, V, O});
+  ASSERT_EQ(lm.funcs.size(), 2u) << to_string(lm);
+  CheckProblem pb = make_check_problem({Q, K, V, O}, 3, 11);
+  AttentionShape a{B, Sq, Sk, H, Hkv, D, false};
+  std::vector<double> want =
+      textbook_attention(a, pb.inputs[0].values, pb.inputs[1].values, pb.inputs[2].values);
+  double worst = 0;
+  for (size_t e = 0; e < want.size(); ++e)
+    worst = std::max(worst, std::abs(pb.reference[e] - want[e]) / (1 + std::abs(want[e])));
+  EXPECT_LT(worst, 1.0 / 1024);
+  CheckResult r = check_on_cpu(s, {Q, K, V, O}, 3);
+  EXPECT_TRUE(r.compare.ok) << r.str();
+}
+
 // What the fold refuses, and how it says so.
 TEST(FusedAttention, MistakesAreClearErrors) {
   IterVar t = fold_axis({0, 4}, "t");
