@@ -133,10 +133,26 @@ CheckProblem make_check_problem(const std::vector<Tensor> &args, size_t num_inpu
   user_check(num_inputs + 1 == args.size(), "check")
       << "expected the inputs followed by one output, got " << args.size() << " arguments for "
       << num_inputs << " inputs";
+  std::vector<HostTensor> inputs;
+  for (size_t i = 0; i < num_inputs; ++i)
+    inputs.push_back(random_tensor(args[i], seed + i));
+  return make_check_problem(args, std::move(inputs), seed, samples);
+}
+
+CheckProblem make_check_problem(const std::vector<Tensor> &args, std::vector<HostTensor> inputs,
+                                uint64_t seed, size_t samples) {
+  const size_t num_inputs = inputs.size();
+  user_check(num_inputs + 1 == args.size(), "check")
+      << "expected the inputs followed by one output, got " << args.size() << " arguments for "
+      << num_inputs << " inputs";
   CheckProblem p;
   std::vector<TensorBinding> bindings;
   for (size_t i = 0; i < num_inputs; ++i) {
-    p.inputs.push_back(random_tensor(args[i], seed + i));
+    user_check(inputs[i].dtype == args[i].dtype() && inputs[i].shape == constant_shape(args[i]),
+               "check")
+        << "the values given for input '" << args[i].name() << "' are not of its type and shape ("
+        << args[i].dtype() << ", " << args[i].ndim() << " dimensions)";
+    p.inputs.push_back(std::move(inputs[i]));
     p.input_strides.push_back(args[i].strides());
   }
   for (size_t i = 0; i < num_inputs; ++i)
@@ -259,8 +275,7 @@ template <typename F> CheckResult host_memory_guarded(const char *where, F f) {
 }
 
 CheckResult check_on_cpu_unguarded(const Schedule &s, const std::vector<Tensor> &args,
-                                   size_t num_inputs, uint64_t seed) {
-  CheckProblem p = make_check_problem(args, num_inputs, seed);
+                                   const CheckProblem &p) {
   LoweredModule m = lower(s, args);
   std::vector<interp::HostBuffer> bufs = input_buffers(p);
   // Poisoned output: an element the kernel does not write shows up as a mismatch.
@@ -301,8 +316,14 @@ CheckResult check_on_cpu(const Schedule &s, const std::vector<Tensor> &args, siz
                          uint64_t seed) {
   check_host_memory(args, "check_on_cpu");
   return host_memory_guarded("check_on_cpu", [&] {
-    return check_on_cpu_unguarded(s, args, num_inputs, seed);
+    return check_on_cpu_unguarded(s, args, make_check_problem(args, num_inputs, seed));
   });
+}
+
+CheckResult check_on_cpu(const Schedule &s, const std::vector<Tensor> &args,
+                         const CheckProblem &p) {
+  check_host_memory(args, "check_on_cpu");
+  return host_memory_guarded("check_on_cpu", [&] { return check_on_cpu_unguarded(s, args, p); });
 }
 
 CheckResult check_on_gpu(const Schedule &s, const std::vector<Tensor> &args, size_t num_inputs,

@@ -51,6 +51,10 @@ struct CheckProblem {
 /// (the first and last elements among them), else at all of them.
 CheckProblem make_check_problem(const std::vector<Tensor> &args, size_t num_inputs, uint64_t seed,
                                 size_t samples = 0);
+/// The problem of `args` on the given `inputs` (one per input, of its type and shape): data a
+/// random draw cannot make (sequence offsets, indices); `seed` draws the samples.
+CheckProblem make_check_problem(const std::vector<Tensor> &args, std::vector<HostTensor> inputs,
+                                uint64_t seed = 1, size_t samples = 0);
 /// The problem's inputs as a kernel's arguments take them: host buffers for the CPU executor,
 /// laid out with each input's strides (NaN between the elements of a strided one).
 std::vector<interp::HostBuffer> input_buffers(const CheckProblem &p);
@@ -65,6 +69,9 @@ CheckResult check_output(const CheckProblem &p, const interp::HostBuffer &out);
 /// (placeholders), the last one is the output.
 CheckResult check_on_cpu(const Schedule &s, const std::vector<Tensor> &args, size_t num_inputs,
                          uint64_t seed = 1);
+/// check_on_cpu on the problem `p` of `args` (make_check_problem).
+CheckResult check_on_cpu(const Schedule &s, const std::vector<Tensor> &args,
+                         const CheckProblem &p);
 /// On the GPU (a tessel::Error when there is none); timed when `timing` is given.
 CheckResult check_on_gpu(const Schedule &s, const std::vector<Tensor> &args, size_t num_inputs,
                          const std::optional<TimeOptions> &timing = std::nullopt,

@@ -252,6 +252,149 @@ TEST(FusedAttention, DecodingSplitsTheKeysAndMergesThePartialStates) {
   EXPECT_TRUE(r.compare.ok) << r.str();
 }
 
+// Packed variable-length sequences, as serving engines pass them: Q, K, V of every sequence
+// one after another, (tokens, heads, dim), and the offsets of the sequences (B + 1, cumulative).
+// The fold runs over a padded grid (sequence, head, position < the longest), reading each
+// token through the offsets and masking keys past its sequence's end (and, causal, after the
+// query); O, packed like Q, gathers each token's row through its sequence (the number of
+// offsets at or before it). Checked on the executor against attention computed per sequence.
+TEST(FusedAttention, PackedVariableLengthSequences) {
+  const std::vector<int> lengths = {5, 16, 11};
+  const int64_t B = 3, N = 32, Lmax = 16, H = 4, Hkv = 2, D = 16, Bk = 8, T = Lmax / Bk;
+  const int g = int(H / Hkv), bk = int(Bk), n = int(N);
+  Tensor Q = placeholder({N, H, D}, Float(16), "Q");
+  Tensor K = placeholder({N, Hkv, D}, Float(16), "K");
+  Tensor V = placeholder({N, Hkv, D}, Float(16), "V");
+  Tensor off = placeholder({B + 1}, Int(32), "offsets");
+  const float scale = 1.0f / std::sqrt(float(D));
+  auto token = [&](const Expr &b, const Expr &pos) { return max(min(off(b) + pos, n - 1), 0); };
+  auto visible = [&](const Expr &b, const Expr &i, const Expr &key) {
+    return key < off(b + 1) - off(b) && key <= i;
+  };
+  IterVar t = fold_axis({0, T}, "t");
+  Tensor m = fold_state({B, H, Lmax}, Float(32), "m");
+  Tensor l = fold_state({B, H, Lmax}, Float(32), "l");
+  Tensor o = fold_state({B, H, Lmax, D}, Float(32), "o");
+  IterVar d = reduce_axis({0, D}, "d");
+  Tensor S = compute(
+      {T, B, H, Lmax, Bk},
+      [&](Var tb, Var b, Var h, Var i, Var j) {
+        return sum(Q(token(b, i), h, d).astype(Float(32)) *
+                       K(token(b, tb * bk + j), h / g, d).astype(Float(32)) * scale,
+                   {d});
+      },
+      "S");
+  IterVar j1 = reduce_axis({0, Bk}, "j1");
+  Tensor rowmax = compute(
+      {T, B, H, Lmax},
+      [&](Var tb, Var b, Var h, Var i) {
+        return max(S(tb, b, h, i, j1), {j1}, visible(b, i, tb * bk + j1));
+      },
+      "rowmax");
+  Tensor m_new = compute(
+      {T, B, H, Lmax},
+      [&](Var tb, Var b, Var h, Var i) { return max(m(b, h, i), rowmax(tb, b, h, i)); }, "m_new");
+  Tensor P = compute(
+      {T, B, H, Lmax, Bk},
+      [&](Var tb, Var b, Var h, Var i, Var j) {
+        return if_then_else(visible(b, i, tb * bk + j),
+                            exp(S(tb, b, h, i, j) - m_new(tb, b, h, i)), 0.0f);
+      },
+      "P");
+  IterVar j2 = reduce_axis({0, Bk}, "j2"), j3 = reduce_axis({0, Bk}, "j3");
+  Tensor rowsum = compute(
+      {T, B, H, Lmax}, [&](Var tb, Var b, Var h, Var i) { return sum(P(tb, b, h, i, j2), {j2}); },
+      "rowsum");
+  Tensor PV = compute(
+      {T, B, H, Lmax, D},
+      [&](Var tb, Var b, Var h, Var i, Var dd) {
+        return sum(P(tb, b, h, i, j3) * V(token(b, tb * bk + j3), h / g, dd).astype(Float(32)),
+                   {j3});
+      },
+      "PV");
+  auto alpha = [&](const std::vector<Var> &v) {
+    return exp(m(v[0], v[1], v[2]) - m_new(t, v[0], v[1], v[2]));
+  };
+  std::vector<Tensor> st = fold(
+      t,
+      {{m, Expr(-INFINITY), [&](auto &v) { return m_new(t, v[0], v[1], v[2]); }},
+       {l, Expr(0.0f),
+        [&](auto &v) { return l(v[0], v[1], v[2]) * alpha(v) + rowsum(t, v[0], v[1], v[2]); }},
+       {o, Expr(0.0f),
+        [&](auto &v) {
+          return o(v[0], v[1], v[2], v[3]) * alpha(v) + PV(t, v[0], v[1], v[2], v[3]);
+        }}},
+      "softmax");
+  // Token q's sequence: the offsets after the first at or before it.
+  IterVar bs = reduce_axis({0, B}, "bs");
+  Tensor seq = compute(
+      {N}, [&](Var q) { return sum(if_then_else(off(bs + 1) <= q, 1, 0), {bs}); }, "seq");
+  Tensor O = compute(
+      {N, H, D},
+      [&](Var q, Var h, Var dd) {
+        Expr b = min(seq(q), int(B - 1)), pos = max(min(q - off(b), int(Lmax - 1)), 0);
+        return (st[2](b, h, pos, dd) / st[1](b, h, pos)).astype(Float(16));
+      },
+      "O");
+
+  // Kernel 1: a block per (sequence, head), a thread per position; kernel 2: a block per token.
+  Schedule s = create_schedule({O});
+  Stage fs = s[st[0]];
+  {
+    auto ax = fs.op_axis();
+    fs.bind(fs.fuse(ax[0], ax[1]), thread_axis("blockIdx.x"));
+    fs.bind(ax[2], thread_axis("threadIdx.x"));
+    for (const Tensor &x : {S, rowmax})
+      s[x].compute_at(fs, t).set_scope("local");
+  }
+  auto [q, h, dd] = s[O].axes<3>();
+  s[O].bind(q, thread_axis("blockIdx.x"));
+  s[O].bind(s[O].fuse(h, dd), thread_axis("threadIdx.x"));
+  s[seq].compute_at(s[O], q).set_scope("local");
+
+  // Random Q, K, V; the offsets of `lengths`.
+  std::vector<Tensor> args = {Q, K, V, off, O};
+  std::vector<HostTensor> inputs;
+  for (size_t i = 0; i < 3; ++i)
+    inputs.push_back(random_tensor(args[i], 21 + i));
+  HostTensor offsets{Int(32), {B + 1}, {0}};
+  for (int len : lengths)
+    offsets.values.push_back(offsets.values.back() + len);
+  inputs.push_back(offsets);
+  CheckProblem p = make_check_problem(args, inputs);
+  // Attention per sequence, causal, in float64.
+  auto at = [&](const HostTensor &x, int64_t heads, int64_t tok, int64_t hh, int64_t e) {
+    return x.values[size_t((tok * heads + hh) * D + e)];
+  };
+  double worst = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t begin = int64_t(offsets.values[size_t(b)]), len = lengths[size_t(b)];
+    for (int64_t hh = 0; hh < H; ++hh)
+      for (int64_t i = 0; i < len; ++i) {
+        std::vector<double> w(size_t(i + 1));
+        double mx = -INFINITY, sum_w = 0;
+        for (int64_t j = 0; j <= i; ++j) {
+          double dot = 0;
+          for (int64_t e = 0; e < D; ++e)
+            dot += at(inputs[0], H, begin + i, hh, e) * at(inputs[1], Hkv, begin + j, hh / g, e);
+          mx = std::max(mx, w[size_t(j)] = dot * double(scale));
+        }
+        for (double &x : w)
+          sum_w += (x = std::exp(x - mx));
+        for (int64_t e = 0; e < D; ++e) {
+          double want = 0;
+          for (int64_t j = 0; j <= i; ++j)
+            want += w[size_t(j)] / sum_w * at(inputs[2], Hkv, begin + j, hh / g, e);
+          double got = p.reference[size_t(((begin + i) * H + hh) * D + e)];
+          worst = std::max(worst, std::abs(got - want) / (1 + std::abs(want)));
+        }
+      }
+  }
+  EXPECT_LT(worst, 1.0 / 1024);
+  CheckResult r = check_on_cpu(s, args, p);
+  EXPECT_TRUE(r.compare.ok) << r.str();
+}
+
 // What the fold refuses, and how it says so.
 TEST(FusedAttention, MistakesAreClearErrors) {
   IterVar t = fold_axis({0, 4}, "t");
