@@ -512,25 +512,12 @@ protected:
 // A tensor of a fold's step holds one step's slice, computed from the states before the step:
 // it must be computed inside the fold, at or in its fold axis.
 void check_fold_steps(const ScheduleNode *sch, const StageBodies &bodies) {
-  llvm::DenseMap<const StageNode *, const StageNode *> fold_of; // step stage -> its fold
+  const auto reads = fold_steps(sch);
   for (const auto &st : sch->stages) {
-    auto it = bodies.body.find(st.get());
-    if (it == bodies.body.end() || st->op.as<FoldOpNode>())
+    auto it = reads.find(st->op.get());
+    if (it == reads.end() || !bodies.body.count(st.get()) || st->op.as<FoldOpNode>())
       continue;
-    const StageNode *fold = nullptr;
-    post_order_visit(it->second, [&](const IRNode *n) {
-      const auto *load = llvm::dyn_cast<TensorLoad>(n);
-      if (!load)
-        return;
-      const StageNode *p = stage_of(sch, load->tensor);
-      if (load->tensor.op().as<FoldStateOpNode>())
-        fold = p;
-      else if (const StageNode *f = fold_of.lookup(p))
-        fold = f;
-    });
-    if (!fold)
-      continue;
-    fold_of[st.get()] = fold;
+    const StageNode *fold = stage_of(sch, Operation(*it->second.begin()).output(0));
     const IterVar &axis = fold->op.as<FoldOpNode>()->fold_axis;
     size_t axis_pos = 0;
     while (axis_pos < fold->leaf_iter_vars.size() &&

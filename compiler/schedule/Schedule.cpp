@@ -56,21 +56,12 @@ std::unique_ptr<StageNode> make_stage(const Operation &op, ScheduleNode *sch) {
 // The tensors of a fold's step (those reading its states, directly or through others) start
 // computed at its fold axis in local memory: one step's slice, at each step.
 void attach_fold_steps(ScheduleNode *sch) {
-  llvm::DenseMap<const OperationNode *, StageNode *> fold_of;
+  const auto reads = fold_steps(sch);
   for (const auto &st : sch->stages) {
-    const auto *c = st->op.as<ComputeOpNode>();
-    if (!c)
+    auto it = reads.find(st->op.get());
+    if (it == reads.end() || !st->op.as<ComputeOpNode>())
       continue;
-    StageNode *fold = nullptr;
-    for (const Tensor &in : c->input_tensors()) {
-      if (in.op().as<FoldStateOpNode>())
-        fold = sch->stage_map.lookup(in.op().get());
-      else if (StageNode *f = fold_of.lookup(in.op().get()))
-        fold = f;
-    }
-    if (!fold)
-      continue;
-    fold_of[c] = fold;
+    StageNode *fold = sch->stage_map.lookup(*it->second.begin());
     st->attach_type = AttachType::Scope;
     st->attach_stage = fold;
     st->attach_ivar = fold->op.as<FoldOpNode>()->fold_axis;
@@ -117,6 +108,14 @@ Schedule create_schedule(const std::vector<Tensor> &outputs) {
     st->is_output = true;
   }
   return Schedule(std::move(sch));
+}
+
+llvm::DenseMap<const OperationNode *, llvm::DenseSet<const OperationNode *>>
+fold_steps(const ScheduleNode *sch) {
+  std::vector<Operation> order;
+  for (const auto &st : sch->stages)
+    order.push_back(st->op);
+  return fold_states_read(order);
 }
 
 Stage Schedule::operator[](const Operation &op) const {

@@ -368,6 +368,11 @@ private:
 /// A schedule with one stage (at the root, in global memory) per operation `outputs` need.
 Schedule create_schedule(const std::vector<Tensor> &outputs);
 
+/// fold_states_read over the operations of `sch`'s stages: each stage computing a tensor of a
+/// fold's step, with the running states it reads.
+llvm::DenseMap<const OperationNode *, llvm::DenseSet<const OperationNode *>>
+fold_steps(const ScheduleNode *sch);
+
 /// A description of a stage and its loops for error messages and debugging:
 /// "stage 'C' (loops: i.outer, j.outer, i.inner, j.inner)".
 std::string describe(const StageNode *s);

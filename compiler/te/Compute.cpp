@@ -7,6 +7,7 @@
 
 #include <llvm/ADT/DenseMap.h>
 #include <llvm/ADT/DenseSet.h>
+#include <llvm/ADT/STLExtras.h>
 
 #include <cstdint>
 #include <optional>
@@ -172,22 +173,6 @@ Tensor fold_state(std::vector<Expr> shape, DataType dtype, std::string name) {
 }
 
 namespace {
-
-// Whether `t` reads one of `states`, directly or through the computes it reads (memoized).
-bool reads_state(const Tensor &t, const llvm::DenseSet<const OperationNode *> &states,
-                 llvm::DenseMap<const OperationNode *, bool> &memo) {
-  const OperationNode *op = t.op().get();
-  if (states.count(op))
-    return true;
-  auto it = memo.find(op);
-  if (it != memo.end())
-    return it->second;
-  bool r = false;
-  for (const Tensor &in : op->input_tensors())
-    r = reads_state(in, states, memo) || r;
-  memo[op] = r;
-  return r;
-}
 
 // The order to store a fold's states in place: each after every state whose update reads it
 // (reads[a][b]: a's update reads b).
@@ -359,26 +344,20 @@ std::vector<Tensor> fold(const IterVar &axis, std::vector<FoldState> states, std
 
   // The tensors of the step: those reading a state hold one slice per step.
   const int64_t steps = *as_const_int(axis->dom.extent);
-  llvm::DenseMap<const OperationNode *, bool> memo;
-  std::vector<Tensor> work;
+  std::vector<Tensor> read;
   for (const Expr &u : update)
     for (const Tensor &t : tensors_read(u))
-      work.push_back(t);
-  llvm::DenseSet<const OperationNode *> seen;
-  while (!work.empty()) {
-    Tensor t = work.back();
-    work.pop_back();
-    if (state_ops.count(t.op().get()) || !seen.insert(t.op().get()).second ||
-        !reads_state(t, state_ops, memo))
+      read.push_back(t);
+  for (const auto &[op, states] : fold_states_read(topological_order(read))) {
+    if (llvm::none_of(states, [&](const OperationNode *st) { return state_ops.count(st); }))
       continue;
-    user_check(!t.op().as<FoldOpNode>(), "fold")
-        << context << " reads fold '" << t.op().name() << "', which reads its states";
+    const Tensor t = Operation(op).output(0);
+    user_check(!llvm::isa<FoldOpNode>(op), "fold")
+        << context << " reads fold '" << op->name << "', which reads its states";
     user_check(*as_const_int(t.shape()[0]) == steps, "fold")
         << context << ": tensor '" << t.name() << "' reads a state, so it is a tensor of the "
         << "step: its first axis must be the fold's steps (extent " << steps << "), not "
         << t.shape()[0];
-    for (const Tensor &in : t.op()->input_tensors())
-      work.push_back(in);
   }
 
   Operation op(new FoldOpNode(std::move(name), std::move(shared_axis), axis, where,

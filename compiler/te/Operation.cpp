@@ -48,6 +48,28 @@ int FoldOpNode::state_index(const OperationNode *state) const {
   return -1;
 }
 
+llvm::DenseMap<const OperationNode *, llvm::DenseSet<const OperationNode *>>
+fold_states_read(const std::vector<Operation> &order) {
+  llvm::DenseMap<const OperationNode *, llvm::DenseSet<const OperationNode *>> reads;
+  for (const Operation &op : order) {
+    if (!op.as<ComputeOpNode>() && !op.as<FoldOpNode>())
+      continue;
+    llvm::DenseSet<const OperationNode *> states;
+    for (const Tensor &in : op->input_tensors()) {
+      if (in.op().as<FoldStateOpNode>())
+        states.insert(in.op().get());
+      else if (auto it = reads.find(in.op().get()); it != reads.end())
+        states.insert(it->second.begin(), it->second.end());
+    }
+    if (const auto *f = op.as<FoldOpNode>()) // its own states are its storage
+      for (const Tensor &st : f->states)
+        states.erase(st.op().get());
+    if (!states.empty())
+      reads[op.get()] = std::move(states);
+  }
+  return reads;
+}
+
 const std::vector<IterVar> &op_axes(const OperationNode *op) {
   static const std::vector<IterVar> none;
   if (const auto *c = llvm::dyn_cast<ComputeOpNode>(op))

@@ -3,6 +3,9 @@
 
 #include "compiler/ir/IR.h"
 
+#include <llvm/ADT/DenseMap.h>
+#include <llvm/ADT/DenseSet.h>
+
 #include <string>
 #include <vector>
 
@@ -120,6 +123,11 @@ public:
 const std::vector<IterVar> &op_axes(const OperationNode *op);
 /// Its reduction or fold axes; empty for inputs.
 std::vector<IterVar> op_reduce_axes(const OperationNode *op);
+
+/// For each computation of `order` (a topological order) that reads a fold's running states,
+/// directly or through the computations it reads (the tensors of a fold's step): those states.
+llvm::DenseMap<const OperationNode *, llvm::DenseSet<const OperationNode *>>
+fold_states_read(const std::vector<Operation> &order);
 
 /// The tensors read by `e`, in first-use order, without duplicates.
 std::vector<Tensor> tensors_read(const Expr &e);

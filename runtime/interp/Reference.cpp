@@ -341,21 +341,9 @@ public:
     user_check(output.defined(), "reference") << "the output tensor is undefined";
     const std::vector<Operation> order = topological_order({output});
     // The tensors of a fold's step are evaluated by the fold, one step's slice at a time.
-    // in_step: such a tensor, with the states it reads (directly or through others).
-    llvm::DenseMap<const OperationNode *, llvm::DenseSet<const OperationNode *>> in_step;
+    const auto in_step = fold_states_read(order);
     for (const Operation &op : order) {
-      if (op.as<FoldStateOpNode>())
-        in_step[op.get()].insert(op.get());
-      if (!op.as<ComputeOpNode>())
-        continue;
-      for (const Tensor &in : op->input_tensors())
-        if (auto it = in_step.find(in.op().get()); it != in_step.end()) {
-          llvm::DenseSet<const OperationNode *> states = it->second;
-          in_step[op.get()].insert(states.begin(), states.end());
-        }
-    }
-    for (const Operation &op : order) {
-      if (in_step.count(op.get()))
+      if (op.as<FoldStateOpNode>() || (op.as<ComputeOpNode>() && in_step.count(op.get())))
         continue;
       if (const auto *ph = op.as<PlaceholderOpNode>())
         bind(ph, op.output(0), output.name());
