@@ -102,6 +102,33 @@ void schedule_tensor_cores(Schedule &s, const StepTensors &x, Stage fold, const 
 
 } // namespace
 
+std::vector<Tensor> online_softmax(const IterVar &t, const Tensor &m, const Tensor &l,
+                                   const Tensor &o, const Tensor &m_new, const Tensor &rowsum,
+                                   const Tensor &PV, const std::string &name,
+                                   std::function<Expr(const std::vector<Var> &)> where) {
+  // A step tensor at (t, the first `n` of v) and a state at them.
+  auto step = [&](const Tensor &x, const std::vector<Var> &v, size_t n) {
+    std::vector<Expr> idx = {t};
+    idx.insert(idx.end(), v.begin(), v.begin() + long(n));
+    return x(idx);
+  };
+  auto state = [](const Tensor &x, const std::vector<Var> &v) {
+    return x(std::vector<Expr>(v.begin(), v.end()));
+  };
+  const size_t rows = m.ndim();
+  // A block rescales the running sum and output by exp(m_old - m_new).
+  auto alpha = [&](const std::vector<Var> &v) {
+    return exp(state(m, {v.begin(), v.begin() + long(rows)}) - step(m_new, v, rows));
+  };
+  return fold(t,
+              {{m, Expr(-INFINITY), [&](auto &v) { return step(m_new, v, rows); }},
+               {l, Expr(0.0f),
+                [&](auto &v) { return state(l, v) * alpha(v) + step(rowsum, v, rows); }},
+               {o, Expr(0.0f),
+                [&](auto &v) { return state(o, v) * alpha(v) + step(PV, v, rows + 1); }}},
+              name, std::move(where));
+}
+
 ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   user_check(dtype == Float(16) || dtype == BFloat(16), "attention")
       << "Q, K and V are float16 or bfloat16, not " << dtype;
@@ -189,23 +216,10 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
       },
       "PV", {"t", "b", "h", "i", "d"});
 
-  // The online softmax: a block rescales the running sum and output by exp(m_old - m_new).
-  auto alpha = [&](const std::vector<Var> &v) {
-    return exp(m(v[0], v[1], v[2]) - m_new(t, v[0], v[1], v[2]));
-  };
   std::function<Expr(const std::vector<Var> &)> where;
   if (a.causal) // the blocks holding a key the query sees
     where = [&](const std::vector<Var> &v) { return t * bk <= v[2] + off; };
-  std::vector<Tensor> state = fold(
-      t,
-      {{m, Expr(-INFINITY), [&](auto &v) { return m_new(t, v[0], v[1], v[2]); }},
-       {l, Expr(0.0f),
-        [&](auto &v) { return l(v[0], v[1], v[2]) * alpha(v) + rowsum(t, v[0], v[1], v[2]); }},
-       {o, Expr(0.0f),
-        [&](auto &v) {
-          return o(v[0], v[1], v[2], v[3]) * alpha(v) + PV(t, v[0], v[1], v[2], v[3]);
-        }}},
-      "softmax", where);
+  std::vector<Tensor> state = online_softmax(t, m, l, o, m_new, rowsum, PV, "softmax", where);
   const Tensor &o_last = state[2], &l_last = state[1];
   Tensor O = compute(
       {a.B, a.H, a.Sq, a.D},

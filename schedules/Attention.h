@@ -13,6 +13,10 @@
 
 #include "schedules/Registry.h"
 
+#include <functional>
+#include <string>
+#include <vector>
+
 namespace tessel {
 
 struct AttentionParams {
@@ -25,6 +29,16 @@ struct AttentionParams {
   /// block_queries 32, Sq a multiple of 32, D and block_keys multiples of 16. false: CUDA cores.
   bool tensor_cores = true;
 };
+
+/// The online softmax's fold over the key blocks of `t`: the running max `m`, sum `l` (fold
+/// states over the rows) and output `o` (over the rows and the head dim, its last axis) take,
+/// at block t, m_new(t, row), l exp(m - m_new) + rowsum(t, row) and o exp(m - m_new) +
+/// PV(t, row, d): tensors of the step over the same rows. Returns the final m, l, o. `where`
+/// (over the rows) skips blocks, as fold's.
+std::vector<Tensor> online_softmax(const IterVar &t, const Tensor &m, const Tensor &l,
+                                   const Tensor &o, const Tensor &m_new, const Tensor &rowsum,
+                                   const Tensor &PV, const std::string &name,
+                                   std::function<Expr(const std::vector<Var> &)> where = nullptr);
 
 /// The program: arguments Q, K, V (inputs of `dtype`, float16 or bfloat16) and O (B, H, Sq, D)
 /// of `dtype`; float32 arithmetic.

@@ -180,21 +180,7 @@ TEST(FusedAttention, DecodingSplitsTheKeysAndMergesThePartialStates) {
                    {j3});
       },
       "PV");
-  auto alpha = [&](const std::vector<Var> &v) {
-    return exp(m(v[0], v[1], v[2], v[3]) - m_new(t, v[0], v[1], v[2], v[3]));
-  };
-  std::vector<Tensor> part = fold(
-      t,
-      {{m, Expr(-INFINITY), [&](auto &v) { return m_new(t, v[0], v[1], v[2], v[3]); }},
-       {l, Expr(0.0f),
-        [&](auto &v) {
-          return l(v[0], v[1], v[2], v[3]) * alpha(v) + rowsum(t, v[0], v[1], v[2], v[3]);
-        }},
-       {o, Expr(0.0f),
-        [&](auto &v) {
-          return o(v[0], v[1], v[2], v[3], v[4]) * alpha(v) + PV(t, v[0], v[1], v[2], v[3], v[4]);
-        }}},
-      "partial");
+  std::vector<Tensor> part = online_softmax(t, m, l, o, m_new, rowsum, PV, "partial");
   // The merge of the splits' partial states.
   IterVar p1 = reduce_axis({0, splits}, "p1"), p2 = reduce_axis({0, splits}, "p2"),
           p3 = reduce_axis({0, splits}, "p3");
@@ -312,19 +298,7 @@ TEST(FusedAttention, PackedVariableLengthSequences) {
                    {j3});
       },
       "PV");
-  auto alpha = [&](const std::vector<Var> &v) {
-    return exp(m(v[0], v[1], v[2]) - m_new(t, v[0], v[1], v[2]));
-  };
-  std::vector<Tensor> st = fold(
-      t,
-      {{m, Expr(-INFINITY), [&](auto &v) { return m_new(t, v[0], v[1], v[2]); }},
-       {l, Expr(0.0f),
-        [&](auto &v) { return l(v[0], v[1], v[2]) * alpha(v) + rowsum(t, v[0], v[1], v[2]); }},
-       {o, Expr(0.0f),
-        [&](auto &v) {
-          return o(v[0], v[1], v[2], v[3]) * alpha(v) + PV(t, v[0], v[1], v[2], v[3]);
-        }}},
-      "softmax");
+  std::vector<Tensor> st = online_softmax(t, m, l, o, m_new, rowsum, PV, "softmax");
   // Token q's sequence: the offsets after the first at or before it.
   IterVar bs = reduce_axis({0, B}, "bs");
   Tensor seq = compute(
