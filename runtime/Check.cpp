@@ -128,11 +128,19 @@ Tolerance output_tolerance(const Tensor &out) {
   return tol;
 }
 
-CheckProblem make_check_problem(const std::vector<Tensor> &args, size_t num_inputs, uint64_t seed,
-                                size_t samples) {
+namespace {
+
+void check_arity(const std::vector<Tensor> &args, size_t num_inputs) {
   user_check(num_inputs + 1 == args.size(), "check")
       << "expected the inputs followed by one output, got " << args.size() << " arguments for "
       << num_inputs << " inputs";
+}
+
+} // namespace
+
+CheckProblem make_check_problem(const std::vector<Tensor> &args, size_t num_inputs, uint64_t seed,
+                                size_t samples) {
+  check_arity(args, num_inputs);
   std::vector<HostTensor> inputs;
   for (size_t i = 0; i < num_inputs; ++i)
     inputs.push_back(random_tensor(args[i], seed + i));
@@ -142,9 +150,7 @@ CheckProblem make_check_problem(const std::vector<Tensor> &args, size_t num_inpu
 CheckProblem make_check_problem(const std::vector<Tensor> &args, std::vector<HostTensor> inputs,
                                 uint64_t seed, size_t samples) {
   const size_t num_inputs = inputs.size();
-  user_check(num_inputs + 1 == args.size(), "check")
-      << "expected the inputs followed by one output, got " << args.size() << " arguments for "
-      << num_inputs << " inputs";
+  check_arity(args, num_inputs);
   CheckProblem p;
   std::vector<TensorBinding> bindings;
   for (size_t i = 0; i < num_inputs; ++i) {

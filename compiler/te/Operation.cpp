@@ -106,14 +106,19 @@ std::string to_string(const Operation &op) {
   std::string s;
   llvm::raw_string_ostream os(s);
   IRPrinter p(os);
-  if (const auto *ph = op.as<PlaceholderOpNode>()) {
-    os << "placeholder " << ph->name << "[";
-    for (size_t i = 0; i < ph->shape.size(); ++i) {
+  auto print_shape = [&](const std::vector<Expr> &shape) {
+    os << "[";
+    for (size_t i = 0; i < shape.size(); ++i) {
       if (i)
         os << ", ";
-      p.print(ph->shape[i]);
+      p.print(shape[i]);
     }
-    os << "] " << ph->dtype;
+    os << "]";
+  };
+  if (const auto *ph = op.as<PlaceholderOpNode>()) {
+    os << "placeholder " << ph->name;
+    print_shape(ph->shape);
+    os << " " << ph->dtype;
     if (!ph->strides.empty()) {
       os << " strides [";
       for (size_t i = 0; i < ph->strides.size(); ++i)
@@ -131,13 +136,9 @@ std::string to_string(const Operation &op) {
     os << "] " << c->body.type() << " = ";
     p.print(c->body);
   } else if (const auto *st = op.as<FoldStateOpNode>()) {
-    os << "fold_state " << st->name << "[";
-    for (size_t i = 0; i < st->shape.size(); ++i) {
-      if (i)
-        os << ", ";
-      p.print(st->shape[i]);
-    }
-    os << "] " << st->dtype;
+    os << "fold_state " << st->name;
+    print_shape(st->shape);
+    os << " " << st->dtype;
   } else if (const auto *f = op.as<FoldOpNode>()) {
     os << "fold " << f->name << " over " << p.name_of(f->fold_axis.var().get()) << ": ";
     p.print(f->fold_axis->dom.extent);

@@ -116,33 +116,29 @@ private:
       name_ = outer;
     }
     // The definitions above are over f's index variables; fold() gives its own.
-    auto over = [&](const Expr &e, size_t k) {
+    // f's index variables (its shared axes, then `extra`) in order, as fold() gives them.
+    auto over = [&](const Expr &e, const std::vector<IterVar> &extra) {
       return [=](const std::vector<Var> &v) {
         VarMap vmap;
         for (size_t d = 0; d < f->axis.size(); ++d)
           vmap[f->axis[d].var().get()] = v[d];
-        for (size_t d = 0; d < f->extra_axis[k].size(); ++d)
-          vmap[f->extra_axis[k][d].var().get()] = v[f->axis.size() + d];
+        for (size_t d = 0; d < extra.size(); ++d)
+          vmap[extra[d].var().get()] = v[f->axis.size() + d];
         return substitute(e, vmap);
       };
     };
     std::vector<FoldState> states;
     for (size_t k = 0; k < n; ++k)
-      states.push_back({f->states[k], f->init[k], over(f->update[k], k)});
+      states.push_back({f->states[k], f->init[k], over(f->update[k], f->extra_axis[k])});
     for (size_t k = 0; k < n; ++k) {
       const double v0 = as_const_float(f->init[k]) ? *as_const_float(f->init[k])
                                                    : double(*as_const_int(f->init[k]));
-      states.push_back(
-          {mags[k], f64(std::isinf(v0) ? 0.0 : std::fabs(v0)), over(mag_update[k], k)});
+      states.push_back({mags[k], f64(std::isinf(v0) ? 0.0 : std::fabs(v0)),
+                        over(mag_update[k], f->extra_axis[k])});
     }
     std::function<Expr(const std::vector<Var> &)> where;
     if (f->where.defined())
-      where = [&](const std::vector<Var> &v) {
-        VarMap vmap;
-        for (size_t d = 0; d < f->axis.size(); ++d)
-          vmap[f->axis[d].var().get()] = v[d];
-        return substitute(f->where, vmap);
-      };
+      where = over(f->where, {});
     std::vector<Tensor> all = fold(f->fold_axis, std::move(states), f->name + ".magnitude", where);
     std::vector<Tensor> out(all.begin() + long(n), all.end());
     folds_[f] = out;
