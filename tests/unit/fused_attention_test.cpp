@@ -335,6 +335,11 @@ TEST(FusedAttention, PackedVariableLengthSequences) {
   for (int len : lengths)
     offsets.values.push_back(offsets.values.back() + len);
   inputs.push_back(offsets);
+  // Given values must be of the input's type and shape.
+  std::vector<HostTensor> wrong = inputs;
+  wrong[3] = HostTensor{Int(32), {B}, {0, 5, 21}};
+  expect_error([&] { make_check_problem(args, wrong); },
+               {"the values given for input 'offsets' are not of its type and shape"});
   CheckProblem p = make_check_problem(args, inputs);
   // Attention per sequence, causal, in float64.
   auto at = [&](const HostTensor &x, int64_t heads, int64_t tok, int64_t hh, int64_t e) {
