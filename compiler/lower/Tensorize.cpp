@@ -572,19 +572,30 @@ TensorIntrinBodies tensorize_stage(const StageNode *s, size_t t, const StageBodi
   const PatternMatch &m = tries.back();
   const TensorIntrin &pattern = *m.intrin;
 
-  // Bind the intrinsic's buffers to the regions.
+  // Bind the intrinsic's buffers to the regions, with the variables of loops of one iteration at
+  // their value, 0 (loops run from 0; the axis is the range's min plus the variable): a region
+  // taken inside such loops (a fragment load inside a fold computed a query a thread) then
+  // compares with a buffer realized outside them (the block's Q tile).
+  VarMap single;
+  for (const auto &[iv, range] : dom)
+    if (is_one(range.extent))
+      single[iv->var.as<Variable>()] = make_zero(iv->var.type());
+  auto at_single = [&](const Expr &e) { return arith::simplify(substitute(e, single)); };
+  auto bind = [&](const Buffer &decl, const StageNode *stage, std::vector<RegionDim> region) {
+    BufferLayout layout = layouts.lookup(stage);
+    for (Expr &min : layout.mins)
+      min = at_single(min);
+    for (RegionDim &r : region)
+      r.min = at_single(r.min);
+    return bind_buffer(decl, buffers.lookup(stage).front(), layout, region, context);
+  };
   std::vector<BoundBuffer> ins;
-  for (size_t j = 0; j < m.inputs.size(); ++j) {
-    const StageNode *producer = stage_of(sch, m.inputs[j]);
-    ins.push_back(bind_buffer(pattern.input_decls[j], buffers.lookup(producer).front(),
-                              layouts.lookup(producer), m.regions[j], context));
-  }
+  for (size_t j = 0; j < m.inputs.size(); ++j)
+    ins.push_back(bind(pattern.input_decls[j], stage_of(sch, m.inputs[j]), m.regions[j]));
   std::vector<RegionDim> out_region;
   for (const IterVar &r : c->axis)
     out_region.push_back(matcher.region_of(r));
-  BoundBuffer out =
-      bind_buffer(pattern.output_decl, buffers.lookup(s).front(), layouts.lookup(s), out_region,
-                  context);
+  BoundBuffer out = bind(pattern.output_decl, s, out_region);
   // One limit per dimension of the pattern (the leading axes matched with extent 1 have none).
   std::vector<Expr> limits = m.limits;
   if (std::any_of(limits.begin(), limits.end(), [](const Expr &e) { return e.defined(); }))
