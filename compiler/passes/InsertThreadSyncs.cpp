@@ -67,9 +67,10 @@ protected:
   }
   void visit(const BufferLoad *op) override {
     if (is_shared(op->buffer) && !skipped(op->buffer->data.get())) {
-      out_.reads.insert(op->buffer->data.get());
-      // Through a pointer (address_of inside an intrinsic) the callee may also write, unless
-      // the intrinsic is known to only read through it.
+      // Through a pointer (address_of inside an intrinsic) the callee may read and write,
+      // unless the intrinsic is known to only read or only write through it.
+      if (!pointer_depth_ || !write_only_callee_)
+        out_.reads.insert(op->buffer->data.get());
       if (pointer_depth_ && !read_only_callee_)
         out_.writes.insert(op->buffer->data.get());
     }
@@ -140,11 +141,17 @@ protected:
       visit_expr(op->args[3]);
       return;
     }
+    // A fragment store only writes the memory it points to.
+    bool write_only = op->is_intrinsic(intrinsic::wmma_store_matrix_sync) ||
+                      op->is_intrinsic(intrinsic::mma_store_fragment) ||
+                      op->is_intrinsic(intrinsic::wgmma_store);
     pointer_depth_ += pointer;
     read_only_callee_ += read_only;
+    write_only_callee_ += write_only;
     IRVisitor::visit(op);
     pointer_depth_ -= pointer;
     read_only_callee_ -= read_only;
+    write_only_callee_ -= write_only;
   }
 
 private:
@@ -158,6 +165,7 @@ private:
   AccessSet &out_;
   int pointer_depth_ = 0;
   int read_only_callee_ = 0;
+  int write_only_callee_ = 0;
 };
 
 class SyncInserter {

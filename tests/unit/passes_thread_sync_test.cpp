@@ -139,7 +139,8 @@ TEST(PassThreadSync, PrologueBeforeLoopAndIntrinsicAccesses) {
 
 // Fragment loads in a loop only read the shared tile: no barrier between iterations (the
 // tutorial's inner loops would otherwise sync after every load_matrix_sync), while a fragment
-// store through address_of writes shared memory and does need one before it is read again.
+// store through address_of writes shared memory and does need one before it is read again (and
+// only writes it).
 TEST(PassThreadSync, FragmentLoadsOnlyReadSharedMemory) {
   Kernel g;
   Var frag("frag", Handle()), i("i");
@@ -159,4 +160,19 @@ TEST(PassThreadSync, FragmentLoadsOnlyReadSharedMemory) {
                                      BufferStore::make(g.C, g.AS.load({i * 16 + g.tx}), {i})}));
   Stmt out2 = insert_thread_syncs(g.wrap(stores));
   EXPECT_GE(count_syncs(out2), 1) << to_string(out2);
+
+  // Fragment stores only write: a loop of them (each warp's tiles of a shared buffer) needs no
+  // barrier between its iterations, only one before the tile is read; a store after a read of
+  // the tile still waits for it.
+  Stmt store_loop = For::make(i, 0, 4, ForKind::Serial,
+                              wmma(intrinsic::wmma_store_matrix_sync, i * 16));
+  Stmt read = BufferStore::make(g.C, g.AS.load({g.tx}), {g.tx});
+  Stmt out3 = insert_thread_syncs(g.wrap(Seq::make({store_loop, read})));
+  EXPECT_EQ(count_syncs(out3), 1) << to_string(out3);
+  const auto *seq = Kernel::kernel_body(out3).as<Seq>();
+  ASSERT_NE(seq, nullptr) << to_string(out3);
+  ASSERT_EQ(seq->stmts.size(), 3u) << to_string(out3);
+  EXPECT_TRUE(is_sync(seq->stmts[1])) << to_string(out3);
+  Stmt out4 = insert_thread_syncs(g.wrap(Seq::make({read, store_loop})));
+  EXPECT_EQ(count_syncs(out4), 1) << to_string(out4);
 }
