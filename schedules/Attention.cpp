@@ -11,35 +11,35 @@ namespace tessel {
 namespace {
 
 struct StepTensors {
-  Tensor Q, K, V, S, rowmax, m_new, P, Pq, PV;
+  Tensor Q, K, V, S, rowmax, m_new, P, Pq, PV, O;
 };
 
-// The step's two contractions on WMMA (16x16x16, float32 accumulators) by the block's warp:
-// S = Q K^T from Q's and K's tiles in shared memory, its accumulators stored to shared memory,
-// where each thread reads its query's row (row max, new max, probabilities, their sum); the
-// probabilities in Q's type to shared memory, and P V from them and V's tile likewise.
+// The step's two contractions on WMMA (16x16x16, float32 accumulators), a warp per 32 queries:
+// the scores S^T = K Q^T (stored key-major, S(t, b, h, j, i)) from K's tile and the block's
+// Q tile in shared memory, stored to shared memory, where each thread reads its query's column
+// (consecutive threads, consecutive words: no bank conflicts) for its row max, new max and
+// probabilities; the probabilities in Q's type, key-major again, are P V's A operand (a
+// col_major fragment) with V's tile. Q's tile is copied once a block, K's and V's once a step,
+// 16 bytes a thread; the shared rows are padded against bank conflicts of the fragment loads
+// and stores.
 void schedule_tensor_cores(Schedule &s, const StepTensors &x, Stage fold, const IterVar &t,
-                           const IterVar &tx, const IterVar &ty, int64_t warps, DataType dtype) {
-  constexpr int64_t kFrag = 16;
+                           const IterVar &block, const IterVar &tx, const IterVar &ty,
+                           int64_t warps, DataType dtype) {
+  constexpr int64_t kFrag = 16, kVector = 8;
   const WmmaShape shape;
   s[x.P].compute_inline();
-  // A tile of a global operand in shared memory, copied by the block's warps.
+  // A (b, h, rows, d) tile of a global operand in shared memory, 8 elements a thread.
   auto copy_to_shared = [&](const Tensor &tile) {
     auto ax = s[tile].op_axis();
-    auto [fo, fi] = s[tile].split(s[tile].fuse(ax[2], ax[3]), 32 * warps);
+    s[tile].storage_align(ax[2], 16, 8);
+    auto [c1, vec] = s[tile].split(ax[3], kVector);
+    auto [fo, fi] = s[tile].split(s[tile].fuse(ax[2], c1), 32 * warps);
     (void)fo;
     auto [fy, fx] = s[tile].split(fi, 32);
-    s[tile].bind(fy, ty).bind(fx, tx);
+    s[tile].bind(fy, ty).bind(fx, tx).vectorize(vec);
   };
-  // Rows (dimension 3) of a stage in 16-row fragments, those of warp threadIdx.y apart.
-  auto warp_rows = [&](const Tensor &st) {
-    auto [rw, rf] = s[st].split_nparts(s[st].op_axis()[3], warps);
-    s[st].bind(rw, ty);
-    auto [ro, ri] = s[st].split(rf, kFrag);
-    return std::array<IterVar, 3>{rw, ro, ri};
-  };
-  // An accumulator over (t, b, h, rows, cols) in 16x16 fragments (a warp's: its rows are those
-  // its store's warp reads); returns its K-step loop.
+  // An accumulator over (t, b, h, rows, cols) in 16x16 fragments (a warp's: the columns are
+  // its queries, or its rows for P V); returns its K-step loop.
   auto tile_accumulator = [&](const Tensor &acc) {
     auto ax = s[acc].op_axis();
     auto [ro, ri] = s[acc].split(ax[3], kFrag);
@@ -49,12 +49,24 @@ void schedule_tensor_cores(Schedule &s, const StepTensors &x, Stage fold, const 
     s[acc].tensorize(ri, wmma_gemm(shape, Float(32), dtype));
     return ko;
   };
-  auto store_fragments = [&](const Tensor &out) {
+  // The fragments of a stage over (t, b, h, rows, cols) stored by the warps whose queries are
+  // its axis `queries` (3 or 4), its other axis in chunks of 32 (or 16) columns; returns the
+  // chunk loop, where the accumulator of a chunk is computed (fewer registers than all of it).
+  auto store_fragments = [&](const Tensor &out, int queries) {
     auto ax = s[out].op_axis();
-    auto [rw, ro, ri] = warp_rows(out);
-    auto [co, ci] = s[out].split(ax[4], kFrag);
-    s[out].reorder({rw, ro, co, ri, ci});
-    s[out].tensorize(ri, wmma_store_matrix(shape, Float(32), "shared"));
+    const IterVar &other = ax[7 - queries];
+    auto [qw, qf] = s[out].split_nparts(ax[queries], warps);
+    s[out].bind(qw, ty);
+    auto [oc, of] = s[out].split(other, *as_const_int(other.dom().extent) % 32 == 0 ? 32 : kFrag);
+    auto [qo, qi] = s[out].split(qf, kFrag);
+    auto [fo, fi] = s[out].split(of, kFrag);
+    if (queries == 3)
+      s[out].reorder({qw, oc, qo, fo, qi, fi});
+    else
+      s[out].reorder({qw, oc, fo, qo, fi, qi});
+    s[out].storage_align(ax[3], 32, 4);
+    s[out].tensorize(queries == 3 ? qi : fi, wmma_store_matrix(shape, Float(32), "shared"));
+    return oc;
   };
   auto load_fragments = [&](const Tensor &frag, const char *scope) {
     auto [ro, ri] = s[frag].split(s[frag].op_axis(-2), kFrag);
@@ -63,26 +75,30 @@ void schedule_tensor_cores(Schedule &s, const StepTensors &x, Stage fold, const 
     s[frag].tensorize(ri, wmma_load_matrix(scope, "", shape, dtype));
   };
 
-  // S = Q K^T.
+  // S^T = K Q^T: Q's tile once a block, K's once a step.
   Tensor QS = s.cache_read(x.Q, "shared", {x.S}), KS = s.cache_read(x.K, "shared", {x.S});
-  Tensor QF = s.cache_read(QS, "wmma.matrix_a", {x.S});
-  Tensor KF = s.cache_read(KS, "wmma.matrix_b", {x.S});
+  Tensor KF = s.cache_read(KS, "wmma.matrix_a", {x.S});
+  Tensor QF = s.cache_read(QS, "wmma.matrix_b", {x.S});
   Tensor SF = s.cache_write(x.S, "wmma.accumulator");
   s[x.S].compute_at(fold, t).set_scope("shared");
-  s[SF].compute_at(fold, t);
+  s[SF].compute_at(s[x.S], store_fragments(x.S, 4));
   IterVar sk = tile_accumulator(SF);
-  for (const Tensor &c : {QS, KS, QF, KF})
+  s[QS].compute_at(s[x.O], block);
+  s[KS].compute_at(fold, t);
+  for (const Tensor &c : {QF, KF})
     s[c].compute_at(s[SF], sk);
   copy_to_shared(QS);
   copy_to_shared(KS);
-  load_fragments(QF, "wmma.matrix_a");
-  load_fragments(KF, "wmma.matrix_b");
-  store_fragments(x.S);
+  load_fragments(KF, "wmma.matrix_a");
+  load_fragments(QF, "wmma.matrix_b");
 
-  // P V, from the probabilities each thread wrote for its row.
+  // P V, from the probabilities each thread wrote for its query.
   s[x.Pq].set_scope("shared");
   {
-    auto [qy, qx] = s[x.Pq].split(s[x.Pq].op_axis()[3], 32);
+    auto ax = s[x.Pq].op_axis();
+    s[x.Pq].storage_align(ax[3], 16, 8);
+    auto [qy, qx] = s[x.Pq].split(ax[4], 32);
+    s[x.Pq].reorder({qy, qx, ax[3]});
     s[x.Pq].bind(qy, ty).bind(qx, tx);
   }
   Tensor PF = s.cache_read(x.Pq, "wmma.matrix_a", {x.PV});
@@ -90,14 +106,16 @@ void schedule_tensor_cores(Schedule &s, const StepTensors &x, Stage fold, const 
   Tensor VF = s.cache_read(VS, "wmma.matrix_b", {x.PV});
   Tensor PVF = s.cache_write(x.PV, "wmma.accumulator");
   s[x.PV].set_scope("shared");
-  s[PVF].compute_at(fold, t);
+  s[PVF].compute_at(s[x.PV], store_fragments(x.PV, 3));
   IterVar pk = tile_accumulator(PVF);
-  for (const Tensor &c : {VS, PF, VF})
+  s[VS].compute_at(fold, t);
+  for (const Tensor &c : {PF, VF})
     s[c].compute_at(s[PVF], pk);
   copy_to_shared(VS);
+  s[KS].pipeline(2);
+  s[VS].pipeline(2);
   load_fragments(PF, "wmma.matrix_a");
   load_fragments(VF, "wmma.matrix_b");
-  store_fragments(x.PV);
 }
 
 } // namespace
@@ -168,20 +186,21 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   Tensor m = fold_state({a.B, a.H, a.Sq}, Float(32), "m");
   Tensor l = fold_state({a.B, a.H, a.Sq}, Float(32), "l");
   Tensor o = fold_state({a.B, a.H, a.Sq, a.D}, Float(32), "o");
-  // The scores Q K^T of block t: a contraction over the head dimension (scaled where read).
+  // The scores of block t, key-major (S(t, b, h, j, i) is query i's score of key j: a thread
+  // per query reads its column): a contraction over the head dimension (scaled where read).
   IterVar d = reduce_axis({0, a.D}, "d");
   Tensor S = compute(
-      {T, a.B, a.H, a.Sq, Bk},
-      [&](Var tb, Var b, Var h, Var i, Var j) {
-        return sum(Q(b, h, i, d).astype(Float(32)) * K(b, h / g, tb * bk + j, d).astype(Float(32)),
+      {T, a.B, a.H, Bk, a.Sq},
+      [&](Var tb, Var b, Var h, Var j, Var i) {
+        return sum(K(b, h / g, tb * bk + j, d).astype(Float(32)) * Q(b, h, i, d).astype(Float(32)),
                    {d});
       },
-      "S", {"t", "b", "h", "i", "j"});
+      "S", {"t", "b", "h", "j", "i"});
   IterVar j1 = reduce_axis({0, Bk}, "j1");
   Tensor rowmax = compute(
       {T, a.B, a.H, a.Sq},
       [&](Var tb, Var b, Var h, Var i) {
-        return max(S(tb, b, h, i, j1) * scale, {j1}, visible(i, tb * bk + j1));
+        return max(S(tb, b, h, j1, i) * scale, {j1}, visible(i, tb * bk + j1));
       },
       "rowmax", {"t", "b", "h", "i"});
   Tensor m_new = compute(
@@ -189,28 +208,28 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
       [&](Var tb, Var b, Var h, Var i) { return max(m(b, h, i), rowmax(tb, b, h, i)); },
       "m_new", {"t", "b", "h", "i"});
   Tensor P = compute(
-      {T, a.B, a.H, a.Sq, Bk},
-      [&](Var tb, Var b, Var h, Var i, Var j) {
-        Expr p = exp(S(tb, b, h, i, j) * scale - m_new(tb, b, h, i));
+      {T, a.B, a.H, Bk, a.Sq},
+      [&](Var tb, Var b, Var h, Var j, Var i) {
+        Expr p = exp(S(tb, b, h, j, i) * scale - m_new(tb, b, h, i));
         return a.causal ? if_then_else(visible(i, tb * bk + j), p, 0.0f) : p;
       },
-      "P", {"t", "b", "h", "i", "j"});
+      "P", {"t", "b", "h", "j", "i"});
   IterVar j2 = reduce_axis({0, Bk}, "j2");
   Tensor rowsum = compute(
       {T, a.B, a.H, a.Sq},
-      [&](Var tb, Var b, Var h, Var i) { return sum(P(tb, b, h, i, j2), {j2}); }, "rowsum",
+      [&](Var tb, Var b, Var h, Var i) { return sum(P(tb, b, h, j2, i), {j2}); }, "rowsum",
       {"t", "b", "h", "i"});
   // The probabilities in Q's type, the A operand of the second contraction (as FlashAttention
   // rounds them), and their product with V's block.
   Tensor Pq = compute(
-      {T, a.B, a.H, a.Sq, Bk},
-      [&](Var tb, Var b, Var h, Var i, Var j) { return P(tb, b, h, i, j).astype(dtype); }, "Pq",
-      {"t", "b", "h", "i", "j"});
+      {T, a.B, a.H, Bk, a.Sq},
+      [&](Var tb, Var b, Var h, Var j, Var i) { return P(tb, b, h, j, i).astype(dtype); }, "Pq",
+      {"t", "b", "h", "j", "i"});
   IterVar j3 = reduce_axis({0, Bk}, "j3");
   Tensor PV = compute(
       {T, a.B, a.H, a.Sq, a.D},
       [&](Var tb, Var b, Var h, Var i, Var dd) {
-        return sum(Pq(tb, b, h, i, j3).astype(Float(32)) *
+        return sum(Pq(tb, b, h, j3, i).astype(Float(32)) *
                        V(b, h / g, tb * bk + j3, dd).astype(Float(32)),
                    {j3});
       },
@@ -236,7 +255,8 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   auto [b, h, i, dd] = s[O].axes<4>();
   auto [io, ii] = s[O].split(i, a.block_queries);
   s[O].reorder({b, h, io, ii, dd});
-  s[O].bind(s[O].fuse(s[O].fuse(b, h), io), thread_axis("blockIdx.x"));
+  IterVar block = s[O].fuse(s[O].fuse(b, h), io);
+  s[O].bind(block, thread_axis("blockIdx.x"));
   auto [iy, ix] = s[O].split(ii, 32);
   IterVar ty = thread_axis("threadIdx.y");
   s[O].bind(iy, ty).bind(ix, tx);
@@ -244,8 +264,8 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   fold_stage.compute_at(s[O], ix).set_scope("local");
   s[rowmax].compute_at(fold_stage, t).set_scope("local");
   if (a.tensor_cores) {
-    schedule_tensor_cores(s, {Q, K, V, S, rowmax, m_new, P, Pq, PV}, fold_stage, t, tx, ty,
-                          a.block_queries / 32, dtype);
+    schedule_tensor_cores(s, {Q, K, V, S, rowmax, m_new, P, Pq, PV, O}, fold_stage, t, block, tx,
+                          ty, a.block_queries / 32, dtype);
   } else {
     s[S].compute_at(fold_stage, t).set_scope("local");
     s[Pq].compute_inline();

@@ -6,9 +6,10 @@
 // dim) ones; grouped-query and multi-query heads read K and V of head h / (H / Hkv); causal
 // attention lets query i see keys j <= i + Sk - Sq, the fold skipping the key blocks above the
 // diagonal. A block per (batch, head, block_queries queries), a thread per query, its running
-// max, sum and output row in registers; the step's two contractions (the block's scores Q K^T,
-// and the probabilities times V's block) on WMMA Tensor Cores by the block's warp, or on CUDA
-// cores.
+// max, sum and output row in registers; the step's two contractions (the block's scores, stored
+// key-major, K Q^T, and the probabilities times V's block) on WMMA Tensor Cores by the block's
+// warps (a warp per 32 queries), K's and V's tiles of the next block fetched during this one,
+// or on CUDA cores.
 #pragma once
 
 #include "schedules/Registry.h"

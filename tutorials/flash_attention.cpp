@@ -8,8 +8,9 @@
 // IR after schedule_ops and after the whole pipeline and the CUDA source, checks the kernel
 // against a float64 reference on the CPU executor and, on a GPU, on the GPU, and times it.
 //
-// The step's two contractions (S = Q K^T and P V) run on WMMA Tensor Cores by one warp a block
-// of 32 queries, a thread per query for the softmax (--tensor-cores=false: all on CUDA cores);
+// The step's two contractions (the scores, stored key-major as K Q^T, and P V) run on WMMA Tensor
+// Cores, a warp per 32 queries, a thread per query for the softmax (--tensor-cores=false: all
+// on CUDA cores);
 // wgmma with P kept in registers is the next step of docs/ATTENTION.md.
 //
 //   ./build/tutorials/flash_attention                  # B=2 H=8 (2 KV heads) S=512 D=64, causal
