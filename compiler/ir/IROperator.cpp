@@ -157,6 +157,7 @@ Expr float_math(const char *name, Expr x) {
 } // namespace
 
 Expr exp(Expr x) { return float_math("exp", std::move(x)); }
+Expr log(Expr x) { return float_math("log", std::move(x)); }
 Expr tanh(Expr x) { return float_math("tanh", std::move(x)); }
 Expr erf(Expr x) { return float_math("erf", std::move(x)); }
 Expr sqrt(Expr x) { return float_math("sqrt", std::move(x)); }

@@ -97,6 +97,8 @@ inline Expr floormod(Expr a, int b) { DataType t = a.type(); return floormod(std
 /// Math functions of a float expression, of its type (codegen calls CUDA's, in float for
 /// float16 / bfloat16): the pieces of activations, e.g. GELU 0.5 x (1 + erf(x / sqrt 2)).
 Expr exp(Expr x);
+/// The natural logarithm (a softmax's logsumexp, m + log l).
+Expr log(Expr x);
 Expr tanh(Expr x);
 Expr erf(Expr x);
 Expr sqrt(Expr x);
