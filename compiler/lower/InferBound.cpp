@@ -32,6 +32,10 @@ VarIntervals consumer_env(const StageNode *producer, const StageNode *consumer,
   const StageNode *P = producer->attach_type == AttachType::Scope ? producer->attach_stage : nullptr;
   VarIntervals env;
   bool inside = true, reached = P == nullptr;
+  // A global stage computed in another stage's kernel covers its block's share, for all of the
+  // block's threads (lower(): computed once a block), as shared memory does.
+  const std::string &relax_scope =
+      producer->scope == "global" && P ? std::string("shared") : producer->scope;
   for (const StageNode *x = consumer; x;
        x = x->attach_type == AttachType::Scope ? x->attach_stage : nullptr) {
     size_t p_index = x == P ? leaf_position(x, producer->attach_ivar) : 0;
@@ -48,7 +52,7 @@ VarIntervals consumer_env(const StageNode *producer, const StageNode *consumer,
                             producer->scope.rfind("mma.", 0) == 0;
       if (in && bound && own_copy && a->bind_thread.thread_tag().rfind("threadIdx", 0) == 0)
         in = false;
-      if (in || (bound && needs_relax(a->bind_thread.thread_tag(), producer->scope)))
+      if (in || (bound && needs_relax(a->bind_thread.thread_tag(), relax_scope)))
         env[loop_value_of(x, iv).get()] = IndexInterval::constant(0, const_extent(dom, iv) - 1);
     }
     if (x == P) {
@@ -71,6 +75,15 @@ VarIntervals consumer_env(const StageNode *producer, const StageNode *consumer,
       << P->op.name() << "'; compute '" << producer->op.name()
       << "' at a stage whose loops enclose all its consumers";
   return env;
+}
+
+// Whether `consumer` is `root` or computed inside its loops.
+bool inside_kernel_of(const StageNode *consumer, const StageNode *root) {
+  for (const StageNode *x = consumer; x;
+       x = x->attach_type == AttachType::Scope ? x->attach_stage : nullptr)
+    if (x == root)
+      return true;
+  return false;
 }
 
 // The region of `producer`'s output that `consumer` reads, per dimension.
@@ -139,6 +152,10 @@ DomainMap infer_bound(const ScheduleNode *sch, const StageBodies &bodies) {
           << "stage '" << s->op.name() << "' is computed but nothing reads it";
       bool first = true;
       for (const StageNode *consumer : cit->second) {
+        // A global stage computed in another stage's kernel (once a block, lower()) writes
+        // what that kernel reads; its readers in later kernels read what every block wrote.
+        if (s->scope == "global" && !inside_kernel_of(consumer, s->attach_stage))
+          continue;
         auto r = consumer_region(s, consumer, bodies.body.lookup(consumer), dom, sch);
         for (size_t d = 0; d < shape.size(); ++d) {
           if (first)

@@ -1,4 +1,7 @@
+#include "TestUtil.h"
+
 #include "compiler/tessel.h"
+#include "runtime/Check.h"
 #include "schedules/Conv2dTensorCoreTutorial.h"
 #include "schedules/Gemm.h"
 
@@ -7,6 +10,7 @@
 #include <sstream>
 
 using namespace tessel;
+using tessel::test::expect_error;
 
 namespace {
 
@@ -54,4 +58,35 @@ TEST(Lower, PrintsEachScheduleAsOneKernelWithItsConstructs) {
       kernels += at == 0 || (*text)[at - 1] == '\n';
     EXPECT_EQ(kernels, 1u) << *text;
   }
+}
+
+// A global stage that is not an argument is a workspace. Computed at the root it is a kernel
+// of its own; computed at a kernel's block loop (every thread of the block computes all of it,
+// so each reads its own writes), it is written beside that kernel's result and read by later
+// kernels: here the row sums R beside Y = A / R, and O = Y + R in a second kernel. Inside the
+// threads' loops it is refused.
+TEST(Lower, GlobalStageComputedOnceABlockIsAWorkspaceOfThatKernel) {
+  auto program = [](bool inside_threads) {
+    Tensor A = placeholder({8, 32}, Float(32), "A");
+    IterVar k = reduce_axis({0, 32}, "k");
+    Tensor R = compute({8}, [&](Var i) { return sum(A(i, k), {k}); }, "R");
+    Tensor Y = compute({8, 32}, [&](Var i, Var j) { return A(i, j) / R(i); }, "Y");
+    Tensor O = compute({8, 32}, [&](Var i, Var j) { return Y(i, j) + R(i); }, "O");
+    Schedule s = create_schedule({O});
+    auto [i, j] = s[Y].axes<2>();
+    s[Y].bind(i, thread_axis("blockIdx.x")).bind(j, thread_axis("threadIdx.x"));
+    s[R].compute_at(s[Y], inside_threads ? j : i);
+    auto [oi, oj] = s[O].axes<2>();
+    s[O].bind(oi, thread_axis("blockIdx.x")).bind(oj, thread_axis("threadIdx.x"));
+    return std::make_pair(s, std::vector<Tensor>{A, O});
+  };
+  auto [s, args] = program(false);
+  LoweredModule m = lower(s, args);
+  ASSERT_EQ(m.funcs.size(), 2u) << m;
+  EXPECT_EQ(m.num_workspaces, 2u); // Y and R
+  CheckResult r = check_on_cpu(s, args, 1);
+  EXPECT_TRUE(r.compare.ok) << r.str();
+  auto [s2, args2] = program(true);
+  expect_error([&] { lower(s2, args2); },
+               {"stage 'R' is stored in global memory", "inside its threads", "once a block"});
 }
