@@ -128,6 +128,47 @@ Stmt widen_grid(Stmt s, const LaunchConfig &own, const std::array<int64_t, 3> &g
   return s;
 }
 
+// A kernel's body with a binding of each thread axis it uses where no binding of it encloses
+// the use, around the whole body: the launch defines them for the whole kernel, and a stage
+// computed outside its thread loops may still index by them (a local copy whose region
+// InferBound gives per thread, read inside those loops).
+class UnboundThreadAxes : public IRVisitor {
+public:
+  std::vector<std::pair<IterVar, Expr>> axes; // the first binding of each, in order
+  llvm::DenseSet<const Variable *> used_unbound;
+
+protected:
+  void visit(const AttrStmt *op) override {
+    const IterVar *iv = op->key == attr::thread_extent ? std::get_if<IterVar>(&op->node) : nullptr;
+    if (!iv)
+      return IRVisitor::visit(op);
+    const Variable *v = iv->var().as<Variable>();
+    if (known_.insert(v).second)
+      axes.push_back({*iv, op->value});
+    visit_expr(op->value);
+    bool fresh = bound_.insert(v).second;
+    visit_stmt(op->body);
+    if (fresh)
+      bound_.erase(v);
+  }
+  void visit(const Variable *op) override {
+    if (!bound_.count(op))
+      used_unbound.insert(op);
+  }
+
+private:
+  llvm::DenseSet<const Variable *> known_, bound_;
+};
+
+Stmt bind_thread_axes_used_unbound(Stmt body) {
+  UnboundThreadAxes finder;
+  finder.visit_stmt(body);
+  for (const auto &[iv, extent] : finder.axes)
+    if (finder.used_unbound.count(iv.var().as<Variable>()))
+      body = AttrStmt::make(iv, attr::thread_extent, extent, body);
+  return body;
+}
+
 } // namespace
 
 std::vector<LoweredFunc> split_host_device(Stmt s, const std::string &name,
@@ -192,7 +233,7 @@ std::vector<LoweredFunc> split_host_device(Stmt s, const std::string &name,
           << "kernel '" << f.name << "': its grid has " << f.launch.grid[d] << " blocks along "
           << "xyz"[d] << ", not a multiple of its clusters of " << f.launch.cluster[d]
           << " (a statement with a larger grid shares the kernel); launch it without clusters";
-    f.body = Seq::make(k.stmts);
+    f.body = bind_thread_axes_used_unbound(Seq::make(k.stmts));
     f.launch.dynamic_shared_bytes = 0;
     f.args = flat_args;
     f.arg_shapes = arg_shapes;

@@ -38,6 +38,27 @@ TEST(PassSplitHostDevice, LaunchConfigFromThreadExtents) {
   EXPECT_EQ(f.arg_shapes[0], std::vector<int64_t>{64});
 }
 
+// A thread axis used where none of its bindings encloses the use (a per-thread copy computed
+// at the block, before the loop that binds the axis): the kernel gets one binding of it around
+// its body, so every use is defined (the launch defines it for the whole kernel).
+TEST(PassSplitHostDevice, ThreadAxisUsedOutsideItsBindingsIsBoundAroundTheKernel) {
+  Buffer C = Buffer::make("C", Float(32), {64});
+  IterVar tx = thread_axis("threadIdx.x");
+  Stmt early = BufferStore::make(C, 1.0f, {tx.var()});
+  Stmt late = AttrStmt::make(tx, attr::thread_extent, 32, BufferStore::make(C, 2.0f, {tx.var()}));
+  Stmt body = bind("blockIdx.x", 2, Seq::make({early, late}));
+  std::vector<LoweredFunc> funcs = split_host_device(body, "k", {C}, {{64}}, 0);
+  ASSERT_EQ(funcs.size(), 1u);
+  const auto *top = funcs[0].body.as<AttrStmt>();
+  ASSERT_NE(top, nullptr) << funcs[0].body;
+  const IterVar *iv = std::get_if<IterVar>(&top->node);
+  ASSERT_NE(iv, nullptr);
+  EXPECT_TRUE(iv->same_as(tx));
+  EXPECT_EQ(top->key, attr::thread_extent);
+  EXPECT_TRUE(top->body.same_as(body));
+  EXPECT_EQ(funcs[0].launch.block[0], 32);
+}
+
 TEST(PassSplitHostDevice, DisagreeingExtentsNameTheTag) {
   Buffer C = Buffer::make("C", Float(32), {64});
   Stmt body = bind("threadIdx.y", 4,
