@@ -2,11 +2,13 @@
 """Fused attention against torch's SDPA backends on the GPU machine, in one run, alternating.
 
 For each shape of issue 26 (fp16, Q/K/V as (B, S, H, D) buffers passed to SDPA as (B, H, S, D)
-transposed views, as FlashAttention users do): torch's cuDNN and FlashAttention-2 backends timed
-with CUDA events (median of --repeat runs after warm-up), and `tessel run attention` on the same
-shape (its own process, random inputs, --no-check) between them, for --rounds rounds.
+transposed views, as FlashAttention users do): torch's cuDNN, FlashAttention-2 and
+memory-efficient backends timed with CUDA events (median of --repeat runs after warm-up), and
+`tessel run attention` (prefill) or `tessel run attention_decode` (one query against a long
+KV cache) on the same shape (its own process, random inputs, --no-check) between them, for
+--rounds rounds. Decoding rows also give the KV cache's read rate (GB/s).
 
-  python3 bench/attention_torch.py --tessel .gpu/tessel [--rounds 2] [--repeat 20]
+  python3 bench/attention_torch.py --tessel .gpu/tessel [--rounds 2] [--repeat 20] [--only decode]
 """
 import argparse
 import re
@@ -16,22 +18,28 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-SHAPES = [  # B, H, HKV, S, D, causal
-    (8, 16, 16, 4096, 128, False),
-    (8, 16, 16, 4096, 128, True),
-    (16, 16, 16, 2048, 64, False),
+SHAPES = [  # kind, B, H, HKV, Sq, Sk, D, causal
+    ("prefill", 8, 16, 16, 4096, 4096, 128, False),
+    ("prefill", 8, 16, 16, 4096, 4096, 128, True),
+    ("prefill", 16, 16, 16, 2048, 2048, 64, False),
+    ("decode", 16, 32, 8, 1, 32768, 128, False),
+    ("decode", 64, 32, 8, 1, 8192, 128, False),
 ]
 
 
-def flops(B, H, S, D, causal):
-    pairs = S * (S + 1) // 2 if causal else S * S
+def flops(B, H, Sq, Sk, D, causal):
+    pairs = Sq * (Sq + 1) // 2 + Sq * (Sk - Sq) if causal else Sq * Sk
     return 4.0 * B * H * D * pairs
 
 
-def time_sdpa(backend, B, H, HKV, S, D, causal, repeat):
-    q = torch.randn(B, S, H, D, device="cuda", dtype=torch.float16)
-    k = torch.randn(B, S, HKV, D, device="cuda", dtype=torch.float16)
-    v = torch.randn(B, S, HKV, D, device="cuda", dtype=torch.float16)
+def kv_bytes(B, HKV, Sk, D):
+    return 2.0 * B * Sk * HKV * D * 2
+
+
+def time_sdpa(backend, B, H, HKV, Sq, Sk, D, causal, repeat):
+    q = torch.randn(B, Sq, H, D, device="cuda", dtype=torch.float16)
+    k = torch.randn(B, Sk, HKV, D, device="cuda", dtype=torch.float16)
+    v = torch.randn(B, Sk, HKV, D, device="cuda", dtype=torch.float16)
     qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
     gqa = HKV != H
     with sdpa_kernel(backend):
@@ -51,9 +59,10 @@ def time_sdpa(backend, B, H, HKV, S, D, causal, repeat):
     return times[len(times) // 2]
 
 
-def time_tessel(tool, B, H, HKV, S, D, causal, repeat):
-    shape = f"B={B},H={H},HKV={HKV},SQ={S},SK={S},D={D},CAUSAL={int(causal)}"
-    out = subprocess.run([tool, "run", "attention", "--shape", shape, "--no-check",
+def time_tessel(tool, kind, B, H, HKV, Sq, Sk, D, causal, repeat, knobs):
+    shape = f"B={B},H={H},HKV={HKV},SQ={Sq},SK={Sk},D={D},CAUSAL={int(causal)}" + knobs
+    entry = "attention" if kind == "prefill" else "attention_decode"
+    out = subprocess.run([tool, "run", entry, "--shape", shape, "--no-check",
                           "--number", "1", "--repeat", str(repeat)],
                          capture_output=True, text=True)
     m = re.search(r"median ([0-9.]+) ms", out.stdout)
@@ -67,23 +76,33 @@ def main():
     ap.add_argument("--tessel", default=".gpu/tessel")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--only", choices=["prefill", "decode"], default=None)
+    ap.add_argument("--knobs", default="", help="appended to tessel's --shape, e.g. ,SPLIT=256")
+    ap.add_argument("--rows", default="", help="indices of SHAPES to run, e.g. 3,4 (all: empty)")
     args = ap.parse_args()
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    for (B, H, HKV, S, D, causal) in SHAPES:
-        f = flops(B, H, S, D, causal)
-        name = f"B={B} H={H} HKV={HKV} S={S} D={D}{' causal' if causal else ''}"
+    rows = [int(r) for r in args.rows.split(",")] if args.rows else range(len(SHAPES))
+    for (kind, B, H, HKV, Sq, Sk, D, causal) in (SHAPES[r] for r in rows):
+        if args.only and kind != args.only:
+            continue
+        f = flops(B, H, Sq, Sk, D, causal)
+        rate = (lambda ms: f"{kv_bytes(B, HKV, Sk, D) / ms / 1e6:.0f} GB/s") if kind == "decode" \
+            else (lambda ms: f"{f / ms / 1e9:.1f} TFLOP/s")
+        name = f"B={B} H={H} HKV={HKV} Sq={Sq} Sk={Sk} D={D}{' causal' if causal else ''}"
         for r in range(args.rounds):
             row = []
             for label, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
-                                   ("flash2", SDPBackend.FLASH_ATTENTION)):
+                                   ("flash2", SDPBackend.FLASH_ATTENTION),
+                                   ("efficient", SDPBackend.EFFICIENT_ATTENTION)):
                 try:
-                    ms = time_sdpa(backend, B, H, HKV, S, D, causal, args.repeat)
-                    row.append(f"{label} {ms:.4f} ms ({f / ms / 1e9:.0f} TFLOP/s)")
+                    ms = time_sdpa(backend, B, H, HKV, Sq, Sk, D, causal, args.repeat)
+                    row.append(f"{label} {ms:.4f} ms ({rate(ms)})")
                 except RuntimeError as e:
                     row.append(f"{label} failed: {str(e).splitlines()[0]}")
-            ms, log = time_tessel(args.tessel, B, H, HKV, S, D, causal, min(args.repeat, 5))
-            row.append(f"tessel {ms:.4f} ms ({f / ms / 1e9:.1f} TFLOP/s)" if ms else
-                       f"tessel failed: {log}")
+            ms, log = time_tessel(args.tessel, kind, B, H, HKV, Sq, Sk, D, causal,
+                                  min(args.repeat, 5) if kind == "prefill" else args.repeat,
+                                  args.knobs if kind == "decode" else "")
+            row.append(f"tessel {ms:.4f} ms ({rate(ms)})" if ms else f"tessel failed: {log}")
             print(f"{name} round {r}: " + "; ".join(row), flush=True)
 
 

@@ -37,8 +37,9 @@
 #             a float16 y (persistent, ping-pong and strided too), the fused conv2d_bias_relu and
 #             gemm_bias_gelu, ragged gemm_wgmma (padded copies, and read in place), a depthwise
 #             conv2d_grouped, softmax and layernorm with their reductions across threads, the
-#             tutorial at batch 32; racecheck on gemm_shared at 256^3. One timed launch each
-#             (tessel run --number 1 --repeat 1) after the check's run and the warm-up
+#             tutorial at batch 32, attention (WMMA, causal) and attention_decode; racecheck on
+#             gemm_shared at 256^3. One timed launch each (tessel run --number 1 --repeat 1)
+#             after the check's run and the warm-up
 #   sanitize_hopper  the same three tools on issue 25's kernels (apart, so that each step fits
 #             a 600 s call): gemm_wgmma with warp roles over 16 K steps, persistent with TMA
 #             stores (TS=1), ping-pong (PP=1), split-K of 16 rows, clustered with TMA multicast
@@ -145,6 +146,9 @@ run_step() {
         sanitize_all softmax --shape R=64,C=4096 "${once[@]}" &&
         sanitize_all layernorm --shape R=64,C=1000,V=1 "${once[@]}" &&
         sanitize_all conv2d_tensorcore_tutorial --shape batch=32,height=7,width=7 "${once[@]}" &&
+        sanitize_all attention --shape B=1,H=2,HKV=1,SQ=128,SK=256,D=64,CAUSAL=1 "${once[@]}" &&
+        sanitize_all attention_decode --shape B=1,H=4,HKV=2,SQ=2,SK=1024,D=128,SPLIT=256,CAUSAL=1 \
+          "${once[@]}" &&
         compute-sanitizer --tool racecheck --error-exitcode 1 \
           ./tessel run gemm_shared --shape M=256,N=256,K=256 "${once[@]}" ;;
     sanitize_hopper)

@@ -280,6 +280,190 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   return prog;
 }
 
+ScheduledProgram attention_decode(const AttentionParams &a, int64_t split_keys, DataType dtype) {
+  user_check(dtype == Float(16) || dtype == BFloat(16), "attention_decode")
+      << "Q, K and V are float16 or bfloat16, not " << dtype;
+  user_check(a.Hkv > 0 && a.H % a.Hkv == 0, "attention_decode")
+      << "the " << a.Hkv << " key/value heads must divide the " << a.H << " query heads";
+  user_check(a.D % 64 == 0, "attention_decode")
+      << "the head dim is read by 16 threads a key row, 16-byte loads: D a multiple of 64 (64, "
+         "128, 256), got "
+      << a.D;
+  user_check(split_keys % 128 == 0 && split_keys > 0 && a.Sk % split_keys == 0,
+             "attention_decode")
+      << "the " << a.Sk << " keys are split into chunks of " << split_keys
+      << " keys, a block each: choose a multiple of 128 (SPLIT) that divides them";
+  user_check(!a.causal || (a.Sk >= a.Sq && a.Sq <= split_keys), "attention_decode")
+      << "causal decoding aligns the last query with the last key; it takes Sq <= SPLIT <= Sk "
+         "(got Sq = "
+      << a.Sq << ", SPLIT = " << split_keys << ", Sk = " << a.Sk << ")";
+  const int g = int(a.H / a.Hkv), c = int(split_keys), off = int(a.Sk - a.Sq);
+  const int64_t splits = a.Sk / split_keys, C = split_keys;
+  auto view = [&](int64_t S, int64_t H, const char *name) {
+    if (!a.bshd)
+      return placeholder({a.B, H, S, a.D}, dtype, name);
+    return placeholder({a.B, H, S, a.D}, dtype, name, {S * H * a.D, a.D, H * a.D, 1});
+  };
+  Tensor Q = view(a.Sq, a.H, "Q"), K = view(a.Sk, a.Hkv, "K"), V = view(a.Sk, a.Hkv, "V");
+  const float scale = 1.0f / std::sqrt(float(a.D));
+  const DataType F32 = Float(32);
+  // Key j of chunk p, and whether query i sees key k.
+  auto key = [&](const Expr &p, const Expr &j) { return p * c + j; };
+  auto visible = [&](const Expr &i, const Expr &k) { return a.causal ? k <= i + off : Expr(); };
+
+  // Each chunk's softmax over (chunk p, batch, head, query), as FlashDecoding writes it: the
+  // scores S, their max m and sum of exponentials l, the chunk's logsumexp lse = m + log l, the
+  // probabilities normalized by it, Pn = exp(S - lse), and the chunk's output op = Pn V.
+  IterVar d = reduce_axis({0, a.D}, "d");
+  Tensor S = compute(
+      {splits, a.B, a.H, a.Sq, C},
+      [&](Var p, Var b, Var h, Var i, Var j) {
+        return sum(Q(b, h, i, d).astype(F32) * K(b, h / g, key(p, j), d).astype(F32) * scale,
+                   {d});
+      },
+      "S", {"p", "b", "h", "i", "j"});
+  IterVar j1 = reduce_axis({0, C}, "j1"), j2 = reduce_axis({0, C}, "j2"),
+          j3 = reduce_axis({0, C}, "j3");
+  Tensor m = compute(
+      {splits, a.B, a.H, a.Sq},
+      [&](Var p, Var b, Var h, Var i) {
+        return max(S(p, b, h, i, j1), {j1}, visible(i, key(p, j1)));
+      },
+      "m", {"p", "b", "h", "i"});
+  Tensor l = compute(
+      {splits, a.B, a.H, a.Sq},
+      [&](Var p, Var b, Var h, Var i) {
+        return sum(exp(S(p, b, h, i, j2) - m(p, b, h, i)), {j2}, visible(i, key(p, j2)));
+      },
+      "l", {"p", "b", "h", "i"});
+  Tensor lse = compute(
+      {splits, a.B, a.H, a.Sq},
+      [&](Var p, Var b, Var h, Var i) { return m(p, b, h, i) + log(l(p, b, h, i)); }, "lse",
+      {"p", "b", "h", "i"});
+  Tensor Pn = compute(
+      {splits, a.B, a.H, a.Sq, C},
+      [&](Var p, Var b, Var h, Var i, Var j) {
+        Expr e = exp(S(p, b, h, i, j) - lse(p, b, h, i));
+        return a.causal ? if_then_else(visible(i, key(p, j)), e, 0.0f) : e;
+      },
+      "Pn", {"p", "b", "h", "i", "j"});
+  Tensor op = compute(
+      {splits, a.B, a.H, a.Sq, a.D},
+      [&](Var p, Var b, Var h, Var i, Var dd) {
+        return sum(Pn(p, b, h, i, j3) * V(b, h / g, key(p, j3), dd).astype(F32), {j3});
+      },
+      "op", {"p", "b", "h", "i", "d"});
+  // The merge: with X = max_p lse_p and W = sum_p exp(lse_p - X), O = sum_p exp(lse_p - X)
+  // op_p / W.
+  IterVar p1 = reduce_axis({0, splits}, "p1"), p2 = reduce_axis({0, splits}, "p2"),
+          p3 = reduce_axis({0, splits}, "p3");
+  Tensor X = compute(
+      {a.B, a.H, a.Sq}, [&](Var b, Var h, Var i) { return max(lse(p1, b, h, i), {p1}); }, "X",
+      {"b", "h", "i"});
+  Tensor W = compute(
+      {a.B, a.H, a.Sq},
+      [&](Var b, Var h, Var i) { return sum(exp(lse(p2, b, h, i) - X(b, h, i)), {p2}); }, "W",
+      {"b", "h", "i"});
+  Tensor Osum = compute(
+      {a.B, a.H, a.Sq, a.D},
+      [&](Var b, Var h, Var i, Var dd) {
+        return sum(op(p3, b, h, i, dd) * exp(lse(p3, b, h, i) - X(b, h, i)), {p3});
+      },
+      "Osum", {"b", "h", "i", "d"});
+  Tensor O = compute(
+      {a.B, a.H, a.Sq, a.D},
+      [&](Var b, Var h, Var i, Var dd) { return (Osum(b, h, i, dd) / W(b, h, i)).astype(dtype); },
+      "O", {"b", "h", "i", "d"});
+
+  // Kernel 1: a block per (chunk, batch, key/value head) with its g query heads, 16 x 8
+  // threads. The scores: a key row per 16 threads along x (D / 16 elements each: one 16-byte
+  // load at D = 128), their dot products with every query summed across x (shuffles) into
+  // shared memory, 8 rows at a time along y. m and l summed across x, every thread keeping its
+  // copy; lse written to global memory by every thread (each then reads its own writes: no
+  // barrier, lower() allows such a workspace at the block); Pn a key a thread into shared
+  // memory. P V: each thread's partial sums over its keys (j = x mod 16) for its D / 8 columns
+  // (along y) and every query in registers, V read 16 bytes at a time, then summed across x.
+  // Both contractions take kRowsInFlight rows a thread in an unrolled stretch.
+  Schedule s = create_schedule({O});
+  IterVar tx = thread_axis(Range(0, 16), "threadIdx.x");
+  IterVar ty = thread_axis(Range(0, 8), "threadIdx.y");
+  // Rows of K (and of V) a thread takes in one unrolled stretch (their loads can be in flight
+  // together; measured faster than one copy of several rows, which costs registers).
+  constexpr int64_t kRowsInFlight = 4;
+  auto vectorize_rows = [&](const Tensor &x) {
+    auto [o, v] = s[x].split(s[x].op_axis(-1), 8);
+    (void)o;
+    s[x].vectorize(v);
+  };
+  IterVar block;
+  {
+    auto [p, b, h, i, dd] = s[op].axes<5>();
+    auto [hkv, hg] = s[op].split(h, g);
+    block = s[op].fuse(s[op].fuse(p, b), hkv);
+    s[op].bind(block, thread_axis("blockIdx.x"));
+    auto [jo, jx] = s[op].split(s[op].reduce_axis()[0], 16);
+    (void)jo;
+    Tensor rf = s.rfactor(op, jx);
+    auto [dy, ds] = s[op].split_nparts(dd, 8);
+    s[op].reorder({block, dy, hg, i, ds});
+    s[op].bind(dy, ty).bind(s[op].reduce_axis()[0], tx);
+    s[rf].compute_at(s[op], dy).set_scope("local");
+    auto rx = s[rf].op_axis();
+    auto [rjo, rji] = s[rf].split(s[rf].reduce_axis()[0], kRowsInFlight);
+    s[rf].reorder({rx[0], rx[1], rx[2], rjo, rji, rx[3], rx[4], rx[5]});
+    s[rf].unroll(rji);
+    Tensor VL = s.cache_read(V, "local", {rf});
+    s[VL].compute_at(s[rf], rji);
+    vectorize_rows(VL);
+  }
+  {
+    s[S].compute_at(s[op], block).set_scope("shared");
+    auto [p, b, h, i, j] = s[S].axes<5>();
+    auto [jr, jy] = s[S].split(j, 8);
+    auto [jro, jri] = s[S].split(jr, kRowsInFlight);
+    auto [dt, dr] = s[S].split_nparts(s[S].reduce_axis()[0], 16);
+    s[S].reorder({p, b, jro, jy, jri, h, i, dt, dr});
+    s[S].bind(jy, ty).bind(dt, tx).unroll(jri);
+    Tensor KL = s.cache_read(K, "local", {S});
+    s[KL].compute_at(s[S], jri);
+    vectorize_rows(KL);
+    Tensor QL = s.cache_read(Q, "local", {S});
+    s[QL].compute_at(s[op], block);
+    vectorize_rows(QL);
+  }
+  for (const Tensor &x : {m, l, lse})
+    s[x].compute_at(s[op], block);
+  for (const Tensor &x : {m, l}) {
+    s[x].set_scope("local");
+    auto [jr, jx] = s[x].split(s[x].reduce_axis()[0], 16);
+    (void)jr;
+    s[x].bind(jx, tx);
+  }
+  {
+    s[Pn].compute_at(s[op], block).set_scope("shared");
+    auto [jr, jt] = s[Pn].split(s[Pn].op_axis(-1), 128);
+    auto [jy, jx] = s[Pn].split(jt, 16);
+    (void)jr;
+    s[Pn].bind(jy, ty).bind(jx, tx);
+  }
+
+  // Kernel 2: the merge, a block per (batch, head, query), a thread per column of D.
+  {
+    auto [b, h, i, dd] = s[O].axes<4>();
+    IterVar row = s[O].fuse(s[O].fuse(b, h), i);
+    s[O].bind(row, thread_axis("blockIdx.x"));
+    s[O].bind(dd, thread_axis("threadIdx.x"));
+    for (const Tensor &x : {X, W})
+      s[x].compute_at(s[O], row).set_scope("local");
+    s[Osum].compute_at(s[O], dd).set_scope("local");
+  }
+
+  ScheduledProgram prog{s, {Q, K, V, O}, 3, 0};
+  // 4 flops per (query, key, dim), the causal mask's few skipped pairs counted.
+  prog.flops = 4.0 * double(a.B * a.H * a.Sq * a.D) * double(a.Sk);
+  return prog;
+}
+
 ScheduleEntry attention_entry() {
   ScheduleEntry e;
   e.name = "attention";
@@ -310,6 +494,37 @@ ScheduleEntry attention_entry() {
     a.block_queries = p.at("BQ");
     a.tensor_cores = p.at("TC") != 0;
     return attention(a, dtype);
+  };
+  return e;
+}
+
+ScheduleEntry attention_decode_entry() {
+  ScheduleEntry e;
+  e.name = "attention_decode";
+  e.description =
+      "decoding attention O = softmax(Q K^T / sqrt(D)) V for a few queries against a long "
+      "key/value cache, two kernels: B batches, H query heads over HKV key/value heads, SQ "
+      "queries, SK keys, head dim D (a multiple of 64); the keys split into chunks of SPLIT (a "
+      "multiple of 128), a block per (chunk, batch, key/value head) computing its chunk's "
+      "softmax for the head group's queries (max, sum, P V), then a merge of the chunks; CAUSAL "
+      "1 aligns the last query with the last key; BSHD as attention's; O is (B, H, SQ, D)";
+  e.default_shape = {{"B", 2},      {"H", 8}, {"HKV", 2},   {"SQ", 1},  {"SK", 4096},
+                     {"D", 128},    {"CAUSAL", 0}, {"BSHD", 1}, {"SPLIT", 512}};
+  e.nonnegative = {"CAUSAL", "BSHD"};
+  e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}};
+  e.dtypes = {Float(16), BFloat(16)};
+  e.knobs = {{"SPLIT", {256, 512, 1024}}};
+  e.build = [](const ShapeParams &p, DataType dtype) {
+    AttentionParams a;
+    a.B = p.at("B");
+    a.H = p.at("H");
+    a.Hkv = p.at("HKV");
+    a.Sq = p.at("SQ");
+    a.Sk = p.at("SK");
+    a.D = p.at("D");
+    a.causal = p.at("CAUSAL") != 0;
+    a.bshd = p.at("BSHD") != 0;
+    return attention_decode(a, p.at("SPLIT"), dtype);
   };
   return e;
 }

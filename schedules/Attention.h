@@ -45,6 +45,13 @@ std::vector<Tensor> online_softmax(const IterVar &t, const Tensor &m, const Tens
 /// of `dtype`; float32 arithmetic.
 ScheduledProgram attention(const AttentionParams &p, DataType dtype);
 
+/// Decoding: a few queries against a long key/value cache, the keys split into chunks of
+/// `split_keys` (a block each: its chunk's softmax, the group's query heads sharing each K and V
+/// row, read once at 16 bytes a thread), the chunks' partial states merged by a second kernel.
+/// Arguments Q, K, V, O as attention's; `p.causal` aligns the last query with the last key.
+ScheduledProgram attention_decode(const AttentionParams &p, int64_t split_keys, DataType dtype);
+
 ScheduleEntry attention_entry();
+ScheduleEntry attention_decode_entry();
 
 } // namespace tessel

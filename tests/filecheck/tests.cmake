@@ -173,3 +173,5 @@ tessel_filecheck_test(NAME lower.attention CHECKS attention.txt
   COMMAND lower attention --shape SQ=128,SK=128,CAUSAL=1,HKV=2,TC=0,BQ=32)
 tessel_filecheck_test(NAME lower.attention_wmma CHECKS attention_wmma.txt
   COMMAND lower attention --shape SQ=128,SK=128,CAUSAL=1,HKV=2,BQ=32)
+tessel_filecheck_test(NAME lower.attention_decode CHECKS attention_decode.txt
+  COMMAND lower attention_decode --shape B=1,H=4,HKV=2,SQ=1,SK=256,D=64,SPLIT=128)

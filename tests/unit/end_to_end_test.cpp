@@ -128,6 +128,11 @@ TEST(EndToEnd, RegisteredSchedulesMatchReferenceOnCpu) {
         {{"B", 1}, {"H", 2}, {"HKV", 2}, {"SQ", 40}, {"SK", 48}, {"D", 16}, {"TC", 0}},
         {{"B", 2}, {"H", 4}, {"HKV", 1}, {"SQ", 24}, {"SK", 32}, {"D", 8}, {"CAUSAL", 1},
          {"BSHD", 0}, {"BK", 32}, {"TC", 0}}}},
+      // One query over grouped heads; two queries, causal, over (B, H, S, D) buffers.
+      {"attention_decode",
+       {{{"B", 1}, {"H", 4}, {"HKV", 2}, {"SQ", 1}, {"SK", 256}, {"D", 64}, {"SPLIT", 128}},
+        {{"B", 1}, {"H", 2}, {"HKV", 1}, {"SQ", 2}, {"SK", 256}, {"D", 64}, {"SPLIT", 128},
+         {"CAUSAL", 1}, {"BSHD", 0}}}},
   };
   for (const auto &[name, entry] : schedule_registry()) {
     auto it = shapes.find(name);

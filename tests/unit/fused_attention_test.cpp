@@ -238,6 +238,45 @@ TEST(FusedAttention, DecodingSplitsTheKeysAndMergesThePartialStates) {
   EXPECT_TRUE(r.compare.ok) << r.str();
 }
 
+// The registered decoding program (attention_decode): each chunk of keys' softmax in a block,
+// its logsumexp and normalized output in global memory, merged by a second kernel. Its float64
+// reference against the textbook's, and the kernels on the executor: grouped-query (4:2, 4:1)
+// and multi-head, causal with three queries, head dims 64, 128 and 256, (B, H, S, D) buffers,
+// bfloat16. The chunk's logsumexp is written by every thread of its block and read back by each
+// (no barrier; lower() allows a global stage computed at the block for that).
+TEST(FusedAttention, RegisteredDecodingOnTheExecutor) {
+  struct Case {
+    AttentionShape shape;
+    int64_t split;
+    DataType dtype;
+  };
+  AttentionShape grouped{2, 1, 512, 4, 2, 64, false}, causal{1, 3, 384, 4, 1, 64, true},
+      wide{1, 2, 256, 2, 2, 256, false}, heads{1, 1, 256, 4, 4, 128, false};
+  wide.bshd = false;
+  for (const Case &c : {Case{grouped, 128, Float(16)}, Case{causal, 128, Float(16)},
+                        Case{wide, 128, Float(16)}, Case{heads, 256, BFloat(16)}}) {
+    SCOPED_TRACE(describe(c.shape, c.split) + (c.shape.bshd ? "" : " BHSD"));
+    ScheduledProgram p = attention_decode(c.shape, c.split, c.dtype);
+    LoweredModule m = lower(p.schedule, p.args);
+    ASSERT_EQ(m.funcs.size(), 2u) << to_string(m);
+    CheckProblem pb = make_check_problem(p.args, 3, 5);
+    std::vector<double> want =
+        textbook_attention(c.shape, pb.inputs[0].values, pb.inputs[1].values, pb.inputs[2].values);
+    double worst = 0;
+    for (size_t e = 0; e < want.size(); ++e)
+      worst = std::max(worst, std::abs(pb.reference[e] - want[e]) / (1 + std::abs(want[e])));
+    EXPECT_LT(worst, c.dtype == BFloat(16) ? 1.0 / 128 : 1.0 / 1024);
+    CheckResult r = check_on_cpu(p.schedule, p.args, 3);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
+  expect_error([] { attention_decode({1, 1, 384, 2, 2, 64, false}, 256, Float(16)); },
+               {"chunks of 256", "SPLIT"});
+  expect_error([] { attention_decode({1, 1, 256, 2, 2, 80, false}, 128, Float(16)); },
+               {"multiple of 64", "80"});
+  expect_error([] { attention_decode({1, 200, 256, 2, 2, 64, true}, 128, Float(16)); },
+               {"Sq <= SPLIT <= Sk"});
+}
+
 // Packed variable-length sequences, as serving engines pass them: Q, K, V of every sequence
 // one after another, (tokens, heads, dim), and the offsets of the sequences (B + 1, cumulative).
 // The fold runs over a padded grid (sequence, head, position < the longest), reading each
@@ -449,4 +488,14 @@ TEST(FusedAttention, GpuMatchesTheReference) {
   FusedAttention att(a, 16, Float(16), /*tensor_cores=*/true, 128);
   CheckResult r = check_on_gpu(att.s, {att.Q, att.K, att.V, att.O}, 3);
   EXPECT_TRUE(r.compare.ok) << r.str();
+  // Decoding (attention_decode): grouped-query, causal with a few queries, head dim 256 in
+  // bfloat16.
+  for (const Case &c : {Case{{2, 1, 4096, 8, 2, 128, false}, Float(16)},
+                        Case{{2, 3, 2048, 8, 2, 64, true}, Float(16)},
+                        Case{{1, 1, 1024, 4, 4, 256, false}, BFloat(16)}}) {
+    SCOPED_TRACE(describe(c.shape, 512) + " decoding");
+    ScheduledProgram p = attention_decode(c.shape, 512, c.dtype);
+    CheckResult d = check_on_gpu(p.schedule, p.args, 3);
+    EXPECT_TRUE(d.compare.ok) << d.str();
+  }
 }
