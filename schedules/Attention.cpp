@@ -4,6 +4,7 @@
 #include "compiler/tessel.h"
 #include "schedules/WmmaIntrinsics.h"
 
+#include <array>
 #include <cmath>
 
 namespace tessel {
@@ -118,6 +119,36 @@ void schedule_tensor_cores(Schedule &s, const StepTensors &x, Stage fold, const 
   load_fragments(VF, "wmma.matrix_b");
 }
 
+// Q, K and V of attention's programs: (B, H, S, D) views, of (B, S, H, D) buffers read through
+// their strides when `a.bshd`; checks what both programs take of them.
+std::array<Tensor, 3> attention_operands(const AttentionParams &a, DataType dtype,
+                                         const char *context) {
+  user_check(dtype == Float(16) || dtype == BFloat(16), context)
+      << "Q, K and V are float16 or bfloat16, not " << dtype;
+  user_check(a.Hkv > 0 && a.H % a.Hkv == 0, context)
+      << "the " << a.Hkv << " key/value heads must divide the " << a.H << " query heads";
+  auto view = [&](int64_t S, int64_t H, const char *name) {
+    if (!a.bshd)
+      return placeholder({a.B, H, S, a.D}, dtype, name);
+    return placeholder({a.B, H, S, a.D}, dtype, name, {S * H * a.D, a.D, H * a.D, 1});
+  };
+  return {view(a.Sq, a.H, "Q"), view(a.Sk, a.Hkv, "K"), view(a.Sk, a.Hkv, "V")};
+}
+
+// The shape parameters both registered programs take (B, H, HKV, SQ, SK, D, CAUSAL, BSHD).
+AttentionParams attention_shape(const ShapeParams &p) {
+  AttentionParams a;
+  a.B = p.at("B");
+  a.H = p.at("H");
+  a.Hkv = p.at("HKV");
+  a.Sq = p.at("SQ");
+  a.Sk = p.at("SK");
+  a.D = p.at("D");
+  a.causal = p.at("CAUSAL") != 0;
+  a.bshd = p.at("BSHD") != 0;
+  return a;
+}
+
 } // namespace
 
 std::vector<Tensor> online_softmax(const IterVar &t, const Tensor &m, const Tensor &l,
@@ -148,10 +179,7 @@ std::vector<Tensor> online_softmax(const IterVar &t, const Tensor &m, const Tens
 }
 
 ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
-  user_check(dtype == Float(16) || dtype == BFloat(16), "attention")
-      << "Q, K and V are float16 or bfloat16, not " << dtype;
-  user_check(a.Hkv > 0 && a.H % a.Hkv == 0, "attention")
-      << "the " << a.Hkv << " key/value heads must divide the " << a.H << " query heads";
+  auto [Q, K, V] = attention_operands(a, dtype, "attention");
   user_check(a.block_keys > 0 && a.Sk % a.block_keys == 0, "attention")
       << "the " << a.Sk << " keys are walked in blocks of " << a.block_keys
       << ", which must divide them: choose a block of keys (BK) that does";
@@ -170,12 +198,6 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
       << a.block_keys << " keys a block: change them, or use CUDA cores (TC=0)";
   const int g = int(a.H / a.Hkv), bk = int(a.block_keys), off = int(a.Sk - a.Sq);
   const int64_t T = a.Sk / a.block_keys, Bk = a.block_keys;
-  auto view = [&](int64_t S, int64_t H, const char *name) {
-    if (!a.bshd)
-      return placeholder({a.B, H, S, a.D}, dtype, name);
-    return placeholder({a.B, H, S, a.D}, dtype, name, {S * H * a.D, a.D, H * a.D, 1});
-  };
-  Tensor Q = view(a.Sq, a.H, "Q"), K = view(a.Sk, a.Hkv, "K"), V = view(a.Sk, a.Hkv, "V");
   const float scale = 1.0f / std::sqrt(float(a.D));
   // Where query i sees key j.
   auto visible = [&](const Expr &i, const Expr &j) { return a.causal ? j <= i + off : Expr(); };
@@ -281,10 +303,7 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
 }
 
 ScheduledProgram attention_decode(const AttentionParams &a, int64_t split_keys, DataType dtype) {
-  user_check(dtype == Float(16) || dtype == BFloat(16), "attention_decode")
-      << "Q, K and V are float16 or bfloat16, not " << dtype;
-  user_check(a.Hkv > 0 && a.H % a.Hkv == 0, "attention_decode")
-      << "the " << a.Hkv << " key/value heads must divide the " << a.H << " query heads";
+  auto [Q, K, V] = attention_operands(a, dtype, "attention_decode");
   user_check(a.D % 64 == 0, "attention_decode")
       << "the head dim is read by 16 threads a key row, 16-byte loads: D a multiple of 64 (64, "
          "128, 256), got "
@@ -299,12 +318,6 @@ ScheduledProgram attention_decode(const AttentionParams &a, int64_t split_keys, 
       << a.Sq << ", SPLIT = " << split_keys << ", Sk = " << a.Sk << ")";
   const int g = int(a.H / a.Hkv), c = int(split_keys), off = int(a.Sk - a.Sq);
   const int64_t splits = a.Sk / split_keys, C = split_keys;
-  auto view = [&](int64_t S, int64_t H, const char *name) {
-    if (!a.bshd)
-      return placeholder({a.B, H, S, a.D}, dtype, name);
-    return placeholder({a.B, H, S, a.D}, dtype, name, {S * H * a.D, a.D, H * a.D, 1});
-  };
-  Tensor Q = view(a.Sq, a.H, "Q"), K = view(a.Sk, a.Hkv, "K"), V = view(a.Sk, a.Hkv, "V");
   const float scale = 1.0f / std::sqrt(float(a.D));
   const DataType F32 = Float(32);
   // Key j of chunk p, and whether query i sees key k.
@@ -481,15 +494,7 @@ ScheduleEntry attention_entry() {
   e.dtypes = {Float(16), BFloat(16)};
   e.knobs = {{"BK", {16, 32, 64}}, {"BQ", {32, 64, 128}}};
   e.build = [](const ShapeParams &p, DataType dtype) {
-    AttentionParams a;
-    a.B = p.at("B");
-    a.H = p.at("H");
-    a.Hkv = p.at("HKV");
-    a.Sq = p.at("SQ");
-    a.Sk = p.at("SK");
-    a.D = p.at("D");
-    a.causal = p.at("CAUSAL") != 0;
-    a.bshd = p.at("BSHD") != 0;
+    AttentionParams a = attention_shape(p);
     a.block_keys = p.at("BK");
     a.block_queries = p.at("BQ");
     a.tensor_cores = p.at("TC") != 0;
@@ -515,16 +520,7 @@ ScheduleEntry attention_decode_entry() {
   e.dtypes = {Float(16), BFloat(16)};
   e.knobs = {{"SPLIT", {256, 512, 1024}}};
   e.build = [](const ShapeParams &p, DataType dtype) {
-    AttentionParams a;
-    a.B = p.at("B");
-    a.H = p.at("H");
-    a.Hkv = p.at("HKV");
-    a.Sq = p.at("SQ");
-    a.Sk = p.at("SK");
-    a.D = p.at("D");
-    a.causal = p.at("CAUSAL") != 0;
-    a.bshd = p.at("BSHD") != 0;
-    return attention_decode(a, p.at("SPLIT"), dtype);
+    return attention_decode(attention_shape(p), p.at("SPLIT"), dtype);
   };
   return e;
 }
