@@ -176,12 +176,13 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
     if (st->scope != "global")
       continue;
     user_check(st->attach_type == AttachType::Root || computed_once_a_block(st.get()), "lower")
-        << "stage '" << st->op.name() << "' is stored in global memory but computed at a loop of "
-        << "stage '" << (st->attach_stage ? st->attach_stage->op.name() : std::string("?"))
-        << "' inside its threads; a global stage that is not an argument is a workspace, written "
-           "by a kernel of its own, or once a block by each of its threads (computed at the "
-           "kernel's blockIdx loops, its own loops unbound): leave it at the root, compute it at "
-           "the block, or give it a 'shared' or 'local' scope";
+        << "stage '" << st->op.name() << "' is stored in global memory but computed at loop '"
+        << st->attach_ivar.name() << "' of stage '"
+        << (st->attach_stage ? st->attach_stage->op.name() : std::string("?"))
+        << "', not at its kernel's blockIdx loops with its own loops unbound; a global stage that "
+           "is not an argument is a workspace, written by a kernel of its own or once a block by "
+           "every thread of it: leave it at the root, compute it at the block's loops, or give "
+           "it a 'shared' or 'local' scope";
     arg_stages.insert(st.get());
     for (const Buffer &b : bufs) {
       add_param(b);

@@ -88,5 +88,6 @@ TEST(Lower, GlobalStageComputedOnceABlockIsAWorkspaceOfThatKernel) {
   EXPECT_TRUE(r.compare.ok) << r.str();
   auto [s2, args2] = program(true);
   expect_error([&] { lower(s2, args2); },
-               {"stage 'R' is stored in global memory", "inside its threads", "once a block"});
+               {"stage 'R' is stored in global memory but computed at loop 'i1' of stage 'Y'",
+                "not at its kernel's blockIdx loops", "once a block"});
 }
