@@ -302,7 +302,8 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   return prog;
 }
 
-ScheduledProgram attention_decode(const AttentionParams &a, int64_t split_keys, DataType dtype) {
+ScheduledProgram attention_decode(const AttentionParams &a, int64_t split_keys, DataType dtype,
+                                  int ring) {
   auto [Q, K, V] = attention_operands(a, dtype, "attention_decode");
   user_check(a.D % 64 == 0, "attention_decode")
       << "the head dim is read by 16 threads a key row, 16-byte loads: D a multiple of 64 (64, "
@@ -312,6 +313,10 @@ ScheduledProgram attention_decode(const AttentionParams &a, int64_t split_keys, 
              "attention_decode")
       << "the " << a.Sk << " keys are split into chunks of " << split_keys
       << " keys, a block each: choose a multiple of 128 (SPLIT) that divides them";
+  user_check(ring == 0 || ring == 2 || ring == 3, "attention_decode")
+      << "K's and V's rows come straight to registers (RING=0) or through a ring of 2 or 3 "
+         "shared-memory tiles, not "
+      << ring;
   user_check(!a.causal || (a.Sk >= a.Sq && a.Sq <= split_keys), "attention_decode")
       << "causal decoding aligns the last query with the last key; it takes Sq <= SPLIT <= Sk "
          "(got Sq = "
@@ -408,6 +413,22 @@ ScheduledProgram attention_decode(const AttentionParams &a, int64_t split_keys, 
     (void)o;
     s[x].vectorize(v);
   };
+  // A thread's register copy of `x`'s rows for `reader`; with a ring, through shared memory:
+  // the block's rows of one `at` iteration copied by cp.async, 16 bytes a thread, `ring`
+  // iterations in flight.
+  auto staged = [&](const Tensor &x, const Tensor &reader, const IterVar &at) {
+    if (ring == 0)
+      return s.cache_read(x, "local", {reader});
+    Tensor xs = s.cache_read(x, "shared", {reader});
+    s[xs].compute_at(s[reader], at);
+    auto ax = s[xs].op_axis();
+    auto [c, v] = s[xs].split(ax[3], 8);
+    auto [f, t] = s[xs].split(s[xs].fuse(ax[2], c), 128);
+    (void)f;
+    auto [fy, fx] = s[xs].split(t, 16);
+    s[xs].bind(fy, ty).bind(fx, tx).vectorize(v).pipeline(ring);
+    return s.cache_read(xs, "local", {reader});
+  };
   IterVar block;
   {
     auto [p, b, h, i, dd] = s[op].axes<5>();
@@ -425,7 +446,7 @@ ScheduledProgram attention_decode(const AttentionParams &a, int64_t split_keys, 
     auto [rjo, rji] = s[rf].split(s[rf].reduce_axis()[0], kRowsInFlight);
     s[rf].reorder({rx[0], rx[1], rx[2], rjo, rji, rx[3], rx[4], rx[5]});
     s[rf].unroll(rji);
-    Tensor VL = s.cache_read(V, "local", {rf});
+    Tensor VL = staged(V, rf, rjo);
     s[VL].compute_at(s[rf], rji);
     vectorize_rows(VL);
   }
@@ -437,7 +458,7 @@ ScheduledProgram attention_decode(const AttentionParams &a, int64_t split_keys, 
     auto [dt, dr] = s[S].split_nparts(s[S].reduce_axis()[0], 16);
     s[S].reorder({p, b, jro, jy, jri, h, i, dt, dr});
     s[S].bind(jy, ty).bind(dt, tx).unroll(jri);
-    Tensor KL = s.cache_read(K, "local", {S});
+    Tensor KL = staged(K, S, jro);
     s[KL].compute_at(s[S], jri);
     vectorize_rows(KL);
     Tensor QL = s.cache_read(Q, "local", {S});
@@ -512,15 +533,17 @@ ScheduleEntry attention_decode_entry() {
       "queries, SK keys, head dim D (a multiple of 64); the keys split into chunks of SPLIT (a "
       "multiple of 128), a block per (chunk, batch, key/value head) computing its chunk's "
       "softmax for the head group's queries (max, sum, P V), then a merge of the chunks; CAUSAL "
-      "1 aligns the last query with the last key; BSHD as attention's; O is (B, H, SQ, D)";
+      "1 aligns the last query with the last key; BSHD as attention's; O is (B, H, SQ, D); "
+      "RING 2 or 3 brings K's and V's rows through that many shared-memory tiles by cp.async "
+      "(0, the default: straight to registers)";
   e.default_shape = {{"B", 2},      {"H", 8}, {"HKV", 2},   {"SQ", 1},  {"SK", 4096},
-                     {"D", 128},    {"CAUSAL", 0}, {"BSHD", 1}, {"SPLIT", 512}};
-  e.nonnegative = {"CAUSAL", "BSHD"};
-  e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}};
+                     {"D", 128},    {"CAUSAL", 0}, {"BSHD", 1}, {"SPLIT", 512}, {"RING", 0}};
+  e.nonnegative = {"CAUSAL", "BSHD", "RING"};
+  e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"RING", {0, 2, 3}}};
   e.dtypes = {Float(16), BFloat(16)};
   e.knobs = {{"SPLIT", {256, 512, 1024}}};
   e.build = [](const ShapeParams &p, DataType dtype) {
-    return attention_decode(attention_shape(p), p.at("SPLIT"), dtype);
+    return attention_decode(attention_shape(p), p.at("SPLIT"), dtype, int(p.at("RING")));
   };
   return e;
 }

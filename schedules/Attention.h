@@ -49,7 +49,10 @@ ScheduledProgram attention(const AttentionParams &p, DataType dtype);
 /// `split_keys` (a block each: its chunk's softmax, the group's query heads sharing each K and V
 /// row, read once at 16 bytes a thread), the chunks' partial states merged by a second kernel.
 /// Arguments Q, K, V, O as attention's; `p.causal` aligns the last query with the last key.
-ScheduledProgram attention_decode(const AttentionParams &p, int64_t split_keys, DataType dtype);
+/// `ring` 2 or 3: K's and V's rows through a ring of that many shared-memory tiles (cp.async)
+/// instead of straight into registers (0).
+ScheduledProgram attention_decode(const AttentionParams &p, int64_t split_keys, DataType dtype,
+                                  int ring = 0);
 
 ScheduleEntry attention_entry();
 ScheduleEntry attention_decode_entry();

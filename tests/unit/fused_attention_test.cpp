@@ -269,8 +269,20 @@ TEST(FusedAttention, RegisteredDecodingOnTheExecutor) {
     CheckResult r = check_on_cpu(p.schedule, p.args, 3);
     EXPECT_TRUE(r.compare.ok) << r.str();
   }
+  // K's and V's rows through rings of shared-memory tiles (cp.async, pipelined).
+  for (int ring : {2, 3}) {
+    SCOPED_TRACE("ring of " + std::to_string(ring));
+    ScheduledProgram p = attention_decode(causal, 128, Float(16), ring);
+    std::string ir = to_string(lower(p.schedule, p.args));
+    EXPECT_NE(ir.find("@cp_async(@address_of(K.shared["), std::string::npos) << ir;
+    EXPECT_NE(ir.find("@cp_async(@address_of(V.shared["), std::string::npos) << ir;
+    CheckResult r = check_on_cpu(p.schedule, p.args, 3);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
   expect_error([] { attention_decode({1, 1, 384, 2, 2, 64, false}, 256, Float(16)); },
                {"chunks of 256", "SPLIT"});
+  expect_error([] { attention_decode({1, 1, 256, 2, 2, 64, false}, 128, Float(16), 1); },
+               {"RING=0", "2 or 3", "not 1"});
   expect_error([] { attention_decode({1, 1, 256, 2, 2, 80, false}, 128, Float(16)); },
                {"multiple of 64", "80"});
   expect_error([] { attention_decode({1, 200, 256, 2, 2, 64, true}, 128, Float(16)); },
@@ -489,13 +501,15 @@ TEST(FusedAttention, GpuMatchesTheReference) {
   CheckResult r = check_on_gpu(att.s, {att.Q, att.K, att.V, att.O}, 3);
   EXPECT_TRUE(r.compare.ok) << r.str();
   // Decoding (attention_decode): grouped-query, causal with a few queries, head dim 256 in
-  // bfloat16.
+  // bfloat16; K and V straight to registers, and through a ring of 2 shared tiles.
   for (const Case &c : {Case{{2, 1, 4096, 8, 2, 128, false}, Float(16)},
                         Case{{2, 3, 2048, 8, 2, 64, true}, Float(16)},
                         Case{{1, 1, 1024, 4, 4, 256, false}, BFloat(16)}}) {
-    SCOPED_TRACE(describe(c.shape, 512) + " decoding");
-    ScheduledProgram p = attention_decode(c.shape, 512, c.dtype);
-    CheckResult d = check_on_gpu(p.schedule, p.args, 3);
-    EXPECT_TRUE(d.compare.ok) << d.str();
+    for (int ring : {0, 2}) {
+      SCOPED_TRACE(describe(c.shape, 512) + " decoding, ring " + std::to_string(ring));
+      ScheduledProgram p = attention_decode(c.shape, 512, c.dtype, ring);
+      CheckResult d = check_on_gpu(p.schedule, p.args, 3);
+      EXPECT_TRUE(d.compare.ok) << d.str();
+    }
   }
 }
