@@ -541,7 +541,7 @@ ScheduleEntry attention_decode_entry() {
   e.nonnegative = {"CAUSAL", "BSHD", "RING"};
   e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"RING", {0, 2, 3}}};
   e.dtypes = {Float(16), BFloat(16)};
-  e.knobs = {{"SPLIT", {256, 512, 1024}}};
+  e.knobs = {{"SPLIT", {256, 512, 1024}}, {"RING", {0, 2, 3}}};
   e.build = [](const ShapeParams &p, DataType dtype) {
     return attention_decode(attention_shape(p), p.at("SPLIT"), dtype, int(p.at("RING")));
   };
