@@ -111,7 +111,8 @@ TEST(FusedAttention, OneKernelWithTheStatesInRegisters) {
 }
 
 // Its CUDA compiles with NVRTC, the states' loops over the head dimension unrolled by the
-// compiler into registers: nothing spills at D = 64 (CUDA cores) and 128 (WMMA).
+// compiler into registers: nothing spills at D = 64 (CUDA cores) and 128 (WMMA), nor in
+// decoding's kernels.
 TEST(FusedAttention, CompilesWithoutSpills) {
   for (int64_t D : {64, 128}) {
     FusedAttention att({1, 128, 128, 2, 2, D, true}, 16, Float(16), /*tensor_cores=*/D == 128);
@@ -120,6 +121,15 @@ TEST(FusedAttention, CompilesWithoutSpills) {
     ASSERT_FALSE(k.cubin.empty()) << k.log;
     EXPECT_EQ(k.kernels.at(0).spill_store_bytes, 0) << "D=" << D << "\n" << k.log;
   }
+  // Decoding's two kernels at the shape (32 query heads over 8, D = 128): P V's 64
+  // partial sums a thread stay in registers.
+  ScheduledProgram p = attention_decode({16, 1, 32768, 32, 8, 128, false}, 512, Float(16));
+  LoweredModule m = lower(p.schedule, p.args);
+  CompiledKernel k = tessel::test::compile_for_sm90(m, codegen_cuda(m), "attention_decode.cu");
+  ASSERT_FALSE(k.cubin.empty()) << k.log;
+  ASSERT_EQ(k.kernels.size(), 2u) << k.log;
+  for (const auto &kernel : k.kernels)
+    EXPECT_EQ(kernel.spill_store_bytes, 0) << k.log;
 }
 
 // Decoding: a few queries against many keys. The keys are split into `splits` chunks, a fold
