@@ -20,9 +20,9 @@ struct StepTensors {
 // Q tile in shared memory, stored to shared memory, where each thread reads its query's column
 // (consecutive threads, consecutive words: no bank conflicts) for its row max, new max and
 // probabilities; the probabilities in Q's type, key-major again, are P V's A operand (a
-// col_major fragment) with V's tile. Q's tile is copied once a block, K's and V's once a step,
-// 16 bytes a thread; the shared rows are padded against bank conflicts of the fragment loads
-// and stores.
+// col_major fragment) with V's tile. Q's tile is copied once a block, K's and V's tiles of the
+// next step by cp.async during this one (a ring of 2), 16 bytes a thread; the shared rows are
+// padded against bank conflicts of the fragment loads and stores.
 void schedule_tensor_cores(Schedule &s, const StepTensors &x, Stage fold, const IterVar &t,
                            const IterVar &block, const IterVar &tx, const IterVar &ty,
                            int64_t warps, DataType dtype) {
