@@ -131,8 +131,9 @@ TEST(FusedAttention, CompilesWithoutSpills) {
   for (const auto &kernel : k.kernels)
     EXPECT_EQ(kernel.spill_store_bytes, 0) << k.log;
   // K's and V's rows (and Q's) in 16-byte loads: 4 rows of K, 4 x 2 of V, 4 of Q.
-  if (std::optional<std::string> sass = tessel::test::sass_of(k.cubin, "attention_decode"))
+  if (std::optional<std::string> sass = tessel::test::sass_of(k.cubin, "attention_decode")) {
     EXPECT_EQ(tessel::test::count_of(*sass, "LDG.E.128"), 16) << *sass;
+  }
 }
 
 // Decoding: a few queries against many keys. The keys are split into `splits` chunks, a fold
