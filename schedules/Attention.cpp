@@ -11,6 +11,18 @@ namespace tessel {
 
 namespace {
 
+// A (b, h, rows, d) tile of a global operand in shared memory, copied 8 elements (16 bytes) a
+// thread by the block's `threads` threads, `x_threads` of them along threadIdx.x.
+void copy_rows_to_shared(Schedule &s, const Tensor &tile, const IterVar &tx, const IterVar &ty,
+                         int64_t threads, int64_t x_threads) {
+  auto ax = s[tile].op_axis();
+  auto [c, v] = s[tile].split(ax[3], 8);
+  auto [f, t] = s[tile].split(s[tile].fuse(ax[2], c), threads);
+  (void)f;
+  auto [fy, fx] = s[tile].split(t, x_threads);
+  s[tile].bind(fy, ty).bind(fx, tx).vectorize(v);
+}
+
 struct StepTensors {
   Tensor Q, K, V, S, rowmax, m_new, P, Pq, PV, O;
 };
@@ -26,18 +38,13 @@ struct StepTensors {
 void schedule_tensor_cores(Schedule &s, const StepTensors &x, Stage fold, const IterVar &t,
                            const IterVar &block, const IterVar &tx, const IterVar &ty,
                            int64_t warps, DataType dtype) {
-  constexpr int64_t kFrag = 16, kVector = 8;
+  constexpr int64_t kFrag = 16;
   const WmmaShape shape;
   s[x.P].compute_inline();
-  // A (b, h, rows, d) tile of a global operand in shared memory, 8 elements a thread.
+  // A tile of a global operand in shared memory, its rows padded.
   auto copy_to_shared = [&](const Tensor &tile) {
-    auto ax = s[tile].op_axis();
-    s[tile].storage_align(ax[2], 16, 8);
-    auto [c1, vec] = s[tile].split(ax[3], kVector);
-    auto [fo, fi] = s[tile].split(s[tile].fuse(ax[2], c1), 32 * warps);
-    (void)fo;
-    auto [fy, fx] = s[tile].split(fi, 32);
-    s[tile].bind(fy, ty).bind(fx, tx).vectorize(vec);
+    s[tile].storage_align(s[tile].op_axis(2), 16, 8);
+    copy_rows_to_shared(s, tile, tx, ty, 32 * warps, 32);
   };
   // An accumulator over (t, b, h, rows, cols) in 16x16 fragments (a warp's: the columns are
   // its queries, or its rows for P V); returns its K-step loop.
@@ -421,12 +428,8 @@ ScheduledProgram attention_decode(const AttentionParams &a, int64_t split_keys, 
       return s.cache_read(x, "local", {reader});
     Tensor xs = s.cache_read(x, "shared", {reader});
     s[xs].compute_at(s[reader], at);
-    auto ax = s[xs].op_axis();
-    auto [c, v] = s[xs].split(ax[3], 8);
-    auto [f, t] = s[xs].split(s[xs].fuse(ax[2], c), 128);
-    (void)f;
-    auto [fy, fx] = s[xs].split(t, 16);
-    s[xs].bind(fy, ty).bind(fx, tx).vectorize(v).pipeline(ring);
+    copy_rows_to_shared(s, xs, tx, ty, 128, 16);
+    s[xs].pipeline(ring);
     return s.cache_read(xs, "local", {reader});
   };
   IterVar block;
