@@ -48,7 +48,7 @@
 #             blocks (1000^3 clustered, 800x1000x1200 not)
 #   attention fused attention and decoding against torch's SDPA backends
 #             (bench/attention_torch.py, 2 rounds), then attention_decode's knobs at the issue's
-#             decoding shape (RING 0, 2, 3; SPLIT 512, 1024), unchecked (not among the default
+#             decoding shape (ROWS 8, 4; RING 2; LANES 8; SPLIT 1024), unchecked (not among the default
 #             steps: it needs torch)
 #   profile   ncu --set full on one launch of gemm_tc at 4096^3 and of conv2d_wgmma on ResNet's
 #             res3 with a float16 y (if ncu is there), unchecked
@@ -190,7 +190,7 @@ run_step() {
       fi ;;
     attention)
       python3 "$here/bench/attention_torch.py" --tessel ./tessel --rounds 2 --repeat 20 &&
-        for knobs in RING=0 RING=2 RING=3 RING=0,SPLIT=1024 RING=2,SPLIT=1024; do
+        for knobs in ROWS=8 ROWS=4 RING=2 LANES=8 SPLIT=1024; do
           echo "attention_decode $knobs:"
           ./tessel run attention_decode --shape B=16,H=32,HKV=8,SK=32768,D=128,$knobs \
             --no-check --number 5 --repeat 20 || return 1

@@ -309,13 +309,22 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   return prog;
 }
 
-ScheduledProgram attention_decode(const AttentionParams &a, int64_t split_keys, DataType dtype,
-                                  int ring) {
+ScheduledProgram attention_decode(const AttentionParams &a, DataType dtype,
+                                  const DecodeSchedule &k) {
   auto [Q, K, V] = attention_operands(a, dtype, "attention_decode");
-  user_check(a.D % 64 == 0, "attention_decode")
-      << "the head dim is read by 16 threads a key row, 16-byte loads: D a multiple of 64 (64, "
-         "128, 256), got "
-      << a.D;
+  const int64_t split_keys = k.split_keys, lanes = k.lanes, rows_in_flight = k.rows;
+  const int ring = k.ring;
+  user_check(lanes == 4 || lanes == 8 || lanes == 16, "attention_decode")
+      << "a key row is shared by 4, 8 or 16 threads along threadIdx.x (LANES), not " << lanes;
+  user_check(rows_in_flight >= 1 && rows_in_flight <= 16, "attention_decode")
+      << "each thread loads 1 to 16 rows of K and V in a stretch (ROWS), not " << rows_in_flight;
+  // P V splits the head dim over the 128 / lanes threads along y, 4 or more columns each.
+  const int64_t y_threads = 128 / lanes;
+  user_check(a.D % 64 == 0 && a.D % (4 * y_threads) == 0, "attention_decode")
+      << "the head dim is read by " << lanes << " threads a key row and split over "
+      << y_threads << " threads for P V (16-byte loads): D a multiple of "
+      << std::max<int64_t>(64, 4 * y_threads) << ", got " << a.D
+      << (lanes < 16 ? "; more threads a row (LANES=16) take D a multiple of 64" : "");
   user_check(split_keys % 128 == 0 && split_keys > 0 && a.Sk % split_keys == 0,
              "attention_decode")
       << "the " << a.Sk << " keys are split into chunks of " << split_keys
@@ -400,21 +409,19 @@ ScheduledProgram attention_decode(const AttentionParams &a, int64_t split_keys, 
       [&](Var b, Var h, Var i, Var dd) { return (Osum(b, h, i, dd) / W(b, h, i)).astype(dtype); },
       "O", {"b", "h", "i", "d"});
 
-  // Kernel 1: a block per (chunk, batch, key/value head) with its g query heads, 16 x 8
-  // threads. The scores: a key row per 16 threads along x (D / 16 elements each: one 16-byte
-  // load at D = 128), their dot products with every query summed across x (shuffles) into
-  // shared memory, 8 rows at a time along y. m and l summed across x, every thread keeping its
+  // Kernel 1: a block per (chunk, batch, key/value head) with its g query heads, X x Y = 128
+  // threads (X = lanes, 16 by default). The scores: a key row per X threads along x (D / X
+  // elements each: one 16-byte load at D = 128, X = 16), their dot products with every query
+  // summed across x (shuffles) into shared memory, Y rows at a time along y. m and l summed across x, every thread keeping its
   // copy; lse written to global memory by every thread (each then reads its own writes: no
   // barrier, lower() allows such a workspace at the block); Pn a key a thread into shared
-  // memory. P V: each thread's partial sums over its keys (j = x mod 16) for its D / 8 columns
+  // memory. P V: each thread's partial sums over its keys (j = x mod X) for its D / Y columns
   // (along y) and every query in registers, V read 16 bytes at a time, then summed across x.
-  // Both contractions take kRowsInFlight rows a thread in an unrolled stretch.
+  // Both contractions take `rows` rows a thread in an unrolled stretch (their loads can be in
+  // flight together; measured faster than one copy of several rows, which costs registers).
   Schedule s = create_schedule({O});
-  IterVar tx = thread_axis(Range(0, 16), "threadIdx.x");
-  IterVar ty = thread_axis(Range(0, 8), "threadIdx.y");
-  // Rows of K (and of V) a thread takes in one unrolled stretch (their loads can be in flight
-  // together; measured faster than one copy of several rows, which costs registers).
-  constexpr int64_t kRowsInFlight = 4;
+  IterVar tx = thread_axis(Range(0, int(lanes)), "threadIdx.x");
+  IterVar ty = thread_axis(Range(0, int(y_threads)), "threadIdx.y");
   auto vectorize_rows = [&](const Tensor &x) {
     auto [o, v] = s[x].split(s[x].op_axis(-1), 8);
     (void)o;
@@ -428,7 +435,7 @@ ScheduledProgram attention_decode(const AttentionParams &a, int64_t split_keys, 
       return s.cache_read(x, "local", {reader});
     Tensor xs = s.cache_read(x, "shared", {reader});
     s[xs].compute_at(s[reader], at);
-    copy_rows_to_shared(s, xs, tx, ty, 128, 16);
+    copy_rows_to_shared(s, xs, tx, ty, 128, lanes);
     s[xs].pipeline(ring);
     return s.cache_read(xs, "local", {reader});
   };
@@ -438,15 +445,15 @@ ScheduledProgram attention_decode(const AttentionParams &a, int64_t split_keys, 
     auto [hkv, hg] = s[op].split(h, g);
     block = s[op].fuse(s[op].fuse(p, b), hkv);
     s[op].bind(block, thread_axis("blockIdx.x"));
-    auto [jo, jx] = s[op].split(s[op].reduce_axis()[0], 16);
+    auto [jo, jx] = s[op].split(s[op].reduce_axis()[0], lanes);
     (void)jo;
     Tensor rf = s.rfactor(op, jx);
-    auto [dy, ds] = s[op].split_nparts(dd, 8);
+    auto [dy, ds] = s[op].split_nparts(dd, y_threads);
     s[op].reorder({block, dy, hg, i, ds});
     s[op].bind(dy, ty).bind(s[op].reduce_axis()[0], tx);
     s[rf].compute_at(s[op], dy).set_scope("local");
     auto rx = s[rf].op_axis();
-    auto [rjo, rji] = s[rf].split(s[rf].reduce_axis()[0], kRowsInFlight);
+    auto [rjo, rji] = s[rf].split(s[rf].reduce_axis()[0], rows_in_flight);
     s[rf].reorder({rx[0], rx[1], rx[2], rjo, rji, rx[3], rx[4], rx[5]});
     s[rf].unroll(rji);
     Tensor VL = staged(V, rf, rjo);
@@ -456,9 +463,9 @@ ScheduledProgram attention_decode(const AttentionParams &a, int64_t split_keys, 
   {
     s[S].compute_at(s[op], block).set_scope("shared");
     auto [p, b, h, i, j] = s[S].axes<5>();
-    auto [jr, jy] = s[S].split(j, 8);
-    auto [jro, jri] = s[S].split(jr, kRowsInFlight);
-    auto [dt, dr] = s[S].split_nparts(s[S].reduce_axis()[0], 16);
+    auto [jr, jy] = s[S].split(j, y_threads);
+    auto [jro, jri] = s[S].split(jr, rows_in_flight);
+    auto [dt, dr] = s[S].split_nparts(s[S].reduce_axis()[0], lanes);
     s[S].reorder({p, b, jro, jy, jri, h, i, dt, dr});
     s[S].bind(jy, ty).bind(dt, tx).unroll(jri);
     Tensor KL = staged(K, S, jro);
@@ -472,14 +479,14 @@ ScheduledProgram attention_decode(const AttentionParams &a, int64_t split_keys, 
     s[x].compute_at(s[op], block);
   for (const Tensor &x : {m, l}) {
     s[x].set_scope("local");
-    auto [jr, jx] = s[x].split(s[x].reduce_axis()[0], 16);
+    auto [jr, jx] = s[x].split(s[x].reduce_axis()[0], lanes);
     (void)jr;
     s[x].bind(jx, tx);
   }
   {
     s[Pn].compute_at(s[op], block).set_scope("shared");
     auto [jr, jt] = s[Pn].split(s[Pn].op_axis(-1), 128);
-    auto [jy, jx] = s[Pn].split(jt, 16);
+    auto [jy, jx] = s[Pn].split(jt, lanes);
     (void)jr;
     s[Pn].bind(jy, ty).bind(jx, tx);
   }
@@ -538,15 +545,25 @@ ScheduleEntry attention_decode_entry() {
       "softmax for the head group's queries (max, sum, P V), then a merge of the chunks; CAUSAL "
       "1 aligns the last query with the last key; BSHD as attention's; O is (B, H, SQ, D); "
       "RING 2 or 3 brings K's and V's rows through that many shared-memory tiles by cp.async "
-      "(0, the default: straight to registers)";
-  e.default_shape = {{"B", 2},      {"H", 8}, {"HKV", 2},   {"SQ", 1},  {"SK", 4096},
-                     {"D", 128},    {"CAUSAL", 0}, {"BSHD", 1}, {"SPLIT", 512}, {"RING", 0}};
+      "(0, the default: straight to registers); LANES threads share a key row (4, 8, 16), each "
+      "loading ROWS rows of K and V in a stretch";
+  e.default_shape = {{"B", 2},       {"H", 8},      {"HKV", 2},  {"SQ", 1},
+                     {"SK", 4096},   {"D", 128},    {"CAUSAL", 0}, {"BSHD", 1},
+                     {"SPLIT", 512}, {"RING", 0},   {"LANES", 16}, {"ROWS", 8}};
   e.nonnegative = {"CAUSAL", "BSHD", "RING"};
-  e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"RING", {0, 2, 3}}};
+  e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"RING", {0, 2, 3}}, {"LANES", {4, 8, 16}}};
   e.dtypes = {Float(16), BFloat(16)};
-  e.knobs = {{"SPLIT", {256, 512, 1024}}, {"RING", {0, 2, 3}}};
+  e.knobs = {{"SPLIT", {256, 512, 1024}},
+             {"RING", {0, 2, 3}},
+             {"LANES", {4, 8, 16}},
+             {"ROWS", {2, 4, 8}}};
   e.build = [](const ShapeParams &p, DataType dtype) {
-    return attention_decode(attention_shape(p), p.at("SPLIT"), dtype, int(p.at("RING")));
+    DecodeSchedule k;
+    k.split_keys = p.at("SPLIT");
+    k.ring = int(p.at("RING"));
+    k.lanes = p.at("LANES");
+    k.rows = p.at("ROWS");
+    return attention_decode(attention_shape(p), dtype, k);
   };
   return e;
 }

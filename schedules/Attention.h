@@ -45,14 +45,22 @@ std::vector<Tensor> online_softmax(const IterVar &t, const Tensor &m, const Tens
 /// of `dtype`; float32 arithmetic.
 ScheduledProgram attention(const AttentionParams &p, DataType dtype);
 
+/// How decoding's first kernel walks its chunk of keys (the registered knobs SPLIT, RING, LANES,
+/// ROWS).
+struct DecodeSchedule {
+  int64_t split_keys = 512; ///< keys a block (a chunk); a multiple of 128 dividing Sk
+  int ring = 0;             ///< 2 or 3: K's and V's rows through that many shared tiles (cp.async)
+  int64_t lanes = 16;       ///< threads along threadIdx.x: those that share a key row (4, 8, 16)
+  int64_t rows = 8;         ///< rows of K (and V) a thread loads in one unrolled stretch
+};
+
 /// Decoding: a few queries against a long key/value cache, the keys split into chunks of
-/// `split_keys` (a block each: its chunk's softmax, the group's query heads sharing each K and V
-/// row, read once at 16 bytes a thread), the chunks' partial states merged by a second kernel.
-/// Arguments Q, K, V, O as attention's; `p.causal` aligns the last query with the last key.
-/// `ring` 2 or 3: K's and V's rows through a ring of that many shared-memory tiles (cp.async)
-/// instead of straight into registers (0).
-ScheduledProgram attention_decode(const AttentionParams &p, int64_t split_keys, DataType dtype,
-                                  int ring = 0);
+/// `k.split_keys` (a block each: its chunk's softmax, the group's query heads sharing each K and
+/// V row, read once, 16 bytes a thread a load), the chunks' partial states merged by a second
+/// kernel. Arguments Q, K, V, O as attention's; `p.causal` aligns the last query with the last
+/// key.
+ScheduledProgram attention_decode(const AttentionParams &p, DataType dtype,
+                                  const DecodeSchedule &k = {});
 
 ScheduleEntry attention_entry();
 ScheduleEntry attention_decode_entry();

@@ -123,16 +123,16 @@ TEST(FusedAttention, CompilesWithoutSpills) {
   }
   // Decoding's two kernels at the shape (32 query heads over 8, D = 128): P V's 64
   // partial sums a thread stay in registers.
-  ScheduledProgram p = attention_decode({16, 1, 32768, 32, 8, 128, false}, 512, Float(16));
+  ScheduledProgram p = attention_decode({16, 1, 32768, 32, 8, 128, false}, Float(16));
   LoweredModule m = lower(p.schedule, p.args);
   CompiledKernel k = tessel::test::compile_for_sm90(m, codegen_cuda(m), "attention_decode.cu");
   ASSERT_FALSE(k.cubin.empty()) << k.log;
   ASSERT_EQ(k.kernels.size(), 2u) << k.log;
   for (const auto &kernel : k.kernels)
     EXPECT_EQ(kernel.spill_store_bytes, 0) << k.log;
-  // K's and V's rows (and Q's) in 16-byte loads: 4 rows of K, 4 x 2 of V, 4 of Q.
+  // K's and V's rows (and Q's) in 16-byte loads: 8 rows of K, 8 x 2 of V, 4 of Q.
   if (std::optional<std::string> sass = tessel::test::sass_of(k.cubin, "attention_decode")) {
-    EXPECT_EQ(tessel::test::count_of(*sass, "LDG.E.128"), 16) << *sass;
+    EXPECT_EQ(tessel::test::count_of(*sass, "LDG.E.128"), 28) << *sass;
   }
 }
 
@@ -270,7 +270,7 @@ TEST(FusedAttention, RegisteredDecodingOnTheExecutor) {
   for (const Case &c : {Case{grouped, 128, Float(16)}, Case{causal, 128, Float(16)},
                         Case{wide, 128, Float(16)}, Case{heads, 256, BFloat(16)}}) {
     SCOPED_TRACE(describe(c.shape, c.split) + (c.shape.bshd ? "" : " BHSD"));
-    ScheduledProgram p = attention_decode(c.shape, c.split, c.dtype);
+    ScheduledProgram p = attention_decode(c.shape, c.dtype, {c.split});
     LoweredModule m = lower(p.schedule, p.args);
     ASSERT_EQ(m.funcs.size(), 2u) << to_string(m);
     CheckProblem pb = make_check_problem(p.args, 3, 5);
@@ -283,23 +283,34 @@ TEST(FusedAttention, RegisteredDecodingOnTheExecutor) {
     CheckResult r = check_on_cpu(p.schedule, p.args, 3);
     EXPECT_TRUE(r.compare.ok) << r.str();
   }
-  // K's and V's rows through rings of shared-memory tiles (cp.async, pipelined).
+  // K's and V's rows through rings of shared-memory tiles (cp.async, pipelined), 4 rows a
+  // stretch (with 8, V's 128 keys are one stretch of 16 threads: nothing to pipeline).
   for (int ring : {2, 3}) {
     SCOPED_TRACE("ring of " + std::to_string(ring));
-    ScheduledProgram p = attention_decode(causal, 128, Float(16), ring);
+    ScheduledProgram p = attention_decode(causal, Float(16), {128, ring, 16, 4});
     std::string ir = to_string(lower(p.schedule, p.args));
     EXPECT_NE(ir.find("@cp_async(@address_of(K.shared["), std::string::npos) << ir;
     EXPECT_NE(ir.find("@cp_async(@address_of(V.shared["), std::string::npos) << ir;
     CheckResult r = check_on_cpu(p.schedule, p.args, 3);
     EXPECT_TRUE(r.compare.ok) << r.str();
   }
-  expect_error([] { attention_decode({1, 1, 384, 2, 2, 64, false}, 256, Float(16)); },
+  // Fewer threads a key row (more of the head dim each, fewer shuffles), more rows a stretch.
+  for (auto [lanes, rows] : {std::pair<int64_t, int64_t>{8, 4}, {4, 8}, {8, 2}}) {
+    SCOPED_TRACE("lanes " + std::to_string(lanes) + ", rows " + std::to_string(rows));
+    DecodeSchedule k{128, 0, lanes, rows};
+    ScheduledProgram p = attention_decode(lanes == 4 ? wide : heads, Float(16), k);
+    CheckResult r = check_on_cpu(p.schedule, p.args, 3);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
+  expect_error([] { attention_decode({1, 1, 256, 2, 2, 64, false}, Float(16), {128, 0, 4}); },
+               {"multiple of 128", "got 64", "LANES=16"});
+  expect_error([] { attention_decode({1, 1, 384, 2, 2, 64, false}, Float(16), {256}); },
                {"chunks of 256", "SPLIT"});
-  expect_error([] { attention_decode({1, 1, 256, 2, 2, 64, false}, 128, Float(16), 1); },
+  expect_error([] { attention_decode({1, 1, 256, 2, 2, 64, false}, Float(16), {128, 1}); },
                {"RING=0", "2 or 3", "not 1"});
-  expect_error([] { attention_decode({1, 1, 256, 2, 2, 80, false}, 128, Float(16)); },
+  expect_error([] { attention_decode({1, 1, 256, 2, 2, 80, false}, Float(16), {128}); },
                {"multiple of 64", "80"});
-  expect_error([] { attention_decode({1, 200, 256, 2, 2, 64, true}, 128, Float(16)); },
+  expect_error([] { attention_decode({1, 200, 256, 2, 2, 64, true}, Float(16), {128}); },
                {"Sq <= SPLIT <= Sk"});
 }
 
@@ -521,7 +532,7 @@ TEST(FusedAttention, GpuMatchesTheReference) {
                         Case{{1, 1, 1024, 4, 4, 256, false}, BFloat(16)}}) {
     for (int ring : {0, 2}) {
       SCOPED_TRACE(describe(c.shape, 512) + " decoding, ring " + std::to_string(ring));
-      ScheduledProgram p = attention_decode(c.shape, 512, c.dtype, ring);
+      ScheduledProgram p = attention_decode(c.shape, c.dtype, {512, ring});
       CheckResult d = check_on_gpu(p.schedule, p.args, 3);
       EXPECT_TRUE(d.compare.ok) << d.str();
     }
