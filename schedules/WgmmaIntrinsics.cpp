@@ -1,6 +1,7 @@
 #include "schedules/WgmmaIntrinsics.h"
 
 #include "compiler/arith/IndexInterval.h"
+#include "compiler/ir/IREquality.h"
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/Intrinsics.h"
 #include "compiler/support/Error.h"
@@ -345,6 +346,139 @@ std::shared_ptr<const TensorIntrin> wgmma_promote(int64_t n, Fp8Scales scales) {
             intrinsic::wgmma_fill, {out.data(), tile, Expr(int(n)), make_zero(Float(32))}));
         bodies.update = unrolled(
             h, 2, LetStmt::make(scale, product, unrolled(q, n / 8, unrolled(e, 2, set))));
+        return bodies;
+      },
+      name);
+}
+
+namespace {
+
+Buffer rows_decl(const char *name) {
+  return Buffer::make(name, Float(32), {kRows}, "wgmma.rows", {}, Expr(), 4, kRows);
+}
+
+Expr register_of(const BoundBuffer &acc, const Expr &tile, int64_t n, const Expr &r) {
+  return Call::make(Float(32), intrinsic::wgmma_reg, {acc.data(), tile, Expr(int(n)), r},
+                    Call::Intrinsic);
+}
+
+Expr row_of(const BoundBuffer &rows, const Expr &tile, int h) {
+  return Call::make(Float(32), intrinsic::wgmma_row, {rows.data(), tile, Expr(h)},
+                    Call::Intrinsic);
+}
+
+Stmt set_row(const BoundBuffer &rows, const Expr &tile, int h, const Expr &value) {
+  return Evaluate::make(intrinsic_call(intrinsic::wgmma_row_set, {rows.data(), tile, Expr(h), value}));
+}
+
+} // namespace
+
+std::shared_ptr<const TensorIntrin> wgmma_row_reduce(int64_t n, RowReduce kind,
+                                                     const WgmmaRowFunction &f) {
+  check_n(n, "wgmma_row_reduce");
+  const bool is_max = kind == RowReduce::Max;
+  auto apply = [f](const Expr &x) { return f.f ? f.f(x, Expr()) : x; };
+  Tensor X = placeholder({kRows, int(n)}, Float(32), "X");
+  IterVar j = reduce_axis({0, int(n)}, "j");
+  Tensor R = compute(
+      {kRows},
+      [&](Var i) {
+        Expr v = apply(X(i, j));
+        user_check(v.type() == Float(32), "wgmma_row_reduce")
+            << "the function '" << f.name << "' must give float32, got " << v.type();
+        return is_max ? max(v, {j}) : sum(v, {j});
+      },
+      "R", {"i"});
+  const std::string name = std::string("wgmma_row_reduce(") + std::to_string(n) +
+                           (is_max ? ", max" : ", sum") +
+                           (f.f ? ", " + f.name : std::string()) + ")";
+  auto combine = [is_max](const Expr &a, const Expr &b) { return is_max ? max(a, b) : a + b; };
+  return decl_tensor_intrin(
+      R, {{X, accumulator_decl(n, "BX")}, {R, rows_decl("BR")}},
+      [=](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
+        const BoundBuffer &x = in[0];
+        const Expr tile = x.tile_index(kRows, n, name), rtile = out.elem_offset_div(kRows);
+        TensorIntrinBodies bodies;
+        const Expr identity = is_max ? Expr(-INFINITY) : Expr(0.0f);
+        std::vector<Stmt> reset, update;
+        for (int h = 0; h < 2; ++h) {
+          reset.push_back(set_row(out, rtile, h, identity));
+          // Register 4 q + 2 h + e holds row 16 w + l / 4 + 8 h: the thread's n / 4 of the row,
+          // combined pairwise (a tree: independent operations), then across the quad.
+          std::vector<Expr> terms;
+          for (int64_t q = 0; q < n / 8; ++q)
+            for (int e = 0; e < 2; ++e)
+              terms.push_back(apply(register_of(x, tile, n, Expr(int(4 * q + 2 * h + e)))));
+          while (terms.size() > 1) {
+            std::vector<Expr> next;
+            for (size_t k = 0; k + 1 < terms.size(); k += 2)
+              next.push_back(combine(terms[k], terms[k + 1]));
+            if (terms.size() % 2)
+              next.push_back(terms.back());
+            terms = std::move(next);
+          }
+          Var p0("p0", Float(32)), p1("p1", Float(32)), p2("p2", Float(32));
+          auto shuffled = [&](const Var &v, int mask) {
+            return combine(v, Call::make(Float(32), intrinsic::shfl_xor, {v, Expr(mask)},
+                                         Call::PureIntrinsic));
+          };
+          update.push_back(LetStmt::make(
+              p0, terms[0],
+              LetStmt::make(p1, shuffled(p0, 1),
+                            LetStmt::make(p2, shuffled(p1, 2),
+                                          set_row(out, rtile, h,
+                                                  combine(row_of(out, rtile, h), p2))))));
+        }
+        bodies.reset = Seq::make(reset);
+        bodies.update = Seq::make(update);
+        return bodies;
+      },
+      name);
+}
+
+std::shared_ptr<const TensorIntrin> wgmma_rowwise(int64_t n, const WgmmaRowFunction &f) {
+  check_n(n, "wgmma_rowwise");
+  user_check(bool(f.f), "wgmma_rowwise") << "the function '" << f.name << "' is undefined";
+  Tensor X = placeholder({kRows, int(n)}, Float(32), "X");
+  Tensor R = placeholder({kRows}, Float(32), "R");
+  Tensor Y = compute(
+      {kRows, int(n)},
+      [&](Var i, Var j) {
+        Expr v = f.f(X(i, j), R(i));
+        user_check(v.type() == Float(32), "wgmma_rowwise")
+            << "the function '" << f.name << "' must give float32, got " << v.type();
+        return v;
+      },
+      "Y", {"i", "j"});
+  const std::string name = "wgmma_rowwise(" + std::to_string(n) + ", " + f.name + ")";
+  return decl_tensor_intrin(
+      Y,
+      {{X, accumulator_decl(n, "BX")}, {R, rows_decl("BR")}, {Y, accumulator_decl(n, "BY")}},
+      [=](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
+        // The inputs come in first-use order of the pattern: find them by declaration.
+        const BoundBuffer &x = in[0].decl().name() == "BX" ? in[0] : in[1];
+        const BoundBuffer &r = in[0].decl().name() == "BX" ? in[1] : in[0];
+        const Expr xtile = x.tile_index(kRows, n, name), ytile = out.tile_index(kRows, n, name),
+                   rtile = r.elem_offset_div(kRows);
+        const bool in_place = x.data().same_as(out.data()) && structural_equal(xtile, ytile);
+        Var q("q"), e("e"), row("row", Float(32));
+        std::vector<Stmt> body;
+        // A tile written for the first time is filled first (the executor tracks its shape).
+        if (!in_place)
+          body.push_back(Evaluate::make(intrinsic_call(
+              intrinsic::wgmma_fill, {out.data(), ytile, Expr(int(n)), make_zero(Float(32))})));
+        for (int h = 0; h < 2; ++h) {
+          Expr rg = q * 4 + h * 2 + e;
+          Stmt set = Evaluate::make(intrinsic_call(
+              intrinsic::wgmma_reg_set,
+              {out.data(), ytile, Expr(int(n)), rg, f.f(register_of(x, xtile, n, rg), row)}));
+          body.push_back(LetStmt::make(
+              row, row_of(r, rtile, h),
+              For::make(q, 0, Expr(int(n / 8)), ForKind::Unrolled,
+                        For::make(e, 0, Expr(2), ForKind::Unrolled, set))));
+        }
+        TensorIntrinBodies bodies;
+        bodies.body = Seq::make(body);
         return bodies;
       },
       name);

@@ -104,4 +104,32 @@ Expr fp8_scaled_partial(const Expr &partial, const Expr &scale_a, const Expr &sc
 ///     columns are one 128-column block of B, so n is 128.
 std::shared_ptr<const TensorIntrin> wgmma_promote(int64_t n, Fp8Scales scales);
 
+// ---- Work along the rows of an accumulator (a row softmax, attention's online softmax) --------
+//
+// A row value of a 64 x n accumulator tile lives in scope wgmma.rows (Intrinsics.h): each thread
+// holds its two rows, 16 w + l / 4 and + 8, as its registers hold them; a row's 4 lanes (a quad)
+// hold copies. Stages over such values and the accumulators are tensorized with these, written
+// with the function the stage's body applies (as an epilogue's).
+
+/// A function of an accumulator element `x` and its row's value `row` (undefined for a
+/// reduction's function), named in the intrinsic's name.
+struct WgmmaRowFunction {
+  std::string name;
+  std::function<Expr(const Expr &x, const Expr &row)> f;
+};
+
+enum class RowReduce { Max, Sum };
+
+/// R(i) = max (or sum) over j of f(X(i, j)) for a 64 x n accumulator tile X into its rows R
+/// (wgmma.rows); f is the identity when undefined. Each thread combines its n / 4 registers of
+/// each of its rows, then the row's quad by two shuffles (xor 1, 2); the result is combined
+/// with R's value, so a row reduced over several tiles (the reduction split around the
+/// intrinsic) accumulates: the reset sets R to -inf (0 for a sum).
+std::shared_ptr<const TensorIntrin> wgmma_row_reduce(int64_t n, RowReduce kind,
+                                                     const WgmmaRowFunction &f = {});
+
+/// Y(i, j) = f(X(i, j), R(i)) for 64 x n accumulator tiles X and Y (Y may be X: in place) and
+/// X's rows R, register by register.
+std::shared_ptr<const TensorIntrin> wgmma_rowwise(int64_t n, const WgmmaRowFunction &f);
+
 } // namespace tessel

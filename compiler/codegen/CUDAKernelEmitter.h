@@ -188,6 +188,10 @@ private:
   /// The declaration of a wgmma.accumulator allocation as a per-thread register array; binds
   /// its name and makes it known to wgmma_fence_registers.
   std::string wgmma_accumulator_decl(const Allocate *op);
+  /// The declaration of a wgmma.rows allocation (R rows: R / 32 registers a thread).
+  std::string wgmma_rows_decl(const Allocate *op);
+  /// `rows[2 index + h]` for wgmma_row(rows, index, h) and wgmma_row_set(rows, index, h, v).
+  std::string wgmma_row_ref(const Call *op);
   /// wgmma_*, fence_proxy_async; false for other calls.
   bool emit_wgmma(const Call *op);
   /// The thread's index in its warpgroup.

@@ -350,6 +350,10 @@ void CUDAKernelEmitter::emit_allocate(const Allocate *op) {
   std::string t = type_name(op->dtype);
   if (is_mma_scope(scope)) {
     line(mma_fragment_decl(op));
+  } else if (scope == "wgmma.rows") {
+    line(wgmma_rows_decl(op));
+    emit_stmt(op->body);
+    return;
   } else if (is_wgmma_scope(scope)) {
     line(wgmma_accumulator_decl(op));
     emit_stmt(op->body);

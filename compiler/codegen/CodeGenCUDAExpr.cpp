@@ -362,6 +362,19 @@ CExpr CUDAKernelEmitter::emit_call(const Call *op) {
     check_intrinsic_args(op, 4, "(acc, index, n, r)");
     return {wgmma_register(op), PrecAtom};
   }
+  if (name == intrinsic::wgmma_row) {
+    check_intrinsic_args(op, 3, "(rows, index, h)");
+    return {wgmma_row_ref(op), PrecAtom};
+  }
+  if (name == intrinsic::shfl_xor) {
+    check_intrinsic_args(op, 2, "(value, mask)");
+    const DataType t = op->args[0].type();
+    user_check(t == Float(32) || t == Int(32), "codegen_cuda")
+        << "shfl_xor in kernel '" << f_.name << "' exchanges float32 or int32, not " << t;
+    return {"__shfl_xor_sync(0xffffffffu, " + print(op->args[0]) + ", " + print(op->args[1]) +
+                ")",
+            PrecAtom};
+  }
   if (name == intrinsic::syncthreads || name == intrinsic::wmma_fill_fragment ||
       name == intrinsic::wmma_load_matrix_sync || name == intrinsic::wmma_mma_sync ||
       name == intrinsic::wmma_store_matrix_sync || name == intrinsic::cp_async ||
@@ -371,7 +384,8 @@ CExpr CUDAKernelEmitter::emit_call(const Call *op) {
       name == intrinsic::wgmma_fill || name == intrinsic::wgmma_mma ||
       name == intrinsic::wgmma_fence || name == intrinsic::wgmma_commit ||
       name == intrinsic::wgmma_wait || name == intrinsic::wgmma_store ||
-      name == intrinsic::wgmma_reg_set || name == intrinsic::fence_proxy_async ||
+      name == intrinsic::wgmma_reg_set || name == intrinsic::wgmma_row_set ||
+      name == intrinsic::fence_proxy_async ||
       name == intrinsic::named_barrier_sync || name == intrinsic::named_barrier_arrive ||
       name == intrinsic::setmaxnreg || name == intrinsic::tma_store ||
       name == intrinsic::tma_store_commit || name == intrinsic::tma_store_wait_read ||

@@ -1,7 +1,9 @@
 // CUDA code generation: Hopper warpgroup matrix multiply (wgmma.mma_async, sm_90a) as inline PTX.
 //
 // A wgmma.accumulator allocation of S floats is the warpgroup's: each thread declares
-// `float acc[S / 128]`, tile `index` of an m64nN accumulator being acc[index * N / 2 ..]. The
+// `float acc[S / 128]`, tile `index` of an m64nN accumulator being acc[index * N / 2 ..]; a
+// wgmma.rows allocation of R floats (a value per row of the accumulator layout) `float rows[R /
+// 32]`, rows[2 index + h] being row 16 w + l / 4 + 8 h of tile `index`. The
 // shared operands are passed as 64-bit matrix descriptors built by tessel_wgmma_desc from a
 // generic pointer and the byte offsets between core matrices. Every register index is a
 // constant (the loops around the intrinsics are unrolled), so the arrays stay in registers.
@@ -28,7 +30,7 @@ std::string CUDAKernelEmitter::wgmma_accumulator_decl(const Allocate *op) {
   const std::string &name = op->buffer_var.name();
   user_check(op->scope == "wgmma.accumulator", "codegen_cuda")
       << "allocation '" << name << "' has unknown wgmma scope '" << op->scope
-      << "'; expected wgmma.accumulator";
+      << "'; expected wgmma.accumulator or wgmma.rows";
   user_check(op->dtype == Float(32), "codegen_cuda")
       << "wgmma accumulator '" << name << "' has element type " << op->dtype
       << " but wgmma.mma_async.f32.f16.f16 accumulates in float32";
@@ -40,6 +42,38 @@ std::string CUDAKernelEmitter::wgmma_accumulator_decl(const Allocate *op) {
   scope_of_[op->buffer_var.get()] = op->scope;
   wgmma_registers_.push_back({text, size / 128});
   return "float " + text + "[" + std::to_string(size / 128) + "];";
+}
+
+std::string CUDAKernelEmitter::wgmma_rows_decl(const Allocate *op) {
+  const std::string &name = op->buffer_var.name();
+  user_check(op->dtype == Float(32), "codegen_cuda")
+      << "wgmma rows '" << name << "' have element type " << op->dtype
+      << "; the rows of a wgmma accumulator are float32";
+  const int64_t size = op->constant_size();
+  user_check(size % 64 == 0, "codegen_cuda")
+      << "wgmma rows '" << name << "' hold " << size
+      << " elements, not whole 64-row tiles of a warpgroup";
+  std::string text = bind_var(op->buffer_var.get());
+  scope_of_[op->buffer_var.get()] = op->scope;
+  return "float " + text + "[" + std::to_string(size / 32) + "];";
+}
+
+std::string CUDAKernelEmitter::wgmma_row_ref(const Call *op) {
+  const std::vector<Expr> &a = op->args;
+  const auto *v = a[0].as<Variable>();
+  auto scope = v ? scope_of_.find(v) : scope_of_.end();
+  user_check(scope != scope_of_.end() && scope->second == "wgmma.rows", "codegen_cuda")
+      << op->name << " in kernel '" << f_.name << "': " << a[0]
+      << " is not a warpgroup's rows (an allocation in scope wgmma.rows)";
+  auto index = as_const_int(a[1]);
+  user_check(index.has_value(), "codegen_cuda")
+      << op->name << " in kernel '" << f_.name << "': the tile index " << a[1]
+      << " is not a constant; unroll the loops around the intrinsic (Stage::unroll)";
+  if (auto h = as_const_int(a[2]))
+    user_check(*h == 0 || *h == 1, "codegen_cuda")
+        << op->name << " in kernel '" << f_.name << "': h is 0 or 1 (a thread's two rows of a "
+        << "tile), got " << *h;
+  return var_text(v) + "[" + std::to_string(*index * 2) + " + " + print(a[2]) + "]";
 }
 
 CExpr CUDAKernelEmitter::wgmma_thread_id() {
@@ -70,7 +104,7 @@ std::string CUDAKernelEmitter::wgmma_register(const Call *op) {
   const std::vector<Expr> &a = op->args;
   const auto *v = a[0].as<Variable>();
   auto scope = v ? scope_of_.find(v) : scope_of_.end();
-  user_check(scope != scope_of_.end() && is_wgmma_scope(scope->second), "codegen_cuda")
+  user_check(scope != scope_of_.end() && scope->second == "wgmma.accumulator", "codegen_cuda")
       << name << " in kernel '" << f_.name << "': " << a[0]
       << " is not a wgmma accumulator (an allocation in scope wgmma.accumulator)";
   auto index = as_const_int(a[1]), cols = as_const_int(a[2]);
@@ -89,8 +123,13 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
   const std::string &n = op->name;
   if (op->call_kind == Call::PureExtern ||
       (n.rfind("wgmma_", 0) != 0 && n != intrinsic::fence_proxy_async) ||
-      n == intrinsic::wgmma_thread_id || n == intrinsic::wgmma_reg)
+      n == intrinsic::wgmma_thread_id || n == intrinsic::wgmma_reg || n == intrinsic::wgmma_row)
     return false;
+  if (n == intrinsic::wgmma_row_set) {
+    check_intrinsic_args(op, 4, "(rows, index, h, value)");
+    line(wgmma_row_ref(op) + " = " + print(op->args[3]) + ";");
+    return true;
+  }
   if (n == intrinsic::wgmma_reg_set) {
     check_intrinsic_args(op, 5, "(acc, index, n, r, value)");
     line(wgmma_register(op) + " = " + print(op->args[4]) + ";");
@@ -108,7 +147,7 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
   auto tile_base = [&](const Expr &frag, const Expr &index, int64_t cols) {
     const auto *v = frag.as<Variable>();
     auto scope = v ? scope_of_.find(v) : scope_of_.end();
-    user_check(scope != scope_of_.end() && is_wgmma_scope(scope->second), "codegen_cuda")
+    user_check(scope != scope_of_.end() && scope->second == "wgmma.accumulator", "codegen_cuda")
         << name << " in kernel '" << f_.name << "': " << frag
         << " is not a wgmma accumulator (an allocation in scope wgmma.accumulator)";
     auto i = as_const_int(index);

@@ -125,6 +125,18 @@ inline constexpr const char *wgmma_store = "wgmma_store";
 // register array, so r must become a constant once unrolled.
 inline constexpr const char *wgmma_reg = "wgmma_reg";
 inline constexpr const char *wgmma_reg_set = "wgmma_reg_set";
+// Per-row values of a warpgroup's accumulator layout (scope wgmma.rows): an allocation of R
+// float32 elements (R a multiple of 64) is the warpgroup's R rows in 64-row tiles; each thread
+// holds the 2 rows of every tile that its accumulator registers hold, 16 w + l / 4 and
+// 16 w + l / 4 + 8 (warp w, lane l as above; the 4 lanes of a quad hold copies), R / 32
+// registers. wgmma_row(rows, index, h): the value (Float(32), Call::Intrinsic) of row
+// 16 w + l / 4 + 8 h (h 0 or 1) of tile `index` in the calling thread; wgmma_row_set(rows,
+// index, h, value) sets it. Ordinary registers: no fence or wait orders them.
+inline constexpr const char *wgmma_row = "wgmma_row";
+inline constexpr const char *wgmma_row_set = "wgmma_row_set";
+// shfl_xor(value, mask): the value (float32 or int32) of the lane `lane ^ mask` of the calling
+// thread's warp (__shfl_xor_sync over the whole warp: every lane must call it together).
+inline constexpr const char *shfl_xor = "shfl_xor";
 // fence_proxy_async(): fence.proxy.async.shared::cta: orders this thread's earlier writes of
 // shared memory (stores, cp.async) before later reads of it by the async proxy (wgmma).
 inline constexpr const char *fence_proxy_async = "fence_proxy_async";

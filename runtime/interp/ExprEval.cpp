@@ -4,6 +4,7 @@
 #include "runtime/interp/Machine.h"
 #include "runtime/interp/SharedMemoryChecker.h"
 
+#include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
 #include "compiler/ir/Intrinsics.h"
 #include "compiler/support/Error.h"
@@ -352,6 +353,30 @@ private:
   uint32_t group_;
 };
 
+/// shfl_xor(value, mask): lane l's result is lane (l ^ mask)'s value; every lane of the warp must
+/// take part (the CUDA is __shfl_xor_sync over the full warp).
+class ShuffleXorCode : public ExprCode {
+public:
+  ShuffleXorCode(DataType t, uint32_t n, ExprPtr v, int64_t mask, Expr src)
+      : ExprCode(t, n), v_(std::move(v)), mask_(uint32_t(mask)), src_(std::move(src)) {}
+  const Val *eval(Machine &M, const Mask &m) override {
+    const Val *v = v_->eval(M, m);
+    m.each([&](uint32_t t) {
+      const uint32_t from = (t & ~31u) | ((t % 32) ^ mask_);
+      user_check(from < m.n_threads && m.contains(from), "interp")
+          << src_ << " by thread " << M.where(t) << ": lane " << from % 32
+          << " of its warp does not take part (a shuffle needs the whole warp together)";
+      out[t] = v[from];
+    });
+    return out.data();
+  }
+
+private:
+  ExprPtr v_;
+  uint32_t mask_;
+  Expr src_;
+};
+
 template <MemScope S> class LoadCode : public ExprCode {
 public:
   LoadCode(DataType t, uint32_t n, Memory *mem, ExprPtr index)
@@ -555,6 +580,16 @@ ExprPtr Compiler::expr(const Expr &e) {
       return std::make_unique<LaneIdCode>(t, n, 128);
     if (op->is_intrinsic(intrinsic::wgmma_reg))
       return compile_wgmma_reg(*this, op);
+    if (op->is_intrinsic(intrinsic::wgmma_row))
+      return compile_wgmma_row(*this, op);
+    if (op->is_intrinsic(intrinsic::shfl_xor)) {
+      auto mask = op->args.size() == 2 ? as_const_int(op->args[1]) : std::nullopt;
+      user_check(mask && *mask > 0 && *mask < 32 &&
+                     (t == Float(32) || t == Int(32)) && op->args[0].type() == t,
+                 "interp")
+          << "shfl_xor takes a float32 or int32 value and a constant lane mask 1..31: " << e;
+      return std::make_unique<ShuffleXorCode>(t, n, expr(op->args[0]), *mask, e);
+    }
     if (op->is_intrinsic(intrinsic::bitwise_xor)) {
       user_check(op->args.size() == 2 && !t.is_float(), "interp")
           << "bitwise_xor takes two integers: " << e;

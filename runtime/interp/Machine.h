@@ -145,9 +145,9 @@ inline bool same_agent(int32_t a, int32_t b) {
 
 enum class MemScope : uint8_t { Global, Shared, Local, Fragment };
 /// wmma.* fragments (MatrixA, MatrixB, Accumulator), mma.* register fragments (Mma*) or a
-/// warpgroup's wgmma.accumulator registers (WgmmaAccumulator).
+/// warpgroup's wgmma.accumulator registers (WgmmaAccumulator) and its rows' (WgmmaRows).
 enum class FragKind : uint8_t {
-  None, MatrixA, MatrixB, Accumulator, MmaA, MmaB, MmaAccumulator, WgmmaAccumulator
+  None, MatrixA, MatrixB, Accumulator, MmaA, MmaB, MmaAccumulator, WgmmaAccumulator, WgmmaRows
 };
 
 /// One buffer's storage. Local memory holds `size` elements per thread, fragments per warp.
@@ -429,6 +429,10 @@ using UnaryMath = double (*)(double);
 const std::unordered_map<std::string, UnaryMath> &unary_math();
 /// wgmma_reg: a thread's accumulator register as a value (Wgmma.cpp).
 ExprPtr compile_wgmma_reg(Compiler &C, const Call *call);
+/// wgmma_row: a thread's value of one of its rows (wgmma.rows; Wgmma.cpp).
+ExprPtr compile_wgmma_row(Compiler &C, const Call *call);
+/// wgmma_row_set (Wgmma.cpp).
+StmtPtr compile_wgmma_row_set(Compiler &C, const Call *call);
 /// At the end of a block: an error if a warp has a wgmma_mma that no wgmma_wait landed.
 void check_wgmma_landed(const Machine &M);
 /// The Hopper bulk tensor copies and their barriers: mbarrier_*, fence_barrier_init and

@@ -179,7 +179,8 @@ private:
            : mem_->scope == MemScope::Fragment ? M.n_warps
                                                : 1;
   }
-  /// A wgmma.accumulator's size is per warpgroup: a warp holds a quarter of it.
+  /// A wgmma.accumulator's size is per warpgroup: a warp holds a quarter of it. Its rows
+  /// (wgmma.rows) are too, but each row is held by the 4 lanes of a quad: a warp holds as many.
   size_t per_owner() const {
     return size_t(mem_->frag == FragKind::WgmmaAccumulator ? mem_->size / 4 : mem_->size);
   }
@@ -318,6 +319,8 @@ MemScope parse_scope(const std::string &scope, FragKind &frag) {
     frag = FragKind::MmaAccumulator;
   else if (scope == "wgmma.accumulator")
     frag = FragKind::WgmmaAccumulator;
+  else if (scope == "wgmma.rows")
+    frag = FragKind::WgmmaRows;
   user_check(frag != FragKind::None, "interp")
       << "cannot allocate storage in scope '" << scope << "' inside a kernel";
   return MemScope::Fragment;

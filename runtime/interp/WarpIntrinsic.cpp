@@ -109,6 +109,8 @@ const char *fragment_scope_name(FragKind f) {
     return "mma.accumulator";
   case FragKind::WgmmaAccumulator:
     return "wgmma.accumulator";
+  case FragKind::WgmmaRows:
+    return "wgmma.rows";
   case FragKind::None:
     break;
   }

@@ -370,6 +370,87 @@ private:
 
 } // namespace
 
+namespace {
+
+// A warpgroup's rows (wgmma.rows) of R floats: thread (warp w, lane l) holds R / 32 values,
+// kept per warp ([warp][lane][R / 32]); value 2 index + h is row 16 (w % 4) + l / 4 + 8 h of
+// 64-row tile `index`.
+struct RowTiles {
+  Memory *rows = nullptr;
+  std::string intrin;
+
+  Val &at(const Machine &M, uint32_t t, int64_t index, int64_t h) const {
+    const int64_t per_thread = rows->size / 32;
+    user_check(index >= 0 && 2 * index + 1 < per_thread && (h == 0 || h == 1), "interp")
+        << intrin << " by thread " << M.where(t) << ": row " << h << " of tile " << index
+        << " of rows '" << rows->name << "' (" << rows->size / 64
+        << " tiles of 64 rows, 2 rows of each a thread)";
+    return rows->data[size_t(t / 32) * size_t(rows->size) + size_t(t % 32) * size_t(per_thread) +
+                      size_t(2 * index + h)];
+  }
+};
+
+class WgmmaRowCode : public ExprCode, public RowTiles {
+public:
+  WgmmaRowCode(uint32_t n_threads, ExprPtr index, ExprPtr h)
+      : ExprCode(Float(32), n_threads), index_(std::move(index)), h_(std::move(h)) {}
+  const Val *eval(Machine &M, const Mask &m) override {
+    const Val *index = index_->eval(M, m), *h = h_->eval(M, m);
+    m.each([&](uint32_t t) { out[t] = at(M, t, index[t].i, h[t].i); });
+    return out.data();
+  }
+
+private:
+  ExprPtr index_, h_;
+};
+
+class WgmmaRowSetCode : public StmtCode, public RowTiles {
+public:
+  WgmmaRowSetCode(ExprPtr index, ExprPtr h, ExprPtr value)
+      : index_(std::move(index)), h_(std::move(h)), value_(std::move(value)) {}
+  void exec(Machine &M, const Mask &m) override {
+    const Val *index = index_->eval(M, m), *h = h_->eval(M, m);
+    const Val *value = value_->eval(M, m);
+    m.each([&](uint32_t t) {
+      at(M, t, index[t].i, h[t].i).f = round_float(rows->num.kind, value[t].f);
+    });
+  }
+
+private:
+  ExprPtr index_, h_, value_;
+};
+
+Memory *compile_rows(Compiler &C, const Call *call) {
+  Memory *m = compile_fragment(C, call, call->args[0], FragKind::WgmmaRows);
+  user_check(m->dtype == Float(32) && m->size % 64 == 0, "interp")
+      << call->name << ": rows '" << m->name << "' hold " << m->size << " x " << m->dtype
+      << "; wgmma.rows hold float32, whole 64-row tiles";
+  return m;
+}
+
+} // namespace
+
+ExprPtr compile_wgmma_row(Compiler &C, const Call *call) {
+  user_check(call->args.size() == 3, "interp")
+      << call->name << " takes 3 arguments (rows, index, h), got " << Expr(call);
+  auto code = std::make_unique<WgmmaRowCode>(C.M.n_threads, C.expr(call->args[1]),
+                                             C.expr(call->args[2]));
+  code->intrin = call->name;
+  code->rows = compile_rows(C, call);
+  return code;
+}
+
+StmtPtr compile_wgmma_row_set(Compiler &C, const Call *call) {
+  user_check(call->args.size() == 4 && call->args[3].type() == Float(32), "interp")
+      << call->name << " takes 4 arguments (rows, index, h, value), the value float32, got "
+      << Expr(call);
+  auto code = std::make_unique<WgmmaRowSetCode>(C.expr(call->args[1]), C.expr(call->args[2]),
+                                                C.expr(call->args[3]));
+  code->intrin = call->name;
+  code->rows = compile_rows(C, call);
+  return code;
+}
+
 ExprPtr compile_wgmma_reg(Compiler &C, const Call *call) {
   user_check(call->args.size() == 4, "interp")
       << call->name << " takes 4 arguments (acc, index, n, r), got " << Expr(call);
@@ -387,6 +468,8 @@ ExprPtr compile_wgmma_reg(Compiler &C, const Call *call) {
 }
 
 StmtPtr compile_wgmma(Compiler &C, const Call *call) {
+  if (call->name == intrinsic::wgmma_row_set)
+    return compile_wgmma_row_set(C, call);
   if (call->name == intrinsic::fence_proxy_async) {
     user_check(call->args.empty(), "interp")
         << "fence_proxy_async takes no arguments, got " << Expr(call);

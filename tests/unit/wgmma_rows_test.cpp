@@ -1,0 +1,229 @@
+// Work along the rows of a wgmma accumulator, in registers: Y = softmax over the rows of A B^T
+// in one kernel, the scores a wgmma accumulator, their row max and row sum in scope wgmma.rows
+// (wgmma_row_reduce: a thread's registers of its two rows, then the quad's shuffles), the
+// exponentials and the division register by register (wgmma_rowwise). The pieces of a fused
+// attention on Hopper (docs/ATTENTION.md "What is left"), as general stages: the lowered IR, the
+// executor against float64, the CUDA compiled for sm_90a without local memory, the GPU, and the
+// errors.
+#include "TestUtil.h"
+
+#include "compiler/codegen/CodeGenCUDA.h"
+#include "compiler/ir/IRMutator.h"
+#include "compiler/ir/Intrinsics.h"
+#include "compiler/tessel.h"
+#include "runtime/Check.h"
+#include "runtime/Device.h"
+#include "runtime/Nvrtc.h"
+#include "runtime/interp/Executor.h"
+#include "schedules/WgmmaIntrinsics.h"
+
+#include "SassUtil.h"
+
+#include <gtest/gtest.h>
+
+using namespace tessel;
+using tessel::test::expect_error;
+
+namespace {
+
+struct RowSoftmax {
+  Tensor A, B, Y;
+  Schedule s;
+};
+
+const WgmmaRowFunction kExpMinusRow{"exp(x - row)",
+                                    [](const Expr &x, const Expr &row) { return exp(x - row); }};
+const WgmmaRowFunction kDivideByRow{"x / row",
+                                    [](const Expr &x, const Expr &row) { return x / row; }};
+
+// Y(i, j) = exp(S(i, j) - max_j S(i, j)) / sum_j exp(...), S = A B^T scaled, for A (M x K) and B
+// (N x K) in float16: a block per 64 rows (one warpgroup), K in one step of shared tiles, every
+// accumulator in 64 x n tiles (n = N: one), a row reduced over them in turn (the reduction split
+// around the intrinsic: its reset, then an update per tile).
+RowSoftmax row_softmax(int64_t M, int64_t N, int64_t K, int64_t n = 0) {
+  if (n == 0)
+    n = N;
+  const DataType F32 = Float(32);
+  const float scale = 0.25f;
+  Tensor A = placeholder({M, K}, Float(16), "A"), B = placeholder({N, K}, Float(16), "B");
+  IterVar k = reduce_axis({0, K}, "k");
+  Tensor S = compute(
+      {M, N},
+      [&](Var i, Var j) { return sum(A(i, k).astype(F32) * B(j, k).astype(F32), {k}); }, "S");
+  IterVar j1 = reduce_axis({0, N}, "j1"), j2 = reduce_axis({0, N}, "j2");
+  WgmmaRowFunction scaled{"x * 0.25", [=](const Expr &x, const Expr &) { return x * scale; }};
+  Tensor mx = compute({M}, [&](Var i) { return max(scaled.f(S(i, j1), Expr()), {j1}); }, "mx");
+  WgmmaRowFunction exp_scaled{"exp(x * 0.25 - row)", [=](const Expr &x, const Expr &row) {
+                                return exp(x * scale - row);
+                              }};
+  Tensor E = compute({M, N}, [&](Var i, Var j) { return exp_scaled.f(S(i, j), mx(i)); }, "E");
+  Tensor sm = compute({M}, [&](Var i) { return sum(E(i, j2), {j2}); }, "sm");
+  Tensor Y = compute({M, N}, [&](Var i, Var j) { return kDivideByRow.f(E(i, j), sm(i)); }, "Y");
+
+  Schedule s = create_schedule({Y});
+  Tensor YF = s.cache_write(Y, "wgmma.accumulator");
+  // A stage's columns (or the reduction over them) in tiles of n, the tiles' loop outermost and
+  // unrolled (register indices are constants); returns the rows' axis, where it is tensorized.
+  auto column_tiles = [&](const Tensor &t, const IterVar &columns) {
+    auto [jo, ji] = s[t].split(columns, n);
+    IterVar rows = s[t].op_axis(0);
+    s[t].reorder({jo, rows, ji});
+    s[t].unroll(jo);
+    return rows;
+  };
+  auto [i, j] = s[Y].axes<2>();
+  auto [bi, ii] = s[Y].split(i, 64);
+  auto [jo, ji] = s[Y].split(j, n);
+  s[Y].reorder({bi, jo, ii, ji}).unroll(jo);
+  s[Y].bind(bi, thread_axis("blockIdx.x"));
+  s[Y].env_threads({thread_axis(Range(0, 128), "threadIdx.x")});
+  s[Y].tensorize(ii, wgmma_store_matrix(n, "global", F32));
+  // The scores: K in 16-wide slices, the tiles of A and B in shared memory.
+  s[S].compute_at(s[Y], bi).set_scope("wgmma.accumulator");
+  {
+    auto [ko, ki] = s[S].split(s[S].reduce_axis()[0], 16);
+    auto [sjo, sji] = s[S].split(s[S].op_axis(1), n);
+    IterVar si = s[S].op_axis(0);
+    s[S].reorder({ko, sjo, si, sji, ki}).unroll(sjo);
+    s[S].tensorize(si, wgmma_gemm(n, "col_major", 0));
+  }
+  for (const Tensor &t : {A, B}) {
+    Tensor sh = s.cache_read(t, "shared", {S});
+    s[sh].compute_at(s[Y], bi).storage_interleave(8);
+    auto [r, c] = s[sh].axes<2>();
+    auto [c1, vec] = s[sh].split(c, 8);
+    auto [f, tx] = s[sh].split(s[sh].fuse(r, c1), 128);
+    (void)f;
+    s[sh].bind(tx, thread_axis("threadIdx.x")).vectorize(vec);
+  }
+  // The row stages at the block.
+  for (auto [rows, kind, f] : {std::tuple{mx, RowReduce::Max, scaled},
+                               std::tuple{sm, RowReduce::Sum, WgmmaRowFunction{}}}) {
+    s[rows].compute_at(s[Y], bi).set_scope("wgmma.rows");
+    s[rows].tensorize(column_tiles(rows, s[rows].reduce_axis()[0]),
+                      wgmma_row_reduce(n, kind, f));
+  }
+  s[E].compute_at(s[Y], bi).set_scope("wgmma.accumulator");
+  s[E].tensorize(column_tiles(E, s[E].op_axis(1)), wgmma_rowwise(n, exp_scaled));
+  s[YF].compute_at(s[Y], bi);
+  s[YF].tensorize(column_tiles(YF, s[YF].op_axis(1)), wgmma_rowwise(n, kDivideByRow));
+  return {A, B, Y, s};
+}
+
+} // namespace
+
+TEST(WgmmaRows, RowSoftmaxLowersToRegistersAndShuffles) {
+  RowSoftmax r = row_softmax(128, 64, 32);
+  const std::string ir = to_string(lower(r.s, {r.A, r.B, r.Y}));
+  // The rows: 64 a warpgroup, 2 registers a thread.
+  EXPECT_NE(ir.find("allocate(mx, float32, [64]), storage_scope = wgmma.rows;"), std::string::npos)
+      << ir;
+  EXPECT_NE(ir.find("allocate(sm, float32, [64]), storage_scope = wgmma.rows;"), std::string::npos)
+      << ir;
+  // The row max: the thread's registers of each row, then two shuffles across the quad.
+  EXPECT_NE(ir.find("@wgmma_row_set(mx, 0, 0, -inff32)"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("let p1: float32 = max(p0, shfl_xor(p0, 1))"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("let p2: float32 = max(p1, shfl_xor(p1, 2))"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("@wgmma_row_set(mx, 0, 0, max(@wgmma_row(mx, 0, 0), p2))"), std::string::npos)
+      << ir;
+  // The exponentials in E's registers, the row's value read once for its n / 4 registers.
+  EXPECT_NE(ir.find("let row: float32 = @wgmma_row(mx, 0, 0)"), std::string::npos) << ir;
+  EXPECT_NE(
+      ir.find("@wgmma_reg_set(E, 0, 64, 5, exp(@wgmma_reg(S, 0, 64, 5) * 0.25f32 - row))"),
+      std::string::npos)
+      << ir;
+}
+
+TEST(WgmmaRows, RowSoftmaxOnTheExecutor) {
+  // One and two blocks of rows, N in one tile, in 4 tiles and in 2 (rows reduced over them).
+  struct Case {
+    int64_t M, N, K, n;
+  };
+  for (const Case &c : {Case{64, 64, 32, 64}, Case{128, 128, 64, 32}, Case{64, 256, 16, 128}}) {
+    SCOPED_TRACE("M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) +
+                 " K=" + std::to_string(c.K) + " tiles of " + std::to_string(c.n));
+    RowSoftmax r = row_softmax(c.M, c.N, c.K, c.n);
+    CheckResult res = check_on_cpu(r.s, {r.A, r.B, r.Y}, 2);
+    EXPECT_TRUE(res.compare.ok) << res.str();
+  }
+}
+
+// A wrong layout gives wrong numbers: the row sums taken without the quad's shuffles (each lane's
+// own quarter of the row) make the executor's check fail.
+TEST(WgmmaRows, TheQuadsShufflesAreNeeded) {
+  RowSoftmax r = row_softmax(64, 64, 16);
+  LoweredModule m = lower(r.s, {r.A, r.B, r.Y});
+  // Every shfl_xor(v, mask) becomes 0 (the identity of the sums; the max of a lane's quarter is
+  // at least the row's max minus something, so only the sums go wrong).
+  class DropShuffles : public IRMutator {
+    Expr visit(const Call *op) override {
+      if (op->is_intrinsic(intrinsic::shfl_xor))
+        return make_zero(op->type);
+      return IRMutator::visit(op);
+    }
+  };
+  for (LoweredFunc &f : m.funcs)
+    f.body = DropShuffles().mutate(f.body);
+  const std::vector<Tensor> args = {r.A, r.B, r.Y};
+  CheckProblem pb = make_check_problem(args, 2, 1);
+  std::vector<interp::HostBuffer> bufs = input_buffers(pb);
+  bufs.push_back(interp::HostBuffer::from_doubles(Float(32), std::vector<double>(64 * 64, 0.0)));
+  std::vector<interp::HostBuffer *> ptrs;
+  for (interp::HostBuffer &b : bufs)
+    ptrs.push_back(&b);
+  interp::execute(m, ptrs);
+  CheckResult res = check_output(pb, bufs.back());
+  EXPECT_FALSE(res.compare.ok) << res.str();
+}
+
+TEST(WgmmaRows, CompilesForSm90aWithoutLocalMemory) {
+  RowSoftmax r = row_softmax(128, 128, 64);
+  LoweredModule m = lower(r.s, {r.A, r.B, r.Y});
+  std::string src = codegen_cuda(m);
+  EXPECT_NE(src.find("float mx[2];"), std::string::npos) << src;
+  EXPECT_NE(src.find("__shfl_xor_sync(0xffffffffu, "), std::string::npos) << src;
+  CompileOptions o;
+  o.arch = "sm_90a";
+  CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "row_softmax.cu");
+  ASSERT_FALSE(k.cubin.empty()) << k.log;
+  EXPECT_EQ(k.kernels.at(0).spill_store_bytes, 0) << k.log;
+  EXPECT_EQ(k.kernels.at(0).stack_bytes, 0) << k.log;
+  std::optional<std::string> sass = tessel::test::sass_of(k.cubin, k.kernels.at(0).name);
+  if (!sass)
+    GTEST_SKIP() << "NVRTC compiled for sm_90a, but there is no cuobjdump to check the SASS";
+  EXPECT_NE(sass->find("HGMMA.64x128x16.F32"), std::string::npos);
+  EXPECT_NE(sass->find("SHFL.BFLY"), std::string::npos);
+  for (const char *local : {"LDL", "STL"})
+    EXPECT_EQ(sass->find(local), std::string::npos) << local;
+}
+
+TEST(WgmmaRows, GpuRowSoftmaxMatchesTheReference) {
+  if (!Device::available())
+    GTEST_SKIP() << Device::unavailable_reason();
+  if (Device::get().arch() != "sm_90")
+    GTEST_SKIP() << "wgmma needs a Hopper GPU (sm_90), this one is " << Device::get().arch();
+  for (int64_t n : {128, 64}) {
+    RowSoftmax r = row_softmax(256, 128, 64, n);
+    CheckResult res = check_on_gpu(r.s, {r.A, r.B, r.Y}, 2);
+    EXPECT_TRUE(res.compare.ok) << res.str();
+  }
+}
+
+TEST(WgmmaRows, Errors) {
+  expect_error([] { wgmma_row_reduce(12, RowReduce::Max); }, {"n=12", "multiple of 8"});
+  expect_error([] { wgmma_rowwise(64, {"nothing", nullptr}); }, {"'nothing' is undefined"});
+  const WgmmaRowFunction to_int{"to_int",
+                                [](const Expr &x, const Expr &) { return x.astype(Int(32)); }};
+  expect_error([&] { wgmma_row_reduce(64, RowReduce::Sum, to_int); },
+               {"'to_int' must give float32", "int32"});
+  // A stage whose body is not the function's.
+  expect_error(
+      [] {
+        Tensor X = placeholder({64, 64}, Float(32), "X");
+        Tensor Z = compute({64, 64}, [&](Var i, Var j) { return X(i, j) * 2.0f; }, "Z");
+        Schedule s = create_schedule({Z});
+        s[Z].tensorize(s[Z].op_axis(0), wgmma_rowwise(64, kExpMinusRow));
+        lower(s, {X, Z});
+      },
+      {"wgmma_rowwise(64, exp(x - row))"});
+}
