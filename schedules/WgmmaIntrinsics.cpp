@@ -37,6 +37,19 @@ Buffer operand_decl(const char *name, DataType dtype, std::vector<Expr> shape, i
       .with_interleave(swizzle ? swizzle / dtype.bytes() : kChunk, swizzle);
 }
 
+// The leading and stride byte offsets (in elements) of B's descriptor, from its bound layout.
+// Swizzled, K-major (col_major): the next 8 rows (of N) are the next atom (SBO), LBO unused (16
+// bytes, as CUTLASS sets it); row major (k x n, chunks along N): the next 8 k are the next atom
+// (SBO), the next chunk of columns the next chunk (LBO). Unswizzled, row major: next 8 k = next
+// core matrix (LBO), next 8 n = next chunk (SBO); col major (n x k, chunks along K): next 8 n =
+// next core matrix (SBO), next 8 k = next chunk (LBO).
+std::pair<int64_t, int64_t> b_offsets(const BoundBuffer &b, bool b_col, int swizzle,
+                                      DataType dtype) {
+  if (swizzle)
+    return {b_col ? 16 / dtype.bytes() : b.chunk_stride(), 8 * b.stride(0)};
+  return {b_col ? b.chunk_stride() : 8 * b.stride(0), b_col ? 8 * b.stride(0) : b.chunk_stride()};
+}
+
 void check_n(int64_t n, const char *intrin) {
   user_check(is_wgmma_n(n), intrin) << "n=" << n
                                     << " is not a wgmma shape: n must be a multiple of 8 from 8 "
@@ -101,24 +114,12 @@ std::shared_ptr<const TensorIntrin> wgmma_gemm(int64_t n, const std::string &b_l
         // distance between chunks of columns; 8 rows of a chunk are a core matrix (no swizzle)
         // or a 1024-byte swizzle atom.
         const BoundBuffer &a = in[0], &b = in[1];
-        int64_t a_lbo, a_sbo, b_lbo, b_sbo;
-        if (swizzle) {
-          // K-major operands (A, B col major) keep a whole k16 slice inside a row of the
-          // swizzle's width: the next 8 rows are the next atom (SBO) and LBO is unused (16
-          // bytes, as CUTLASS sets it). B row major (k x n, chunks along N): the next 8 k are
-          // the next atom (SBO), the next chunk of columns the next chunk (LBO).
-          const int64_t unit = 16 / dtype.bytes(); // 16 bytes, in elements
-          a_lbo = unit, a_sbo = 8 * a.stride(0);
-          b_lbo = b_col ? unit : b.chunk_stride();
-          b_sbo = 8 * b.stride(0);
-        } else {
-          // A (m x k, chunks along K): next 8 rows = next core matrix (SBO), next 8 k = next
-          // chunk (LBO). B row major (k x n, chunks along N): next 8 k = next core matrix (LBO),
-          // next 8 n = next chunk (SBO). B col major (n x k, chunks along K): as A, n for m.
-          a_lbo = a.chunk_stride(), a_sbo = 8 * a.stride(0);
-          b_lbo = b_col ? b.chunk_stride() : 8 * b.stride(0);
-          b_sbo = b_col ? 8 * b.stride(0) : b.chunk_stride();
-        }
+        // A is K-major, as B col major: a whole k16 slice inside a row of the swizzle's width
+        // (the next 8 rows the next atom, SBO; LBO unused, 16 bytes), or (unswizzled, chunks
+        // along K) the next 8 rows the next core matrix (SBO), the next 8 k the next chunk.
+        const int64_t a_lbo = swizzle ? 16 / dtype.bytes() : a.chunk_stride(),
+                      a_sbo = 8 * a.stride(0);
+        const auto [b_lbo, b_sbo] = b_offsets(b, b_col, swizzle, dtype);
         Expr tile = out.tile_index(kRows, n, name);
         TensorIntrinBodies bodies;
         bodies.reset = Evaluate::make(intrinsic_call(
@@ -372,6 +373,76 @@ Stmt set_row(const BoundBuffer &rows, const Expr &tile, int h, const Expr &value
 }
 
 } // namespace
+
+std::shared_ptr<const TensorIntrin> wgmma_acc_to_a(int64_t n, DataType dtype) {
+  user_check(n % 16 == 0 && n >= 16 && n <= 256, "wgmma_acc_to_a")
+      << "n=" << n << ": an A operand's columns are whole k16 slices, a multiple of 16 up to 256";
+  user_check(dtype == Float(16) || dtype == BFloat(16), "wgmma_acc_to_a")
+      << "A from registers is float16 or bfloat16, not " << dtype;
+  Tensor X = placeholder({kRows, int(n)}, Float(32), "X");
+  Tensor A = compute({kRows, int(n)}, [&](Var i, Var j) { return X(i, j).astype(dtype); }, "A",
+                     {"i", "j"});
+  const std::string name = "wgmma_acc_to_a(" + std::to_string(n) +
+                           (dtype == Float(16) ? std::string() : ", " + dtype.str()) + ")";
+  return decl_tensor_intrin(
+      A,
+      {{X, accumulator_decl(n, "BX")},
+       {A, Buffer::make("BA", dtype, {kRows, int(n)}, "wgmma.matrix_a", {}, Expr(), 4, kK16)}},
+      [=](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
+        TensorIntrinBodies bodies;
+        bodies.body = Evaluate::make(intrinsic_call(
+            intrinsic::wgmma_acc_to_a, {out.data(), out.tile_index(kRows, n, name), in[0].data(),
+                                        in[0].tile_index(kRows, n, name), Expr(int(n))}));
+        return bodies;
+      },
+      name);
+}
+
+std::shared_ptr<const TensorIntrin> wgmma_gemm_rs(int64_t n, const std::string &b_layout,
+                                                  int swizzle, DataType dtype) {
+  check_n(n, "wgmma_gemm_rs");
+  user_check(dtype == Float(16) || dtype == BFloat(16), "wgmma_gemm_rs")
+      << "A from registers is float16 or bfloat16, not " << dtype;
+  user_check(b_layout == "row_major" || b_layout == "col_major", "wgmma_gemm_rs")
+      << "b_layout must be row_major or col_major, got '" << b_layout << "'";
+  user_check(swizzle == 0 || swizzle == 32 || swizzle == 64 || swizzle == 128, "wgmma_gemm_rs")
+      << "swizzle must be 32, 64 or 128 (Stage::swizzle) or 0 (storage_interleave(8)), got "
+      << swizzle;
+  const bool b_col = b_layout == "col_major";
+  Tensor A = placeholder({kRows, kK16}, dtype, "A");
+  Tensor B = b_col ? placeholder({int(n), kK16}, dtype, "B") : placeholder({kK16, int(n)}, dtype, "B");
+  IterVar k = reduce_axis({0, kK16}, "k");
+  Tensor C = compute(
+      {kRows, int(n)},
+      [&](Var i, Var j) {
+        Expr b = b_col ? B(j, k) : B(k, j);
+        return sum(A(i, k).astype(Float(32)) * b.astype(Float(32)), {k});
+      },
+      "C", {"i", "j"});
+  const std::string name = "wgmma_gemm_rs(" + std::to_string(n) + (b_col ? ", col_major" : "") +
+                           (swizzle ? ", swizzle " + std::to_string(swizzle) : std::string()) +
+                           (dtype == Float(16) ? std::string() : ", " + dtype.str()) + ")";
+  return decl_tensor_intrin(
+      C,
+      {{A, Buffer::make("BA", dtype, {kRows, kK16}, "wgmma.matrix_a", {}, Expr(), 4, kK16)},
+       {B, operand_decl("BB", dtype, B.shape(), swizzle)},
+       {C, accumulator_decl(n)}},
+      [=](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
+        const BoundBuffer &a = in[0], &b = in[1];
+        const auto [b_lbo, b_sbo] = b_offsets(b, b_col, swizzle, dtype);
+        Expr tile = out.tile_index(kRows, n, name);
+        TensorIntrinBodies bodies;
+        bodies.reset = Evaluate::make(intrinsic_call(
+            intrinsic::wgmma_fill, {out.data(), tile, Expr(int(n)), make_zero(Float(32))}));
+        bodies.update = Evaluate::make(intrinsic_call(
+            intrinsic::wgmma_mma_rs,
+            {out.data(), tile, Expr(int(n)), a.data(), a.tile_index(kRows, kK16, name),
+             b.access_ptr(), Expr(int(b_lbo)), Expr(int(b_sbo)), Expr(b_col ? 0 : 1),
+             Expr(swizzle)}));
+        return bodies;
+      },
+      name);
+}
 
 std::shared_ptr<const TensorIntrin> wgmma_row_reduce(int64_t n, RowReduce kind,
                                                      const WgmmaRowFunction &f) {

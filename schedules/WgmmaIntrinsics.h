@@ -132,4 +132,16 @@ std::shared_ptr<const TensorIntrin> wgmma_row_reduce(int64_t n, RowReduce kind,
 /// X's rows R, register by register.
 std::shared_ptr<const TensorIntrin> wgmma_rowwise(int64_t n, const WgmmaRowFunction &f);
 
+// ---- A chain of contractions: an accumulator as the next wgmma's A operand ---------------------
+
+/// A(i, j) = X(i, j) rounded to `dtype` (float16 or bfloat16): a 64 x n accumulator tile X into a
+/// 64 x n A operand in registers (scope wgmma.matrix_a), its registers packed in pairs: an
+/// accumulator's layout is the A fragment's, so P = softmax(S) feeds P V without shared memory.
+std::shared_ptr<const TensorIntrin> wgmma_acc_to_a(int64_t n, DataType dtype = Float(16));
+
+/// wgmma_gemm with A (64 x 16) from registers (wgmma.matrix_a, filled by wgmma_acc_to_a), B from
+/// shared memory as wgmma_gemm takes it (16-bit types).
+std::shared_ptr<const TensorIntrin> wgmma_gemm_rs(int64_t n, const std::string &b_layout = "row_major",
+                                                  int swizzle = 0, DataType dtype = Float(16));
+
 } // namespace tessel

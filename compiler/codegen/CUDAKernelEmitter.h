@@ -190,6 +190,13 @@ private:
   std::string wgmma_accumulator_decl(const Allocate *op);
   /// The declaration of a wgmma.rows allocation (R rows: R / 32 registers a thread).
   std::string wgmma_rows_decl(const Allocate *op);
+  /// The declaration of a wgmma.matrix_a allocation (S halves: S / 256 32-bit registers a
+  /// thread); known to wgmma_fence_registers.
+  std::string wgmma_a_decl(const Allocate *op);
+  /// The name of wgmma.matrix_a allocation `a` and the first 32-bit register of its 64 x k tile
+  /// `index`, checked.
+  std::pair<std::string, int64_t> wgmma_a_tile(const Expr &a, const Expr &index, int64_t k,
+                                               const char *intrin);
   /// `rows[2 index + h]` for wgmma_row(rows, index, h) and wgmma_row_set(rows, index, h, v).
   std::string wgmma_row_ref(const Call *op);
   /// wgmma_*, fence_proxy_async; false for other calls.
@@ -237,8 +244,16 @@ private:
   /// Loop, thread and let variables known to be >= 0.
   llvm::DenseSet<const Variable *> non_negative_;
   SharedLayout shared_;
-  /// The wgmma accumulator arrays in scope: C name and registers per thread.
-  std::vector<std::pair<std::string, int64_t>> wgmma_registers_;
+  /// The register arrays in scope that a wgmma reads or writes asynchronously (accumulators,
+  /// A operands): C name, registers per thread, asm constraint ("+f", "+r").
+  struct WgmmaRegisters {
+    std::string name;
+    int64_t count;
+    const char *constraint;
+  };
+  std::vector<WgmmaRegisters> wgmma_registers_;
+  /// Element type of every wgmma.matrix_a allocation (float16 or bfloat16).
+  llvm::DenseMap<const Variable *, DataType> wgmma_a_dtype_;
   bool dynamic_shared_ = false;
 
   /// Definitions (lets, vector temporaries) that must precede the line being built.

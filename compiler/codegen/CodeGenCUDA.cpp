@@ -355,7 +355,7 @@ void CUDAKernelEmitter::emit_allocate(const Allocate *op) {
     emit_stmt(op->body);
     return;
   } else if (is_wgmma_scope(scope)) {
-    line(wgmma_accumulator_decl(op));
+    line(scope == "wgmma.matrix_a" ? wgmma_a_decl(op) : wgmma_accumulator_decl(op));
     emit_stmt(op->body);
     wgmma_registers_.pop_back();
     return;
@@ -561,6 +561,16 @@ __device__ __forceinline__ void tessel_cp_async_wait() {
     // swizzle, 0: none); base offset 0, the swizzled tiles being 1024-byte aligned (PTX ISA,
     // "Matrix Descriptor Format").
     os << R"(
+__device__ __forceinline__ unsigned tessel_pack_f16x2(float lo, float hi) {
+  unsigned d;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+__device__ __forceinline__ unsigned tessel_pack_bf16x2(float lo, float hi) {
+  unsigned d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
 __device__ __forceinline__ unsigned long long tessel_wgmma_desc(const void *p, unsigned lbo,
                                                                unsigned sbo, unsigned layout) {
   unsigned long long a = static_cast<unsigned>(__cvta_generic_to_shared(p));

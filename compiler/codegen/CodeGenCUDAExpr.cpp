@@ -382,6 +382,7 @@ CExpr CUDAKernelEmitter::emit_call(const Call *op) {
       name == intrinsic::mma_fill_fragment || name == intrinsic::mma_ldmatrix ||
       name == intrinsic::mma_sync || name == intrinsic::mma_store_fragment ||
       name == intrinsic::wgmma_fill || name == intrinsic::wgmma_mma ||
+      name == intrinsic::wgmma_mma_rs || name == intrinsic::wgmma_acc_to_a ||
       name == intrinsic::wgmma_fence || name == intrinsic::wgmma_commit ||
       name == intrinsic::wgmma_wait || name == intrinsic::wgmma_store ||
       name == intrinsic::wgmma_reg_set || name == intrinsic::wgmma_row_set ||

@@ -40,8 +40,38 @@ std::string CUDAKernelEmitter::wgmma_accumulator_decl(const Allocate *op) {
       << " elements, which the 128 threads of a warpgroup cannot share evenly";
   std::string text = bind_var(op->buffer_var.get());
   scope_of_[op->buffer_var.get()] = op->scope;
-  wgmma_registers_.push_back({text, size / 128});
+  wgmma_registers_.push_back({text, size / 128, "+f"});
   return "float " + text + "[" + std::to_string(size / 128) + "];";
+}
+
+std::string CUDAKernelEmitter::wgmma_a_decl(const Allocate *op) {
+  const std::string &name = op->buffer_var.name();
+  user_check(op->dtype == Float(16) || op->dtype == BFloat(16), "codegen_cuda")
+      << "wgmma A operand '" << name << "' has element type " << op->dtype
+      << "; A from registers is float16 or bfloat16";
+  const int64_t size = op->constant_size();
+  user_check(size % 1024 == 0, "codegen_cuda")
+      << "wgmma A operand '" << name << "' holds " << size
+      << " elements, not whole 64 x 16 tiles of a warpgroup";
+  std::string text = bind_var(op->buffer_var.get());
+  scope_of_[op->buffer_var.get()] = op->scope;
+  wgmma_a_dtype_[op->buffer_var.get()] = op->dtype;
+  wgmma_registers_.push_back({text, size / 256, "+r"});
+  return "unsigned " + text + "[" + std::to_string(size / 256) + "];";
+}
+
+std::pair<std::string, int64_t> CUDAKernelEmitter::wgmma_a_tile(const Expr &a, const Expr &index,
+                                                                int64_t k, const char *intrin) {
+  const auto *v = a.as<Variable>();
+  auto scope = v ? scope_of_.find(v) : scope_of_.end();
+  user_check(scope != scope_of_.end() && scope->second == "wgmma.matrix_a", "codegen_cuda")
+      << intrin << " in kernel '" << f_.name << "': " << a
+      << " is not a wgmma A operand (an allocation in scope wgmma.matrix_a)";
+  auto i = as_const_int(index);
+  user_check(i.has_value(), "codegen_cuda")
+      << intrin << " in kernel '" << f_.name << "': the A tile index " << index
+      << " is not a constant; unroll the loops around the intrinsic (Stage::unroll)";
+  return {var_text(v), *i * k / 4};
 }
 
 std::string CUDAKernelEmitter::wgmma_rows_decl(const Allocate *op) {
@@ -92,10 +122,10 @@ CExpr CUDAKernelEmitter::wgmma_thread_id() {
 
 // Keeps the compiler from moving accumulator reads or writes across an asynchronous boundary.
 void CUDAKernelEmitter::wgmma_fence_registers() {
-  for (const auto &[name, count] : wgmma_registers_) {
+  for (const WgmmaRegisters &r : wgmma_registers_) {
     line("#pragma unroll");
-    line("for (int r = 0; r < " + std::to_string(count) + "; ++r) asm volatile(\"\" : \"+f\"(" +
-         name + "[r]) :: \"memory\");");
+    line("for (int r = 0; r < " + std::to_string(r.count) + "; ++r) asm volatile(\"\" : \"" +
+         r.constraint + "\"(" + r.name + "[r]) :: \"memory\");");
   }
 }
 
@@ -197,9 +227,30 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
          std::to_string(base) + " + r] = " + print(a[3]) + ";");
     return true;
   }
-  if (n == intrinsic::wgmma_mma) {
-    check_intrinsic_args(op, 11,
-                         "(acc, index, n, a_ptr, a_lbo, a_sbo, b_ptr, b_lbo, b_sbo, trans_b, swizzle)");
+  if (n == intrinsic::wgmma_acc_to_a) {
+    check_intrinsic_args(op, 5, "(a, a_index, acc, index, n)");
+    int64_t cols = constant(a[4], "n");
+    auto [acc, base] = tile_base(a[2], a[3], cols);
+    auto [regs, first] = wgmma_a_tile(a[0], a[1], cols, name);
+    const char *pack = wgmma_a_dtype_.lookup(a[0].as<Variable>()) == BFloat(16)
+                           ? "tessel_pack_bf16x2"
+                           : "tessel_pack_f16x2";
+    line("#pragma unroll");
+    line("for (int r = 0; r < " + std::to_string(cols / 4) + "; ++r) " + regs + "[" +
+         std::to_string(first) + " + r] = " + pack + "(" + acc + "[" + std::to_string(base) +
+         " + 2 * r], " + acc + "[" + std::to_string(base) + " + 2 * r + 1]);");
+    return true;
+  }
+  if (n == intrinsic::wgmma_mma || n == intrinsic::wgmma_mma_rs) {
+    // wgmma_mma_rs: A from registers (4 of them), the other arguments one place earlier.
+    const bool rs = n == intrinsic::wgmma_mma_rs;
+    if (rs)
+      check_intrinsic_args(op, 10,
+                           "(acc, index, n, a, a_index, b_ptr, b_lbo, b_sbo, trans_b, swizzle)");
+    else
+      check_intrinsic_args(
+          op, 11, "(acc, index, n, a_ptr, a_lbo, a_sbo, b_ptr, b_lbo, b_sbo, trans_b, swizzle)");
+    const int b_at = rs ? 5 : 6;
     int64_t cols = constant(a[2], "n");
     auto [acc, base] = tile_base(a[0], a[1], cols);
     // The operands' types: both float16, both bfloat16, or two float8 types (any pair).
@@ -216,24 +267,29 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
              "shared buffer, got " << p;
       return t;
     };
-    const DataType ta = operand_type(a[3]), tb = operand_type(a[6]);
+    const DataType tb = operand_type(a[b_at]);
+    const DataType ta = rs ? wgmma_a_dtype_.lookup(a[3].as<Variable>()) : operand_type(a[3]);
     const bool fp8 = ta.is_float8();
     user_check(fp8 ? tb.is_float8() : ta == tb, "codegen_cuda")
         << name << " in kernel '" << f_.name << "': A is " << ta << " but B is " << tb
         << "; wgmma takes one 16-bit input type, or two float8 types";
-    const int64_t bytes = ta.bytes();
-    int64_t offsets[4];
-    const char *what[4] = {"a_lbo", "a_sbo", "b_lbo", "b_sbo"};
-    const int at[4] = {4, 5, 7, 8};
-    for (int i = 0; i < 4; ++i) {
-      offsets[i] = constant(a[at[i]], what[i]) * bytes;
+    const int64_t bytes = tb.bytes();
+    // Offsets between core matrices, in bytes: A's (shared A only), then B's.
+    std::vector<int64_t> offsets;
+    std::vector<std::pair<int, const char *>> at = {{b_at + 1, "b_lbo"}, {b_at + 2, "b_sbo"}};
+    if (!rs)
+      at.insert(at.begin(), {{4, "a_lbo"}, {5, "a_sbo"}});
+    for (auto [i, what] : at) {
+      offsets.push_back(constant(a[size_t(i)], what) * bytes);
       // The descriptor holds 14 bits of (bytes >> 4).
-      user_check(offsets[i] % 16 == 0 && offsets[i] >= 0 && offsets[i] < (int64_t(1) << 18),
+      user_check(offsets.back() % 16 == 0 && offsets.back() >= 0 &&
+                     offsets.back() < (int64_t(1) << 18),
                  "codegen_cuda")
-          << name << ": " << what[i] << "=" << offsets[i] / bytes
+          << name << ": " << what << "=" << offsets.back() / bytes
           << " elements; a descriptor offset is a non-negative multiple of 16 bytes below 256 KiB";
     }
-    int64_t trans_b = constant(a[9], "trans_b"), swizzle = constant(a[10], "swizzle");
+    int64_t trans_b = constant(a[size_t(b_at) + 3], "trans_b");
+    int64_t swizzle = constant(a[size_t(b_at) + 4], "swizzle");
     // The descriptor's layout type: 1, 2, 3 = 128-, 64-, 32-byte swizzle, 0 = none.
     const char *layout = swizzle == 128 ? "1" : swizzle == 64 ? "2" : swizzle == 32 ? "3" : nullptr;
     user_check(swizzle == 0 || layout, "codegen_cuda")
@@ -243,10 +299,11 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
     user_check(!fp8 || !trans_b, "codegen_cuda")
         << name << " in kernel '" << f_.name << "': wgmma reads float8 operands K-major only "
         << "(trans_b 0), got trans_b " << trans_b;
-    std::string da = "tessel_wgmma_desc(" + print(a[3]) + ", " + std::to_string(offsets[0]) +
-                     ", " + std::to_string(offsets[1]) + ", " + std::string(layout) + ")";
-    std::string db = "tessel_wgmma_desc(" + print(a[6]) + ", " + std::to_string(offsets[2]) +
-                     ", " + std::to_string(offsets[3]) + ", " + std::string(layout) + ")";
+    auto descriptor = [&](const Expr &ptr, int64_t lbo, int64_t sbo) {
+      return "tessel_wgmma_desc(" + print(ptr) + ", " + std::to_string(lbo) + ", " +
+             std::to_string(sbo) + ", " + std::string(layout) + ")";
+    };
+    std::string db = descriptor(a[b_at], offsets.end()[-2], offsets.back());
     // PTX names of the operand types; 8-bit wgmma has K 32 and no transpose immediates.
     auto ptx_type = [](DataType t) {
       return t == Float(16)                       ? "f16"
@@ -255,22 +312,39 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
                                                   : "e5m2";
     };
     const std::string shape = "m64n" + std::to_string(cols) + (fp8 ? "k32" : "k16");
-    const std::string immediates =
-        fp8 ? "1, 1" : "1, 1, 0, " + std::to_string(trans_b ? 1 : 0);
+    // Scale A and B by 1; transpose A (shared A only: never) and B.
+    const std::string immediates = fp8  ? "1, 1"
+                                   : rs ? "1, 1, " + std::to_string(trans_b ? 1 : 0)
+                                        : "1, 1, 0, " + std::to_string(trans_b ? 1 : 0);
     int regs = int(cols / 2);
     std::string dlist;
     for (int r = 0; r < regs; ++r)
       dlist += (r ? ", %" : "%") + std::to_string(r);
+    // After D: A (a descriptor, or 4 registers), B's descriptor, then scale-d's operand.
+    const int a_regs = rs ? 4 : 1;
+    std::string alist = rs ? "{" : "";
+    for (int r = 0; r < a_regs; ++r)
+      alist += (r ? ", %" : "%") + std::to_string(regs + r);
+    if (rs)
+      alist += "}";
     // scale-d is a predicate: always accumulate (the reset fills the tile with zeros).
-    line("asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + std::to_string(regs + 2) +
-         ", 0;\\nwgmma.mma_async.sync.aligned." + shape + ".f32." + ptx_type(ta) + "." +
-         ptx_type(tb) + " {" + dlist + "}, %" + std::to_string(regs) + ", %" +
-         std::to_string(regs + 1) + ", p, " + immediates + ";\\n}\\n\"");
+    line("asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" +
+         std::to_string(regs + a_regs + 1) + ", 0;\\nwgmma.mma_async.sync.aligned." + shape +
+         ".f32." + ptx_type(ta) + "." + ptx_type(tb) + " {" + dlist + "}, " + alist + ", %" +
+         std::to_string(regs + a_regs) + ", p, " + immediates + ";\\n}\\n\"");
     std::string outs;
     for (int r = 0; r < regs; ++r)
       outs += std::string(r ? ", " : "") + "\"+f\"(" + acc + "[" + std::to_string(base + r) + "])";
     line("    : " + outs);
-    line("    : \"l\"(" + da + "), \"l\"(" + db + "), \"n\"(1));");
+    std::string ins;
+    if (rs) {
+      auto [aregs, first] = wgmma_a_tile(a[3], a[4], 16, name);
+      for (int r = 0; r < 4; ++r)
+        ins += "\"r\"(" + aregs + "[" + std::to_string(first + r) + "]), ";
+    } else {
+      ins = "\"l\"(" + descriptor(a[3], offsets[0], offsets[1]) + "), ";
+    }
+    line("    : " + ins + "\"l\"(" + db + "), \"n\"(1));");
     return true;
   }
   if (n == intrinsic::wgmma_store) {

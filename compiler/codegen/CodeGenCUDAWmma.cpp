@@ -60,7 +60,8 @@ SharedLayout plan_shared_memory(const Stmt &body) {
   SharedPlanner planner;
   post_order_visit(body, [&](const IRNode *n) {
     if (const auto *c = llvm::dyn_cast<Call>(n);
-        c && (c->is_intrinsic(intrinsic::wgmma_mma) || c->is_intrinsic(intrinsic::tma_load) ||
+        c && (c->is_intrinsic(intrinsic::wgmma_mma) || c->is_intrinsic(intrinsic::wgmma_mma_rs) ||
+              c->is_intrinsic(intrinsic::tma_load) ||
               c->is_intrinsic(intrinsic::tma_load_multicast)))
       planner.layout.align = kWgmmaSharedAlign;
   });

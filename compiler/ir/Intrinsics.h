@@ -134,6 +134,21 @@ inline constexpr const char *wgmma_reg_set = "wgmma_reg_set";
 // index, h, value) sets it. Ordinary registers: no fence or wait orders them.
 inline constexpr const char *wgmma_row = "wgmma_row";
 inline constexpr const char *wgmma_row_set = "wgmma_row_set";
+// A from registers (scope wgmma.matrix_a): an allocation of S float16 or bfloat16 elements is a
+// warpgroup's 64 x (S / 64) A operand, S / 128 halves a thread (S / 256 32-bit registers). Tile
+// `index` of a 64 x k A tile is the thread's halves index * k / 2 .. ; half i of it holds the
+// element an accumulator's register i holds (row 16 w + l / 4 + 8 ((i / 2) % 2), column
+// 8 (i / 4) + 2 (l % 4) + i % 2), so a k16 slice is 8 halves and an accumulator tile's registers
+// are an A tile of the same shape, in order.
+// wgmma_acc_to_a(a, a_index, acc, index, n): A tile `a_index` (64 x n) = accumulator tile `index`
+// (64 x n) rounded to A's type, register by register (pairs packed). Like wgmma_reg it must not
+// read a tile whose wgmma_mma has not landed, and A must not be rewritten while a wgmma_mma_rs
+// that reads it has not landed.
+inline constexpr const char *wgmma_acc_to_a = "wgmma_acc_to_a";
+// wgmma_mma_rs(acc, index, n, a, a_index, b_ptr, b_lbo, b_sbo, trans_b, swizzle): wgmma_mma with
+// A = the 64 x 16 tile `a_index` of a wgmma.matrix_a allocation `a` (registers) instead of
+// shared memory; B as wgmma_mma's.
+inline constexpr const char *wgmma_mma_rs = "wgmma_mma_rs";
 // shfl_xor(value, mask): the value (float32 or int32) of the lane `lane ^ mask` of the calling
 // thread's warp (__shfl_xor_sync over the whole warp: every lane must call it together).
 inline constexpr const char *shfl_xor = "shfl_xor";

@@ -371,7 +371,7 @@ bool reads_asynchronously(const Stmt &s) {
   bool mma = false, reads_registers = false;
   post_order_visit(s, [&](const IRNode *n) {
     if (const auto *c = llvm::dyn_cast<Call>(n)) {
-      mma |= c->is_intrinsic(intrinsic::wgmma_mma);
+      mma |= c->is_intrinsic(intrinsic::wgmma_mma) || c->is_intrinsic(intrinsic::wgmma_mma_rs);
       reads_registers |= c->is_intrinsic(intrinsic::wgmma_reg);
     }
   });

@@ -95,7 +95,8 @@ protected:
     // memory they point to.
     bool read_only = op->is_intrinsic(intrinsic::wmma_load_matrix_sync) ||
                      op->is_intrinsic(intrinsic::mma_ldmatrix) ||
-                     op->is_intrinsic(intrinsic::wgmma_mma);
+                     op->is_intrinsic(intrinsic::wgmma_mma) ||
+                     op->is_intrinsic(intrinsic::wgmma_mma_rs);
     // Barriers synchronize; their memory is not data the block shares.
     if (op->is_intrinsic(intrinsic::mbarrier_init) || op->is_intrinsic(intrinsic::mbarrier_wait) ||
         op->is_intrinsic(intrinsic::mbarrier_arrive) ||

@@ -17,7 +17,7 @@ using passes_detail::is_intrinsic_stmt;
 
 // A statement that does nothing but issue wgmma_mma.
 bool issues_only_wgmma(const Stmt &s) {
-  if (is_intrinsic_stmt(s, intrinsic::wgmma_mma))
+  if (is_intrinsic_stmt(s, intrinsic::wgmma_mma) || is_intrinsic_stmt(s, intrinsic::wgmma_mma_rs))
     return true;
   if (const auto *q = s.as<Seq>()) {
     for (const Stmt &x : q->stmts)
@@ -40,7 +40,7 @@ public:
 
 protected:
   void visit(const Call *op) override {
-    found |= op->is_intrinsic(intrinsic::wgmma_mma);
+    found |= op->is_intrinsic(intrinsic::wgmma_mma) || op->is_intrinsic(intrinsic::wgmma_mma_rs);
     IRVisitor::visit(op);
   }
 };

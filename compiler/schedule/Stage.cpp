@@ -436,11 +436,12 @@ Stage &Stage::set_scope(const std::string &scope) {
   static const char *known[] = {"global",          "shared",       "local",
                                 "wmma.matrix_a",   "wmma.matrix_b", "wmma.accumulator",
                                 "mma.matrix_a",    "mma.matrix_b",  "mma.accumulator",
-                                "wgmma.accumulator", "wgmma.rows"};
+                                "wgmma.accumulator", "wgmma.rows", "wgmma.matrix_a"};
   user_check(std::find(std::begin(known), std::end(known), scope) != std::end(known), "set_scope")
       << "stage '" << name() << "': unknown storage scope '" << scope
       << "'; expected global, shared, local, wmma.matrix_a, wmma.matrix_b, wmma.accumulator, "
-         "mma.matrix_a, mma.matrix_b, mma.accumulator, wgmma.accumulator or wgmma.rows";
+         "mma.matrix_a, mma.matrix_b, mma.accumulator, wgmma.accumulator, wgmma.rows or "
+         "wgmma.matrix_a";
   user_check(!n_->is_output || scope == "global", "set_scope")
       << "stage '" << name() << "' is an output and must stay in global memory";
   n_->scope = scope;

@@ -145,9 +145,11 @@ inline bool same_agent(int32_t a, int32_t b) {
 
 enum class MemScope : uint8_t { Global, Shared, Local, Fragment };
 /// wmma.* fragments (MatrixA, MatrixB, Accumulator), mma.* register fragments (Mma*) or a
-/// warpgroup's wgmma.accumulator registers (WgmmaAccumulator) and its rows' (WgmmaRows).
+/// warpgroup's wgmma.accumulator registers (WgmmaAccumulator), its rows' (WgmmaRows) and its A
+/// operand's (WgmmaA).
 enum class FragKind : uint8_t {
-  None, MatrixA, MatrixB, Accumulator, MmaA, MmaB, MmaAccumulator, WgmmaAccumulator, WgmmaRows
+  None, MatrixA, MatrixB, Accumulator, MmaA, MmaB, MmaAccumulator, WgmmaAccumulator, WgmmaRows,
+  WgmmaA
 };
 
 /// One buffer's storage. Local memory holds `size` elements per thread, fragments per warp.
@@ -208,8 +210,12 @@ struct PendingWgmma {
   int k = 16;
   uint32_t group = 0;
   Memory *a = nullptr, *b = nullptr;
+  /// Shared cells read (A's, unless A is registers, then B's) and their values; with A in
+  /// registers (a_tile >= 0, tile a_tile of k16 slices of `a`), A's values come first in
+  /// `values` with no cells.
   std::vector<int64_t> cells;
   std::vector<Val> values;
+  int64_t a_tile = -1;
 };
 
 /// A tma_load not yet landed (Tma.cpp): the shared elements of its box in box order (after the

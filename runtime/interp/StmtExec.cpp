@@ -179,10 +179,12 @@ private:
            : mem_->scope == MemScope::Fragment ? M.n_warps
                                                : 1;
   }
-  /// A wgmma.accumulator's size is per warpgroup: a warp holds a quarter of it. Its rows
-  /// (wgmma.rows) are too, but each row is held by the 4 lanes of a quad: a warp holds as many.
+  /// A wgmma.accumulator's (and A operand's) size is per warpgroup: a warp holds a quarter of
+  /// it. Its rows (wgmma.rows) are too, but each row is held by the 4 lanes of a quad: a warp
+  /// holds as many.
   size_t per_owner() const {
-    return size_t(mem_->frag == FragKind::WgmmaAccumulator ? mem_->size / 4 : mem_->size);
+    const bool quarter = mem_->frag == FragKind::WgmmaAccumulator || mem_->frag == FragKind::WgmmaA;
+    return size_t(quarter ? mem_->size / 4 : mem_->size);
   }
 
   void renew(Machine &M) {
@@ -321,6 +323,8 @@ MemScope parse_scope(const std::string &scope, FragKind &frag) {
     frag = FragKind::WgmmaAccumulator;
   else if (scope == "wgmma.rows")
     frag = FragKind::WgmmaRows;
+  else if (scope == "wgmma.matrix_a")
+    frag = FragKind::WgmmaA;
   user_check(frag != FragKind::None, "interp")
       << "cannot allocate storage in scope '" << scope << "' inside a kernel";
   return MemScope::Fragment;

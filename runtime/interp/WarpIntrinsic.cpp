@@ -111,6 +111,8 @@ const char *fragment_scope_name(FragKind f) {
     return "wgmma.accumulator";
   case FragKind::WgmmaRows:
     return "wgmma.rows";
+  case FragKind::WgmmaA:
+    return "wgmma.matrix_a";
   case FragKind::None:
     break;
   }

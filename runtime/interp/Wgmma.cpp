@@ -108,10 +108,10 @@ struct AccumulatorTiles {
 
 class WgmmaCode : public WarpIntrinsicCode, public AccumulatorTiles {
 public:
-  enum Op { Fill, Mma, Fence, Commit, Wait, Store, Set };
+  enum Op { Fill, Mma, MmaRs, Fence, Commit, Wait, Store, Set, AccToA };
 
   Op op = Fence;
-  Memory *a_mem = nullptr, *b_mem = nullptr; ///< mma
+  Memory *a_mem = nullptr, *b_mem = nullptr; ///< mma (a_mem: registers for mma_rs, acc_to_a)
   int k = 16;                                ///< mma: K of one instruction (32: 8-bit operands)
   bool trans_b = false;                      ///< mma
   int swizzle = 0;                           ///< mma: bytes of the swizzled layouts (0: none)
@@ -128,6 +128,11 @@ private:
       return run_fill(M, w, a[0], a[1]);
     case Mma:
       return run_mma(M, w, a);
+    case MmaRs:
+      // (index, a_index, b_ptr, b_lbo, b_sbo): as Mma's, A's tile in place of its pointer.
+      return run_mma(M, w, {a[0], a[1], 0, 0, a[2], a[3], a[4]});
+    case AccToA:
+      return run_acc_to_a(M, w, a[0], a[1]);
     case Fence:
       return run_fence(M, w);
     case Commit:
@@ -171,8 +176,37 @@ private:
     state(*acc, w, tile) = uint8_t(n / 8) | kTouched;
   }
 
+  // The first half of 64 x k tile `a_tile` of the A operand `a_mem` (registers), checked.
+  int64_t a_first(const Machine &M, uint32_t w, int64_t a_tile, int64_t k) const {
+    const int64_t halves = a_mem->size / 128;
+    user_check(a_tile >= 0 && (a_tile + 1) * (k / 2) <= halves, "interp")
+        << by(M, w) << ": A tile " << a_tile << " (64 x " << k << ") is out of bounds of '"
+        << a_mem->name << "' (" << halves << " halves a thread)";
+    return a_tile * (k / 2);
+  }
+
+  // wgmma_acc_to_a: A tile `a_tile` (64 x n) = the accumulator tile, rounded to A's type.
+  void run_acc_to_a(Machine &M, uint32_t w, int64_t a_tile, int64_t tile) {
+    const int64_t first = tile_first(M, w, tile), afirst = a_first(M, w, a_tile, n);
+    check_filled(M, w, tile);
+    check_landed(M, w, tile, "reads");
+    // The k16 slices n / 16 a_tile .. of A must not be read by a wgmma_mma_rs in flight.
+    for (const PendingWgmma &p : M.pending_wgmma[w])
+      user_check(p.a != a_mem || p.a_tile < 0 || p.a_tile < a_tile * (n / 16) ||
+                     p.a_tile >= (a_tile + 1) * (n / 16),
+                 "interp")
+          << by(M, w) << " rewrites A tile " << a_tile << " of '" << a_mem->name
+          << "' while a wgmma_mma_rs that reads it (group " << p.group
+          << ") has not landed; wgmma_wait for it first";
+    for (int l = 0; l < 32; ++l)
+      for (int i = 0; i < n / 2; ++i)
+        reg(*a_mem, w, l, afirst + i).f =
+            round_float(a_mem->num.kind, reg(*acc, w, l, first + i).f);
+  }
+
   // Issue: reads this warp's 16 rows of A and all of B now (checked, recorded for the race
-  // check and kept with their values), the product lands at wgmma_wait.
+  // check and kept with their values), the product lands at wgmma_wait. With A in registers
+  // (MmaRs, a[1] its 64 x 16 tile), each row's values from the lanes holding them.
   void run_mma(Machine &M, uint32_t w, const std::vector<int64_t> &a) {
     const int64_t tile = a[0];
     tile_first(M, w, tile);
@@ -182,8 +216,9 @@ private:
         << "' was accessed by wgmma_fill / wgmma_store since the warp's last wgmma_fence; "
            "call wgmma_fence between them and the wgmma_mma";
     const char *names[] = {"a_ptr", "a_lbo", "a_sbo", "b_ptr", "b_lbo", "b_sbo"};
+    const bool rs = op == MmaRs;
     const int64_t bytes = a_mem->dtype.bytes(), unit = 16 / bytes;
-    for (int j = 0; j < 6; ++j)
+    for (int j = rs ? 3 : 0; j < 6; ++j)
       user_check(a[1 + j] % unit == 0, "interp")
           << by(M, w) << ": " << names[j] << " = " << a[1 + j] << " elements, not a multiple of "
           << unit << " (16 bytes, as the matrix descriptor encodes it)";
@@ -200,6 +235,17 @@ private:
     };
     const int64_t gw = w % 4, ap = a[1], a_lbo = a[2], a_sbo = a[3];
     const int64_t bp = a[4], b_lbo = a[5], b_sbo = a[6];
+    // A: this warp's 16 rows, from registers (a row r of them and column c at lane
+    // 4 (r % 8) + (c % 8) / 2, half 4 (c / 8) + 2 (r / 8) + c % 2 of the slice: an
+    // accumulator's layout) or from shared memory; then all of B.
+    if (rs) {
+      const int64_t afirst = a_first(M, w, a[1], 16);
+      p.a_tile = a[1];
+      for (int64_t r = 0; r < 16; ++r)
+        for (int64_t c = 0; c < 16; ++c)
+          p.values.push_back(reg(*a_mem, w, int(4 * (r % 8) + (c % 8) / 2),
+                                 afirst + 4 * (c / 8) + 2 * (r / 8) + c % 2));
+    }
     if (swizzle) {
       // Rows of W = swizzle / bytes elements; offsets from the buffer's start (1024-byte aligned
       // on the GPU) have their byte address bits 4.. (the 16-byte unit) XORed with bits 7..:
@@ -210,7 +256,7 @@ private:
         const int64_t b = f * bytes;
         return (b ^ (((b >> 7) & mask) << 4)) / bytes;
       };
-      for (int64_t m = 16 * gw; m < 16 * gw + 16; ++m)
+      for (int64_t m = 16 * gw; m < 16 * gw + 16 && !rs; ++m)
         for (int64_t kk = 0; kk < k; ++kk)
           read(*a_mem, S(ap + (m % 8) * W + (m / 8) * a_sbo + kk));
       for (int64_t kk = 0; kk < k; ++kk)
@@ -218,7 +264,7 @@ private:
           read(*b_mem, S(trans_b ? bp + (c % W) + (c / W) * b_lbo + (kk % 8) * W + (kk / 8) * b_sbo
                                  : bp + (c % 8) * W + (c / 8) * b_sbo + kk));
     } else {
-      for (int64_t m = 16 * gw; m < 16 * gw + 16; ++m)
+      for (int64_t m = 16 * gw; m < 16 * gw + 16 && !rs; ++m)
         for (int64_t k = 0; k < 16; ++k)
           read(*a_mem, ap + (m % 8) * 8 + (m / 8) * a_sbo + (k % 8) + (k / 8) * a_lbo);
       for (int64_t k = 0; k < 16; ++k)
@@ -246,9 +292,10 @@ private:
     const uint32_t committed = M.wgmma_groups[w];
     const uint32_t done = committed > wait_n ? committed - wait_n : 0;
     land_groups(M.pending_wgmma[w], done, [&](const PendingWgmma &p) {
-      const size_t a_cells = 16 * size_t(p.k);
+      // With A in registers, A's values come first and only B's cells are recorded.
+      const size_t a_cells = 16 * size_t(p.k), skipped = p.a_tile >= 0 ? a_cells : 0;
       for (size_t j = 0; j < p.cells.size(); ++j) {
-        const Memory &mem = j < a_cells ? *p.a : *p.b;
+        const Memory &mem = j + skipped < a_cells ? *p.a : *p.b;
         const Val now = mem.data[size_t(p.cells[j])];
         // A tma_load issued into an operand after the wgmma_mma read it may land before the
         // wgmma reads it on the GPU, whenever the executor lands it.
@@ -257,11 +304,11 @@ private:
             << "] of a wgmma_mma on tile " << p.tile << " of accumulator '" << p.acc->name
             << "' (group " << p.group << ") is the destination of a tma_load issued before "
                "wgmma_wait (in flight); wait for the group before loading the operands again";
-        user_check(now.i == p.values[j].i, "interp")
+        user_check(now.i == p.values[j + skipped].i, "interp")
             << by(M, w) << ": shared operand '" << mem.name << "'[" << p.cells[j]
             << "] of a wgmma_mma on tile " << p.tile << " of accumulator '" << p.acc->name
-            << "' (group " << p.group << ") was overwritten before wgmma_wait (" << p.values[j].f
-            << " when issued, now " << now.f
+            << "' (group " << p.group << ") was overwritten before wgmma_wait ("
+            << p.values[j + skipped].f << " when issued, now " << now.f
             << "); wait for the group before writing the operands again";
       }
       const Val *A = p.values.data(), *B = A + a_cells;
@@ -553,6 +600,48 @@ StmtPtr compile_wgmma(Compiler &C, const Call *call) {
     user_check(!fp8 || (sw != 0 && !code->trans_b), "interp")
         << n << ": float8 operands are read K-major (trans_b 0) from swizzled tiles (swizzle "
         << "32, 64 or 128); got trans_b " << t << ", swizzle " << sw;
+    return code;
+  }
+  // A from registers: a wgmma.matrix_a allocation of float16 or bfloat16, whole 64 x 16 tiles.
+  auto register_operand = [&](const Expr &e) {
+    Memory *m = compile_fragment(C, call, e, FragKind::WgmmaA);
+    user_check((m->dtype == Float(16) || m->dtype == BFloat(16)) && m->size % 1024 == 0, "interp")
+        << n << ": A operand '" << m->name << "' holds " << m->size << " x " << m->dtype
+        << "; a wgmma.matrix_a holds float16 or bfloat16, whole 64 x 16 tiles";
+    return m;
+  };
+  if (n == intrinsic::wgmma_mma_rs) {
+    expect_args(10, "(acc, index, n, a, a_index, b_ptr, b_lbo, b_sbo, trans_b, swizzle)");
+    code->op = WgmmaCode::MmaRs;
+    accumulator();
+    code->a_mem = register_operand(a[3]);
+    uniform(a[4], "a_index");
+    code->b_mem = operand(a[5], "b_ptr");
+    user_check(code->a_mem->dtype == code->b_mem->dtype, "interp")
+        << n << ": A ('" << code->a_mem->name << "') is " << code->a_mem->dtype << " but B ('"
+        << code->b_mem->name << "') is " << code->b_mem->dtype;
+    uniform(a[6], "b_lbo");
+    uniform(a[7], "b_sbo");
+    int64_t t = const_arg(call, 8, "trans_b");
+    user_check(t == 0 || t == 1, "interp") << n << ": trans_b must be 0 or 1, got " << t;
+    code->trans_b = t == 1;
+    int64_t sw = const_arg(call, 9, "swizzle");
+    user_check(sw == 0 || sw == 32 || sw == 64 || sw == 128, "interp")
+        << n << ": swizzle must be 0, 32, 64 or 128, got " << sw;
+    code->swizzle = int(sw);
+    return code;
+  }
+  if (n == intrinsic::wgmma_acc_to_a) {
+    expect_args(5, "(a, a_index, acc, index, n)");
+    code->op = WgmmaCode::AccToA;
+    code->a_mem = register_operand(a[0]);
+    uniform(a[1], "a_index");
+    Memory *m = compile_fragment(C, call, a[2], FragKind::WgmmaAccumulator);
+    code->acc = m;
+    uniform(a[3], "index");
+    code->n = int(const_arg(call, 4, "n"));
+    user_check(code->n % 16 == 0 && code->n >= 16 && code->n <= 256, "interp")
+        << n << ": n = " << code->n << "; an A tile's columns are whole k16 slices, 16 to 256";
     return code;
   }
   if (n == intrinsic::wgmma_store) {

@@ -110,6 +110,77 @@ RowSoftmax row_softmax(int64_t M, int64_t N, int64_t K, int64_t n = 0) {
   return {A, B, Y, s};
 }
 
+// Two contractions chained through registers: Y = softmax over the rows of A B^T, times V (N x
+// D), as one block of attention: the probabilities P (an accumulator) rounded to float16 into
+// wgmma's A operand in registers (wgmma_acc_to_a), P V on wgmma with A from registers
+// (wgmma_gemm_rs) and V's tile in shared memory, divided by the row sums at the end.
+struct SoftmaxTimesV {
+  Tensor A, B, V, Y;
+  Schedule s;
+};
+
+SoftmaxTimesV softmax_times_v(int64_t M, int64_t N, int64_t K, int64_t D) {
+  const DataType F32 = Float(32), F16 = Float(16);
+  Tensor A = placeholder({M, K}, F16, "A"), B = placeholder({N, K}, F16, "B");
+  Tensor V = placeholder({N, D}, F16, "V");
+  IterVar k = reduce_axis({0, K}, "k");
+  Tensor S = compute(
+      {M, N},
+      [&](Var i, Var j) { return sum(A(i, k).astype(F32) * B(j, k).astype(F32), {k}); }, "S");
+  IterVar j1 = reduce_axis({0, N}, "j1"), j2 = reduce_axis({0, N}, "j2"),
+          j3 = reduce_axis({0, N}, "j3");
+  Tensor mx = compute({M}, [&](Var i) { return max(S(i, j1), {j1}); }, "mx");
+  Tensor E = compute({M, N}, [&](Var i, Var j) { return kExpMinusRow.f(S(i, j), mx(i)); }, "E");
+  Tensor sm = compute({M}, [&](Var i) { return sum(E(i, j2), {j2}); }, "sm");
+  Tensor P = compute({M, N}, [&](Var i, Var j) { return E(i, j).astype(F16); }, "P");
+  Tensor O = compute(
+      {M, D},
+      [&](Var i, Var d) { return sum(P(i, j3).astype(F32) * V(j3, d).astype(F32), {j3}); }, "O");
+  Tensor Y = compute({M, D}, [&](Var i, Var d) { return kDivideByRow.f(O(i, d), sm(i)); }, "Y");
+
+  Schedule s = create_schedule({Y});
+  Tensor YF = s.cache_write(Y, "wgmma.accumulator");
+  auto [i, d] = s[Y].axes<2>();
+  auto [bi, ii] = s[Y].split(i, 64);
+  (void)d;
+  s[Y].bind(bi, thread_axis("blockIdx.x"));
+  s[Y].env_threads({thread_axis(Range(0, 128), "threadIdx.x")});
+  s[Y].tensorize(ii, wgmma_store_matrix(D, "global", F32));
+  auto shared_tile = [&](const Tensor &t, const Tensor &reader) {
+    Tensor sh = s.cache_read(t, "shared", {reader});
+    s[sh].compute_at(s[Y], bi).storage_interleave(8);
+    auto [r, c] = s[sh].axes<2>();
+    auto [c1, vec] = s[sh].split(c, 8);
+    auto [f, tx] = s[sh].split(s[sh].fuse(r, c1), 128);
+    (void)f;
+    s[sh].bind(tx, thread_axis("threadIdx.x")).vectorize(vec);
+  };
+  // The two contractions: K (and then the keys, N) in k16 slices.
+  auto contraction = [&](const Tensor &t, const std::shared_ptr<const TensorIntrin> &intrin) {
+    s[t].compute_at(s[Y], bi).set_scope("wgmma.accumulator");
+    auto [ko, ki] = s[t].split(s[t].reduce_axis()[0], 16);
+    IterVar rows = s[t].op_axis(0);
+    s[t].reorder({ko, rows, s[t].op_axis(1), ki}).unroll(ko);
+    s[t].tensorize(rows, intrin);
+  };
+  contraction(S, wgmma_gemm(N, "col_major", 0));
+  shared_tile(A, S);
+  shared_tile(B, S);
+  for (auto [rows, kind] : {std::pair{mx, RowReduce::Max}, std::pair{sm, RowReduce::Sum}}) {
+    s[rows].compute_at(s[Y], bi).set_scope("wgmma.rows");
+    s[rows].tensorize(s[rows].op_axis(0), wgmma_row_reduce(N, kind));
+  }
+  s[E].compute_at(s[Y], bi).set_scope("wgmma.accumulator");
+  s[E].tensorize(s[E].op_axis(0), wgmma_rowwise(N, kExpMinusRow));
+  s[P].compute_at(s[Y], bi).set_scope("wgmma.matrix_a");
+  s[P].tensorize(s[P].op_axis(0), wgmma_acc_to_a(N));
+  contraction(O, wgmma_gemm_rs(D, "row_major", 0));
+  shared_tile(V, O);
+  s[YF].compute_at(s[Y], bi);
+  s[YF].tensorize(s[YF].op_axis(0), wgmma_rowwise(D, kDivideByRow));
+  return {A, B, V, Y, s};
+}
+
 } // namespace
 
 TEST(WgmmaRows, RowSoftmaxLowersToRegistersAndShuffles) {
@@ -205,6 +276,55 @@ TEST(WgmmaRows, GpuRowSoftmaxMatchesTheReference) {
   for (int64_t n : {128, 64}) {
     RowSoftmax r = row_softmax(256, 128, 64, n);
     CheckResult res = check_on_gpu(r.s, {r.A, r.B, r.Y}, 2);
+    EXPECT_TRUE(res.compare.ok) << res.str();
+  }
+}
+
+// P = softmax(A B^T) stays in registers as P V's A operand: no shared P, a wgmma_mma_rs per k16
+// slice of the keys reading P's registers.
+TEST(WgmmaRows, ChainedContractionsKeepTheIntermediateInRegisters) {
+  SoftmaxTimesV t = softmax_times_v(64, 64, 32, 64);
+  const std::vector<Tensor> args = {t.A, t.B, t.V, t.Y};
+  const std::string ir = to_string(lower(t.s, args));
+  EXPECT_NE(ir.find("allocate(P, float16, [4096]), storage_scope = wgmma.matrix_a;"),
+            std::string::npos)
+      << ir;
+  EXPECT_NE(ir.find("@wgmma_acc_to_a(P, 0, E, 0, 64)"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("@wgmma_mma_rs(O, 0, 64, P, 3, address_of(V.shared[384]), 64, 512, 1, 0)"),
+            std::string::npos)
+      << ir;
+  // On the executor against float64: one and two blocks, head dims 64 and 128, 128 keys.
+  for (auto [M, N, K, D] : {std::array<int64_t, 4>{64, 64, 32, 64}, {128, 128, 64, 128}}) {
+    SCOPED_TRACE("M=" + std::to_string(M) + " N=" + std::to_string(N) + " D=" + std::to_string(D));
+    SoftmaxTimesV c = softmax_times_v(M, N, K, D);
+    CheckResult res = check_on_cpu(c.s, {c.A, c.B, c.V, c.Y}, 3);
+    EXPECT_TRUE(res.compare.ok) << res.str();
+  }
+  // Its CUDA: wgmma with A from 4 registers, no local memory.
+  LoweredModule m = lower(t.s, args);
+  std::string src = codegen_cuda(m);
+  EXPECT_NE(src.find("unsigned P[16];"), std::string::npos) << src;
+  EXPECT_NE(src.find("tessel_pack_f16x2("), std::string::npos) << src;
+  CompileOptions o;
+  o.arch = "sm_90a";
+  CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "softmax_times_v.cu");
+  ASSERT_FALSE(k.cubin.empty()) << k.log;
+  EXPECT_EQ(k.kernels.at(0).stack_bytes, 0) << k.log;
+  if (std::optional<std::string> sass = tessel::test::sass_of(k.cubin, k.kernels.at(0).name)) {
+    EXPECT_NE(sass->find("HGMMA.64x64x16.F32 R"), std::string::npos) << *sass;
+    for (const char *local : {"LDL", "STL"})
+      EXPECT_EQ(sass->find(local), std::string::npos) << local;
+  }
+}
+
+TEST(WgmmaRows, GpuChainedContractionsMatchTheReference) {
+  if (!Device::available())
+    GTEST_SKIP() << Device::unavailable_reason();
+  if (Device::get().arch() != "sm_90")
+    GTEST_SKIP() << "wgmma needs a Hopper GPU (sm_90), this one is " << Device::get().arch();
+  for (auto [M, N, K, D] : {std::array<int64_t, 4>{256, 128, 64, 128}, {128, 64, 128, 64}}) {
+    SoftmaxTimesV c = softmax_times_v(M, N, K, D);
+    CheckResult res = check_on_gpu(c.s, {c.A, c.B, c.V, c.Y}, 3);
     EXPECT_TRUE(res.compare.ok) << res.str();
   }
 }
