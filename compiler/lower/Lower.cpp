@@ -12,6 +12,7 @@
 #include "compiler/lower/ScheduleOps.h"
 #include "compiler/lower/StageBodies.h"
 #include "compiler/passes/ClusterSync.h"
+#include "compiler/passes/DistributeFragmentLoops.h"
 #include "compiler/passes/InjectPipeline.h"
 #include "compiler/passes/LowerBulkCopy.h"
 #include "compiler/passes/InsertThreadSyncs.h"
@@ -170,9 +171,14 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
     user_check(st->op.as<ComputeOpNode>() || st->op.as<FoldOpNode>(), "lower")
         << "input '" << st->op.name() << "' is read but not among the arguments; pass it to lower()";
     std::vector<Buffer> &bufs = buffers[st.get()];
-    for (int k = 0; k < st->op->num_outputs(); ++k)
+    for (int k = 0; k < st->op->num_outputs(); ++k) {
+      std::string scope = st->scope;
+      for (const auto &[output, s] : st->output_scopes)
+        if (output == k)
+          scope = s;
       bufs.push_back(Buffer::make(st->op.output(k).name(), st->op->output_dtype(k),
-                                  st->op->output_shape(k), st->scope));
+                                  st->op->output_shape(k), scope));
+    }
     if (st->scope != "global")
       continue;
     user_check(st->attach_type == AttachType::Root || computed_once_a_block(st.get()), "lower")
@@ -203,6 +209,8 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
   std::vector<TensorMapParam> tensor_maps;
   body = lower_bulk_copy(body, arg_buffers, &tensor_maps);
   printer.after("lower_bulk_copy", body);
+  body = distribute_fragment_loops(body);
+  printer.after("distribute_fragment_loops", body);
   std::vector<Buffer> flat_args;
   body = storage_flatten(body, arg_buffers, &flat_args, options.wide_index_elements);
   body = arith::simplify(body);

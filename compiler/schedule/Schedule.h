@@ -170,6 +170,10 @@ public:
   Stage &compute_root();
   /// Stores this stage's result in `scope` ("global", "shared", "local", "wmma.*").
   Stage &set_scope(const std::string &scope);
+  /// Stores one output of a fold (one state, `output` among fold()'s results) in `scope`, the
+  /// others in the stage's: a fold per warpgroup keeps its row values in wgmma.rows and its
+  /// per-element state in a wgmma.accumulator.
+  Stage &set_scope(const std::string &scope, const Tensor &output);
   /// Pads the stride of the dimension of `axis` so that stride % factor == offset.
   Stage &storage_align(const IterVar &axis, int factor, int offset);
   /// Stores this stage's buffer in columns of `chunk` contiguous elements of its last
@@ -301,6 +305,8 @@ public:
   StageNode *attach_stage = nullptr;
   IterVar attach_ivar;
   std::string scope = "global";
+  /// Stage::set_scope(scope, output): a scope for some outputs of a fold (its states).
+  std::vector<std::pair<int, std::string>> output_scopes;
   bool is_output = false;
   int pipeline_stages = 1; ///< 1: not pipelined
   bool bulk_copy = false;  ///< Stage::bulk_copy

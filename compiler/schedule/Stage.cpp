@@ -448,6 +448,19 @@ Stage &Stage::set_scope(const std::string &scope) {
   return *this;
 }
 
+Stage &Stage::set_scope(const std::string &scope, const Tensor &output) {
+  user_check(n_->op.as<FoldOpNode>(), "set_scope")
+      << "stage '" << name() << "' is not a fold: a scope for one of its outputs is for the "
+         "states of a fold; set the stage's scope instead";
+  user_check(output.op().same_as(n_->op), "set_scope")
+      << "'" << output.name() << "' is not an output of fold '" << name() << "'";
+  const std::string previous = n_->scope;
+  set_scope(scope); // checks the scope
+  n_->scope = previous;
+  n_->output_scopes.emplace_back(output.value_index(), scope);
+  return *this;
+}
+
 Stage &Stage::storage_align(const IterVar &axis, int factor, int offset) {
   const auto &ax = op_axis();
   auto it = std::find_if(ax.begin(), ax.end(), [&](const IterVar &x) { return x.same_as(axis); });

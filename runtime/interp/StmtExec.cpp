@@ -8,6 +8,8 @@
 #include "compiler/ir/Intrinsics.h"
 #include "compiler/support/Error.h"
 
+#include <cmath>
+
 namespace tessel::interp {
 
 namespace {
@@ -189,7 +191,12 @@ private:
 
   void renew(Machine &M) {
     Memory &mem = *mem_;
-    mem.data.assign(owners(M) * per_owner(), Val{0});
+    // A warpgroup's accumulator registers start as NaN: a read of one never written (ordinary
+    // instructions may write a tile register by register) shows in the result.
+    Val start{0};
+    if (mem.frag == FragKind::WgmmaAccumulator)
+      start.f = std::nan("");
+    mem.data.assign(owners(M) * per_owner(), start);
     if (mem.scope == MemScope::Shared) {
       if (!M.barriers.empty())
         release_barriers(M, mem);

@@ -149,9 +149,13 @@ private:
   }
 
   // wgmma_reg_set: register r of the tile in every thread of the warp, from each lane's value.
+  // A tile first written this way holds 64 x n from then on (its other registers stay NaN, as
+  // the allocation left them, until written).
   void run_set(Machine &M, uint32_t w, int64_t tile, int64_t r, const LaneValues &value) {
     const int64_t first = tile_first(M, w, tile);
     check_register(M, w, r);
+    if ((state(*acc, w, tile) & kNMask) == 0)
+      state(*acc, w, tile) = uint8_t(n / 8);
     check_filled(M, w, tile);
     check_landed(M, w, tile, "writes");
     for (int l = 0; l < 32; ++l) {

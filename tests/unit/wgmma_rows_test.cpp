@@ -119,7 +119,11 @@ struct SoftmaxTimesV {
   Schedule s;
 };
 
-SoftmaxTimesV softmax_times_v(int64_t M, int64_t N, int64_t K, int64_t D) {
+// `distributed`: the elementwise stages (the exponentials, the division) left untensorized,
+// distributed over the threads by the accumulator's layout (distribute_fragment_loops), with a
+// causal mask (key j visible to row i when j <= i) among them.
+SoftmaxTimesV softmax_times_v(int64_t M, int64_t N, int64_t K, int64_t D,
+                              bool distributed = false) {
   const DataType F32 = Float(32), F16 = Float(16);
   Tensor A = placeholder({M, K}, F16, "A"), B = placeholder({N, K}, F16, "B");
   Tensor V = placeholder({N, D}, F16, "V");
@@ -130,7 +134,13 @@ SoftmaxTimesV softmax_times_v(int64_t M, int64_t N, int64_t K, int64_t D) {
   IterVar j1 = reduce_axis({0, N}, "j1"), j2 = reduce_axis({0, N}, "j2"),
           j3 = reduce_axis({0, N}, "j3");
   Tensor mx = compute({M}, [&](Var i) { return max(S(i, j1), {j1}); }, "mx");
-  Tensor E = compute({M, N}, [&](Var i, Var j) { return kExpMinusRow.f(S(i, j), mx(i)); }, "E");
+  Tensor E = compute(
+      {M, N},
+      [&](Var i, Var j) {
+        Expr e = kExpMinusRow.f(S(i, j), mx(i));
+        return distributed ? if_then_else(j <= i, e, 0.0f) : e;
+      },
+      "E");
   Tensor sm = compute({M}, [&](Var i) { return sum(E(i, j2), {j2}); }, "sm");
   Tensor P = compute({M, N}, [&](Var i, Var j) { return E(i, j).astype(F16); }, "P");
   Tensor O = compute(
@@ -171,13 +181,15 @@ SoftmaxTimesV softmax_times_v(int64_t M, int64_t N, int64_t K, int64_t D) {
     s[rows].tensorize(s[rows].op_axis(0), wgmma_row_reduce(N, kind));
   }
   s[E].compute_at(s[Y], bi).set_scope("wgmma.accumulator");
-  s[E].tensorize(s[E].op_axis(0), wgmma_rowwise(N, kExpMinusRow));
   s[P].compute_at(s[Y], bi).set_scope("wgmma.matrix_a");
   s[P].tensorize(s[P].op_axis(0), wgmma_acc_to_a(N));
   contraction(O, wgmma_gemm_rs(D, "row_major", 0));
   shared_tile(V, O);
   s[YF].compute_at(s[Y], bi);
-  s[YF].tensorize(s[YF].op_axis(0), wgmma_rowwise(D, kDivideByRow));
+  if (!distributed) {
+    s[E].tensorize(s[E].op_axis(0), wgmma_rowwise(N, kExpMinusRow));
+    s[YF].tensorize(s[YF].op_axis(0), wgmma_rowwise(D, kDivideByRow));
+  }
   return {A, B, V, Y, s};
 }
 
@@ -317,16 +329,39 @@ TEST(WgmmaRows, ChainedContractionsKeepTheIntermediateInRegisters) {
   }
 }
 
+// The elementwise stages distributed by the layout instead of tensorized: the same registers,
+// the causal mask evaluated per register from its row and column.
+TEST(WgmmaRows, ElementwiseStagesAreDistributedByTheLayout) {
+  SoftmaxTimesV t = softmax_times_v(128, 64, 32, 64, /*distributed=*/true);
+  const std::vector<Tensor> args = {t.A, t.B, t.V, t.Y};
+  const std::string ir = to_string(lower(t.s, args));
+  EXPECT_NE(ir.find("@wgmma_reg_set(E, 0, 64, 0, if_then_else("), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("E["), std::string::npos) << ir;
+  for (auto [M, N, D] : {std::array<int64_t, 3>{128, 64, 64}, {64, 128, 128}}) {
+    SCOPED_TRACE("M=" + std::to_string(M) + " N=" + std::to_string(N) + " D=" + std::to_string(D));
+    SoftmaxTimesV c = softmax_times_v(M, N, 32, D, true);
+    CheckResult res = check_on_cpu(c.s, {c.A, c.B, c.V, c.Y}, 3);
+    EXPECT_TRUE(res.compare.ok) << res.str();
+  }
+  LoweredModule m = lower(t.s, args);
+  CompileOptions o;
+  o.arch = "sm_90a";
+  CompiledKernel k = nvrtc_compile(codegen_cuda(m), nvrtc_options(o), "distributed.cu");
+  ASSERT_FALSE(k.cubin.empty()) << k.log;
+  EXPECT_EQ(k.kernels.at(0).stack_bytes, 0) << k.log;
+}
+
 TEST(WgmmaRows, GpuChainedContractionsMatchTheReference) {
   if (!Device::available())
     GTEST_SKIP() << Device::unavailable_reason();
   if (Device::get().arch() != "sm_90")
     GTEST_SKIP() << "wgmma needs a Hopper GPU (sm_90), this one is " << Device::get().arch();
-  for (auto [M, N, K, D] : {std::array<int64_t, 4>{256, 128, 64, 128}, {128, 64, 128, 64}}) {
-    SoftmaxTimesV c = softmax_times_v(M, N, K, D);
-    CheckResult res = check_on_gpu(c.s, {c.A, c.B, c.V, c.Y}, 3);
-    EXPECT_TRUE(res.compare.ok) << res.str();
-  }
+  for (bool distributed : {false, true})
+    for (auto [M, N, K, D] : {std::array<int64_t, 4>{256, 128, 64, 128}, {128, 64, 128, 64}}) {
+      SoftmaxTimesV c = softmax_times_v(M, N, K, D, distributed);
+      CheckResult res = check_on_gpu(c.s, {c.A, c.B, c.V, c.Y}, 3);
+      EXPECT_TRUE(res.compare.ok) << res.str();
+    }
 }
 
 TEST(WgmmaRows, Errors) {

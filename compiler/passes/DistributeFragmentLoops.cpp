@@ -1,0 +1,202 @@
+#include "compiler/passes/DistributeFragmentLoops.h"
+
+#include "compiler/arith/Simplify.h"
+#include "compiler/ir/IRMutator.h"
+#include "compiler/ir/IROperator.h"
+#include "compiler/ir/IRPrinter.h"
+#include "compiler/ir/IRVisitor.h"
+#include "compiler/ir/Intrinsics.h"
+#include "compiler/ir/Substitute.h"
+#include "compiler/support/Error.h"
+
+#include <optional>
+
+namespace tessel {
+
+namespace {
+
+constexpr int64_t kRows = 64; // a warpgroup's accumulator tile
+
+bool is_accumulator(const Buffer &b) { return b.scope() == "wgmma.accumulator"; }
+bool is_rows(const Buffer &b) { return b.scope() == "wgmma.rows"; }
+
+// `e` as `v + c` with c a constant: c.
+std::optional<int64_t> offset_from(const Expr &e, const Var &v) {
+  return as_const_int(arith::simplify(e - v));
+}
+
+// Where a fragment access lies in its buffer's realized region: the row and column relative to
+// the region (the column undefined for rows), the leading dimensions checked to be the
+// region's first.
+struct Place {
+  Expr row, col;
+};
+
+class Distributor : public IRMutator {
+public:
+  Stmt run(const Stmt &s) { return mutate(s); }
+
+protected:
+  Stmt visit(const BufferRealize *op) override {
+    if (is_accumulator(op->buffer) || is_rows(op->buffer))
+      bounds_[op->buffer.get()] = op->bounds;
+    return IRMutator::visit(op);
+  }
+
+  Stmt visit(const For *op) override {
+    if (!op->thread_tag.empty())
+      return IRMutator::visit(op);
+    // A loop over the fragments' rows (any access whose row is the variable) or, inside one,
+    // over an accumulator's columns.
+    bool row = false, col = false;
+    post_order_visit(op->body, [&](const IRNode *n) {
+      if (auto p = place_of(n)) {
+        row = row || offset_from(p->row, op->loop_var).has_value();
+        col = col || (p->col.defined() && offset_from(p->col, op->loop_var).has_value());
+      }
+    });
+    if (row && !rows_.empty())
+      internal_error << "distribute_fragment_loops: loop '" << op->loop_var.name()
+                     << "' over fragment rows inside another";
+    if (!row && !(col && !rows_.empty()))
+      return IRMutator::visit(op);
+    auto extent = as_const_int(op->extent);
+    const int64_t unit = row ? kRows : 8;
+    user_check(extent && *extent % unit == 0 && is_zero(op->min), "distribute_fragment_loops")
+        << "loop '" << op->loop_var.name() << "' over the " << (row ? "rows" : "columns")
+        << " of a warpgroup's fragments runs over [" << op->min << ", " << op->min << " + "
+        << op->extent << "); its extent must be a constant multiple of " << unit
+        << " from 0 (whole 64-row tiles, 8-column groups)";
+    // The thread's elements: rows 64 T + 16 w + l / 4 + 8 h, columns 8 q + 2 (l % 4) + e.
+    Var outer(op->loop_var.name() + (row ? ".tile" : ".group")), inner(op->loop_var.name() +
+                                                                       (row ? ".half" : ".pair"));
+    Expr tid = Call::make(Int(32), intrinsic::wgmma_thread_id, {}, Call::PureIntrinsic);
+    Expr value = row ? outer * int(kRows) + floordiv(tid, 32) * 16 +
+                           floordiv(floormod(tid, 32), 4) + inner * 8
+                     : outer * 8 + floormod(tid, 4) * 2 + inner;
+    (row ? rows_ : cols_).push_back({op->loop_var, outer, inner});
+    Stmt body = mutate(op->body);
+    (row ? rows_ : cols_).pop_back();
+    body = substitute(body, op->loop_var, value);
+    body = For::make(inner, 0, Expr(2), ForKind::Unrolled, body);
+    return For::make(outer, 0, Expr(int(*extent / unit)), ForKind::Unrolled, body);
+  }
+
+  Expr visit(const BufferLoad *op) override {
+    if (!is_accumulator(op->buffer) && !is_rows(op->buffer))
+      return IRMutator::visit(op);
+    auto [tile, reg] = element(op->buffer, op->indices, "reads");
+    if (is_rows(op->buffer))
+      return Call::make(Float(32), intrinsic::wgmma_row, {op->buffer->data, tile, reg},
+                        Call::Intrinsic);
+    return Call::make(Float(32), intrinsic::wgmma_reg,
+                      {op->buffer->data, tile, Expr(int(columns(op->buffer))), reg},
+                      Call::Intrinsic);
+  }
+
+  Stmt visit(const BufferStore *op) override {
+    if (!is_accumulator(op->buffer) && !is_rows(op->buffer))
+      return IRMutator::visit(op);
+    user_check(!is_rows(op->buffer) || cols_.empty(), "distribute_fragment_loops")
+        << "'" << op->buffer.name() << "' (wgmma.rows) is written inside loop '"
+        << cols_.back().var.name()
+        << "' over an accumulator's columns: a row's value from its columns is a reduction "
+           "across the lanes holding the row; tensorize it with wgmma_row_reduce";
+    Expr value = mutate(op->value);
+    auto [tile, reg] = element(op->buffer, op->indices, "writes");
+    user_check(value.type() == Float(32), "distribute_fragment_loops")
+        << "a store to '" << op->buffer.name() << "' of " << value.type()
+        << "; wgmma fragments hold float32";
+    if (is_rows(op->buffer))
+      return Evaluate::make(Call::make(Void(), intrinsic::wgmma_row_set,
+                                       {op->buffer->data, tile, reg, value}, Call::Intrinsic));
+    return Evaluate::make(
+        Call::make(Void(), intrinsic::wgmma_reg_set,
+                   {op->buffer->data, tile, Expr(int(columns(op->buffer))), reg, value},
+                   Call::Intrinsic));
+  }
+
+private:
+  struct Loop {
+    Var var, outer, inner;
+  };
+
+  // The place of a fragment access relative to its realized region, if `n` is one.
+  std::optional<Place> place_of(const IRNode *n) const {
+    const Buffer *b = nullptr;
+    const std::vector<Expr> *idx = nullptr;
+    if (const auto *l = llvm::dyn_cast<BufferLoad>(n))
+      b = &l->buffer, idx = &l->indices;
+    else if (const auto *s = llvm::dyn_cast<BufferStore>(n))
+      b = &s->buffer, idx = &s->indices;
+    if (!b || (!is_accumulator(*b) && !is_rows(*b)))
+      return std::nullopt;
+    auto it = bounds_.find(b->get());
+    if (it == bounds_.end() || idx->empty())
+      return std::nullopt;
+    const std::vector<Range> &r = it->second;
+    const size_t n_dims = idx->size(), row_dim = n_dims - (is_rows(*b) ? 1 : 2);
+    Place p;
+    p.row = arith::simplify((*idx)[row_dim] - r[row_dim].min);
+    if (is_accumulator(*b))
+      p.col = arith::simplify(idx->back() - r.back().min);
+    return p;
+  }
+
+  int64_t columns(const Buffer &b) const {
+    const std::vector<Range> &r = bounds_.lookup(b.get());
+    auto c = as_const_int(r.back().extent);
+    user_check(c && *c % 8 == 0 && *c <= 256, "distribute_fragment_loops")
+        << "accumulator '" << b.name() << "' is realized with " << r.back().extent
+        << " columns; a wgmma accumulator tile has a constant multiple of 8 up to 256";
+    return *c;
+  }
+
+  // The tile (64 rows of the region) and the register (an accumulator's) or half (rows') of
+  // the access at `indices`, whose row and column must be loop variables being distributed.
+  std::pair<Expr, Expr> element(const Buffer &b, const std::vector<Expr> &indices,
+                                const char *what) {
+    auto it = bounds_.find(b.get());
+    internal_check(it != bounds_.end()) << "fragment '" << b.name() << "' is not realized";
+    const std::vector<Range> &r = it->second;
+    const size_t row_dim = indices.size() - (is_rows(b) ? 1 : 2);
+    for (size_t d = 0; d < row_dim; ++d)
+      user_check(is_zero(arith::simplify(indices[d] - r[d].min)), "distribute_fragment_loops")
+          << "an access to '" << b.name() << "' at " << indices[d] << " in dimension " << d
+          << "; a warpgroup's fragment is one 64-row tile per 64 rows of its last dimensions";
+    const Expr row = arith::simplify(indices[row_dim] - r[row_dim].min);
+    const Loop *rl = nullptr;
+    std::optional<int64_t> row_offset;
+    for (const Loop &l : rows_)
+      if ((row_offset = offset_from(row, l.var)))
+        rl = &l;
+    user_check(rl && *row_offset % kRows == 0, "distribute_fragment_loops")
+        << "a statement " << what << " '" << b.name() << "' (" << b.scope() << ") at row " << row
+        << " of its region, which is not a loop over the warpgroup's rows (offset by whole 64-row "
+           "tiles); compute it in a stage of its own, or tensorize it";
+    Expr tile = rl->outer + int(*row_offset / kRows);
+    if (is_rows(b))
+      return {tile, rl->inner};
+    const Expr col = arith::simplify(indices.back() - r.back().min);
+    const Loop *cl = nullptr;
+    std::optional<int64_t> col_offset;
+    for (const Loop &l : cols_)
+      if ((col_offset = offset_from(col, l.var)))
+        cl = &l;
+    user_check(cl && *col_offset % 8 == 0, "distribute_fragment_loops")
+        << "a statement " << what << " '" << b.name() << "' at column " << col
+        << " of its region, which is not a loop over the accumulator's columns (offset by whole "
+           "groups of 8)";
+    // Register 4 q + 2 h + e of a 64 x C tile (Intrinsics.h), q counted from the column 0.
+    return {tile, (cl->outer + int(*col_offset / 8)) * 4 + rl->inner * 2 + cl->inner};
+  }
+
+  llvm::DenseMap<const BufferNode *, std::vector<Range>> bounds_;
+  std::vector<Loop> rows_, cols_;
+};
+
+} // namespace
+
+Stmt distribute_fragment_loops(Stmt s) { return Distributor().run(s); }
+
+} // namespace tessel
