@@ -9,6 +9,7 @@
 #include "compiler/ir/Substitute.h"
 #include "compiler/support/Error.h"
 
+#include <functional>
 #include <optional>
 
 namespace tessel {
@@ -30,6 +31,7 @@ std::optional<int64_t> offset_from(const Expr &e, const Var &v) {
 // region's first.
 struct Place {
   Expr row, col;
+  int64_t columns = 0; ///< the realized columns of an accumulator (0: unknown)
 };
 
 class Distributor : public IRMutator {
@@ -49,10 +51,14 @@ protected:
     // A loop over the fragments' rows (any access whose row is the variable) or, inside one,
     // over an accumulator's columns.
     bool row = false, col = false;
+    int64_t columns_read = 0; // of an accumulator whose column the loop's variable is
     post_order_visit(op->body, [&](const IRNode *n) {
       if (auto p = place_of(n)) {
         row = row || offset_from(p->row, op->loop_var).has_value();
-        col = col || (p->col.defined() && offset_from(p->col, op->loop_var).has_value());
+        if (p->col.defined() && offset_from(p->col, op->loop_var).has_value()) {
+          col = true;
+          columns_read = std::max(columns_read, p->columns);
+        }
       }
     });
     if (row && !rows_.empty())
@@ -62,6 +68,13 @@ protected:
       return IRMutator::visit(op);
     auto extent = as_const_int(op->extent);
     const int64_t unit = row ? kRows : 8;
+    // A loop over the columns whose extent depends on the row (bounds tightened to a causal
+    // mask): every column of the tile, those past the extent skipped.
+    Expr column_limit;
+    if (col && !row && !extent && is_zero(op->min) && columns_read > 0) {
+      column_limit = op->extent;
+      extent = columns_read;
+    }
     user_check(extent && *extent % unit == 0 && is_zero(op->min), "distribute_fragment_loops")
         << "loop '" << op->loop_var.name() << "' over the " << (row ? "rows" : "columns")
         << " of a warpgroup's fragments runs over [" << op->min << ", " << op->min << " + "
@@ -75,11 +88,33 @@ protected:
                            floordiv(floormod(tid, 32), 4) + inner * 8
                      : outer * 8 + floormod(tid, 4) * 2 + inner;
     (row ? rows_ : cols_).push_back({op->loop_var, outer, inner});
+    const size_t reductions = reductions_.size();
     Stmt body = mutate(op->body);
     (row ? rows_ : cols_).pop_back();
+    if (column_limit.defined())
+      body = IfThenElse::make(op->loop_var < column_limit, body);
     body = substitute(body, op->loop_var, value);
     body = For::make(inner, 0, Expr(2), ForKind::Unrolled, body);
-    return For::make(outer, 0, Expr(int(*extent / unit)), ForKind::Unrolled, body);
+    body = For::make(outer, 0, Expr(int(*extent / unit)), ForKind::Unrolled, body);
+    if (row || !cols_.empty())
+      return body;
+    // The outermost loop over the columns is done: each lane holds its columns' share of the
+    // row values reduced in it; the row's 4 lanes combine theirs (xor 1, then 2).
+    std::vector<Stmt> seq = {body};
+    for (size_t k = reductions; k < reductions_.size(); ++k) {
+      const RowReduction &r = reductions_[k];
+      for (int mask : {1, 2}) {
+        Expr v = Call::make(Float(32), intrinsic::wgmma_row, {r.data, r.tile, r.half},
+                            Call::Intrinsic);
+        Expr other = Call::make(Float(32), intrinsic::shfl_xor, {v, Expr(mask)},
+                                Call::PureIntrinsic);
+        seq.push_back(Evaluate::make(Call::make(Void(), intrinsic::wgmma_row_set,
+                                                {r.data, r.tile, r.half, r.combine(v, other)},
+                                                Call::Intrinsic)));
+      }
+    }
+    reductions_.resize(reductions);
+    return Seq::make(seq);
   }
 
   Expr visit(const BufferLoad *op) override {
@@ -97,13 +132,17 @@ protected:
   Stmt visit(const BufferStore *op) override {
     if (!is_accumulator(op->buffer) && !is_rows(op->buffer))
       return IRMutator::visit(op);
-    user_check(!is_rows(op->buffer) || cols_.empty(), "distribute_fragment_loops")
-        << "'" << op->buffer.name() << "' (wgmma.rows) is written inside loop '"
-        << cols_.back().var.name()
-        << "' over an accumulator's columns: a row's value from its columns is a reduction "
-           "across the lanes holding the row; tensorize it with wgmma_row_reduce";
     Expr value = mutate(op->value);
     auto [tile, reg] = element(op->buffer, op->indices, "writes");
+    if (is_rows(op->buffer) && !cols_.empty()) {
+      // A row's value from its columns: each lane reduces its own (here), then the row's lanes
+      // combine theirs after the loop over the columns.
+      RowReduction r = reduction_of(op, value);
+      r.data = op->buffer->data;
+      r.tile = tile;
+      r.half = reg;
+      reductions_.push_back(r);
+    }
     user_check(value.type() == Float(32), "distribute_fragment_loops")
         << "a store to '" << op->buffer.name() << "' of " << value.type()
         << "; wgmma fragments hold float32";
@@ -120,6 +159,32 @@ private:
   struct Loop {
     Var var, outer, inner;
   };
+  // A row value reduced over an accumulator's columns (max, min or sum of it and a term).
+  struct RowReduction {
+    Expr data, tile, half;
+    std::function<Expr(const Expr &, const Expr &)> combine;
+  };
+
+  // The combiner of `store` (to a rows buffer inside a loop over the columns, its value
+  // already rewritten): rows[r] = max / min (rows[r], x) or rows[r] + x.
+  RowReduction reduction_of(const BufferStore *store, const Expr &value) const {
+    auto reads_own = [&](const Expr &e) {
+      const auto *c = e.as<Call>();
+      return c && c->is_intrinsic(intrinsic::wgmma_row) && c->args[0].same_as(store->buffer->data);
+    };
+    RowReduction r;
+    if (const auto *m = value.as<Max>(); m && (reads_own(m->a) || reads_own(m->b)))
+      r.combine = [](const Expr &a, const Expr &b) { return max(a, b); };
+    else if (const auto *m = value.as<Min>(); m && (reads_own(m->a) || reads_own(m->b)))
+      r.combine = [](const Expr &a, const Expr &b) { return min(a, b); };
+    else if (const auto *a = value.as<Add>(); a && (reads_own(a->a) || reads_own(a->b)))
+      r.combine = [](const Expr &x, const Expr &y) { return x + y; };
+    user_check(bool(r.combine), "distribute_fragment_loops")
+        << "'" << store->buffer.name() << "' (wgmma.rows) is written inside loop '"
+        << cols_.back().var.name() << "' over an accumulator's columns, but not as a max, min "
+        << "or sum of its own value and a term (a reduction over the columns): " << value;
+    return r;
+  }
 
   // The place of a fragment access relative to its realized region, if `n` is one.
   std::optional<Place> place_of(const IRNode *n) const {
@@ -138,8 +203,10 @@ private:
     const size_t n_dims = idx->size(), row_dim = n_dims - (is_rows(*b) ? 1 : 2);
     Place p;
     p.row = arith::simplify((*idx)[row_dim] - r[row_dim].min);
-    if (is_accumulator(*b))
+    if (is_accumulator(*b)) {
       p.col = arith::simplify(idx->back() - r.back().min);
+      p.columns = as_const_int(r.back().extent).value_or(0);
+    }
     return p;
   }
 
@@ -193,6 +260,7 @@ private:
 
   llvm::DenseMap<const BufferNode *, std::vector<Range>> bounds_;
   std::vector<Loop> rows_, cols_;
+  std::vector<RowReduction> reductions_;
 };
 
 } // namespace

@@ -18,8 +18,10 @@ namespace tessel {
 /// 64 rows, wgmma_row / wgmma_row_set), and every other use of the variables takes the
 /// element's row and column (a causal mask compares them). The new loops are unrolled (register
 /// indices are constants). A row value written inside a loop over the columns is a reduction
-/// across the lanes of a row: an error naming wgmma_row_reduce, as is a fragment access outside
-/// such loops.
+/// over them (rows[r] = max / min (rows[r], x) or rows[r] + x, under any condition: a mask):
+/// each lane reduces its columns, then after the columns' loop the row's 4 lanes combine theirs
+/// by shuffles (the reduction's initial value, its identity, counts 4 times). Anything else is
+/// an error, as is a fragment access outside such loops.
 Stmt distribute_fragment_loops(Stmt s);
 
 } // namespace tessel

@@ -108,7 +108,7 @@ struct AccumulatorTiles {
 
 class WgmmaCode : public WarpIntrinsicCode, public AccumulatorTiles {
 public:
-  enum Op { Fill, Mma, MmaRs, Fence, Commit, Wait, Store, Set, AccToA };
+  enum Op { Fill, Mma, MmaRs, Fence, Commit, Wait, Store, AccToA };
 
   Op op = Fence;
   Memory *a_mem = nullptr, *b_mem = nullptr; ///< mma (a_mem: registers for mma_rs, acc_to_a)
@@ -143,27 +143,8 @@ private:
     case Store:
       return run_store(M, w, a[0], a[1], limits >= 1 ? a[2] : INT64_MAX,
                        limits == 2 ? a[3] : INT64_MAX, lane_args[0]);
-    case Set:
-      return run_set(M, w, a[0], a[1], lane_args[0]);
-    }
-  }
 
-  // wgmma_reg_set: register r of the tile in every thread of the warp, from each lane's value.
-  // A tile first written this way holds 64 x n from then on (its other registers stay NaN, as
-  // the allocation left them, until written).
-  void run_set(Machine &M, uint32_t w, int64_t tile, int64_t r, const LaneValues &value) {
-    const int64_t first = tile_first(M, w, tile);
-    check_register(M, w, r);
-    if ((state(*acc, w, tile) & kNMask) == 0)
-      state(*acc, w, tile) = uint8_t(n / 8);
-    check_filled(M, w, tile);
-    check_landed(M, w, tile, "writes");
-    for (int l = 0; l < 32; ++l) {
-      Val v;
-      v.i = value[size_t(l)];
-      reg(*acc, w, l, first + r).f = round_float(acc->num.kind, v.f);
     }
-    state(*acc, w, tile) |= kTouched;
   }
 
   void run_fill(Machine &M, uint32_t w, int64_t tile, int64_t bits) {
@@ -502,6 +483,38 @@ StmtPtr compile_wgmma_row_set(Compiler &C, const Call *call) {
   return code;
 }
 
+namespace {
+
+// wgmma_reg_set(acc, index, n, r, value): each calling thread's register r of the tile (an
+// ordinary register write: threads may take part or not, under a per-row mask). A tile first
+// written this way holds 64 x n from then on (its other registers stay NaN, as the allocation
+// left them, until written).
+class WgmmaRegSetCode : public StmtCode, public AccumulatorTiles {
+public:
+  WgmmaRegSetCode(ExprPtr tile, ExprPtr r, ExprPtr value)
+      : tile_(std::move(tile)), r_(std::move(r)), value_(std::move(value)) {}
+  void exec(Machine &M, const Mask &m) override {
+    const Val *tile = tile_->eval(M, m), *r = r_->eval(M, m), *value = value_->eval(M, m);
+    m.each([&](uint32_t t) {
+      const uint32_t w = t / 32;
+      const int64_t first = tile_first(M, w, tile[t].i);
+      check_register(M, w, r[t].i);
+      uint8_t &s = state(*acc, w, tile[t].i);
+      if ((s & kNMask) == 0)
+        s = uint8_t(n / 8);
+      check_filled(M, w, tile[t].i);
+      check_landed(M, w, tile[t].i, "writes");
+      reg(*acc, w, int(t % 32), first + r[t].i).f = round_float(acc->num.kind, value[t].f);
+      s |= kTouched;
+    });
+  }
+
+private:
+  ExprPtr tile_, r_, value_;
+};
+
+} // namespace
+
 ExprPtr compile_wgmma_reg(Compiler &C, const Call *call) {
   user_check(call->args.size() == 4, "interp")
       << call->name << " takes 4 arguments (acc, index, n, r), got " << Expr(call);
@@ -682,13 +695,15 @@ StmtPtr compile_wgmma(Compiler &C, const Call *call) {
   }
   if (n == intrinsic::wgmma_reg_set) {
     expect_args(5, "(acc, index, n, r, value)");
-    code->op = WgmmaCode::Set;
-    accumulator();
-    uniform(a[3], "r");
     user_check(a[4].type() == Float(32), "interp")
         << n << ": the value must be float32 (a register of the accumulator), got " << a[4].type();
-    code->add_per_lane(C.expr(a[4]));
-    return code;
+    auto set = std::make_unique<WgmmaRegSetCode>(C.expr(a[1]), C.expr(a[3]), C.expr(a[4]));
+    set->intrin = n;
+    set->acc = compile_fragment(C, call, a[0], FragKind::WgmmaAccumulator);
+    set->n = int(const_arg(call, 2, "n"));
+    user_check(set->n % 8 == 0 && set->n >= 8 && set->n <= 256, "interp")
+        << n << ": n = " << set->n << "; wgmma's n is a multiple of 8 from 8 to 256";
+    return set;
   }
   if (n == intrinsic::wgmma_wait) {
     expect_args(1, "(n)");
