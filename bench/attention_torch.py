@@ -77,7 +77,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--only", choices=["prefill", "decode"], default=None)
-    ap.add_argument("--knobs", default="", help="appended to tessel's --shape, e.g. ,SPLIT=256")
+    ap.add_argument("--knobs", default="", help="appended to tessel's --shape for decoding rows, "
+                    "e.g. ,SPLIT=256")
+    ap.add_argument("--prefill-knobs", default="",
+                    help="appended to tessel's --shape for prefill rows, e.g. ,TC=2,BK=128")
     ap.add_argument("--rows", default="", help="indices of SHAPES to run, e.g. 3,4 (all: empty)")
     args = ap.parse_args()
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}")
@@ -101,7 +104,7 @@ def main():
                     row.append(f"{label} failed: {str(e).splitlines()[0]}")
             ms, log = time_tessel(args.tessel, kind, B, H, HKV, Sq, Sk, D, causal,
                                   min(args.repeat, 5) if kind == "prefill" else args.repeat,
-                                  args.knobs if kind == "decode" else "")
+                                  args.knobs if kind == "decode" else args.prefill_knobs)
             row.append(f"tessel {ms:.4f} ms ({rate(ms)})" if ms else f"tessel failed: {log}")
             print(f"{name} round {r}: " + "; ".join(row), flush=True)
 

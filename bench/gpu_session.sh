@@ -37,7 +37,7 @@
 #             a float16 y (persistent, ping-pong and strided too), the fused conv2d_bias_relu and
 #             gemm_bias_gelu, ragged gemm_wgmma (padded copies, and read in place), a depthwise
 #             conv2d_grouped, softmax and layernorm with their reductions across threads, the
-#             tutorial at batch 32, attention (WMMA, causal) and attention_decode; racecheck on
+#             tutorial at batch 32, attention (WMMA and wgmma, causal) and attention_decode; racecheck on
 #             gemm_shared at 256^3. One timed launch each (tessel run --number 1 --repeat 1)
 #             after the check's run and the warm-up
 #   sanitize_hopper  the same three tools on issue 25's kernels (apart, so that each step fits
@@ -47,7 +47,8 @@
 #             clustered; persistent with TS=1); small ragged GEMMs read in place by 64x128
 #             blocks (1000^3 clustered, 800x1000x1200 not)
 #   attention fused attention and decoding against torch's SDPA backends
-#             (bench/attention_torch.py, 2 rounds), then attention_decode's knobs at the issue's
+#             (bench/attention_torch.py, 2 rounds; then the prefill rows with TC=2, wgmma),
+#             then attention_decode's knobs at the issue's
 #             decoding shape (ROWS 8, 4; RING 2; LANES 8; SPLIT 1024), unchecked (not among the default
 #             steps: it needs torch)
 #   profile   ncu --set full on one launch of gemm_tc at 4096^3 and of conv2d_wgmma on ResNet's
@@ -151,6 +152,8 @@ run_step() {
         sanitize_all layernorm --shape R=64,C=1000,V=1 "${once[@]}" &&
         sanitize_all conv2d_tensorcore_tutorial --shape batch=32,height=7,width=7 "${once[@]}" &&
         sanitize_all attention --shape B=1,H=2,HKV=1,SQ=128,SK=256,D=64,CAUSAL=1 "${once[@]}" &&
+        sanitize_all attention --shape B=1,H=2,HKV=1,SQ=128,SK=256,D=128,CAUSAL=1,TC=2,BK=64 \
+          "${once[@]}" &&
         sanitize_all attention_decode --shape B=1,H=4,HKV=2,SQ=2,SK=1024,D=128,SPLIT=256,CAUSAL=1 \
           "${once[@]}" &&
         sanitize_all attention_decode --shape B=1,H=4,HKV=2,SK=1024,D=128,SPLIT=256,RING=2 \
@@ -190,6 +193,9 @@ run_step() {
       fi ;;
     attention)
       python3 "$here/bench/attention_torch.py" --tessel ./tessel --rounds 2 --repeat 20 &&
+        echo "attention TC=2 (wgmma):" &&
+        python3 "$here/bench/attention_torch.py" --tessel ./tessel --rounds 1 --repeat 20 \
+          --only prefill --prefill-knobs ,TC=2,BQ=64,BK=64,STAGES=2 &&
         for knobs in ROWS=8 ROWS=4 RING=2 LANES=8 SPLIT=1024; do
           echo "attention_decode $knobs:"
           ./tessel run attention_decode --shape B=16,H=32,HKV=8,SK=32768,D=128,$knobs \

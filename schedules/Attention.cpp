@@ -2,6 +2,7 @@
 
 #include "compiler/support/Error.h"
 #include "compiler/tessel.h"
+#include "schedules/WgmmaIntrinsics.h"
 #include "schedules/WmmaIntrinsics.h"
 
 #include <array>
@@ -24,7 +25,7 @@ void copy_rows_to_shared(Schedule &s, const Tensor &tile, const IterVar &tx, con
 }
 
 struct StepTensors {
-  Tensor Q, K, V, S, rowmax, m_new, P, Pq, PV, O;
+  Tensor Q, K, V, S, rowmax, m_new, P, Pq, PV, O, rowsum;
 };
 
 // The step's two contractions on WMMA (16x16x16, float32 accumulators), a warp per 32 queries:
@@ -126,6 +127,78 @@ void schedule_tensor_cores(Schedule &s, const StepTensors &x, Stage fold, const 
   load_fragments(VF, "wmma.matrix_b");
 }
 
+// The step on wgmma, a warpgroup per block of 64 queries, everything of the fold in its
+// registers: S = Q K^T (Q's tile in shared memory once a block, K's tile of the step, both
+// 16-byte copies into the interleaved layout wgmma reads), the row max (wgmma_row_reduce, the
+// scale applied as it reads), the new max and the probabilities distributed by the
+// accumulator's layout, their row sum, the probabilities rounded into P V's A operand, P V with
+// V's tile; the fold's update (m, l in wgmma.rows, o an accumulator) and O = o / l distributed
+// too, O stored from the registers.
+void schedule_wgmma(Schedule &s, const StepTensors &x, Stage fold, const IterVar &t,
+                    const IterVar &block, const Tensor &o_last, const Tensor &m_last,
+                    const Tensor &l_last, const Tensor &O32, const IterVar &tx, int64_t D,
+                    int64_t Bk, float scale, DataType dtype, int stages, bool causal) {
+  constexpr int64_t kK = 16;
+  // The tiles in shared memory in the 128-byte swizzled layout (rows of 64 halves, their
+  // 16-byte units permuted: wgmma reads them without bank conflicts), copied 16 bytes a thread,
+  // consecutive threads along a 128-byte row.
+  constexpr int kSwizzle = 128;
+  auto copy_to_shared = [&](const Tensor &tile, const Tensor &reader) {
+    Tensor sh = s.cache_read(tile, "shared", {reader});
+    s[sh].swizzle(kSwizzle);
+    auto ax = s[sh].op_axis();
+    auto [c, v] = s[sh].split(ax[3], 8);
+    auto [block, unit] = s[sh].split(c, kSwizzle / 2 / 8);
+    s[sh].reorder({block, ax[2], unit, v});
+    auto [f, th] = s[sh].split(s[sh].fuse(s[sh].fuse(block, ax[2]), unit), 128);
+    (void)f;
+    s[sh].bind(th, tx).vectorize(v);
+    return sh;
+  };
+  // A contraction over (t, b, h, rows, cols) in k16 slices, tensorized at its rows.
+  auto contraction = [&](const Tensor &acc, const std::shared_ptr<const TensorIntrin> &intrin) {
+    s[acc].compute_at(fold, t).set_scope("wgmma.accumulator");
+    auto ax = s[acc].op_axis();
+    auto [ko, ki] = s[acc].split(s[acc].reduce_axis()[0], kK);
+    s[acc].reorder({ko, ax[0], ax[1], ax[2], ax[3], ax[4], ki}).unroll(ko);
+    s[acc].tensorize(ax[3], intrin);
+  };
+  contraction(x.S, wgmma_gemm(Bk, "col_major", kSwizzle, dtype));
+  Tensor QS = copy_to_shared(x.Q, x.S), KS = copy_to_shared(x.K, x.S);
+  s[QS].compute_at(s[x.O], block);
+  s[KS].compute_at(fold, t);
+  // The row max of the scores (scaled as it reads them) and the row sum of P: causal, with the
+  // mask's condition, distributed by the layout; otherwise by wgmma_row_reduce (its sums in a
+  // tree).
+  const WgmmaRowFunction scaled{"x * scale",
+                                [scale](const Expr &v, const Expr &) { return v * scale; }};
+  for (auto [rows, kind, f] : {std::tuple{x.rowmax, RowReduce::Max, scaled},
+                               std::tuple{x.rowsum, RowReduce::Sum, WgmmaRowFunction{}}}) {
+    s[rows].compute_at(fold, t).set_scope("wgmma.rows");
+    if (!causal)
+      s[rows].tensorize(s[rows].op_axis(3), wgmma_row_reduce(Bk, kind, f));
+  }
+  s[x.m_new].compute_at(fold, t).set_scope("wgmma.rows");
+  s[x.P].compute_at(fold, t).set_scope("wgmma.accumulator");
+  s[x.Pq].compute_at(fold, t).set_scope("wgmma.matrix_a");
+  s[x.Pq].tensorize(s[x.Pq].op_axis(3), wgmma_acc_to_a(Bk, dtype));
+  contraction(x.PV, wgmma_gemm_rs(D, "row_major", kSwizzle, dtype));
+  Tensor VS = copy_to_shared(x.V, x.PV);
+  s[VS].compute_at(fold, t);
+  // K's and V's tiles of the next key block by cp.async during this one.
+  if (stages > 1) {
+    s[KS].pipeline(stages);
+    s[VS].pipeline(stages);
+  }
+  // The fold: its states in registers, the key blocks outside the rows.
+  fold.set_scope("wgmma.accumulator").set_scope("wgmma.rows", m_last).set_scope("wgmma.rows",
+                                                                                  l_last);
+  (void)o_last;
+  auto fx = fold.op_axis();
+  fold.reorder({fx[0], fx[1], t, fx[2]});
+  s[O32].compute_at(s[x.O], block).set_scope("wgmma.accumulator");
+}
+
 // Q, K and V of attention's programs: (B, H, S, D) views, of (B, S, H, D) buffers read through
 // their strides when `a.bshd`; checks what both programs take of them.
 std::array<Tensor, 3> attention_operands(const AttentionParams &a, DataType dtype,
@@ -194,7 +267,7 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
       << "causal attention aligns the last query with the last key, so every query sees a "
          "key only with at least as many keys as queries (Sk = "
       << a.Sk << ", Sq = " << a.Sq << ")";
-  user_check(!a.tensor_cores ||
+  user_check(!a.tensor_cores || a.wgmma ||
                  ((a.block_queries == 32 || a.block_queries == 64 || a.block_queries == 128) &&
                   a.Sq % a.block_queries == 0 && a.D % 16 == 0 && a.block_keys % 16 == 0),
              "attention")
@@ -203,8 +276,40 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
          "head dim and block of keys that are multiples of 16; got "
       << a.block_queries << " queries a block, Sq = " << a.Sq << ", D = " << a.D << ", "
       << a.block_keys << " keys a block: change them, or use CUDA cores (TC=0)";
+  user_check(!a.wgmma || (a.block_queries == 64 && a.Sq % 64 == 0 && a.D % 64 == 0 &&
+                          a.D <= 256 && a.block_keys % 16 == 0 && a.block_keys <= 256),
+             "attention")
+      << "the wgmma schedule (a warpgroup per 64 queries, tiles in 128-byte swizzled rows) takes "
+         "64 queries a block, a number of queries that is a multiple of 64, a head dim of 64, "
+         "128 or 256 and a block of keys that is a multiple of 16 up to 256; got "
+      << a.block_queries << " queries a block, Sq = " << a.Sq << ", D = " << a.D << ", "
+      << a.block_keys << " keys a block: change them, or use WMMA (TC=1)";
   const int g = int(a.H / a.Hkv), bk = int(a.block_keys), off = int(a.Sk - a.Sq);
   const int64_t T = a.Sk / a.block_keys, Bk = a.block_keys;
+  // The wgmma schedule's tensors of the step are query-major (a warpgroup's rows are its
+  // queries), the WMMA schedule's key-major (see S below): (t, b, h, query, key) either way in
+  // the functions below, whose tensors index in their own order.
+  const bool query_major = a.wgmma;
+  auto step_shape = [&]() -> std::vector<Expr> {
+    return query_major ? std::vector<Expr>{T, a.B, a.H, a.Sq, Bk}
+                       : std::vector<Expr>{T, a.B, a.H, Bk, a.Sq};
+  };
+  const std::vector<std::string> step_names =
+      query_major ? std::vector<std::string>{"t", "b", "h", "i", "j"}
+                  : std::vector<std::string>{"t", "b", "h", "j", "i"};
+  // x(t, b, h, query i, key j) of a step tensor in its order.
+  auto at = [&](const Tensor &x, const Expr &tb, const Expr &b, const Expr &h, const Expr &i,
+                const Expr &j) { return query_major ? x(tb, b, h, i, j) : x(tb, b, h, j, i); };
+  // A step tensor from f(t, b, h, i, j).
+  auto step_compute = [&](const std::function<Expr(Var, Var, Var, Var, Var)> &f,
+                          const std::string &name) {
+    return compute(
+        step_shape(),
+        [&](Var tb, Var b, Var h, Var x, Var y) {
+          return query_major ? f(tb, b, h, x, y) : f(tb, b, h, y, x);
+        },
+        name, step_names);
+  };
   const float scale = 1.0f / std::sqrt(float(a.D));
   // Where query i sees key j.
   auto visible = [&](const Expr &i, const Expr &j) { return a.causal ? j <= i + off : Expr(); };
@@ -215,50 +320,48 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   Tensor m = fold_state({a.B, a.H, a.Sq}, Float(32), "m");
   Tensor l = fold_state({a.B, a.H, a.Sq}, Float(32), "l");
   Tensor o = fold_state({a.B, a.H, a.Sq, a.D}, Float(32), "o");
-  // The scores of block t, key-major (S(t, b, h, j, i) is query i's score of key j: a thread
-  // per query reads its column): a contraction over the head dimension (scaled where read).
+  // The scores of block t, a contraction over the head dimension (scaled where read). For
+  // WMMA key-major (S(t, b, h, j, i) is query i's score of key j, S^T = K Q^T: a thread per
+  // query reads its column), for wgmma query-major (S = Q K^T, the warpgroup's rows).
   IterVar d = reduce_axis({0, a.D}, "d");
-  Tensor S = compute(
-      {T, a.B, a.H, Bk, a.Sq},
-      [&](Var tb, Var b, Var h, Var j, Var i) {
-        return sum(K(b, h / g, tb * bk + j, d).astype(Float(32)) * Q(b, h, i, d).astype(Float(32)),
-                   {d});
+  Tensor S = step_compute(
+      [&](Var tb, Var b, Var h, Var i, Var j) {
+        Expr q = Q(b, h, i, d).astype(Float(32)), k = K(b, h / g, tb * bk + j, d).astype(Float(32));
+        return sum(query_major ? q * k : k * q, {d});
       },
-      "S", {"t", "b", "h", "j", "i"});
+      "S");
   IterVar j1 = reduce_axis({0, Bk}, "j1");
   Tensor rowmax = compute(
       {T, a.B, a.H, a.Sq},
       [&](Var tb, Var b, Var h, Var i) {
-        return max(S(tb, b, h, j1, i) * scale, {j1}, visible(i, tb * bk + j1));
+        return max(at(S, tb, b, h, i, j1) * scale, {j1}, visible(i, tb * bk + j1));
       },
       "rowmax", {"t", "b", "h", "i"});
   Tensor m_new = compute(
       {T, a.B, a.H, a.Sq},
       [&](Var tb, Var b, Var h, Var i) { return max(m(b, h, i), rowmax(tb, b, h, i)); },
       "m_new", {"t", "b", "h", "i"});
-  Tensor P = compute(
-      {T, a.B, a.H, Bk, a.Sq},
-      [&](Var tb, Var b, Var h, Var j, Var i) {
-        Expr p = exp(S(tb, b, h, j, i) * scale - m_new(tb, b, h, i));
+  Tensor P = step_compute(
+      [&](Var tb, Var b, Var h, Var i, Var j) {
+        Expr p = exp(at(S, tb, b, h, i, j) * scale - m_new(tb, b, h, i));
         return a.causal ? if_then_else(visible(i, tb * bk + j), p, 0.0f) : p;
       },
-      "P", {"t", "b", "h", "j", "i"});
+      "P");
   IterVar j2 = reduce_axis({0, Bk}, "j2");
   Tensor rowsum = compute(
       {T, a.B, a.H, a.Sq},
-      [&](Var tb, Var b, Var h, Var i) { return sum(P(tb, b, h, j2, i), {j2}); }, "rowsum",
+      [&](Var tb, Var b, Var h, Var i) { return sum(at(P, tb, b, h, i, j2), {j2}); }, "rowsum",
       {"t", "b", "h", "i"});
   // The probabilities in Q's type, the A operand of the second contraction (as FlashAttention
   // rounds them), and their product with V's block.
-  Tensor Pq = compute(
-      {T, a.B, a.H, Bk, a.Sq},
-      [&](Var tb, Var b, Var h, Var j, Var i) { return P(tb, b, h, j, i).astype(dtype); }, "Pq",
-      {"t", "b", "h", "j", "i"});
+  Tensor Pq = step_compute(
+      [&](Var tb, Var b, Var h, Var i, Var j) { return at(P, tb, b, h, i, j).astype(dtype); },
+      "Pq");
   IterVar j3 = reduce_axis({0, Bk}, "j3");
   Tensor PV = compute(
       {T, a.B, a.H, a.Sq, a.D},
       [&](Var tb, Var b, Var h, Var i, Var dd) {
-        return sum(Pq(tb, b, h, j3, i).astype(Float(32)) *
+        return sum(at(Pq, tb, b, h, i, j3).astype(Float(32)) *
                        V(b, h / g, tb * bk + j3, dd).astype(Float(32)),
                    {j3});
       },
@@ -268,11 +371,18 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   if (a.causal) // the blocks holding a key the query sees
     where = [&](const std::vector<Var> &v) { return t * bk <= v[2] + off; };
   std::vector<Tensor> state = online_softmax(t, m, l, o, m_new, rowsum, PV, "softmax", where);
-  const Tensor &o_last = state[2], &l_last = state[1];
+  const Tensor &o_last = state[2], &l_last = state[1], &m_last = state[0];
+  // O = o / l in Q's type (for wgmma the quotient a tensor of its own, in the registers).
+  auto quotient = [&](Var b, Var h, Var i, Var dd) {
+    return o_last(b, h, i, dd) / l_last(b, h, i);
+  };
+  Tensor O32;
+  if (a.wgmma)
+    O32 = compute({a.B, a.H, a.Sq, a.D}, quotient, "O32", {"b", "h", "i", "d"});
   Tensor O = compute(
       {a.B, a.H, a.Sq, a.D},
       [&](Var b, Var h, Var i, Var dd) {
-        return (o_last(b, h, i, dd) / l_last(b, h, i)).astype(dtype);
+        return (a.wgmma ? O32(b, h, i, dd) : quotient(b, h, i, dd)).astype(dtype);
       },
       "O", {"b", "h", "i", "d"});
 
@@ -286,6 +396,15 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   s[O].reorder({b, h, io, ii, dd});
   IterVar block = s[O].fuse(s[O].fuse(b, h), io);
   s[O].bind(block, thread_axis("blockIdx.x"));
+  if (a.wgmma) {
+    // A warpgroup per block, the fold at the block; O stored from its registers.
+    s[O].env_threads({thread_axis(Range(0, 128), "threadIdx.x")});
+    s[O].tensorize(ii, wgmma_store_matrix(a.D, "global", dtype));
+    Stage fold_stage = s[o_last];
+    fold_stage.compute_at(s[O], block);
+    schedule_wgmma(s, {Q, K, V, S, rowmax, m_new, P, Pq, PV, O, rowsum}, fold_stage, t, block, o_last,
+                   m_last, l_last, O32, tx, a.D, Bk, scale, dtype, int(a.stages), a.causal);
+  } else {
   auto [iy, ix] = s[O].split(ii, 32);
   IterVar ty = thread_axis("threadIdx.y");
   s[O].bind(iy, ty).bind(ix, tx);
@@ -298,6 +417,7 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   } else {
     s[S].compute_at(fold_stage, t).set_scope("local");
     s[Pq].compute_inline();
+  }
   }
 
   ScheduledProgram prog{s, {Q, K, V, O}, 3, 0};
@@ -517,18 +637,23 @@ ScheduleEntry attention_entry() {
       "query with the last key; BSHD 1 reads Q, K, V as (B, S, H, D) buffers through their "
       "strides (0: (B, H, S, D)); O is (B, H, SQ, D). The online softmax is a fold over blocks of "
       "BK keys, a thread per query and BQ queries a block; TC 1: Q K^T and P V on WMMA Tensor "
-      "Cores (a warp per 32 queries; BQ 32, 64 or 128), 0: CUDA cores";
+      "Cores (a warp per 32 queries; BQ 32, 64 or 128), 2: on Hopper's wgmma with the softmax "
+      "and the states in a warpgroup's registers (BQ 64, D 64, 128 or 256; K's and V's tiles in "
+      "a ring of STAGES by cp.async), 0: CUDA cores";
   e.default_shape = {{"B", 1},   {"H", 4},      {"HKV", 4},  {"SQ", 256}, {"SK", 256}, {"D", 64},
-                     {"CAUSAL", 0}, {"BSHD", 1}, {"BK", 16}, {"BQ", 64},  {"TC", 1}};
+                     {"CAUSAL", 0}, {"BSHD", 1}, {"BK", 16}, {"BQ", 64},  {"TC", 1},
+                     {"STAGES", 2}};
   e.nonnegative = {"CAUSAL", "BSHD", "TC"};
-  e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"TC", {0, 1}}};
+  e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"TC", {0, 1, 2}}};
   e.dtypes = {Float(16), BFloat(16)};
-  e.knobs = {{"BK", {16, 32, 64}}, {"BQ", {32, 64, 128}}};
+  e.knobs = {{"BK", {16, 32, 64, 128}}, {"BQ", {32, 64, 128}}, {"STAGES", {1, 2, 3}}};
   e.build = [](const ShapeParams &p, DataType dtype) {
     AttentionParams a = attention_shape(p);
     a.block_keys = p.at("BK");
     a.block_queries = p.at("BQ");
     a.tensor_cores = p.at("TC") != 0;
+    a.wgmma = p.at("TC") == 2;
+    a.stages = p.at("STAGES");
     return attention(a, dtype);
   };
   return e;

@@ -29,6 +29,14 @@ struct AttentionParams {
   /// The step's contractions (Q K^T and P V) on WMMA Tensor Cores by the block's warp: needs
   /// block_queries 32, Sq a multiple of 32, D and block_keys multiples of 16. false: CUDA cores.
   bool tensor_cores = true;
+  /// The step on Hopper's wgmma instead (block_queries 64: one warpgroup; tensor_cores too):
+  /// S = Q K^T into a warpgroup's registers, the softmax there (rows in wgmma.rows, the
+  /// elementwise stages distributed by the accumulator's layout), P as P V's A operand from
+  /// registers, the fold's states m, l, o in registers. Not causal yet.
+  bool wgmma = false;
+  /// wgmma: K's and V's tiles in a ring of this many (cp.async, the next blocks' during this
+  /// one's); 1: copied at each step.
+  int64_t stages = 2;
 };
 
 /// The online softmax's fold over the key blocks of `t`: the running max `m`, sum `l` (fold

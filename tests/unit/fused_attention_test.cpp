@@ -13,6 +13,7 @@
 #include "compiler/tessel.h"
 #include "runtime/Check.h"
 #include "runtime/Device.h"
+#include "runtime/Nvrtc.h"
 
 #include <gtest/gtest.h>
 
@@ -52,6 +53,16 @@ std::string describe(const AttentionShape &a, int64_t Bk) {
 const AttentionShape kShapes[] = {{1, 32, 32, 2, 2, 16, false}, {2, 32, 32, 4, 2, 8, true},
                                   {1, 16, 48, 4, 1, 16, true},  {1, 16, 16, 2, 2, 64, false},
                                   {1, 16, 32, 2, 1, 128, true}, {1, 16, 16, 1, 1, 256, true}};
+
+// attention's wgmma schedule (TC=2): the step and the fold in a warpgroup's registers.
+ScheduledProgram wgmma_attention(AttentionParams a, int64_t Bk, int64_t stages = 2,
+                                 DataType dtype = Float(16)) {
+  a.block_keys = Bk;
+  a.block_queries = 64;
+  a.tensor_cores = a.wgmma = true;
+  a.stages = stages;
+  return attention(a, dtype);
+}
 
 } // namespace
 
@@ -100,6 +111,62 @@ TEST(FusedAttention, TensorCoreStepMatchesOnTheExecutor) {
 
 // One kernel: the fold's states are registers of each thread, its key loop carries them, and
 // the block's tensors are computed inside it; causal, the loop stops at the block's diagonal.
+// The step on wgmma (TC=2), a warpgroup per 64 queries: S = Q K^T, the softmax and the fold's
+// states in its registers, P as P V's A operand from registers. On the executor against
+// float64: head dims 64, 128 and 256, grouped and multi-query heads, causal (the mask per
+// register, the row max and sum over the visible keys reduced by the layout), (B, H, S, D)
+// buffers, bfloat16, key blocks of 32 to 128, K's and V's tiles copied at each step or in rings
+// of 2 and 3.
+TEST(FusedAttention, WgmmaStepMatchesOnTheExecutor) {
+  struct Case {
+    AttentionShape shape;
+    int64_t Bk, stages;
+    DataType dtype;
+  };
+  AttentionShape bhsd{1, 64, 128, 2, 1, 64, false};
+  bhsd.bshd = false;
+  for (const Case &c : {Case{{1, 128, 128, 2, 2, 64, false}, 64, 2, Float(16)},
+                        Case{{1, 64, 256, 4, 2, 128, false}, 128, 1, Float(16)},
+                        Case{{1, 64, 128, 2, 1, 256, false}, 32, 3, BFloat(16)},
+                        Case{{2, 128, 192, 2, 1, 64, true}, 64, 2, Float(16)},
+                        Case{{1, 128, 128, 2, 2, 128, true}, 32, 2, BFloat(16)},
+                        Case{bhsd, 64, 2, Float(16)}}) {
+    SCOPED_TRACE(describe(c.shape, c.Bk) + " wgmma, " + std::to_string(c.stages) + " stages" +
+                 (c.dtype == BFloat(16) ? ", bfloat16" : "") + (c.shape.bshd ? "" : ", BHSD"));
+    ScheduledProgram p = wgmma_attention(c.shape, c.Bk, c.stages, c.dtype);
+    CheckResult r = check_on_cpu(p.schedule, p.args, 3);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
+  expect_error([] { wgmma_attention({1, 96, 96, 1, 1, 64, false}, 32); },
+               {"multiple of 64", "Sq = 96", "TC=1"});
+  expect_error([] { wgmma_attention({1, 64, 64, 1, 1, 96, false}, 32); },
+               {"head dim of 64, 128 or 256", "D = 96"});
+}
+
+// Its kernel: no shared memory for S or P (registers: the scores, the rows' values, P's A
+// operand); NVRTC compiles it for sm_90a without spills at D = 64 and 128.
+TEST(FusedAttention, WgmmaStepKeepsTheSoftmaxInRegisters) {
+  ScheduledProgram p = wgmma_attention({1, 128, 256, 2, 2, 128, true}, 64);
+  LoweredModule m = lower(p.schedule, p.args);
+  const std::string ir = to_string(m);
+  for (const char *decl : {"allocate(S, float32, [4096]), storage_scope = wgmma.accumulator;",
+                           "allocate(m, float32, [64]), storage_scope = wgmma.rows;",
+                           "allocate(Pq, float16, [4096]), storage_scope = wgmma.matrix_a;",
+                           "allocate(o, float32, [8192]), storage_scope = wgmma.accumulator;"})
+    EXPECT_NE(ir.find(decl), std::string::npos) << decl << "\n" << ir;
+  EXPECT_NE(ir.find("@wgmma_mma_rs(PV, 0, 128, Pq, 3, "), std::string::npos) << ir;
+  EXPECT_NE(ir.find("shfl_xor("), std::string::npos) << ir;
+  for (int64_t D : {64, 128}) {
+    ScheduledProgram q = wgmma_attention({8, 4096, 4096, 16, 16, D, false}, D == 64 ? 128 : 64);
+    LoweredModule mq = lower(q.schedule, q.args);
+    CompileOptions o;
+    o.arch = "sm_90a";
+    CompiledKernel k = nvrtc_compile(codegen_cuda(mq), nvrtc_options(o), "attention_wgmma.cu");
+    ASSERT_FALSE(k.cubin.empty()) << k.log;
+    EXPECT_EQ(k.kernels.at(0).spill_store_bytes, 0) << "D=" << D << "\n" << k.log;
+  }
+}
+
 TEST(FusedAttention, OneKernelWithTheStatesInRegisters) {
   FusedAttention att({1, 64, 64, 2, 2, 16, true}, 16);
   LoweredModule m = lower(att.s, {att.Q, att.K, att.V, att.O});
@@ -525,6 +592,18 @@ TEST(FusedAttention, GpuMatchesTheReference) {
   FusedAttention att(a, 16, Float(16), /*tensor_cores=*/true, 128);
   CheckResult r = check_on_gpu(att.s, {att.Q, att.K, att.V, att.O}, 3);
   EXPECT_TRUE(r.compare.ok) << r.str();
+  // The wgmma step (TC=2, Hopper only): head dims 64, 128, 256, causal, bfloat16.
+  if (Device::get().arch() == "sm_90") {
+    for (const Case &c : {Case{{2, 256, 256, 4, 2, 64, false}, Float(16)},
+                          Case{{1, 256, 512, 4, 4, 128, true}, Float(16)},
+                          Case{{1, 128, 256, 2, 1, 256, false}, BFloat(16)},
+                          Case{{2, 192, 192, 2, 2, 128, true}, BFloat(16)}}) {
+      SCOPED_TRACE(describe(c.shape, 64) + " wgmma");
+      ScheduledProgram p = wgmma_attention(c.shape, 64, 2, c.dtype);
+      CheckResult w = check_on_gpu(p.schedule, p.args, 3);
+      EXPECT_TRUE(w.compare.ok) << w.str();
+    }
+  }
   // Decoding (attention_decode): grouped-query, causal with a few queries, head dim 256 in
   // bfloat16; K and V straight to registers, and through a ring of 2 shared tiles.
   for (const Case &c : {Case{{2, 1, 4096, 8, 2, 128, false}, Float(16)},
