@@ -167,15 +167,16 @@ void schedule_wgmma(Schedule &s, const StepTensors &x, Stage fold, const IterVar
   Tensor QS = copy_to_shared(x.Q, x.S), KS = copy_to_shared(x.K, x.S);
   s[QS].compute_at(s[x.O], block);
   s[KS].compute_at(fold, t);
-  // The row max of the scores (scaled as it reads them) and the row sum of P: causal, with the
-  // mask's condition, distributed by the layout; otherwise by wgmma_row_reduce (its sums in a
-  // tree).
+  // The row max of the scores (scaled as it reads them) and the row sum of P by
+  // wgmma_row_reduce (a tree of each thread's registers, then the quad's shuffles); causal, the
+  // row max is over the visible keys (the mask's condition on the reduction), distributed by
+  // the layout. (P is 0 where masked: its sum needs no condition.)
   const WgmmaRowFunction scaled{"x * scale",
                                 [scale](const Expr &v, const Expr &) { return v * scale; }};
   for (auto [rows, kind, f] : {std::tuple{x.rowmax, RowReduce::Max, scaled},
                                std::tuple{x.rowsum, RowReduce::Sum, WgmmaRowFunction{}}}) {
     s[rows].compute_at(fold, t).set_scope("wgmma.rows");
-    if (!causal)
+    if (!causal || kind == RowReduce::Sum)
       s[rows].tensorize(s[rows].op_axis(3), wgmma_row_reduce(Bk, kind, f));
   }
   s[x.m_new].compute_at(fold, t).set_scope("wgmma.rows");
