@@ -136,8 +136,9 @@ void schedule_tensor_cores(Schedule &s, const StepTensors &x, Stage fold, const 
 // too, O stored from the registers.
 void schedule_wgmma(Schedule &s, const StepTensors &x, Stage fold, const IterVar &t,
                     const IterVar &block, const Tensor &o_last, const Tensor &m_last,
-                    const Tensor &l_last, const Tensor &O32, const IterVar &tx, int64_t D,
-                    int64_t Bk, float scale, DataType dtype, int stages, bool causal) {
+                    const Tensor &l_last, const Tensor &O32, const IterVar &tx,
+                    const IterVar &ty, int64_t warpgroups, int64_t D, int64_t Bk, float scale,
+                    DataType dtype, int stages, bool causal) {
   constexpr int64_t kK = 16;
   // The tiles in shared memory in the 128-byte swizzled layout (rows of 64 halves, their
   // 16-byte units permuted: wgmma reads them without bank conflicts), copied 16 bytes a thread,
@@ -151,8 +152,13 @@ void schedule_wgmma(Schedule &s, const StepTensors &x, Stage fold, const IterVar
     auto [block, unit] = s[sh].split(c, kSwizzle / 2 / 8);
     s[sh].reorder({block, ax[2], unit, v});
     auto [f, th] = s[sh].split(s[sh].fuse(s[sh].fuse(block, ax[2]), unit), 128);
-    (void)f;
     s[sh].bind(th, tx).vectorize(v);
+    // The block's warpgroups share each tile and copy it together.
+    if (warpgroups > 1) {
+      auto [f2, wg] = s[sh].split(f, warpgroups);
+      (void)f2;
+      s[sh].bind(wg, ty);
+    }
     return sh;
   };
   // A contraction over (t, b, h, rows, cols) in k16 slices, tensorized at its rows.
@@ -197,7 +203,7 @@ void schedule_wgmma(Schedule &s, const StepTensors &x, Stage fold, const IterVar
   (void)o_last;
   auto fx = fold.op_axis();
   fold.reorder({fx[0], fx[1], t, fx[2]});
-  s[O32].compute_at(s[x.O], block).set_scope("wgmma.accumulator");
+  s[O32].set_scope("wgmma.accumulator");
 }
 
 // Q, K and V of attention's programs: (B, H, S, D) views, of (B, S, H, D) buffers read through
@@ -277,12 +283,13 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
          "head dim and block of keys that are multiples of 16; got "
       << a.block_queries << " queries a block, Sq = " << a.Sq << ", D = " << a.D << ", "
       << a.block_keys << " keys a block: change them, or use CUDA cores (TC=0)";
-  user_check(!a.wgmma || (a.block_queries == 64 && a.Sq % 64 == 0 && a.D % 64 == 0 &&
+  user_check(!a.wgmma || ((a.block_queries == 64 || a.block_queries == 128) &&
+                          a.Sq % a.block_queries == 0 && a.D % 64 == 0 &&
                           a.D <= 256 && a.block_keys % 16 == 0 && a.block_keys <= 256),
              "attention")
       << "the wgmma schedule (a warpgroup per 64 queries, tiles in 128-byte swizzled rows) takes "
-         "64 queries a block, a number of queries that is a multiple of 64, a head dim of 64, "
-         "128 or 256 and a block of keys that is a multiple of 16 up to 256; got "
+         "64 or 128 queries a block, a number of queries that is a multiple of it, a head dim of "
+         "64, 128 or 256 and a block of keys that is a multiple of 16 up to 256; got "
       << a.block_queries << " queries a block, Sq = " << a.Sq << ", D = " << a.D << ", "
       << a.block_keys << " keys a block: change them, or use WMMA (TC=1)";
   const int g = int(a.H / a.Hkv), bk = int(a.block_keys), off = int(a.Sk - a.Sq);
@@ -398,13 +405,24 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   IterVar block = s[O].fuse(s[O].fuse(b, h), io);
   s[O].bind(block, thread_axis("blockIdx.x"));
   if (a.wgmma) {
-    // A warpgroup per block, the fold at the block; O stored from its registers.
+    // A warpgroup per 64 queries (threadIdx.y: 1 or 2 a block), the fold per warpgroup; O stored
+    // from its registers.
+    const int64_t warpgroups = a.block_queries / 64;
+    IterVar wg = block, rows = ii, ty = thread_axis(Range(0, int(warpgroups)), "threadIdx.y");
     s[O].env_threads({thread_axis(Range(0, 128), "threadIdx.x")});
-    s[O].tensorize(ii, wgmma_store_matrix(a.D, "global", dtype));
+    if (warpgroups > 1) {
+      auto [iw, i64] = s[O].split(ii, 64);
+      s[O].bind(iw, ty);
+      wg = iw;
+      rows = i64;
+    }
+    s[O].tensorize(rows, wgmma_store_matrix(a.D, "global", dtype));
     Stage fold_stage = s[o_last];
-    fold_stage.compute_at(s[O], block);
-    schedule_wgmma(s, {Q, K, V, S, rowmax, m_new, P, Pq, PV, O, rowsum}, fold_stage, t, block, o_last,
-                   m_last, l_last, O32, tx, a.D, Bk, scale, dtype, int(a.stages), a.causal);
+    fold_stage.compute_at(s[O], wg);
+    schedule_wgmma(s, {Q, K, V, S, rowmax, m_new, P, Pq, PV, O, rowsum}, fold_stage, t, block,
+                   o_last, m_last, l_last, O32, tx, ty, warpgroups, a.D, Bk, scale, dtype,
+                   int(a.stages), a.causal);
+    s[O32].compute_at(s[O], wg);
   } else {
   auto [iy, ix] = s[O].split(ii, 32);
   IterVar ty = thread_axis("threadIdx.y");
@@ -639,8 +657,9 @@ ScheduleEntry attention_entry() {
       "strides (0: (B, H, S, D)); O is (B, H, SQ, D). The online softmax is a fold over blocks of "
       "BK keys, a thread per query and BQ queries a block; TC 1: Q K^T and P V on WMMA Tensor "
       "Cores (a warp per 32 queries; BQ 32, 64 or 128), 2: on Hopper's wgmma with the softmax "
-      "and the states in a warpgroup's registers (BQ 64, D 64, 128 or 256; K's and V's tiles in "
-      "a ring of STAGES by cp.async), 0: CUDA cores";
+      "and the states in a warpgroup's registers (BQ 64 or 128: 1 or 2 warpgroups a block "
+      "sharing K's and V's tiles; D 64, 128 or 256; the tiles in a ring of STAGES by cp.async), "
+      "0: CUDA cores";
   e.default_shape = {{"B", 1},   {"H", 4},      {"HKV", 4},  {"SQ", 256}, {"SK", 256}, {"D", 64},
                      {"CAUSAL", 0}, {"BSHD", 1}, {"BK", 16}, {"BQ", 64},  {"TC", 1},
                      {"STAGES", 2}};

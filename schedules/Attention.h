@@ -29,10 +29,11 @@ struct AttentionParams {
   /// The step's contractions (Q K^T and P V) on WMMA Tensor Cores by the block's warp: needs
   /// block_queries 32, Sq a multiple of 32, D and block_keys multiples of 16. false: CUDA cores.
   bool tensor_cores = true;
-  /// The step on Hopper's wgmma instead (block_queries 64: one warpgroup; tensor_cores too):
+  /// The step on Hopper's wgmma instead (block_queries 64 or 128: a warpgroup per 64, sharing
+  /// K's and V's tiles; tensor_cores too):
   /// S = Q K^T into a warpgroup's registers, the softmax there (rows in wgmma.rows, the
   /// elementwise stages distributed by the accumulator's layout), P as P V's A operand from
-  /// registers, the fold's states m, l, o in registers. Not causal yet.
+  /// registers, the fold's states m, l, o in registers. Causal or not.
   bool wgmma = false;
   /// wgmma: K's and V's tiles in a ring of this many (cp.async, the next blocks' during this
   /// one's); 1: copied at each step.

@@ -56,9 +56,9 @@ const AttentionShape kShapes[] = {{1, 32, 32, 2, 2, 16, false}, {2, 32, 32, 4, 2
 
 // attention's wgmma schedule (TC=2): the step and the fold in a warpgroup's registers.
 ScheduledProgram wgmma_attention(AttentionParams a, int64_t Bk, int64_t stages = 2,
-                                 DataType dtype = Float(16)) {
+                                 DataType dtype = Float(16), int64_t block_queries = 64) {
   a.block_keys = Bk;
-  a.block_queries = 64;
+  a.block_queries = block_queries;
   a.tensor_cores = a.wgmma = true;
   a.stages = stages;
   return attention(a, dtype);
@@ -111,7 +111,8 @@ TEST(FusedAttention, TensorCoreStepMatchesOnTheExecutor) {
 
 // One kernel: the fold's states are registers of each thread, its key loop carries them, and
 // the block's tensors are computed inside it; causal, the loop stops at the block's diagonal.
-// The step on wgmma (TC=2), a warpgroup per 64 queries: S = Q K^T, the softmax and the fold's
+// The step on wgmma (TC=2), a warpgroup per 64 queries (one or two a block): S = Q K^T, the
+// softmax and the fold's
 // states in its registers, P as P V's A operand from registers. On the executor against
 // float64: head dims 64, 128 and 256, grouped and multi-query heads, causal (the mask per
 // register, the row max and sum over the visible keys reduced by the layout), (B, H, S, D)
@@ -137,8 +138,16 @@ TEST(FusedAttention, WgmmaStepMatchesOnTheExecutor) {
     CheckResult r = check_on_cpu(p.schedule, p.args, 3);
     EXPECT_TRUE(r.compare.ok) << r.str();
   }
+  // Two warpgroups a block (128 queries) sharing K's and V's tiles, each its own fold.
+  for (bool causal : {false, true}) {
+    AttentionShape a{1, 256, 256, 2, 1, 64, causal};
+    SCOPED_TRACE(describe(a, 64) + " wgmma, 128 queries a block");
+    ScheduledProgram p = wgmma_attention(a, 64, 2, Float(16), 128);
+    CheckResult r = check_on_cpu(p.schedule, p.args, 3);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
   expect_error([] { wgmma_attention({1, 96, 96, 1, 1, 64, false}, 32); },
-               {"multiple of 64", "Sq = 96", "TC=1"});
+               {"a multiple of it", "Sq = 96", "TC=1"});
   expect_error([] { wgmma_attention({1, 64, 64, 1, 1, 96, false}, 32); },
                {"head dim of 64, 128 or 256", "D = 96"});
 }
