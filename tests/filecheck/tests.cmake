@@ -168,10 +168,12 @@ add_test(NAME filecheck.docs_scheduling
           $<TARGET_FILE:scheduling_primitives> ${PROJECT_SOURCE_DIR}/docs/SCHEDULING.md)
 set_tests_properties(filecheck.docs_scheduling PROPERTIES ENVIRONMENT "TESSEL_PRINT_AFTER=")
 # Fused attention (tutorials/flash_attention.cpp): the fold over key blocks in one kernel, on
-# CUDA cores and with its contractions on WMMA.
+# CUDA cores, with its contractions on WMMA, and on wgmma with the softmax in registers.
 tessel_filecheck_test(NAME lower.attention CHECKS attention.txt
   COMMAND lower attention --shape SQ=128,SK=128,CAUSAL=1,HKV=2,TC=0,BQ=32)
 tessel_filecheck_test(NAME lower.attention_wmma CHECKS attention_wmma.txt
   COMMAND lower attention --shape SQ=128,SK=128,CAUSAL=1,HKV=2,BQ=32)
+tessel_filecheck_test(NAME lower.attention_wgmma CHECKS attention_wgmma.txt
+  COMMAND lower attention --shape SQ=128,SK=128,CAUSAL=1,HKV=2,TC=2,BQ=64,BK=64)
 tessel_filecheck_test(NAME lower.attention_decode CHECKS attention_decode.txt
   COMMAND lower attention_decode --shape B=1,H=4,HKV=2,SQ=1,SK=256,D=64,SPLIT=128)
