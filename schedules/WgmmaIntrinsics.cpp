@@ -50,6 +50,18 @@ std::pair<int64_t, int64_t> b_offsets(const BoundBuffer &b, bool b_col, int swiz
   return {b_col ? b.chunk_stride() : 8 * b.stride(0), b_col ? 8 * b.stride(0) : b.chunk_stride()};
 }
 
+// The pattern of a wgmma: C (64 x n, float32) = A (64 x k) B, B n x k (col_major) or k x n.
+Tensor gemm_pattern(const Tensor &A, const Tensor &B, bool b_col, int64_t n, int64_t k_extent) {
+  IterVar k = reduce_axis({0, int(k_extent)}, "k");
+  return compute(
+      {kRows, int(n)},
+      [&](Var i, Var j) {
+        Expr b = b_col ? B(j, k) : B(k, j);
+        return sum(A(i, k).astype(Float(32)) * b.astype(Float(32)), {k});
+      },
+      "C", {"i", "j"});
+}
+
 void check_n(int64_t n, const char *intrin) {
   user_check(is_wgmma_n(n), intrin) << "n=" << n
                                     << " is not a wgmma shape: n must be a multiple of 8 from 8 "
@@ -90,14 +102,7 @@ std::shared_ptr<const TensorIntrin> wgmma_gemm(int64_t n, const std::string &b_l
   bool b_col = b_layout == "col_major";
   Tensor A = placeholder({kRows, kK}, dtype, "A");
   Tensor B = b_col ? placeholder({int(n), kK}, b_dtype, "B") : placeholder({kK, int(n)}, dtype, "B");
-  IterVar k = reduce_axis({0, kK}, "k");
-  Tensor C = compute(
-      {kRows, int(n)},
-      [&](Var i, Var j) {
-        Expr b = b_col ? B(j, k) : B(k, j);
-        return sum(A(i, k).astype(Float(32)) * b.astype(Float(32)), {k});
-      },
-      "C", {"i", "j"});
+  Tensor C = gemm_pattern(A, B, b_col, n, kK);
   std::string name = "wgmma_gemm(" + std::to_string(n) + (b_col ? ", col_major" : "") +
                      (swizzle ? "" : ", no swizzle") +
                      (dtype == Float(16) ? std::string()
@@ -411,14 +416,7 @@ std::shared_ptr<const TensorIntrin> wgmma_gemm_rs(int64_t n, const std::string &
   const bool b_col = b_layout == "col_major";
   Tensor A = placeholder({kRows, kK16}, dtype, "A");
   Tensor B = b_col ? placeholder({int(n), kK16}, dtype, "B") : placeholder({kK16, int(n)}, dtype, "B");
-  IterVar k = reduce_axis({0, kK16}, "k");
-  Tensor C = compute(
-      {kRows, int(n)},
-      [&](Var i, Var j) {
-        Expr b = b_col ? B(j, k) : B(k, j);
-        return sum(A(i, k).astype(Float(32)) * b.astype(Float(32)), {k});
-      },
-      "C", {"i", "j"});
+  Tensor C = gemm_pattern(A, B, b_col, n, kK16);
   const std::string name = "wgmma_gemm_rs(" + std::to_string(n) + (b_col ? ", col_major" : "") +
                            (swizzle ? ", swizzle " + std::to_string(swizzle) : std::string()) +
                            (dtype == Float(16) ? std::string() : ", " + dtype.str()) + ")";

@@ -561,6 +561,19 @@ __device__ __forceinline__ void tessel_cp_async_wait() {
     // swizzle, 0: none); base offset 0, the swizzled tiles being 1024-byte aligned (PTX ISA,
     // "Matrix Descriptor Format").
     os << R"(
+__device__ __forceinline__ unsigned long long tessel_wgmma_desc(const void *p, unsigned lbo,
+                                                               unsigned sbo, unsigned layout) {
+  unsigned long long a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  return ((a & 0x3FFFF) >> 4) | (static_cast<unsigned long long>((lbo >> 4) & 0x3FFF) << 16) |
+         (static_cast<unsigned long long>((sbo >> 4) & 0x3FFF) << 32) |
+         (static_cast<unsigned long long>(layout) << 62);
+}
+)";
+  }
+  if (needs.pack_halves) {
+    // Two floats rounded to a pair of halves in one 32-bit register, the first in the low half
+    // (wgmma's A fragment from an accumulator's registers).
+    os << R"(
 __device__ __forceinline__ unsigned tessel_pack_f16x2(float lo, float hi) {
   unsigned d;
   asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
@@ -570,13 +583,6 @@ __device__ __forceinline__ unsigned tessel_pack_bf16x2(float lo, float hi) {
   unsigned d;
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
   return d;
-}
-__device__ __forceinline__ unsigned long long tessel_wgmma_desc(const void *p, unsigned lbo,
-                                                               unsigned sbo, unsigned layout) {
-  unsigned long long a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  return ((a & 0x3FFFF) >> 4) | (static_cast<unsigned long long>((lbo >> 4) & 0x3FFF) << 16) |
-         (static_cast<unsigned long long>((sbo >> 4) & 0x3FFF) << 32) |
-         (static_cast<unsigned long long>(layout) << 62);
 }
 )";
   }

@@ -232,6 +232,7 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
     int64_t cols = constant(a[4], "n");
     auto [acc, base] = tile_base(a[2], a[3], cols);
     auto [regs, first] = wgmma_a_tile(a[0], a[1], cols, name);
+    needs_.pack_halves = true;
     const char *pack = wgmma_a_dtype_.lookup(a[0].as<Variable>()) == BFloat(16)
                            ? "tessel_pack_bf16x2"
                            : "tessel_pack_f16x2";

@@ -1,6 +1,7 @@
 #include "compiler/passes/DistributeFragmentLoops.h"
 
 #include "compiler/arith/Simplify.h"
+#include "compiler/ir/IREquality.h"
 #include "compiler/ir/IRMutator.h"
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
@@ -61,9 +62,10 @@ protected:
         }
       }
     });
-    if (row && !rows_.empty())
-      internal_error << "distribute_fragment_loops: loop '" << op->loop_var.name()
-                     << "' over fragment rows inside another";
+    user_check(!row || rows_.empty(), "distribute_fragment_loops")
+        << "loop '" << op->loop_var.name() << "' runs over the rows of a warpgroup's fragments "
+        << "inside loop '" << (rows_.empty() ? std::string() : rows_.back().var.name())
+        << "', which does too; a stage's loops over its tile's rows are one loop";
     if (!row && !(col && !rows_.empty()))
       return IRMutator::visit(op);
     auto extent = as_const_int(op->extent);
@@ -141,7 +143,13 @@ protected:
       r.data = op->buffer->data;
       r.tile = tile;
       r.half = reg;
-      reductions_.push_back(r);
+      // One combination across the quad for each row value, however many updates it has.
+      bool seen = false;
+      for (const RowReduction &x : reductions_)
+        seen = seen || (x.data.same_as(r.data) && structural_equal(x.tile, r.tile) &&
+                        structural_equal(x.half, r.half));
+      if (!seen)
+        reductions_.push_back(r);
     }
     user_check(value.type() == Float(32), "distribute_fragment_loops")
         << "a store to '" << op->buffer.name() << "' of " << value.type()

@@ -590,6 +590,18 @@ StmtPtr compile_wgmma(Compiler &C, const Call *call) {
     uniform(a[3], "value");
     return code;
   }
+  // B's offsets, then trans_b and swizzle, from argument `at` on.
+  auto b_layout = [&](size_t at) {
+    uniform(a[at], "b_lbo");
+    uniform(a[at + 1], "b_sbo");
+    int64_t t = const_arg(call, int(at) + 2, "trans_b");
+    user_check(t == 0 || t == 1, "interp") << n << ": trans_b must be 0 or 1, got " << t;
+    code->trans_b = t == 1;
+    int64_t sw = const_arg(call, int(at) + 3, "swizzle");
+    user_check(sw == 0 || sw == 32 || sw == 64 || sw == 128, "interp")
+        << n << ": swizzle must be 0, 32, 64 or 128, got " << sw;
+    code->swizzle = int(sw);
+  };
   if (n == intrinsic::wgmma_mma) {
     expect_args(11, "(acc, index, n, a_ptr, a_lbo, a_sbo, b_ptr, b_lbo, b_sbo, trans_b, swizzle)");
     code->op = WgmmaCode::Mma;
@@ -605,18 +617,10 @@ StmtPtr compile_wgmma(Compiler &C, const Call *call) {
         << code->b_mem->name << "') is " << code->b_mem->dtype
         << "; wgmma takes one 16-bit input type, or two float8 types";
     code->k = fp8 ? 32 : 16;
-    uniform(a[7], "b_lbo");
-    uniform(a[8], "b_sbo");
-    int64_t t = const_arg(call, 9, "trans_b");
-    user_check(t == 0 || t == 1, "interp") << n << ": trans_b must be 0 or 1, got " << t;
-    code->trans_b = t == 1;
-    int64_t sw = const_arg(call, 10, "swizzle");
-    user_check(sw == 0 || sw == 32 || sw == 64 || sw == 128, "interp")
-        << n << ": swizzle must be 0, 32, 64 or 128, got " << sw;
-    code->swizzle = int(sw);
-    user_check(!fp8 || (sw != 0 && !code->trans_b), "interp")
+    b_layout(7);
+    user_check(!fp8 || (code->swizzle != 0 && !code->trans_b), "interp")
         << n << ": float8 operands are read K-major (trans_b 0) from swizzled tiles (swizzle "
-        << "32, 64 or 128); got trans_b " << t << ", swizzle " << sw;
+        << "32, 64 or 128); got trans_b " << code->trans_b << ", swizzle " << code->swizzle;
     return code;
   }
   // A from registers: a wgmma.matrix_a allocation of float16 or bfloat16, whole 64 x 16 tiles.
@@ -637,15 +641,7 @@ StmtPtr compile_wgmma(Compiler &C, const Call *call) {
     user_check(code->a_mem->dtype == code->b_mem->dtype, "interp")
         << n << ": A ('" << code->a_mem->name << "') is " << code->a_mem->dtype << " but B ('"
         << code->b_mem->name << "') is " << code->b_mem->dtype;
-    uniform(a[6], "b_lbo");
-    uniform(a[7], "b_sbo");
-    int64_t t = const_arg(call, 8, "trans_b");
-    user_check(t == 0 || t == 1, "interp") << n << ": trans_b must be 0 or 1, got " << t;
-    code->trans_b = t == 1;
-    int64_t sw = const_arg(call, 9, "swizzle");
-    user_check(sw == 0 || sw == 32 || sw == 64 || sw == 128, "interp")
-        << n << ": swizzle must be 0, 32, 64 or 128, got " << sw;
-    code->swizzle = int(sw);
+    b_layout(6);
     return code;
   }
   if (n == intrinsic::wgmma_acc_to_a) {

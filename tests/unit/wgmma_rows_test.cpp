@@ -193,6 +193,16 @@ SoftmaxTimesV softmax_times_v(int64_t M, int64_t N, int64_t K, int64_t D,
   return {A, B, V, Y, s};
 }
 
+// NVRTC's sm_90a cubin of `m` (compiled), checked to use no stack.
+CompiledKernel compile_sm90a(const LoweredModule &m, const char *name) {
+  CompileOptions o;
+  o.arch = "sm_90a";
+  CompiledKernel k = nvrtc_compile(codegen_cuda(m), nvrtc_options(o), name);
+  EXPECT_FALSE(k.cubin.empty()) << k.log;
+  EXPECT_EQ(k.kernels.at(0).stack_bytes, 0) << k.log;
+  return k;
+}
+
 } // namespace
 
 TEST(WgmmaRows, RowSoftmaxLowersToRegistersAndShuffles) {
@@ -265,12 +275,9 @@ TEST(WgmmaRows, CompilesForSm90aWithoutLocalMemory) {
   std::string src = codegen_cuda(m);
   EXPECT_NE(src.find("float mx[2];"), std::string::npos) << src;
   EXPECT_NE(src.find("__shfl_xor_sync(0xffffffffu, "), std::string::npos) << src;
-  CompileOptions o;
-  o.arch = "sm_90a";
-  CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "row_softmax.cu");
-  ASSERT_FALSE(k.cubin.empty()) << k.log;
+  CompiledKernel k = compile_sm90a(m, "row_softmax.cu");
+  ASSERT_FALSE(k.cubin.empty());
   EXPECT_EQ(k.kernels.at(0).spill_store_bytes, 0) << k.log;
-  EXPECT_EQ(k.kernels.at(0).stack_bytes, 0) << k.log;
   std::optional<std::string> sass = tessel::test::sass_of(k.cubin, k.kernels.at(0).name);
   if (!sass)
     GTEST_SKIP() << "NVRTC compiled for sm_90a, but there is no cuobjdump to check the SASS";
@@ -317,11 +324,8 @@ TEST(WgmmaRows, ChainedContractionsKeepTheIntermediateInRegisters) {
   std::string src = codegen_cuda(m);
   EXPECT_NE(src.find("unsigned P[16];"), std::string::npos) << src;
   EXPECT_NE(src.find("tessel_pack_f16x2("), std::string::npos) << src;
-  CompileOptions o;
-  o.arch = "sm_90a";
-  CompiledKernel k = nvrtc_compile(src, nvrtc_options(o), "softmax_times_v.cu");
-  ASSERT_FALSE(k.cubin.empty()) << k.log;
-  EXPECT_EQ(k.kernels.at(0).stack_bytes, 0) << k.log;
+  CompiledKernel k = compile_sm90a(m, "softmax_times_v.cu");
+  ASSERT_FALSE(k.cubin.empty());
   if (std::optional<std::string> sass = tessel::test::sass_of(k.cubin, k.kernels.at(0).name)) {
     EXPECT_NE(sass->find("HGMMA.64x64x16.F32 R"), std::string::npos) << *sass;
     for (const char *local : {"LDL", "STL"})
@@ -343,12 +347,7 @@ TEST(WgmmaRows, ElementwiseStagesAreDistributedByTheLayout) {
     CheckResult res = check_on_cpu(c.s, {c.A, c.B, c.V, c.Y}, 3);
     EXPECT_TRUE(res.compare.ok) << res.str();
   }
-  LoweredModule m = lower(t.s, args);
-  CompileOptions o;
-  o.arch = "sm_90a";
-  CompiledKernel k = nvrtc_compile(codegen_cuda(m), nvrtc_options(o), "distributed.cu");
-  ASSERT_FALSE(k.cubin.empty()) << k.log;
-  EXPECT_EQ(k.kernels.at(0).stack_bytes, 0) << k.log;
+  compile_sm90a(lower(t.s, args), "distributed.cu");
 }
 
 TEST(WgmmaRows, GpuChainedContractionsMatchTheReference) {
