@@ -127,15 +127,14 @@ void schedule_tensor_cores(Schedule &s, const StepTensors &x, Stage fold, const 
   load_fragments(VF, "wmma.matrix_b");
 }
 
-// The step on wgmma, a warpgroup per block of 64 queries, everything of the fold in its
-// registers: S = Q K^T (Q's tile in shared memory once a block, K's tile of the step, both
-// 16-byte copies into the interleaved layout wgmma reads), the row max (wgmma_row_reduce, the
-// scale applied as it reads), the new max and the probabilities distributed by the
-// accumulator's layout, their row sum, the probabilities rounded into P V's A operand, P V with
-// V's tile; the fold's update (m, l in wgmma.rows, o an accumulator) and O = o / l distributed
-// too, O stored from the registers.
+// The step on wgmma, a warpgroup per 64 queries (`warpgroups` a block, on threadIdx.y), each
+// with its own fold, everything of it in the warpgroup's registers: S = Q K^T (Q's tile in
+// shared memory once a block, K's tile of the step, both in the 128-byte swizzled layout), the
+// row max and the row sum, the new max and the probabilities (distributed by the accumulator's
+// layout), the probabilities rounded into P V's A operand, P V with V's tile; the fold's update
+// (m, l in wgmma.rows, o an accumulator) and O32 = o / l distributed too.
 void schedule_wgmma(Schedule &s, const StepTensors &x, Stage fold, const IterVar &t,
-                    const IterVar &block, const Tensor &o_last, const Tensor &m_last,
+                    const IterVar &block, const Tensor &m_last,
                     const Tensor &l_last, const Tensor &O32, const IterVar &tx,
                     const IterVar &ty, int64_t warpgroups, int64_t D, int64_t Bk, float scale,
                     DataType dtype, int stages, bool causal) {
@@ -200,7 +199,6 @@ void schedule_wgmma(Schedule &s, const StepTensors &x, Stage fold, const IterVar
   // The fold: its states in registers, the key blocks outside the rows.
   fold.set_scope("wgmma.accumulator").set_scope("wgmma.rows", m_last).set_scope("wgmma.rows",
                                                                                   l_last);
-  (void)o_last;
   auto fx = fold.op_axis();
   fold.reorder({fx[0], fx[1], t, fx[2]});
   s[O32].set_scope("wgmma.accumulator");
@@ -420,7 +418,7 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
     Stage fold_stage = s[o_last];
     fold_stage.compute_at(s[O], wg);
     schedule_wgmma(s, {Q, K, V, S, rowmax, m_new, P, Pq, PV, O, rowsum}, fold_stage, t, block,
-                   o_last, m_last, l_last, O32, tx, ty, warpgroups, a.D, Bk, scale, dtype,
+                   m_last, l_last, O32, tx, ty, warpgroups, a.D, Bk, scale, dtype,
                    int(a.stages), a.causal);
     s[O32].compute_at(s[O], wg);
   } else {
