@@ -24,6 +24,12 @@ Expr intrinsic_call(const char *name, std::vector<Expr> args) {
   return Call::make(Void(), name, std::move(args), Call::Intrinsic);
 }
 
+// Zeros into accumulator tile `tile` (64 x n) of `acc`: a reduction's reset, a first write.
+Stmt fill_zero(const BoundBuffer &acc, const Expr &tile, int64_t n) {
+  return Evaluate::make(intrinsic_call(intrinsic::wgmma_fill,
+                                       {acc.data(), tile, Expr(int(n)), make_zero(Float(32))}));
+}
+
 Buffer accumulator_decl(int64_t n, const char *name = "BC") {
   return Buffer::make(name, Float(32), {kRows, int(n)}, "wgmma.accumulator", {}, Expr(), 4,
                       kChunk);
@@ -127,8 +133,7 @@ std::shared_ptr<const TensorIntrin> wgmma_gemm(int64_t n, const std::string &b_l
         const auto [b_lbo, b_sbo] = b_offsets(b, b_col, swizzle, dtype);
         Expr tile = out.tile_index(kRows, n, name);
         TensorIntrinBodies bodies;
-        bodies.reset = Evaluate::make(intrinsic_call(
-            intrinsic::wgmma_fill, {out.data(), tile, Expr(int(n)), make_zero(Float(32))}));
+        bodies.reset = fill_zero(out, tile, n);
         bodies.update = Evaluate::make(intrinsic_call(
             intrinsic::wgmma_mma,
             {out.data(), tile, Expr(int(n)), a.access_ptr(), Expr(int(a_lbo)), Expr(int(a_sbo)),
@@ -348,8 +353,7 @@ std::shared_ptr<const TensorIntrin> wgmma_promote(int64_t n, Fp8Scales scales) {
         };
         Expr product = scale_at(sa, block_wise ? row : Expr()) * scale_at(sb, Expr());
         TensorIntrinBodies bodies;
-        bodies.reset = Evaluate::make(intrinsic_call(
-            intrinsic::wgmma_fill, {out.data(), tile, Expr(int(n)), make_zero(Float(32))}));
+        bodies.reset = fill_zero(out, tile, n);
         bodies.update = unrolled(
             h, 2, LetStmt::make(scale, product, unrolled(q, n / 8, unrolled(e, 2, set))));
         return bodies;
@@ -430,8 +434,7 @@ std::shared_ptr<const TensorIntrin> wgmma_gemm_rs(int64_t n, const std::string &
         const auto [b_lbo, b_sbo] = b_offsets(b, b_col, swizzle, dtype);
         Expr tile = out.tile_index(kRows, n, name);
         TensorIntrinBodies bodies;
-        bodies.reset = Evaluate::make(intrinsic_call(
-            intrinsic::wgmma_fill, {out.data(), tile, Expr(int(n)), make_zero(Float(32))}));
+        bodies.reset = fill_zero(out, tile, n);
         bodies.update = Evaluate::make(intrinsic_call(
             intrinsic::wgmma_mma_rs,
             {out.data(), tile, Expr(int(n)), a.data(), a.tile_index(kRows, kK16, name),
@@ -534,8 +537,7 @@ std::shared_ptr<const TensorIntrin> wgmma_rowwise(int64_t n, const WgmmaRowFunct
         std::vector<Stmt> body;
         // A tile written for the first time is filled first (the executor tracks its shape).
         if (!in_place)
-          body.push_back(Evaluate::make(intrinsic_call(
-              intrinsic::wgmma_fill, {out.data(), ytile, Expr(int(n)), make_zero(Float(32))})));
+          body.push_back(fill_zero(out, ytile, n));
         for (int h = 0; h < 2; ++h) {
           Expr rg = q * 4 + h * 2 + e;
           Stmt set = Evaluate::make(intrinsic_call(

@@ -26,6 +26,19 @@ using tessel::test::expect_error;
 
 namespace {
 
+// `t`'s tile of `reader` in shared memory, interleaved in chunks of 8 (the layout wgmma reads
+// unswizzled), computed at `at` of `stage`, copied 16 bytes a thread by 128 threads.
+void shared_tile(Schedule &s, const Tensor &t, const Tensor &reader, const Tensor &stage,
+                 const IterVar &at) {
+  Tensor sh = s.cache_read(t, "shared", {reader});
+  s[sh].compute_at(s[stage], at).storage_interleave(8);
+  auto [r, c] = s[sh].axes<2>();
+  auto [c1, vec] = s[sh].split(c, 8);
+  auto [f, tx] = s[sh].split(s[sh].fuse(r, c1), 128);
+  (void)f;
+  s[sh].bind(tx, thread_axis("threadIdx.x")).vectorize(vec);
+}
+
 struct RowSoftmax {
   Tensor A, B, Y;
   Schedule s;
@@ -87,15 +100,8 @@ RowSoftmax row_softmax(int64_t M, int64_t N, int64_t K, int64_t n = 0) {
     s[S].reorder({ko, sjo, si, sji, ki}).unroll(sjo);
     s[S].tensorize(si, wgmma_gemm(n, "col_major", 0));
   }
-  for (const Tensor &t : {A, B}) {
-    Tensor sh = s.cache_read(t, "shared", {S});
-    s[sh].compute_at(s[Y], bi).storage_interleave(8);
-    auto [r, c] = s[sh].axes<2>();
-    auto [c1, vec] = s[sh].split(c, 8);
-    auto [f, tx] = s[sh].split(s[sh].fuse(r, c1), 128);
-    (void)f;
-    s[sh].bind(tx, thread_axis("threadIdx.x")).vectorize(vec);
-  }
+  for (const Tensor &t : {A, B})
+    shared_tile(s, t, S, Y, bi);
   // The row stages at the block.
   for (auto [rows, kind, f] : {std::tuple{mx, RowReduce::Max, scaled},
                                std::tuple{sm, RowReduce::Sum, WgmmaRowFunction{}}}) {
@@ -156,15 +162,6 @@ SoftmaxTimesV softmax_times_v(int64_t M, int64_t N, int64_t K, int64_t D,
   s[Y].bind(bi, thread_axis("blockIdx.x"));
   s[Y].env_threads({thread_axis(Range(0, 128), "threadIdx.x")});
   s[Y].tensorize(ii, wgmma_store_matrix(D, "global", F32));
-  auto shared_tile = [&](const Tensor &t, const Tensor &reader) {
-    Tensor sh = s.cache_read(t, "shared", {reader});
-    s[sh].compute_at(s[Y], bi).storage_interleave(8);
-    auto [r, c] = s[sh].axes<2>();
-    auto [c1, vec] = s[sh].split(c, 8);
-    auto [f, tx] = s[sh].split(s[sh].fuse(r, c1), 128);
-    (void)f;
-    s[sh].bind(tx, thread_axis("threadIdx.x")).vectorize(vec);
-  };
   // The two contractions: K (and then the keys, N) in k16 slices.
   auto contraction = [&](const Tensor &t, const std::shared_ptr<const TensorIntrin> &intrin) {
     s[t].compute_at(s[Y], bi).set_scope("wgmma.accumulator");
@@ -174,8 +171,8 @@ SoftmaxTimesV softmax_times_v(int64_t M, int64_t N, int64_t K, int64_t D,
     s[t].tensorize(rows, intrin);
   };
   contraction(S, wgmma_gemm(N, "col_major", 0));
-  shared_tile(A, S);
-  shared_tile(B, S);
+  shared_tile(s, A, S, Y, bi);
+  shared_tile(s, B, S, Y, bi);
   for (auto [rows, kind] : {std::pair{mx, RowReduce::Max}, std::pair{sm, RowReduce::Sum}}) {
     s[rows].compute_at(s[Y], bi).set_scope("wgmma.rows");
     s[rows].tensorize(s[rows].op_axis(0), wgmma_row_reduce(N, kind));
@@ -184,7 +181,7 @@ SoftmaxTimesV softmax_times_v(int64_t M, int64_t N, int64_t K, int64_t D,
   s[P].compute_at(s[Y], bi).set_scope("wgmma.matrix_a");
   s[P].tensorize(s[P].op_axis(0), wgmma_acc_to_a(N));
   contraction(O, wgmma_gemm_rs(D, "row_major", 0));
-  shared_tile(V, O);
+  shared_tile(s, V, O, Y, bi);
   s[YF].compute_at(s[Y], bi);
   if (!distributed) {
     s[E].tensorize(s[E].op_axis(0), wgmma_rowwise(N, kExpMinusRow));
