@@ -367,6 +367,25 @@ TEST(WgmmaRows, Errors) {
                                 [](const Expr &x, const Expr &) { return x.astype(Int(32)); }};
   expect_error([&] { wgmma_row_reduce(64, RowReduce::Sum, to_int); },
                {"'to_int' must give float32", "int32"});
+  // A scope for one output is for a fold's states.
+  expect_error(
+      [] {
+        RowSoftmax r = row_softmax(64, 64, 16);
+        r.s[r.Y].set_scope("wgmma.rows", r.Y);
+      },
+      {"'Y' is not a fold", "set the stage's scope instead"});
+  expect_error(
+      [] {
+        Tensor X = placeholder({4}, Float(32), "X");
+        IterVar t = fold_axis({0, 2}, "t");
+        Tensor m = fold_state({4}, Float(32), "m");
+        std::vector<Tensor> f =
+            fold(t, {{m, Expr(0.0f), [&](auto &v) { return m(v[0]) + X(v[0]); }}}, "f");
+        Tensor out = compute({4}, [&](Var i) { return f[0](i) * 2.0f; }, "out");
+        Schedule s = create_schedule({out});
+        s[f[0]].set_scope("wgmma.rows", X);
+      },
+      {"'X' is not an output of fold 'f'"});
   // A stage whose body is not the function's.
   expect_error(
       [] {
