@@ -141,16 +141,20 @@ void check_cluster_fits(const std::string &context, int64_t M, int64_t N,
          "cluster: they need TMA fills (tma, knob TMA=1)";
   if (!t.cluster)
     return;
-  // The clustered axis' blocks pair up.
+  user_check(t.cluster_size == 2 || t.cluster_size == 4 || t.cluster_size == 8, context)
+      << "a cluster (knob CS) has 2, 4 or 8 blocks, got " << t.cluster_size;
+  // The clustered axis' blocks make whole clusters (a persistent grid rounds down to them).
   const bool along_m = t.cluster == 1;
   const int64_t blocks = along_m ? (std::max(M, int64_t(t.block_m)) + t.block_m - 1) / t.block_m
                                  : (N + t.block_n - 1) / t.block_n;
-  user_check(blocks % 2 == 0, context)
-      << "clusters of 2 blocks along " << (along_m ? "M" : "N") << " (cluster "
-      << (along_m ? "2x1" : "1x2") << ", knob CL=" << t.cluster << ") need an even number of "
-      << "blocks there, but " << (along_m ? "M=" : "N=") << (along_m ? M : N) << " makes "
-      << blocks << " of " << (along_m ? t.block_m : t.block_n)
-      << "; choose another block size or cluster axis, or CL=0";
+  user_check(blocks % t.cluster_size == 0, context)
+      << "clusters of " << t.cluster_size << " blocks along " << (along_m ? "M" : "N")
+      << " (knob CL=" << t.cluster
+      << (t.cluster_size != 2 ? ", CS=" + std::to_string(t.cluster_size) : std::string())
+      << ") need a multiple of "
+      << t.cluster_size << " blocks there, but " << (along_m ? "M=" : "N=") << (along_m ? M : N)
+      << " makes " << blocks << " of " << (along_m ? t.block_m : t.block_n)
+      << "; choose another block size, cluster axis or size, or CL=0";
 }
 
 void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, int64_t K,
@@ -457,7 +461,9 @@ std::string to_string(const GemmWgmmaTiles &t) {
          (t.split_k > 1 ? " split_k=" + std::to_string(t.split_k) : "") +
          (t.persistent ? " persistent=" + std::to_string(t.persistent_blocks) : "") +
          (t.ping_pong ? " ping_pong" : "") + (t.tma_store ? " tma_store" : "") +
-         (t.cluster ? std::string(" cluster=") + (t.cluster == 1 ? "2x1" : "1x2") : "");
+         (t.cluster ? " cluster=" + (t.cluster == 1 ? std::to_string(t.cluster_size) + "x1"
+                                                   : "1x" + std::to_string(t.cluster_size))
+                    : "");
 }
 
 bool hopper_gpu() { return Device::available() && Device::get().arch() == "sm_90"; }
@@ -709,9 +715,9 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
   // bound even where cp.async fills bind them inside their copies).
   if (t.tma || t.tma_store)
     sc.env_threads({thread_axis(Range(0, 128), "threadIdx.x")});
-  // Clusters of 2 along M share B's tile, along N A's: each block multicasts half of it.
+  // Clusters along M share B's tile, along N A's: each block multicasts its share of it.
   if (t.cluster) {
-    s[st.C].cluster(t.cluster == 1 ? c.block_i : c.block_j, 2); // C's block (TS: not sc's)
+    s[st.C].cluster(t.cluster == 1 ? c.block_i : c.block_j, t.cluster_size); // (TS: not sc's)
     s[t.cluster == 1 ? st.BS : st.AS].multicast();
   }
   if (t.roles())

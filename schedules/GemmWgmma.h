@@ -73,6 +73,9 @@ struct GemmWgmmaTiles {
   /// (Stage::multicast): 0 none; 1: "2x1", two blocks along M (adjacent block rows) share B's
   /// tile; 2: "1x2", two along N share A's. Needs tma; the blocks along that axis must be even.
   int cluster = 0;
+  /// The blocks of a cluster (2, 4 or 8) along its axis: each multicasts 1/cluster_size of the
+  /// shared tile. The blocks along the axis (and a persistent grid) must be a multiple of it.
+  int cluster_size = 2;
   /// How ragged operands (a K tail, rows past M) are read where TMA fills could read them in
   /// place, zeroing what lies past their edges: by size (in place from 2^21 elements, through
   /// padded copies, kernels of their own, below: what measured faster on the H100), always

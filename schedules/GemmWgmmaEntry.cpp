@@ -81,6 +81,8 @@ GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p, DataType out) {
   // the tiles' choice (none but as_small_ragged's).
   if (get("CL"))
     t.cluster = int(get("CL"));
+  if (get("CS")) // CS: the blocks of a cluster (0: 2)
+    t.cluster_size = int(get("CS"));
   // PAD=0: ragged operands read in place by TMA or through padded copies by their size; PAD=1:
   // copies; PAD=2: in place wherever TMA can.
   if (get("PAD"))
@@ -110,12 +112,12 @@ ScheduleEntry wgmma_gemm_entry(const char *name, const char *description) {
   e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"G", 8},    {"BM", 0},
                      {"BN", 0},   {"BK", 0},   {"S", 0},    {"SW", 128}, {"TMA", 1},
                      {"WS", 1},   {"SK", 0},   {"P", 0},    {"PB", 0},   {"PP", 0},
-                     {"TS", 0},   {"CL", 0},   {"PAD", 0}};
+                     {"TS", 0},   {"CL", 0},   {"CS", 0},   {"PAD", 0}};
   e.nonnegative = {"G",  "BM", "BN", "BK", "S",  "SW", "TMA",
-                   "WS", "SK", "P",  "PB", "PP", "TS", "CL", "PAD"};
+                   "WS", "SK", "P",  "PB", "PP", "TS", "CL", "CS", "PAD"};
   e.choices = {{"SW", {0, 32, 64, 128}}, {"TMA", {0, 1}}, {"WS", {0, 1}}, {"P", {0, 1, 2}},
                {"PP", {0, 1, 2}},        {"TS", {0, 1}},  {"CL", {0, 1, 2}},
-               {"PAD", {0, 1, 2}}};
+               {"CS", {0, 2, 4, 8}},     {"PAD", {0, 1, 2}}};
   e.knobs = gemm_wgmma_knobs();
   e.dtypes = {Float(16), BFloat(16)};
   return e;
@@ -155,7 +157,8 @@ ScheduleEntry gemm_wgmma_entry() {
                     "stores C by TMA through a shared staging tile (TS=0, the default: from "
                     "registers); CL=1 launches "
                     "clusters of 2 blocks along M that multicast B's tile by TMA, CL=2 along N "
-                    "multicasting A's (0, the default: none); C16=1 "
+                    "multicasting A's (0, the default: none), CS=4 or 8 makes those clusters of 4 or "
+                    "8 blocks; C16=1 "
                     "rounds the float32 sum once as it is stored");
   e.default_shape["C16"] = 0;
   e.nonnegative.push_back("C16");

@@ -188,6 +188,12 @@ TEST(Cluster, GemmWgmmaExactOnTheExecutor) {
     }
   EXPECT_EQ(mismatch(gemm_wgmma(256, 256, 320, cluster_tiles(2, 4, 8)), 256, 256, 320), "");
   EXPECT_EQ(mismatch(gemm_wgmma(512, 256, 192, cluster_tiles(1, 3, 8)), 512, 256, 192), "");
+  // Clusters of 4 along M and along N: each block multicasts a quarter of the shared tile and
+  // releases each slot in all four blocks.
+  GemmWgmmaTiles four_m = cluster_tiles(1, 3), four_n = cluster_tiles(2, 3);
+  four_m.cluster_size = four_n.cluster_size = 4;
+  EXPECT_EQ(mismatch(gemm_wgmma(512, 256, 192, four_m), 512, 256, 192), "");
+  EXPECT_EQ(mismatch(gemm_wgmma(256, 512, 192, four_n), 256, 512, 192), "");
   GemmWgmmaTiles no_roles = cluster_tiles(2, 3);
   no_roles.warp_specialized = false;
   EXPECT_EQ(mismatch(gemm_wgmma(256, 256, 320, no_roles), 256, 256, 320), "");
@@ -384,6 +390,20 @@ TEST(Cluster, Errors) {
                {"gemm_wgmma", "clusters of 2 blocks along N", "makes 3 of 128"});
   expect_error(
       [] {
+        GemmWgmmaTiles t = cluster_tiles(1, 3);
+        t.cluster_size = 4;
+        gemm_wgmma(256, 256, 128, t);
+      },
+      {"gemm_wgmma", "clusters of 4 blocks along M", "CS=4", "makes 2 of 128"});
+  expect_error(
+      [] {
+        GemmWgmmaTiles t = cluster_tiles(1, 3);
+        t.cluster_size = 3;
+        gemm_wgmma(256, 256, 128, t);
+      },
+      {"gemm_wgmma", "knob CS", "2, 4 or 8", "got 3"});
+  expect_error(
+      [] {
         GemmWgmmaTiles t = cluster_tiles(2, 3);
         t.tma = false;
         gemm_wgmma(256, 256, 128, t);
@@ -401,7 +421,8 @@ TEST(Cluster, Errors) {
       {"cluster", "persistent on 1 block(s)", "at least 2"});
 }
 
-// The registry's knob CL (1: 2x1, 2: 1x2), in the tuner's name and candidates.
+// The registry's knobs CL (1: 2x1, 2: 1x2) and CS (the cluster's size), in the tuner's name and
+// candidates.
 TEST(Cluster, GemmWgmmaKnobs) {
   GemmWgmmaTiles t = gemm_wgmma_tiles_from_knobs(
       {{"M", 4096}, {"N", 4096}, {"K", 4096}, {"G", 8}, {"TMA", 1}, {"P", 2}, {"CL", 2}});
@@ -409,6 +430,10 @@ TEST(Cluster, GemmWgmmaKnobs) {
   EXPECT_EQ(to_string(t), "wgmma bm=128 bn=256 bk=64 wg=2x1 n=256 stages=4 raster=8 "
                           "swizzle=128 tma ws cluster=1x2");
   EXPECT_EQ(gemm_wgmma_tiles_from_knobs({{"M", 4096}, {"N", 4096}, {"K", 4096}}).cluster, 0);
+  EXPECT_EQ(to_string(gemm_wgmma_tiles_from_knobs(
+                {{"M", 4096}, {"N", 4096}, {"K", 4096}, {"G", 8}, {"TMA", 1}, {"P", 2}, {"CL", 1}, {"CS", 4}})),
+            "wgmma bm=128 bn=256 bk=64 wg=2x1 n=256 stages=4 raster=8 swizzle=128 tma ws "
+            "cluster=4x1");
   int clustered = 0;
   for (const GemmWgmmaTiles &c : gemm_wgmma_candidates(4096, 4096, 4096))
     clustered += c.cluster != 0;

@@ -374,7 +374,7 @@ TEST(GemmFp8, Errors) {
         gemm_fp8(128, 256, 256, t, Float8E4M3(), Fp8Scales::PerTensor, BFloat(16), DataType(),
                  Fp8Accumulation::Fast);
       },
-      {"clusters of 2 blocks along M", "even number"});
+      {"clusters of 2 blocks along M", "a multiple of 2 blocks"});
 }
 
 TEST(GemmFp8, Registered) {
