@@ -533,8 +533,9 @@ ExprPtr Compiler::expr(const Expr &e) {
   case IRNodeKind::Let: {
     const auto *op = e.as<Let>();
     ExprPtr value = expr(op->value);
-    int slot = bind_var(op->var);
-    return std::make_unique<LetCode>(t, n, slot, std::move(value), expr(op->body));
+    int slot = 0;
+    ExprPtr body = scoped(op->var, slot, [&] { return expr(op->body); });
+    return std::make_unique<LetCode>(t, n, slot, std::move(value), std::move(body));
   }
   case IRNodeKind::Ramp: {
     const auto *op = e.as<Ramp>();

@@ -393,6 +393,21 @@ public:
 
   /// The slot of a variable being bound (fresh per binding site).
   int bind_var(const Var &v);
+  /// Binds `v` to a fresh slot (stored in `slot`) while `compile` compiles the binding's scope,
+  /// then restores the binding around it: a variable bound again inside a scope (a thread index
+  /// re-bound around a copy in a branch) must not capture the uses after it, which would read a
+  /// slot that code never set when the branch was not taken.
+  template <typename F> auto scoped(const Var &v, int &slot, F compile) {
+    auto outer = slots_.find(v.get());
+    const int before = outer == slots_.end() ? -1 : outer->second;
+    slot = bind_var(v);
+    auto compiled = compile();
+    if (before >= 0)
+      slots_[v.get()] = before;
+    else
+      slots_.erase(v.get());
+    return compiled;
+  }
   /// Storage behind a buffer variable; a user error when it is not an argument or allocation.
   Memory *memory_of(const Expr &buffer_var, const char *context);
   void bind_memory(const Var &buffer_var, Memory *m) { memories_[buffer_var.get()] = m; }

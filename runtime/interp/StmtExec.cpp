@@ -304,8 +304,9 @@ StmtPtr compile_thread_binding(Compiler &C, const Var &var, const std::string &t
   user_check(*ext == launch, "interp")
       << tag << " is bound with extent " << *ext << " but the launch configuration has "
       << launch << " (" << (block ? "grid" : "block") << " dimension " << dim << ")";
-  int slot = C.bind_var(var);
-  return std::make_unique<ThreadBindCode>(slot, dim, block, C.stmt(body));
+  int slot = 0;
+  StmtPtr code = C.scoped(var, slot, [&] { return C.stmt(body); });
+  return std::make_unique<ThreadBindCode>(slot, dim, block, std::move(code));
 }
 
 MemScope parse_scope(const std::string &scope, FragKind &frag) {
@@ -415,8 +416,9 @@ StmtPtr Compiler::stmt(const Stmt &s) {
   case IRNodeKind::LetStmt: {
     const auto *op = s.as<LetStmt>();
     ExprPtr value = expr(op->value);
-    int slot = bind_var(op->var);
-    return std::make_unique<LetStmtCode>(slot, std::move(value), stmt(op->body));
+    int slot = 0;
+    StmtPtr body = scoped(op->var, slot, [&] { return stmt(op->body); });
+    return std::make_unique<LetStmtCode>(slot, std::move(value), std::move(body));
   }
   case IRNodeKind::AttrStmt: {
     const auto *op = s.as<AttrStmt>();
@@ -444,9 +446,10 @@ StmtPtr Compiler::stmt(const Stmt &s) {
       return compile_thread_binding(*this, op->loop_var, op->thread_tag, op->extent, op->body);
     }
     ExprPtr min = expr(op->min), extent = expr(op->extent);
-    int slot = bind_var(op->loop_var);
+    int slot = 0;
+    StmtPtr body = scoped(op->loop_var, slot, [&] { return stmt(op->body); });
     return std::make_unique<ForCode>(slot, op->loop_var.type(), std::move(min),
-                                     std::move(extent), stmt(op->body));
+                                     std::move(extent), std::move(body));
   }
   case IRNodeKind::Allocate:
     return compile_allocate(*this, s.as<Allocate>());
@@ -456,8 +459,12 @@ StmtPtr Compiler::stmt(const Stmt &s) {
     const auto *op = s.as<IfThenElse>();
     user_check(op->condition.type().is_scalar(), "interp")
         << "IfThenElse condition must be scalar, got " << op->condition.type();
-    return std::make_unique<IfCode>(expr(op->condition), stmt(op->then_case),
-                                    op->else_case.defined() ? stmt(op->else_case) : nullptr);
+    // In program order (a function's arguments are evaluated in no set order): compiling a
+    // statement can depend on what compiled before it.
+    ExprPtr cond = expr(op->condition);
+    StmtPtr then_case = stmt(op->then_case);
+    StmtPtr else_case = op->else_case.defined() ? stmt(op->else_case) : nullptr;
+    return std::make_unique<IfCode>(std::move(cond), std::move(then_case), std::move(else_case));
   }
   case IRNodeKind::Evaluate: {
     const Expr &v = s.as<Evaluate>()->value;

@@ -219,3 +219,37 @@ TEST(InterpNumeric, IfThenElseGuardsLoadsSelectDoesNot) {
     EXPECT_THAT(std::string(e.what()), HasSubstr("by thread (10,0,0)"));
   }
 }
+
+// A variable bound again inside a scope keeps its outer binding after it, taken or not: block
+// 0 skips the branch that re-binds threadIdx.y around a copy, and the store after it still
+// reads each thread's own threadIdx.y (it read an unset slot, 0, when the inner binding
+// captured the later uses; specialized loops duplicate such branches). Likewise a loop and a
+// let re-binding a variable inside an untaken branch.
+TEST(InterpNumeric, RebindingInAnUntakenBranchKeepsTheOuterBinding) {
+  const DataType i32 = Int(32);
+  Buffer o = flat("o", i32, 2 * 8 * 3);
+  Axes ax;
+  Var k("k"), x("x");
+  Expr bx = ax.bx, tx = ax.tx, ty = ax.ty;
+  Expr at = (bx * 8 + ty * 4 + tx) * 3;
+  Stmt rebinds = Seq::make({bind(ax.ty, 2, Evaluate::make(0)), loop(k, 3, Evaluate::make(0)),
+                            LetStmt::make(x, Expr(7), Evaluate::make(0))});
+  Stmt body = LetStmt::make(
+      x, ty + 10,
+      Seq::make({IfThenElse::make(bx == 1, rebinds), st(o, at, ty), st(o, at + 2, x)}));
+  LoweredFunc f;
+  f.name = "rebinding";
+  f.args = {o};
+  f.arg_shapes = {{2 * 8 * 3}};
+  f.launch = launch(2, 1, 4, 2);
+  f.body = ax.bind_all(f.launch, body);
+  HostBuffer O = HostBuffer::zeros(i32, 2 * 8 * 3);
+  execute(f, {&O});
+  for (int b = 0; b < 2; ++b)
+    for (int y = 0; y < 2; ++y)
+      for (int t = 0; t < 4; ++t) {
+        const size_t at = size_t((b * 8 + y * 4 + t) * 3);
+        EXPECT_EQ(O.get_int(at), y) << "block " << b << ", thread (" << t << ", " << y << ")";
+        EXPECT_EQ(O.get_int(at + 2), y + 10) << "block " << b << ", thread (" << t << ", " << y << ")";
+      }
+}
