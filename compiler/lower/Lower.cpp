@@ -17,6 +17,7 @@
 #include "compiler/passes/LowerBulkCopy.h"
 #include "compiler/passes/InsertThreadSyncs.h"
 #include "compiler/passes/RemoveNoOp.h"
+#include "compiler/passes/SpecializeLoops.h"
 #include "compiler/passes/SplitHostDevice.h"
 #include "compiler/passes/StorageFlatten.h"
 #include "compiler/passes/SplitWarpRoles.h"
@@ -111,8 +112,9 @@ bool computed_once_a_block(const StageNode *s) {
 
 const std::vector<std::string> &lowering_steps() {
   static const std::vector<std::string> steps = {
-      "schedule_ops",   "simplify",        "lower_bulk_copy", "storage_flatten",    "vectorize_loops",
-      "pipeline",       "unroll_loops",    "storage_rewrite",    "insert_thread_syncs",
+      "schedule_ops",      "simplify",         "lower_bulk_copy",  "distribute_fragment_loops",
+      "storage_flatten",   "vectorize_loops",  "pipeline",         "unroll_loops",
+      "specialize_loops",  "storage_rewrite",  "insert_thread_syncs",
       "insert_wgmma_syncs", "split_warp_roles", "insert_cluster_syncs", "remove_no_op",
       "final_simplify"};
   return steps;
@@ -223,6 +225,8 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
   body = unroll_loops(body, options.auto_unroll_max_step, &remarks);
   body = arith::simplify(body);
   printer.after("unroll_loops", body);
+  body = specialize_loops(body);
+  printer.after("specialize_loops", body);
   body = storage_rewrite(body);
   printer.after("storage_rewrite", body);
   body = insert_thread_syncs(body);

@@ -239,6 +239,13 @@ public:
   Stage &vectorize(const IterVar &iv);
   Stage &parallel(const IterVar &iv);
   Stage &pragma(const IterVar &iv, const std::string &key, Expr value = Expr(1));
+  /// Loop partitioning of `iv`'s loop (Halide's, as an unswitched branch; specialize_loops):
+  /// the iterations where every thread passes the loop body's comparisons of `iv` (a causal
+  /// mask's, a boundary guard's) run a copy of the body without them, decided by a predicate
+  /// of `iv` and the block the compiler derives; the other iterations run the body as written.
+  /// E.g. causal attention's fold over key blocks evaluates its mask in the diagonal blocks
+  /// only.
+  Stage &specialize(const IterVar &iv);
   /// Replaces the loops from `iv` inward by the tensor intrinsic's body.
   Stage &tensorize(const IterVar &iv, std::shared_ptr<const TensorIntrin> intrin);
   /// Thread-block rasterization for L2 reuse. `rows` and `cols` are the loops bound to

@@ -288,6 +288,11 @@ Stage &Stage::pragma(const IterVar &iv, const std::string &key, Expr value) {
   return *this;
 }
 
+Stage &Stage::specialize(const IterVar &iv) {
+  check_leaf(n_, iv, "specialize");
+  return pragma(iv, "specialize");
+}
+
 Stage &Stage::tensorize(const IterVar &iv, std::shared_ptr<const TensorIntrin> intrin) {
   check_leaf(n_, iv, "tensorize");
   user_check(intrin != nullptr, "tensorize") << "stage '" << name() << "': no intrinsic given";
