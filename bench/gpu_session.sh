@@ -47,7 +47,7 @@
 #             clustered; persistent with TS=1); small ragged GEMMs read in place by 64x128
 #             blocks (1000^3 clustered, 800x1000x1200 not)
 #   attention fused attention and decoding against torch's SDPA backends
-#             (bench/attention_torch.py, 2 rounds; then the prefill rows with TC=2, wgmma),
+#             (bench/attention_torch.py, 2 rounds, the registry's default path; then the prefill rows at BQ=BK=64),
 #             then attention_decode's knobs at the issue's
 #             decoding shape (ROWS 8, 4; RING 2; LANES 8; SPLIT 1024), unchecked (not among the default
 #             steps: it needs torch)
@@ -151,7 +151,7 @@ run_step() {
         sanitize_all softmax --shape R=64,C=4096 "${once[@]}" &&
         sanitize_all layernorm --shape R=64,C=1000,V=1 "${once[@]}" &&
         sanitize_all conv2d_tensorcore_tutorial --shape batch=32,height=7,width=7 "${once[@]}" &&
-        sanitize_all attention --shape B=1,H=2,HKV=1,SQ=128,SK=256,D=64,CAUSAL=1 "${once[@]}" &&
+        sanitize_all attention --shape B=1,H=2,HKV=1,SQ=128,SK=256,D=64,CAUSAL=1,TC=1 "${once[@]}" &&
         sanitize_all attention --shape B=1,H=2,HKV=1,SQ=128,SK=256,D=128,CAUSAL=1,TC=2,BK=64 \
           "${once[@]}" &&
         sanitize_all attention_decode --shape B=1,H=4,HKV=2,SQ=2,SK=1024,D=128,SPLIT=256,CAUSAL=1 \
@@ -193,9 +193,9 @@ run_step() {
       fi ;;
     attention)
       python3 "$here/bench/attention_torch.py" --tessel ./tessel --rounds 2 --repeat 20 &&
-        echo "attention TC=2 (wgmma):" &&
+        echo "attention BQ=64 BK=64 (the registry's default on Hopper: TC=2, BQ=BK=128):" &&
         python3 "$here/bench/attention_torch.py" --tessel ./tessel --rounds 1 --repeat 20 \
-          --only prefill --prefill-knobs ,TC=2,BQ=64,BK=64,STAGES=2 &&
+          --only prefill --prefill-knobs ,BQ=64,BK=64 &&
         for knobs in ROWS=8 ROWS=4 RING=2 LANES=8 SPLIT=1024; do
           echo "attention_decode $knobs:"
           ./tessel run attention_decode --shape B=16,H=32,HKV=8,SK=32768,D=128,$knobs \

@@ -2,6 +2,7 @@
 
 #include "compiler/support/Error.h"
 #include "compiler/tessel.h"
+#include "schedules/GemmWgmma.h"
 #include "schedules/WgmmaIntrinsics.h"
 #include "schedules/WmmaIntrinsics.h"
 
@@ -649,6 +650,24 @@ ScheduledProgram attention_decode(const AttentionParams &a, DataType dtype,
   return prog;
 }
 
+AttentionParams attention_path(AttentionParams a, int64_t tc, int64_t block_queries,
+                               int64_t block_keys, bool hopper) {
+  if (tc == 3) {
+    const bool fits = a.Sq % 64 == 0 && a.Sk % 64 == 0 && (a.D == 64 || a.D == 128 || a.D == 256);
+    tc = hopper && fits ? 2 : 1;
+  }
+  a.tensor_cores = tc != 0;
+  a.wgmma = tc == 2;
+  if (a.wgmma) {
+    a.block_queries = block_queries ? block_queries : a.D == 128 && a.Sq % 128 == 0 ? 128 : 64;
+    a.block_keys = block_keys ? block_keys : a.D <= 128 && a.Sk % 128 == 0 ? 128 : 64;
+  } else {
+    a.block_queries = block_queries ? block_queries : 64;
+    a.block_keys = block_keys ? block_keys : 16;
+  }
+  return a;
+}
+
 ScheduleEntry attention_entry() {
   ScheduleEntry e;
   e.name = "attention";
@@ -661,20 +680,19 @@ ScheduleEntry attention_entry() {
       "Cores (a warp per 32 queries; BQ 32, 64 or 128), 2: on Hopper's wgmma with the softmax "
       "and the states in a warpgroup's registers (BQ 64 or 128: 1 or 2 warpgroups a block "
       "sharing K's and V's tiles; D 64, 128 or 256; the tiles in a ring of STAGES by cp.async), "
-      "0: CUDA cores";
+      "0: CUDA cores, 3 (the default): 2 on a Hopper GPU where its schedule takes the shape, "
+      "else 1. BK and BQ 0 (the default): the path's (wgmma: 128 and 128 where they fit, WMMA "
+      "and CUDA cores: 16 and 64)";
   e.default_shape = {{"B", 1},   {"H", 4},      {"HKV", 4},  {"SQ", 256}, {"SK", 256}, {"D", 64},
-                     {"CAUSAL", 0}, {"BSHD", 1}, {"BK", 16}, {"BQ", 64},  {"TC", 1},
+                     {"CAUSAL", 0}, {"BSHD", 1}, {"BK", 0}, {"BQ", 0},  {"TC", 3},
                      {"STAGES", 2}};
-  e.nonnegative = {"CAUSAL", "BSHD", "TC"};
-  e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"TC", {0, 1, 2}}};
+  e.nonnegative = {"CAUSAL", "BSHD", "TC", "BK", "BQ"};
+  e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"TC", {0, 1, 2, 3}}};
   e.dtypes = {Float(16), BFloat(16)};
   e.knobs = {{"BK", {16, 32, 64, 128}}, {"BQ", {32, 64, 128}}, {"STAGES", {1, 2, 3}}};
   e.build = [](const ShapeParams &p, DataType dtype) {
-    AttentionParams a = attention_shape(p);
-    a.block_keys = p.at("BK");
-    a.block_queries = p.at("BQ");
-    a.tensor_cores = p.at("TC") != 0;
-    a.wgmma = p.at("TC") == 2;
+    AttentionParams a = attention_path(attention_shape(p), p.at("TC"), p.at("BQ"), p.at("BK"),
+                                       hopper_gpu());
     a.stages = p.at("STAGES");
     return attention(a, dtype);
   };

@@ -14,6 +14,8 @@
 #include "runtime/Check.h"
 #include "runtime/Device.h"
 #include "runtime/Nvrtc.h"
+#include "schedules/GemmWgmma.h"
+#include "schedules/Registry.h"
 
 #include <gtest/gtest.h>
 
@@ -152,6 +154,39 @@ TEST(FusedAttention, WgmmaStepMatchesOnTheExecutor) {
                {"a multiple of it", "Sq = 96", "TC=1"});
   expect_error([] { wgmma_attention({1, 64, 64, 1, 1, 96, false}, 32); },
                {"head dim of 64, 128 or 256", "D = 96"});
+}
+
+// The registry's path (TC=3, its default): wgmma on Hopper where its schedule takes the shape,
+// with the blocks measured fastest there (128 queries, 128 keys at D <= 128); WMMA elsewhere and
+// for shapes wgmma does not take; blocks given are kept.
+TEST(FusedAttention, RegistryPathByGpu) {
+  AttentionParams a;
+  a.B = 8, a.H = 16, a.Hkv = 16, a.Sq = 4096, a.Sk = 4096, a.D = 128;
+  AttentionParams h = attention_path(a, 3, 0, 0, /*hopper=*/true);
+  EXPECT_TRUE(h.wgmma && h.tensor_cores);
+  EXPECT_EQ(h.block_queries, 128);
+  EXPECT_EQ(h.block_keys, 128);
+  AttentionParams w = attention_path(a, 3, 0, 0, /*hopper=*/false);
+  EXPECT_TRUE(w.tensor_cores && !w.wgmma);
+  EXPECT_EQ(w.block_queries, 64);
+  EXPECT_EQ(w.block_keys, 16);
+  a.D = 256;
+  EXPECT_EQ(attention_path(a, 3, 0, 0, true).block_keys, 64);
+  a.D = 16;
+  EXPECT_FALSE(attention_path(a, 3, 0, 0, true).wgmma);
+  a.D = 64;
+  EXPECT_EQ(attention_path(a, 3, 0, 0, true).block_queries, 64);
+  EXPECT_EQ(attention_path(a, 3, 0, 0, true).block_keys, 128);
+  a.D = 128, a.Sq = 192;
+  EXPECT_EQ(attention_path(a, 3, 0, 0, true).block_queries, 64);
+  EXPECT_EQ(attention_path(a, 2, 64, 32, true).block_keys, 32);
+  EXPECT_FALSE(attention_path(a, 0, 0, 0, true).tensor_cores);
+  // The registry builds the wgmma kernel on a Hopper GPU, the WMMA kernel elsewhere and without
+  // a GPU.
+  const ScheduleEntry &e = find_schedule("attention");
+  ScheduledProgram p = e.build(resolve_shape(e, {}), Float(16));
+  EXPECT_NE(to_string(lower(p.schedule, p.args)).find(hopper_gpu() ? "@wgmma_mma(" : "wmma_mma_sync"),
+            std::string::npos);
 }
 
 // Its kernel: no shared memory for S or P (registers: the scores, the rows' values, P's A
