@@ -440,6 +440,8 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
     s[S].compute_at(fold_stage, t).set_scope("local");
     s[Pq].compute_inline();
   }
+  if (a.causal) // the mask on the diagonal key blocks only, as the wgmma step's
+    fold_stage.specialize(t);
   }
 
   ScheduledProgram prog{s, {Q, K, V, O}, 3, 0};

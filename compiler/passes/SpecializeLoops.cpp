@@ -190,14 +190,18 @@ protected:
 private:
   // `body` of the loop of t, unswitched on the predicate its conditions give (or unchanged).
   Stmt specialized(const Var &t, const Stmt &body) {
-    // The loops inside t: never uniform; bounded by their ranges where those are constant.
+    // The loops inside t: never uniform; bounded by their ranges' bounds where those are
+    // finite (a column loop of extent min(row - 16 t + 1, 16) runs below 16).
     InnerLoops inner;
+    arith::Analyzer bounds;
     post_order_visit(body, [&](const IRNode *n) {
       if (const auto *f = llvm::dyn_cast<For>(n)) {
-        auto min = as_const_int(f->min), extent = as_const_int(f->extent);
+        arith::IntInterval lo = bounds.const_int_bound(f->min),
+                           hi = bounds.const_int_bound(arith::simplify(f->min + f->extent));
         std::optional<std::pair<int64_t, int64_t>> range;
-        if (min && extent && *extent > 0)
-          range = std::pair(*min, *min + *extent - 1);
+        if (lo.min != arith::IntInterval::kNegInf && hi.max != arith::IntInterval::kPosInf &&
+            hi.max > lo.min)
+          range = std::pair(lo.min, hi.max - 1);
         // One variable bound by loops of different ranges: no range.
         auto [it, fresh] = inner.try_emplace(f->loop_var.get(), range);
         if (!fresh && it->second != range)
