@@ -141,6 +141,15 @@ Expr min(Expr a, Expr b) {
   return Min::make(std::move(a), std::move(b));
 }
 
+std::vector<Expr> conjuncts(const Expr &e) {
+  if (const auto *a = e.as<And>()) {
+    std::vector<Expr> out = conjuncts(a->a), rest = conjuncts(a->b);
+    out.insert(out.end(), rest.begin(), rest.end());
+    return out;
+  }
+  return {e};
+}
+
 Expr max(Expr a, Expr b) {
   if (auto r = fold_int(a, b, [](int64_t x, int64_t y) -> std::optional<int64_t> { return std::max(x, y); }))
     return *r;

@@ -50,6 +50,8 @@ Expr operator!=(Expr a, Expr b);
 Expr operator&&(Expr a, Expr b);
 Expr operator||(Expr a, Expr b);
 Expr operator!(Expr a);
+/// The operands of a chain of && (e itself when it is no &&), left to right.
+std::vector<Expr> conjuncts(const Expr &e);
 
 // Mixed with C++ literals: the literal takes the other operand's type.
 #define TESSEL_LITERAL_OPERATORS(OP)                                                               \

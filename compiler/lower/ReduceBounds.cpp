@@ -12,15 +12,6 @@ namespace tessel {
 
 namespace {
 
-void conjuncts(const Expr &e, std::vector<Expr> &out) {
-  if (const auto *a = e.as<And>()) {
-    conjuncts(a->a, out);
-    conjuncts(a->b, out);
-  } else {
-    out.push_back(e);
-  }
-}
-
 // f such that comparison `c` is f <= 0 (integers); nothing for anything else.
 std::optional<Expr> as_nonpositive(const Expr &c) {
   auto integer = [](const Expr &a) { return a.type().is_scalar() && a.type().is_int(); };
@@ -46,8 +37,7 @@ std::optional<std::pair<Expr, Expr>> reduce_loop_bounds(const Var &x, int64_t ex
                                                         const Expr &cond,
                                                         const RangedVars &ranged) {
   const DataType t = x.type();
-  std::vector<Expr> parts;
-  conjuncts(cond, parts);
+  const std::vector<Expr> parts = conjuncts(cond);
   arith::VarBounds ranges;
   for (const auto &[v, r] : ranged)
     ranges[v] = {r.first, r.second};

@@ -41,15 +41,6 @@ std::vector<Expr> conditions_of(const Stmt &s) {
   return out;
 }
 
-void conjuncts(const Expr &e, std::vector<Expr> &out) {
-  if (const auto *a = e.as<And>()) {
-    conjuncts(a->a, out);
-    conjuncts(a->b, out);
-  } else {
-    out.push_back(e);
-  }
-}
-
 // x >= 0 comparisons that together imply `cmp` (a comparison of integers), the min and max on
 // either side split; none when `cmp` is no such comparison.
 std::optional<std::vector<Expr>> sufficient_differences(const Expr &cmp) {
@@ -211,9 +202,7 @@ private:
     std::map<std::pair<int64_t, std::string>, Split> groups; // one predicate per (a, U)
     std::vector<Expr> dropped;
     for (const Expr &c : conditions_of(body)) {
-      std::vector<Expr> atoms;
-      conjuncts(c, atoms);
-      for (const Expr &atom : atoms) {
+      for (const Expr &atom : conjuncts(c)) {
         if (contains(dropped, atom))
           continue;
         std::optional<std::vector<Expr>> diffs = sufficient_differences(atom);
@@ -264,9 +253,8 @@ private:
       const std::vector<Expr> &atoms;
       explicit Drop(const std::vector<Expr> &a) : atoms(a) {}
       Expr cond(const Expr &c) {
-        std::vector<Expr> parts, kept;
-        conjuncts(c, parts);
-        for (const Expr &p : parts)
+        std::vector<Expr> kept;
+        for (const Expr &p : conjuncts(c))
           if (!contains(atoms, p))
             kept.push_back(p);
         Expr out = const_true();
