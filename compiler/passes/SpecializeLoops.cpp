@@ -110,7 +110,7 @@ Stmt with_fresh_bindings(const Stmt &s) {
   return fresh.mutate(s);
 }
 
-// The loops inside a specialized loop, with their constant ranges (none: not constant).
+// The loops inside a specialized loop, with bounds of their variables (none: unbounded).
 using InnerLoops = llvm::DenseMap<const Variable *, std::optional<std::pair<int64_t, int64_t>>>;
 
 // d >= 0 as a t + U + W >= 0: the coefficient of t, U (uniform terms, its constant included)

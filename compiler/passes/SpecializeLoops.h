@@ -14,13 +14,13 @@ namespace tessel {
 /// A condition of the body (of an if, a select or an if_then_else; each conjunct of an &&) is
 /// dropped when it is a comparison that a sum a t + U + W >= 0 decides, a != 0 a constant, U
 /// uniform across the block (blockIdx, the loops around t) and W bounded below over the
-/// threads and the loops inside t (threadIdx, wgmma_thread_id(), mma_lane_id(), loops of
-/// constant extent); a min or max on either side is split into the comparisons that together
-/// imply it (x < min(a, b): x < a and x < b; x < max(a, b): x < a). P is the conjunction of
-/// a t + U + min W >= 0 over the dropped conditions, one term per (a, U). P is uniform, so
-/// every thread takes the same branch (barriers inside stay matched). A causal mask evaluated
-/// on every key block becomes a branch taken on the diagonal blocks only. Any form in, same
-/// form out; the attrs are consumed.
+/// threads and the loops inside t (threadIdx, wgmma_thread_id(), mma_lane_id(), loops whose
+/// range interval analysis bounds); a min or max on either side is split into the comparisons
+/// that together imply it (x < min(a, b): x < a and x < b; x < max(a, b): x < a). P is the
+/// conjunction of a t + U + min W >= 0 over the dropped conditions, one term per (a, U). P is
+/// uniform, so every thread takes the same branch (barriers inside stay matched). A causal
+/// mask evaluated on every key block becomes a branch taken on the diagonal blocks only. Any
+/// form in, same form out; the attrs are consumed.
 Stmt specialize_loops(Stmt s);
 
 } // namespace tessel
