@@ -8,10 +8,12 @@
 // IR after schedule_ops and after the whole pipeline and the CUDA source, checks the kernel
 // against a float64 reference on the CPU executor and, on a GPU, on the GPU, and times it.
 //
-// The step's two contractions (the scores, stored key-major as K Q^T, and P V) run on WMMA Tensor
-// Cores, a warp per 32 queries, a thread per query for the softmax (--tensor-cores=false: all
-// on CUDA cores);
-// wgmma with P kept in registers is the next step of docs/ATTENTION.md.
+// The step's two contractions run on Tensor Cores: on a Hopper GPU on wgmma, a warpgroup per 64
+// queries with the scores, the softmax, P and the fold's states in its registers (P as the A
+// operand of P V from registers); elsewhere (and with --wgmma=false) on WMMA, the scores stored
+// key-major as K Q^T, a warp per 32 queries and a thread per query for the softmax
+// (--tensor-cores=false: all on CUDA cores). Causal, the key blocks below the diagonal run
+// without the mask (Stage::specialize). docs/ATTENTION.md says what each path measured.
 //
 //   ./build/tutorials/flash_attention                  # B=2 H=8 (2 KV heads) S=512 D=64, causal
 //   ./build/tutorials/flash_attention --quiet          # only the checks and the time
@@ -21,10 +23,12 @@
 #include "runtime/Check.h"
 #include "runtime/Device.h"
 #include "schedules/Attention.h"
+#include "schedules/GemmWgmma.h"
 
 #include <llvm/Support/CommandLine.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <algorithm>
 #include <iostream>
 
 using namespace tessel;
@@ -43,17 +47,24 @@ int main(int argc, char **argv) {
   llvm::cl::opt<int> head_dim("head-dim", llvm::cl::init(64), llvm::cl::cat(options));
   llvm::cl::opt<bool> causal("causal", llvm::cl::init(true), llvm::cl::cat(options));
   llvm::cl::opt<bool> tensor_cores("tensor-cores", llvm::cl::init(true), llvm::cl::cat(options));
+  llvm::cl::opt<bool> wgmma("wgmma", llvm::cl::desc("wgmma where the GPU is a Hopper (default)"),
+                            llvm::cl::init(true), llvm::cl::cat(options));
   llvm::cl::HideUnrelatedOptions(options);
   llvm::cl::ParseCommandLineOptions(argc, argv, "fused attention in tessel\n");
   try {
-    AttentionParams a;
-    a.B = batch;
-    a.H = heads;
-    a.Hkv = kv_heads;
-    a.Sq = a.Sk = seq;
-    a.D = head_dim;
-    a.causal = causal;
-    a.tensor_cores = tensor_cores;
+    AttentionParams shape;
+    shape.B = batch;
+    shape.H = heads;
+    shape.Hkv = kv_heads;
+    shape.Sq = shape.Sk = seq;
+    shape.D = head_dim;
+    shape.causal = causal;
+    // The registry's path: wgmma on a Hopper GPU where it takes the shape, else WMMA.
+    const int64_t path = !tensor_cores ? 0 : wgmma ? 3 : 1;
+    AttentionParams a = attention_path(shape, path, 0, 0, hopper_gpu());
+    std::cout << "// path: " << (a.wgmma ? "wgmma" : a.tensor_cores ? "WMMA" : "CUDA cores")
+              << ", " << a.block_queries << " queries and " << a.block_keys
+              << " keys a block\n";
     ScheduledProgram p = attention(a, Float(16));
     LowerOptions lo;
     if (!quiet)
@@ -65,12 +76,19 @@ int main(int argc, char **argv) {
       std::cout << "// ---- lowered IR ----\n" << lowered << "\n";
 
     // The executor runs the same lowered kernel at a small shape (every output checked).
+    // (wgmma: two blocks of its 64 or 128 queries, one key/value head's group of query heads.)
     AttentionParams small = a;
     small.B = 1;
-    small.Sq = small.Sk = 64;
+    small.Sq = small.Sk = a.wgmma ? 2 * a.block_queries : 64;
+    if (a.wgmma) {
+      small.H = a.H / a.Hkv;
+      small.Hkv = 1;
+      small.block_keys = std::min<int64_t>(a.block_keys, small.Sk);
+    }
     ScheduledProgram ps = attention(small, Float(16));
     CheckResult cpu = check_on_cpu(ps.schedule, ps.args, ps.num_inputs);
-    std::cout << "check on the CPU executor (B=1, S=64): " << cpu.str() << "\n";
+    std::cout << "check on the CPU executor (B=1, H=" << small.H << ", S=" << small.Sq
+              << "): " << cpu.str() << "\n";
     if (!cpu.compare.ok)
       return 1;
 
