@@ -202,10 +202,6 @@ void schedule_wgmma(Schedule &s, const StepTensors &x, Stage fold, const IterVar
                                                                                   l_last);
   auto fx = fold.op_axis();
   fold.reorder({fx[0], fx[1], t, fx[2]});
-  // Causal: the key blocks every query of the block sees run without the mask, which only the
-  // diagonal blocks then evaluate.
-  if (causal)
-    fold.specialize(t);
   s[O32].set_scope("wgmma.accumulator");
 }
 
@@ -440,9 +436,11 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
     s[S].compute_at(fold_stage, t).set_scope("local");
     s[Pq].compute_inline();
   }
-  if (a.causal) // the mask on the diagonal key blocks only, as the wgmma step's
-    fold_stage.specialize(t);
   }
+  // Causal, on every path: the key blocks every query of the block sees run without the mask,
+  // which only the diagonal blocks then evaluate.
+  if (a.causal)
+    s[o_last].specialize(t);
 
   ScheduledProgram prog{s, {Q, K, V, O}, 3, 0};
   // 4 flops per (query, visible key, dim): the two products and their sums.

@@ -86,7 +86,7 @@ std::optional<std::vector<Expr>> sufficient_differences(const Expr &cmp) {
 }
 
 // `s` with a new variable for each let and loop it binds: the copy of a body beside the body
-// binds no variable twice (the executor and the passes after take one binding per variable).
+// binds none of the body's variables a second time.
 Stmt with_fresh_bindings(const Stmt &s) {
   struct Fresh : IRMutator {
     llvm::DenseMap<const Variable *, Var> renamed;
