@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cmath>
+#include <numbers>
 
 namespace tessel {
 
@@ -137,8 +138,8 @@ void schedule_tensor_cores(Schedule &s, const StepTensors &x, Stage fold, const 
 void schedule_wgmma(Schedule &s, const StepTensors &x, Stage fold, const IterVar &t,
                     const IterVar &block, const Tensor &m_last,
                     const Tensor &l_last, const Tensor &O32, const IterVar &tx,
-                    const IterVar &ty, int64_t warpgroups, int64_t D, int64_t Bk, float scale,
-                    DataType dtype, int stages, bool causal) {
+                    const IterVar &ty, int64_t warpgroups, int64_t D, int64_t Bk,
+                    DataType dtype, int stages) {
   constexpr int64_t kK = 16;
   // The tiles in shared memory in the 128-byte swizzled layout (rows of 64 halves, their
   // 16-byte units permuted: wgmma reads them without bank conflicts), copied 16 bytes a thread,
@@ -173,17 +174,11 @@ void schedule_wgmma(Schedule &s, const StepTensors &x, Stage fold, const IterVar
   Tensor QS = copy_to_shared(x.Q, x.S), KS = copy_to_shared(x.K, x.S);
   s[QS].compute_at(s[x.O], block);
   s[KS].compute_at(fold, t);
-  // The row max of the scores (scaled as it reads them) and the row sum of P by
-  // wgmma_row_reduce (a tree of each thread's registers, then the quad's shuffles); causal, the
-  // row max is over the visible keys (the mask's condition on the reduction), distributed by
-  // the layout. (P is 0 where masked: its sum needs no condition.)
-  const WgmmaRowFunction scaled{"x * scale",
-                                [scale](const Expr &v, const Expr &) { return v * scale; }};
-  for (auto [rows, kind, f] : {std::tuple{x.rowmax, RowReduce::Max, scaled},
-                               std::tuple{x.rowsum, RowReduce::Sum, WgmmaRowFunction{}}}) {
+  // The row max of the scores (causal: masked) and the row sum of P by wgmma_row_reduce (a
+  // tree of each thread's registers, then the quad's shuffles).
+  for (auto [rows, kind] : {std::pair{x.rowmax, RowReduce::Max}, {x.rowsum, RowReduce::Sum}}) {
     s[rows].compute_at(fold, t).set_scope("wgmma.rows");
-    if (!causal || kind == RowReduce::Sum)
-      s[rows].tensorize(s[rows].op_axis(3), wgmma_row_reduce(Bk, kind, f));
+    s[rows].tensorize(s[rows].op_axis(3), wgmma_row_reduce(Bk, kind));
   }
   s[x.m_new].compute_at(fold, t).set_scope("wgmma.rows");
   s[x.P].compute_at(fold, t).set_scope("wgmma.accumulator");
@@ -240,7 +235,8 @@ AttentionParams attention_shape(const ShapeParams &p) {
 std::vector<Tensor> online_softmax(const IterVar &t, const Tensor &m, const Tensor &l,
                                    const Tensor &o, const Tensor &m_new, const Tensor &rowsum,
                                    const Tensor &PV, const std::string &name,
-                                   std::function<Expr(const std::vector<Var> &)> where) {
+                                   std::function<Expr(const std::vector<Var> &)> where,
+                                   Expr (*exponential)(Expr)) {
   // A step tensor at (t, the first `n` of v) and a state at them.
   auto step = [&](const Tensor &x, const std::vector<Var> &v, size_t n) {
     std::vector<Expr> idx = {t};
@@ -251,9 +247,9 @@ std::vector<Tensor> online_softmax(const IterVar &t, const Tensor &m, const Tens
     return x(std::vector<Expr>(v.begin(), v.end()));
   };
   const size_t rows = m.ndim();
-  // A block rescales the running sum and output by exp(m_old - m_new).
+  // A block rescales the running sum and output by exp(m_old - m_new) (or 2^ in base 2).
   auto alpha = [&](const std::vector<Var> &v) {
-    return exp(state(m, {v.begin(), v.begin() + long(rows)}) - step(m_new, v, rows));
+    return exponential(state(m, {v.begin(), v.begin() + long(rows)}) - step(m_new, v, rows));
   };
   return fold(t,
               {{m, Expr(-INFINITY), [&](auto &v) { return step(m_new, v, rows); }},
@@ -317,7 +313,9 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
         },
         name, step_names);
   };
-  const float scale = 1.0f / std::sqrt(float(a.D));
+  // The softmax in base 2 (FlashAttention's): the scores' scale times log2 e, so that a
+  // probability is one multiply-add and the special-function unit's 2^x (fast_exp2).
+  const float scale = float(std::numbers::log2e / std::sqrt(double(a.D)));
   // Where query i sees key j.
   auto visible = [&](const Expr &i, const Expr &j) { return a.causal ? j <= i + off : Expr(); };
 
@@ -327,7 +325,8 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   Tensor m = fold_state({a.B, a.H, a.Sq}, Float(32), "m");
   Tensor l = fold_state({a.B, a.H, a.Sq}, Float(32), "l");
   Tensor o = fold_state({a.B, a.H, a.Sq, a.D}, Float(32), "o");
-  // The scores of block t, a contraction over the head dimension (scaled where read). For
+  // The scores of block t, a contraction over the head dimension (scaled where read: the
+  // row max scales once, a probability in its multiply-add). For
   // WMMA key-major (S(t, b, h, j, i) is query i's score of key j, S^T = K Q^T: a thread per
   // query reads its column), for wgmma query-major (S = Q K^T, the warpgroup's rows).
   IterVar d = reduce_axis({0, a.D}, "d");
@@ -337,21 +336,27 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
         return sum(query_major ? q * k : k * q, {d});
       },
       "S");
+  // Causal, the scores of the keys a query does not see are -inf (FlashAttention's mask):
+  // the row max is over all of them and their probabilities 2^-inf = 0.
+  Tensor Sm = S;
+  if (a.causal)
+    Sm = step_compute(
+        [&](Var tb, Var b, Var h, Var i, Var j) {
+          return if_then_else(visible(i, tb * bk + j), at(S, tb, b, h, i, j), -INFINITY);
+        },
+        "Smask");
   IterVar j1 = reduce_axis({0, Bk}, "j1");
   Tensor rowmax = compute(
       {T, a.B, a.H, a.Sq},
-      [&](Var tb, Var b, Var h, Var i) {
-        return max(at(S, tb, b, h, i, j1) * scale, {j1}, visible(i, tb * bk + j1));
-      },
-      "rowmax", {"t", "b", "h", "i"});
+      [&](Var tb, Var b, Var h, Var i) { return max(at(Sm, tb, b, h, i, j1), {j1}); }, "rowmax",
+      {"t", "b", "h", "i"});
   Tensor m_new = compute(
       {T, a.B, a.H, a.Sq},
-      [&](Var tb, Var b, Var h, Var i) { return max(m(b, h, i), rowmax(tb, b, h, i)); },
+      [&](Var tb, Var b, Var h, Var i) { return max(m(b, h, i), rowmax(tb, b, h, i) * scale); },
       "m_new", {"t", "b", "h", "i"});
   Tensor P = step_compute(
       [&](Var tb, Var b, Var h, Var i, Var j) {
-        Expr p = exp(at(S, tb, b, h, i, j) * scale - m_new(tb, b, h, i));
-        return a.causal ? if_then_else(visible(i, tb * bk + j), p, 0.0f) : p;
+        return fast_exp2(at(Sm, tb, b, h, i, j) * scale - m_new(tb, b, h, i));
       },
       "P");
   IterVar j2 = reduce_axis({0, Bk}, "j2");
@@ -377,7 +382,7 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   std::function<Expr(const std::vector<Var> &)> where;
   if (a.causal) // the blocks holding a key the query sees
     where = [&](const std::vector<Var> &v) { return t * bk <= v[2] + off; };
-  std::vector<Tensor> state = online_softmax(t, m, l, o, m_new, rowsum, PV, "softmax", where);
+  std::vector<Tensor> state = online_softmax(t, m, l, o, m_new, rowsum, PV, "softmax", where, fast_exp2);
   const Tensor &o_last = state[2], &l_last = state[1], &m_last = state[0];
   // O = o / l in Q's type (for wgmma the quotient a tensor of its own, in the registers).
   auto quotient = [&](Var b, Var h, Var i, Var dd) {
@@ -419,10 +424,14 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
     Stage fold_stage = s[o_last];
     fold_stage.compute_at(s[O], wg);
     schedule_wgmma(s, {Q, K, V, S, rowmax, m_new, P, Pq, PV, O, rowsum}, fold_stage, t, block,
-                   m_last, l_last, O32, tx, ty, warpgroups, a.D, Bk, scale, dtype,
-                   int(a.stages), a.causal);
+                   m_last, l_last, O32, tx, ty, warpgroups, a.D, Bk, dtype,
+                   int(a.stages));
     s[O32].compute_at(s[O], wg);
+    if (a.causal) // S masked in the registers
+      s[Sm].compute_at(fold_stage, t).set_scope("wgmma.accumulator");
   } else {
+  if (a.causal) // S masked where read
+    s[Sm].compute_inline();
   auto [iy, ix] = s[O].split(ii, 32);
   IterVar ty = thread_axis("threadIdx.y");
   s[O].bind(iy, ty).bind(ix, tx);

@@ -12,6 +12,7 @@
 // or on CUDA cores.
 #pragma once
 
+#include "compiler/ir/IROperator.h"
 #include "schedules/Registry.h"
 
 #include <functional>
@@ -44,11 +45,13 @@ struct AttentionParams {
 /// states over the rows) and output `o` (over the rows and the head dim, its last axis) take,
 /// at block t, m_new(t, row), l exp(m - m_new) + rowsum(t, row) and o exp(m - m_new) +
 /// PV(t, row, d): tensors of the step over the same rows. Returns the final m, l, o. `where`
-/// (over the rows) skips blocks, as fold's.
+/// (over the rows) skips blocks, as fold's. `exponential` is the step's: exp, or 2^x (exp2,
+/// fast_exp2) where m and the scores are in base 2 (scaled by log2 e).
 std::vector<Tensor> online_softmax(const IterVar &t, const Tensor &m, const Tensor &l,
                                    const Tensor &o, const Tensor &m_new, const Tensor &rowsum,
                                    const Tensor &PV, const std::string &name,
-                                   std::function<Expr(const std::vector<Var> &)> where = nullptr);
+                                   std::function<Expr(const std::vector<Var> &)> where = nullptr,
+                                   Expr (*exponential)(Expr) = tessel::exp);
 
 /// The program: arguments Q, K, V (inputs of `dtype`, float16 or bfloat16) and O (B, H, Sq, D)
 /// of `dtype`; float32 arithmetic.

@@ -31,6 +31,7 @@ const char *const kReservedNames[] = {
     "min", "max", "abs", "exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt", "pow", "sin",
     "cos", "tan", "tanh", "erf", "floor", "ceil", "round", "trunc", "fabs", "fmod", "assert",
     "float2", "float4", "int2", "int4", "uint2", "uint4", "tessel_floordiv", "tessel_floormod",
+    "tessel_fast_exp2f",
     "tessel_dynamic_smem",
 };
 
@@ -583,6 +584,17 @@ __device__ __forceinline__ unsigned tessel_pack_bf16x2(float lo, float hi) {
   unsigned d;
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
   return d;
+}
+)";
+  }
+  if (needs.fast_exp2) {
+    // 2^x on the special-function unit alone (fast_exp2): exp2f adds a rescale for results
+    // under 2^-126, which this flushes to zero.
+    os << R"(
+__device__ __forceinline__ float tessel_fast_exp2f(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
 }
 )";
   }

@@ -285,9 +285,13 @@ CExpr CUDAKernelEmitter::emit_math_call(const Call *op) {
   DataType t = op->type;
   std::string name = op->name;
   check_not_float8(t, name.c_str());
-  bool float_math = is_float_math(name) || name == "abs";
+  bool float_math = is_float_math(name) || name == "abs" || name == "fast_exp2";
   if (t.is_float() && float_math && name == "abs")
     name = "fabs";
+  if (name == "fast_exp2") { // float in, float out: the preamble's helper (double: exp2)
+    needs_.fast_exp2 |= t != Float(64);
+    name = t == Float(64) ? "exp2" : "tessel_fast_exp2";
+  }
   std::vector<std::string> args;
   for (const Expr &a : op->args) {
     // Half-precision math goes through float; cuda_fp16's h* functions cover too few.

@@ -166,6 +166,8 @@ Expr float_math(const char *name, Expr x) {
 } // namespace
 
 Expr exp(Expr x) { return float_math("exp", std::move(x)); }
+Expr exp2(Expr x) { return float_math("exp2", std::move(x)); }
+Expr fast_exp2(Expr x) { return float_math("fast_exp2", std::move(x)); }
 Expr log(Expr x) { return float_math("log", std::move(x)); }
 Expr tanh(Expr x) { return float_math("tanh", std::move(x)); }
 Expr erf(Expr x) { return float_math("erf", std::move(x)); }

@@ -99,6 +99,12 @@ inline Expr floormod(Expr a, int b) { DataType t = a.type(); return floormod(std
 /// Math functions of a float expression, of its type (codegen calls CUDA's, in float for
 /// float16 / bfloat16): the pieces of activations, e.g. GELU 0.5 x (1 + erf(x / sqrt 2)).
 Expr exp(Expr x);
+/// 2^x (CUDA's exp2f).
+Expr exp2(Expr x);
+/// 2^x on the GPU's special-function unit alone (PTX ex2.approx.ftz: a relative error under
+/// 2^-22, results under 2^-126 flushed to zero), one instruction where exp2 takes four and exp
+/// eight: for a softmax's exponentials, whose scale folds log2(e) into the scores' multiply.
+Expr fast_exp2(Expr x);
 /// The natural logarithm (a softmax's logsumexp, m + log l).
 Expr log(Expr x);
 Expr tanh(Expr x);

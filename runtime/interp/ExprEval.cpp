@@ -416,6 +416,7 @@ const std::unordered_map<std::string, UnaryMath> &unary_math() {
   static const std::unordered_map<std::string, UnaryMath> table = {
       {"exp", [](double x) { return std::exp(x); }},
       {"exp2", [](double x) { return std::exp2(x); }},
+      {"fast_exp2", [](double x) { return std::exp2(x); }},
       {"exp10", [](double x) { return std::pow(10.0, x); }},
       {"log", [](double x) { return std::log(x); }},
       {"log2", [](double x) { return std::log2(x); }},

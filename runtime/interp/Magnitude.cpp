@@ -28,7 +28,7 @@ Expr derivative_magnitude(const std::string &name, const Expr &x) {
   const double ln2 = std::numbers::ln2, ln10 = std::numbers::ln10;
   if (name == "exp")
     return math("exp", x);
-  if (name == "exp2")
+  if (name == "exp2" || name == "fast_exp2")
     return f64(ln2) * math("exp2", x);
   if (name == "exp10")
     return f64(ln10) * math("exp10", x);
@@ -149,8 +149,8 @@ private:
     if (!e.type().is_float()) // integers and booleans are exact
       return absolute(value_of(e));
     switch (e->kind()) {
-    case IRNodeKind::FloatImm:
-      return absolute(value_of(e));
+    case IRNodeKind::FloatImm: // an infinity (a mask's -inf) is exact and propagates no error
+      return std::isinf(e.as<FloatImm>()->value) ? f64(0) : absolute(value_of(e));
     case IRNodeKind::Var: {
       auto it = let_magnitudes_.find(e.as<Variable>());
       user_check(it != let_magnitudes_.end(), "magnitude")

@@ -120,6 +120,32 @@ TEST(CheckTolerance, EqualInfinitiesMatch) {
   EXPECT_EQ(compare(ref, finite.data(), 3, tol, mags).num_mismatches, 1u);
 }
 
+// A mask's -inf (attention's scores a query does not see) is exact: the magnitudes of the row
+// max and of the probabilities 2^(s - max) stay finite, so a wrong probability is a mismatch
+// (an infinite magnitude would accept anything).
+TEST(CheckTolerance, MaskedInfinitiesPropagateNoError) {
+  Tensor x = placeholder({64, 16}, Float(32), "x");
+  auto masked = [&](Var i, const Expr &j) {
+    return if_then_else(j <= floormod(i, 16), x(i, j), -INFINITY);
+  };
+  IterVar j1 = reduce_axis({0, 16}, "j1");
+  Tensor m = compute({64}, [&](Var i) { return max(masked(i, j1), {j1}); }, "m");
+  Tensor p = compute({64, 16}, [&](Var i, Var j) { return fast_exp2(masked(i, j) - m(i)); }, "p");
+  HostTensor hx = random_tensor(x, 3);
+  std::vector<double> ref = evaluate_reference(p, {{x, hx}});
+  std::vector<double> mags = evaluate_reference(magnitude_of(p), {{x, hx}});
+  for (size_t k = 0; k < mags.size(); ++k) {
+    ASSERT_TRUE(std::isfinite(mags[k])) << "element " << k;
+    EXPECT_EQ(ref[k] == 0, k % 16 > (k / 16) % 16) << "element " << k; // 0 where masked
+  }
+  Tolerance tol = output_tolerance(p);
+  EXPECT_TRUE(compare(ref, ref.data(), ref.size(), tol, mags).ok);
+  std::vector<double> wrong = ref;
+  for (double &v : wrong)
+    v *= 1.01;
+  EXPECT_FALSE(compare(ref, wrong.data(), wrong.size(), tol, mags).ok);
+}
+
 // A shape whose buffers and float64 reference cannot fit in host memory is refused before
 // anything is allocated (it was "internal error: std::bad_alloc ... this is a bug").
 TEST(CheckOnCpu, ShapeLargerThanHostMemoryIsTheUsersError) {

@@ -38,6 +38,25 @@ CHECK-NEXT: }
   expect_compiles(src);
 }
 
+// fast_exp2 is the special-function unit's 2^x alone (a preamble helper around
+// ex2.approx.ftz), exp2 CUDA's exp2f; on float16 both go through float.
+TEST(CodeGenCUDA, FastExp2IsOneInstruction) {
+  Buffer A = flat_buffer("A", Float(32), 256), B = flat_buffer("B", Float(16), 256);
+  IterVar tx = thread_axis("threadIdx.x");
+  Expr x = tx.var();
+  Stmt body = Seq::make({store(A, x, fast_exp2(load(A, x)) + exp2(load(A, x))),
+                         store(B, x, fast_exp2(load(B, x)))});
+  std::string src = codegen(kernel("exp2s", {A, B}, launch_thread(tx, 256, body), {1, 1, 1},
+                                   {256, 1, 1}));
+  expect_filecheck(src, R"(
+CHECK: __device__ __forceinline__ float tessel_fast_exp2f(float x) {
+CHECK: asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+CHECK: A[((int)threadIdx.x)] = tessel_fast_exp2f(A[((int)threadIdx.x)]) + exp2f(A[((int)threadIdx.x)]);
+CHECK-NEXT: B[((int)threadIdx.x)] = __float2half_rn(tessel_fast_exp2f(__half2float(B[((int)threadIdx.x)])));
+)");
+  expect_compiles(src);
+}
+
 TEST(CodeGenCUDA, Fp16WithCasts) {
   Buffer A = flat_buffer("A", Float(16), 512), B = flat_buffer("B", Float(32), 512),
          C = flat_buffer("C", Float(16), 512), D = flat_buffer("D", BFloat(16), 512);
