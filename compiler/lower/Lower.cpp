@@ -17,6 +17,7 @@
 #include "compiler/passes/LowerBulkCopy.h"
 #include "compiler/passes/InsertThreadSyncs.h"
 #include "compiler/passes/RemoveNoOp.h"
+#include "compiler/passes/OrderWgmmaTurns.h"
 #include "compiler/passes/SpecializeLoops.h"
 #include "compiler/passes/SplitHostDevice.h"
 #include "compiler/passes/StorageFlatten.h"
@@ -115,8 +116,8 @@ const std::vector<std::string> &lowering_steps() {
       "schedule_ops",      "simplify",         "lower_bulk_copy",  "distribute_fragment_loops",
       "storage_flatten",   "vectorize_loops",  "pipeline",         "unroll_loops",
       "specialize_loops",  "storage_rewrite",  "insert_thread_syncs",
-      "insert_wgmma_syncs", "split_warp_roles", "insert_cluster_syncs", "remove_no_op",
-      "final_simplify"};
+      "insert_wgmma_syncs", "order_wgmma_turns", "split_warp_roles", "insert_cluster_syncs",
+      "remove_no_op",       "final_simplify"};
   return steps;
 }
 
@@ -233,6 +234,8 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
   printer.after("insert_thread_syncs", body);
   body = insert_wgmma_syncs(body);
   printer.after("insert_wgmma_syncs", body);
+  body = order_wgmma_turns(body);
+  printer.after("order_wgmma_turns", body);
   body = split_warp_roles(body, &remarks);
   printer.after("split_warp_roles", body);
   body = insert_cluster_syncs(body);

@@ -246,6 +246,11 @@ public:
   /// E.g. causal attention's fold over key blocks evaluates its mask in the diagonal blocks
   /// only.
   Stage &specialize(const IterVar &iv);
+  /// The two warpgroups of the block (threadIdx.y) issue the wgmma groups of `iv`'s loop in
+  /// turns (FlashAttention-3's ping-pong; order_wgmma_turns): warpgroup 1's k-th group after
+  /// warpgroup 0's, warpgroup 0's next after that, so that while one works on its GEMMs'
+  /// results (a softmax) the other's GEMMs keep the Tensor Cores busy.
+  Stage &ping_pong(const IterVar &iv);
   /// Replaces the loops from `iv` inward by the tensor intrinsic's body.
   Stage &tensorize(const IterVar &iv, std::shared_ptr<const TensorIntrin> intrin);
   /// Thread-block rasterization for L2 reuse. `rows` and `cols` are the loops bound to

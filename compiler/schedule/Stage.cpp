@@ -293,6 +293,11 @@ Stage &Stage::specialize(const IterVar &iv) {
   return pragma(iv, "specialize");
 }
 
+Stage &Stage::ping_pong(const IterVar &iv) {
+  check_leaf(n_, iv, "ping_pong");
+  return pragma(iv, "ping_pong");
+}
+
 Stage &Stage::tensorize(const IterVar &iv, std::shared_ptr<const TensorIntrin> intrin) {
   check_leaf(n_, iv, "tensorize");
   user_check(intrin != nullptr, "tensorize") << "stage '" << name() << "': no intrinsic given";
