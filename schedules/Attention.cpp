@@ -139,15 +139,20 @@ void schedule_wgmma(Schedule &s, const StepTensors &x, Stage fold, const IterVar
                     const IterVar &block, const Tensor &m_last,
                     const Tensor &l_last, const Tensor &O32, const IterVar &tx,
                     const IterVar &ty, int64_t warpgroups, int64_t D, int64_t Bk,
-                    DataType dtype, int stages) {
+                    DataType dtype, int stages, bool tma) {
   constexpr int64_t kK = 16;
   // The tiles in shared memory in the 128-byte swizzled layout (rows of 64 halves, their
   // 16-byte units permuted: wgmma reads them without bank conflicts), copied 16 bytes a thread,
-  // consecutive threads along a 128-byte row.
+  // consecutive threads along a 128-byte row; or (K's and V's, `tma`) by TMA: one thread's boxes
+  // on the ring's mbarriers (bulk_copy).
   constexpr int kSwizzle = 128;
-  auto copy_to_shared = [&](const Tensor &tile, const Tensor &reader) {
+  auto copy_to_shared = [&](const Tensor &tile, const Tensor &reader, bool tma = false) {
     Tensor sh = s.cache_read(tile, "shared", {reader});
     s[sh].swizzle(kSwizzle);
+    if (tma) {
+      s[sh].bulk_copy();
+      return sh;
+    }
     auto ax = s[sh].op_axis();
     auto [c, v] = s[sh].split(ax[3], 8);
     auto [block, unit] = s[sh].split(c, kSwizzle / 2 / 8);
@@ -171,7 +176,7 @@ void schedule_wgmma(Schedule &s, const StepTensors &x, Stage fold, const IterVar
     s[acc].tensorize(ax[3], intrin);
   };
   contraction(x.S, wgmma_gemm(Bk, "col_major", kSwizzle, dtype));
-  Tensor QS = copy_to_shared(x.Q, x.S), KS = copy_to_shared(x.K, x.S);
+  Tensor QS = copy_to_shared(x.Q, x.S), KS = copy_to_shared(x.K, x.S, tma);
   s[QS].compute_at(s[x.O], block);
   s[KS].compute_at(fold, t);
   // The row max of the scores (causal: masked) and the row sum of P by wgmma_row_reduce (a
@@ -185,9 +190,9 @@ void schedule_wgmma(Schedule &s, const StepTensors &x, Stage fold, const IterVar
   s[x.Pq].compute_at(fold, t).set_scope("wgmma.matrix_a");
   s[x.Pq].tensorize(s[x.Pq].op_axis(3), wgmma_acc_to_a(Bk, dtype));
   contraction(x.PV, wgmma_gemm_rs(D, "row_major", kSwizzle, dtype));
-  Tensor VS = copy_to_shared(x.V, x.PV);
+  Tensor VS = copy_to_shared(x.V, x.PV, tma);
   s[VS].compute_at(fold, t);
-  // K's and V's tiles of the next key block by cp.async during this one.
+  // K's and V's tiles of the next key blocks by TMA or cp.async during this one.
   if (stages > 1) {
     s[KS].pipeline(stages);
     s[VS].pipeline(stages);
@@ -278,6 +283,13 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
          "head dim and block of keys that are multiples of 16; got "
       << a.block_queries << " queries a block, Sq = " << a.Sq << ", D = " << a.D << ", "
       << a.block_keys << " keys a block: change them, or use CUDA cores (TC=0)";
+  user_check(!a.tma || (a.wgmma && a.stages > 1), "attention")
+      << "TMA fills (tma) are the wgmma schedule's (TC=2) ring of 2 or more stages; got "
+      << (a.wgmma ? "" : "another path and ") << a.stages << " stage(s)";
+  user_check(!a.ping_pong || (a.wgmma && a.block_queries == 128), "attention")
+      << "ping-pong (PP=1) takes turns between the two warpgroups of a block of 128 queries on "
+         "the wgmma schedule (TC=2, BQ=128); got "
+      << (a.wgmma ? "" : "another path and ") << a.block_queries << " queries a block";
   user_check(!a.wgmma || ((a.block_queries == 64 || a.block_queries == 128) &&
                           a.Sq % a.block_queries == 0 && a.D % 64 == 0 &&
                           a.D <= 256 && a.block_keys % 16 == 0 && a.block_keys <= 256),
@@ -425,8 +437,10 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
     fold_stage.compute_at(s[O], wg);
     schedule_wgmma(s, {Q, K, V, S, rowmax, m_new, P, Pq, PV, O, rowsum}, fold_stage, t, block,
                    m_last, l_last, O32, tx, ty, warpgroups, a.D, Bk, dtype,
-                   int(a.stages));
+                   int(a.stages), a.tma);
     s[O32].compute_at(s[O], wg);
+    if (a.ping_pong)
+      fold_stage.ping_pong(t);
     if (a.causal) // S masked in the registers
       s[Sm].compute_at(fold_stage, t).set_scope("wgmma.accumulator");
   } else {
@@ -688,21 +702,30 @@ ScheduleEntry attention_entry() {
       "BK keys, a thread per query and BQ queries a block; TC 1: Q K^T and P V on WMMA Tensor "
       "Cores (a warp per 32 queries; BQ 32, 64 or 128), 2: on Hopper's wgmma with the softmax "
       "and the states in a warpgroup's registers (BQ 64 or 128: 1 or 2 warpgroups a block "
-      "sharing K's and V's tiles; D 64, 128 or 256; the tiles in a ring of STAGES by cp.async), "
+      "sharing K's and V's tiles; D 64, 128 or 256; K's and V's tiles in a ring of STAGES, by "
+      "TMA on mbarriers (TMA 1, the default: on the wgmma path with STAGES > 1) or cp.async "
+      "(TMA 0); PP 1: two warpgroups issue their GEMMs in turns), "
       "0: CUDA cores, 3 (the default): 2 on a Hopper GPU where its schedule takes the shape, "
       "else 1. BK and BQ 0 (the default): the path's (wgmma: 128 and 128 where they fit, WMMA "
       "and CUDA cores: 16 and 64)";
   e.default_shape = {{"B", 1},   {"H", 4},      {"HKV", 4},  {"SQ", 256}, {"SK", 256}, {"D", 64},
                      {"CAUSAL", 0}, {"BSHD", 1}, {"BK", 0}, {"BQ", 0},  {"TC", 3},
-                     {"STAGES", 2}};
-  e.nonnegative = {"CAUSAL", "BSHD", "TC", "BK", "BQ"};
-  e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"TC", {0, 1, 2, 3}}};
+                     {"STAGES", 2}, {"PP", 0}, {"TMA", 1}};
+  e.nonnegative = {"CAUSAL", "BSHD", "TC", "BK", "BQ", "PP", "TMA"};
+  e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"TC", {0, 1, 2, 3}}, {"PP", {0, 1}},
+               {"TMA", {0, 1}}};
   e.dtypes = {Float(16), BFloat(16)};
-  e.knobs = {{"BK", {16, 32, 64, 128}}, {"BQ", {32, 64, 128}}, {"STAGES", {1, 2, 3}}};
+  e.knobs = {{"BK", {16, 32, 64, 128}},
+             {"BQ", {32, 64, 128}},
+             {"STAGES", {1, 2, 3}},
+             {"PP", {0, 1}},
+             {"TMA", {0, 1}}};
   e.build = [](const ShapeParams &p, DataType dtype) {
     AttentionParams a = attention_path(attention_shape(p), p.at("TC"), p.at("BQ"), p.at("BK"),
                                        hopper_gpu());
     a.stages = p.at("STAGES");
+    a.ping_pong = p.at("PP") != 0;
+    a.tma = p.at("TMA") != 0 && a.wgmma && a.stages > 1; // the wgmma ring's
     return attention(a, dtype);
   };
   return e;

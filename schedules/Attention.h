@@ -36,9 +36,16 @@ struct AttentionParams {
   /// elementwise stages distributed by the accumulator's layout), P as P V's A operand from
   /// registers, the fold's states m, l, o in registers. Causal or not.
   bool wgmma = false;
-  /// wgmma: K's and V's tiles in a ring of this many (cp.async, the next blocks' during this
-  /// one's); 1: copied at each step.
+  /// wgmma: K's and V's tiles in a ring of this many (the next blocks' during this one's); 1:
+  /// copied at each step.
   int64_t stages = 2;
+  /// wgmma with stages > 1: the ring filled by TMA (one thread issues each tile's boxes, full
+  /// and empty mbarriers a slot, no block-wide barrier a key block); false: cp.async by every
+  /// thread and a syncthreads a key block.
+  bool tma = false;
+  /// wgmma with two warpgroups a block (block_queries 128): they issue their GEMMs in turns
+  /// (Stage::ping_pong), one's softmax beside the other's GEMMs.
+  bool ping_pong = false;
 };
 
 /// The online softmax's fold over the key blocks of `t`: the running max `m`, sum `l` (fold

@@ -57,12 +57,19 @@ const AttentionShape kShapes[] = {{1, 32, 32, 2, 2, 16, false}, {2, 32, 32, 4, 2
                                   {1, 16, 32, 2, 1, 128, true}, {1, 16, 16, 1, 1, 256, true}};
 
 // attention's wgmma schedule (TC=2): the step and the fold in a warpgroup's registers.
+// K's and V's ring by TMA or cp.async; two warpgroups in turns (ping_pong) or not.
+struct WgmmaOptions {
+  bool tma = false, ping_pong = false;
+};
 ScheduledProgram wgmma_attention(AttentionParams a, int64_t Bk, int64_t stages = 2,
-                                 DataType dtype = Float(16), int64_t block_queries = 64) {
+                                 DataType dtype = Float(16), int64_t block_queries = 64,
+                                 WgmmaOptions o = {}) {
   a.block_keys = Bk;
   a.block_queries = block_queries;
   a.tensor_cores = a.wgmma = true;
   a.stages = stages;
+  a.tma = o.tma;
+  a.ping_pong = o.ping_pong;
   return attention(a, dtype);
 }
 
@@ -134,26 +141,40 @@ TEST(FusedAttention, WgmmaStepMatchesOnTheExecutor) {
                         Case{{2, 128, 192, 2, 1, 64, true}, 64, 2, Float(16)},
                         Case{{1, 128, 128, 2, 2, 128, true}, 32, 2, BFloat(16)},
                         Case{bhsd, 64, 2, Float(16)}}) {
-    SCOPED_TRACE(describe(c.shape, c.Bk) + " wgmma, " + std::to_string(c.stages) + " stages" +
-                 (c.dtype == BFloat(16) ? ", bfloat16" : "") + (c.shape.bshd ? "" : ", BHSD"));
-    ScheduledProgram p = wgmma_attention(c.shape, c.Bk, c.stages, c.dtype);
-    CheckResult r = check_on_cpu(p.schedule, p.args, 3);
-    EXPECT_TRUE(r.compare.ok) << r.str();
+    for (bool tma : {false, true}) {
+      if (tma && c.stages == 1)
+        continue;
+      SCOPED_TRACE(describe(c.shape, c.Bk) + " wgmma, " + std::to_string(c.stages) +
+                   " stages" + (tma ? " by TMA" : "") +
+                   (c.dtype == BFloat(16) ? ", bfloat16" : "") + (c.shape.bshd ? "" : ", BHSD"));
+      ScheduledProgram p = wgmma_attention(c.shape, c.Bk, c.stages, c.dtype, 64, {tma});
+      CheckResult r = check_on_cpu(p.schedule, p.args, 3);
+      EXPECT_TRUE(r.compare.ok) << r.str();
+    }
   }
   // Two warpgroups a block (128 queries) sharing K's and V's tiles, each its own fold; causal
   // with key blocks of 128 too (a query block's first block is its diagonal: the next block's
-  // prefetch, not taken there, binds threadIdx.y inside its branch).
-  for (auto [causal, bk] : {std::pair{false, 64}, std::pair{true, 64}, std::pair{true, 128}}) {
-    AttentionShape a{1, 256, 256, 2, 1, 64, causal};
-    SCOPED_TRACE(describe(a, bk) + " wgmma, 128 queries a block");
-    ScheduledProgram p = wgmma_attention(a, bk, 2, Float(16), 128);
-    CheckResult r = check_on_cpu(p.schedule, p.args, 3);
-    EXPECT_TRUE(r.compare.ok) << r.str();
-  }
+  // prefetch, not taken there, binds threadIdx.y inside its branch); the ring by cp.async or
+  // TMA, the warpgroups' GEMMs in turns (ping-pong) or not.
+  for (auto [causal, bk] : {std::pair{false, 64}, std::pair{true, 64}, std::pair{true, 128}})
+    for (WgmmaOptions o :
+         {WgmmaOptions{false, false}, {true, false}, {false, true}, {true, true}}) {
+      AttentionShape a{1, 256, 256, 2, 1, 64, causal};
+      SCOPED_TRACE(describe(a, bk) + " wgmma, 128 queries a block" + (o.tma ? ", TMA" : "") +
+                   (o.ping_pong ? ", ping-pong" : ""));
+      ScheduledProgram p = wgmma_attention(a, bk, 2, Float(16), 128, o);
+      CheckResult r = check_on_cpu(p.schedule, p.args, 3);
+      EXPECT_TRUE(r.compare.ok) << r.str();
+    }
   expect_error([] { wgmma_attention({1, 96, 96, 1, 1, 64, false}, 32); },
                {"a multiple of it", "Sq = 96", "TC=1"});
   expect_error([] { wgmma_attention({1, 64, 64, 1, 1, 96, false}, 32); },
                {"head dim of 64, 128 or 256", "D = 96"});
+  expect_error([] { wgmma_attention({1, 64, 64, 1, 1, 64, false}, 32, 1, Float(16), 64, {true}); },
+               {"TMA fills", "2 or more stages", "1 stage"});
+  expect_error(
+      [] { wgmma_attention({1, 64, 64, 1, 1, 64, false}, 32, 2, Float(16), 64, {false, true}); },
+      {"ping-pong (PP=1)", "BQ=128", "64 queries a block"});
 }
 
 // The registry's path (TC=3, its default): wgmma on Hopper where its schedule takes the shape,
@@ -211,6 +232,30 @@ TEST(FusedAttention, WgmmaStepKeepsTheSoftmaxInRegisters) {
     ASSERT_FALSE(k.cubin.empty()) << k.log;
     EXPECT_EQ(k.kernels.at(0).spill_store_bytes, 0) << "D=" << D << "\n" << k.log;
   }
+}
+
+// The ring by TMA: one thread issues K's and V's boxes on the slot's full mbarrier, every
+// thread releases the slot on its empty one, no block-wide barrier in the key loop. Ping-pong:
+// each wgmma group waits for the warpgroup's turn and gives the other its turn when issued,
+// warpgroup 0 first, warpgroup 1's last turn taken after the loop.
+TEST(FusedAttention, TmaRingAndPingPongInTheKeyLoop) {
+  ScheduledProgram p =
+      wgmma_attention({1, 256, 512, 2, 2, 64, false}, 64, 2, Float(16), 128, {true, true});
+  const std::string ir = to_string(lower(p.schedule, p.args));
+  const size_t loop = ir.find("for (t: int32, 0, 8) {"), after = ir.rfind("@mbarrier_arrive(");
+  ASSERT_NE(loop, std::string::npos) << ir;
+  ASSERT_NE(after, std::string::npos) << ir;
+  const std::string body = ir.substr(loop, after - loop);
+  for (const char *s : {"@tma_load(K_tmap, ", "@tma_load(V_tmap, ", "@mbarrier_wait(",
+                        "@named_barrier_sync(threadIdx.y + 5, 256)\n",
+                        "@named_barrier_arrive(6 - threadIdx.y, 256)"})
+    EXPECT_NE(body.find(s), std::string::npos) << s << "\n" << ir;
+  EXPECT_EQ(body.find("@syncthreads()"), std::string::npos) << ir;
+  const std::string before = ir.substr(0, loop), rest = ir.substr(after);
+  EXPECT_NE(before.find("if (threadIdx.y == 1) {\n    @named_barrier_arrive(5, 256)"),
+            std::string::npos) << ir;
+  EXPECT_NE(rest.find("if (threadIdx.y == 0) {\n    @named_barrier_sync(5, 256)"),
+            std::string::npos) << ir;
 }
 
 TEST(FusedAttention, OneKernelWithTheStatesInRegisters) {
@@ -644,8 +689,19 @@ TEST(FusedAttention, GpuMatchesTheReference) {
                           Case{{1, 256, 512, 4, 4, 128, true}, Float(16)},
                           Case{{1, 128, 256, 2, 1, 256, false}, BFloat(16)},
                           Case{{2, 192, 192, 2, 2, 128, true}, BFloat(16)}}) {
-      SCOPED_TRACE(describe(c.shape, 64) + " wgmma");
-      ScheduledProgram p = wgmma_attention(c.shape, 64, 2, c.dtype);
+      for (bool tma : {false, true}) {
+        SCOPED_TRACE(describe(c.shape, 64) + " wgmma" + (tma ? ", TMA" : ""));
+        ScheduledProgram p = wgmma_attention(c.shape, 64, 2, c.dtype, 64, {tma});
+        CheckResult w = check_on_gpu(p.schedule, p.args, 3);
+        EXPECT_TRUE(w.compare.ok) << w.str();
+      }
+    }
+    // Two warpgroups a block, the ring by TMA, their GEMMs in turns or not; causal at D = 128.
+    for (bool ping_pong : {false, true}) {
+      AttentionShape a{1, 512, 512, 4, 2, 128, true};
+      SCOPED_TRACE(describe(a, 128) + " wgmma, 128 queries a block, TMA" +
+                   (ping_pong ? ", ping-pong" : ""));
+      ScheduledProgram p = wgmma_attention(a, 128, 2, Float(16), 128, {true, ping_pong});
       CheckResult w = check_on_gpu(p.schedule, p.args, 3);
       EXPECT_TRUE(w.compare.ok) << w.str();
     }
