@@ -10,10 +10,13 @@
 #include "TestUtil.h"
 
 #include "compiler/codegen/CodeGenCUDA.h"
+#include "compiler/ir/IRMutator.h"
+#include "compiler/ir/Intrinsics.h"
 #include "compiler/tessel.h"
 #include "runtime/Check.h"
 #include "runtime/Device.h"
 #include "runtime/Nvrtc.h"
+#include "runtime/interp/Executor.h"
 #include "schedules/GemmWgmma.h"
 #include "schedules/Registry.h"
 
@@ -256,6 +259,30 @@ TEST(FusedAttention, TmaRingAndPingPongInTheKeyLoop) {
             std::string::npos) << ir;
   EXPECT_NE(rest.find("if (threadIdx.y == 0) {\n    @named_barrier_sync(5, 256)"),
             std::string::npos) << ir;
+}
+
+// Without the turns' arrivals, warpgroup 0 waits for a turn that never comes: the executor,
+// whose warps run as fibers where named barriers are, reports the deadlock, naming the
+// barrier, instead of hanging.
+TEST(FusedAttention, PingPongWithoutTurnsIsADeadlock) {
+  ScheduledProgram p =
+      wgmma_attention({1, 128, 128, 1, 1, 64, false}, 64, 2, Float(16), 128, {true, true});
+  LoweredModule m = lower(p.schedule, p.args);
+  struct DropArrivals : IRMutator {
+    Stmt visit(const Evaluate *op) override {
+      const auto *c = op->value.as<Call>();
+      if (c && c->is_intrinsic(intrinsic::named_barrier_arrive))
+        return Evaluate::make(Expr(0));
+      return IRMutator::visit(op);
+    }
+  };
+  for (LoweredFunc &f : m.funcs)
+    f.body = DropArrivals().mutate(f.body);
+  std::vector<double> values(128 * 64, 0.5);
+  interp::HostBuffer q = interp::HostBuffer::from_doubles(Float(16), values), k = q, v = q,
+                     o = interp::HostBuffer::from_doubles(Float(16), values);
+  expect_error([&] { interp::execute(m, {&q, &k, &v, &o}); },
+               {"deadlock", "named_barrier_sync(5, 256)"});
 }
 
 TEST(FusedAttention, OneKernelWithTheStatesInRegisters) {
