@@ -37,7 +37,8 @@
 #             a float16 y (persistent, ping-pong and strided too), the fused conv2d_bias_relu and
 #             gemm_bias_gelu, ragged gemm_wgmma (padded copies, and read in place), a depthwise
 #             conv2d_grouped, softmax and layernorm with their reductions across threads, the
-#             tutorial at batch 32, attention (WMMA and wgmma, causal) and attention_decode; racecheck on
+#             tutorial at batch 32, attention (WMMA and wgmma, causal; the wgmma ring by TMA, and
+#             with ping-pong) and attention_decode; racecheck on
 #             gemm_shared at 256^3. One timed launch each (tessel run --number 1 --repeat 1)
 #             after the check's run and the warm-up
 #   sanitize_hopper  the same three tools on issue 25's kernels (apart, so that each step fits
@@ -153,6 +154,8 @@ run_step() {
         sanitize_all conv2d_tensorcore_tutorial --shape batch=32,height=7,width=7 "${once[@]}" &&
         sanitize_all attention --shape B=1,H=2,HKV=1,SQ=128,SK=256,D=64,CAUSAL=1,TC=1 "${once[@]}" &&
         sanitize_all attention --shape B=1,H=2,HKV=1,SQ=128,SK=256,D=128,CAUSAL=1,TC=2,BK=64 \
+          "${once[@]}" &&
+        sanitize_all attention --shape B=1,H=2,HKV=1,SQ=256,SK=256,D=128,CAUSAL=1,TC=2,BQ=128,PP=1 \
           "${once[@]}" &&
         sanitize_all attention_decode --shape B=1,H=4,HKV=2,SQ=2,SK=1024,D=128,SPLIT=256,CAUSAL=1 \
           "${once[@]}" &&

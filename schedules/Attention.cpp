@@ -295,8 +295,9 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
                           a.D <= 256 && a.block_keys % 16 == 0 && a.block_keys <= 256),
              "attention")
       << "the wgmma schedule (a warpgroup per 64 queries, tiles in 128-byte swizzled rows) takes "
-         "64 or 128 queries a block, a number of queries that is a multiple of it, a head dim of "
-         "64, 128 or 256 and a block of keys that is a multiple of 16 up to 256; got "
+         "64 or 128 queries a block, a number of queries that is a multiple of it, a head dim "
+         "that is a multiple of 64 up to 256 and a block of keys that is a multiple of 16 up to "
+         "256; got "
       << a.block_queries << " queries a block, Sq = " << a.Sq << ", D = " << a.D << ", "
       << a.block_keys << " keys a block: change them, or use WMMA (TC=1)";
   const int g = int(a.H / a.Hkv), bk = int(a.block_keys), off = int(a.Sk - a.Sq);
@@ -681,6 +682,7 @@ AttentionParams attention_path(AttentionParams a, int64_t tc, int64_t block_quer
   }
   a.tensor_cores = tc != 0;
   a.wgmma = tc == 2;
+  a.tma = a.wgmma && a.stages > 1;
   if (a.wgmma) {
     a.block_queries = block_queries ? block_queries : a.D == 128 && a.Sq % 128 == 0 ? 128 : 64;
     a.block_keys = block_keys ? block_keys : a.D <= 128 && a.Sk % 128 == 0 ? 128 : 64;

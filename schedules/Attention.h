@@ -86,7 +86,8 @@ ScheduledProgram attention_decode(const AttentionParams &p, DataType dtype,
 /// its schedule takes the shape, else WMMA. Block sizes of 0 take the path's: wgmma 128 queries
 /// at D = 128 (64 otherwise or where Sq is no multiple of 128) and 128 keys at D <= 128 (64 at
 /// D = 256 or where Sk is no multiple of 128), the fastest measured at D = 64 and 128
-/// (docs/ATTENTION.md; D = 256 untimed); WMMA and CUDA cores 64 and 16.
+/// (docs/ATTENTION.md; D = 256 untimed); WMMA and CUDA cores 64 and 16. wgmma's ring (with
+/// `a.stages` > 1) by TMA.
 AttentionParams attention_path(AttentionParams a, int64_t tc, int64_t block_queries,
                                int64_t block_keys, bool hopper);
 

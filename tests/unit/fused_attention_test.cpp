@@ -172,7 +172,7 @@ TEST(FusedAttention, WgmmaStepMatchesOnTheExecutor) {
   expect_error([] { wgmma_attention({1, 96, 96, 1, 1, 64, false}, 32); },
                {"a multiple of it", "Sq = 96", "TC=1"});
   expect_error([] { wgmma_attention({1, 64, 64, 1, 1, 96, false}, 32); },
-               {"head dim of 64, 128 or 256", "D = 96"});
+               {"head dim that is a multiple of 64 up to 256", "D = 96"});
   expect_error([] { wgmma_attention({1, 64, 64, 1, 1, 64, false}, 32, 1, Float(16), 64, {true}); },
                {"TMA fills", "2 or more stages", "1 stage"});
   expect_error(
@@ -187,11 +187,11 @@ TEST(FusedAttention, RegistryPathByGpu) {
   AttentionParams a;
   a.B = 8, a.H = 16, a.Hkv = 16, a.Sq = 4096, a.Sk = 4096, a.D = 128;
   AttentionParams h = attention_path(a, 3, 0, 0, /*hopper=*/true);
-  EXPECT_TRUE(h.wgmma && h.tensor_cores);
+  EXPECT_TRUE(h.wgmma && h.tensor_cores && h.tma);
   EXPECT_EQ(h.block_queries, 128);
   EXPECT_EQ(h.block_keys, 128);
   AttentionParams w = attention_path(a, 3, 0, 0, /*hopper=*/false);
-  EXPECT_TRUE(w.tensor_cores && !w.wgmma);
+  EXPECT_TRUE(w.tensor_cores && !w.wgmma && !w.tma);
   EXPECT_EQ(w.block_queries, 64);
   EXPECT_EQ(w.block_keys, 16);
   a.D = 256;
