@@ -48,7 +48,8 @@
 #             clustered; persistent with TS=1); small ragged GEMMs read in place by 64x128
 #             blocks (1000^3 clustered, 800x1000x1200 not)
 #   attention fused attention and decoding against torch's SDPA backends
-#             (bench/attention_torch.py, 2 rounds, the registry's default path; then the prefill rows at BQ=BK=64),
+#             (bench/attention_torch.py, 2 rounds, the registry's default path; then the prefill rows
+#             with a TMA ring of 3 and a slack of 1, the same in ping-pong, and by cp.async),
 #             then attention_decode's knobs at the issue's
 #             decoding shape (ROWS 8, 4; RING 2; LANES 8; SPLIT 1024), unchecked (not among the default
 #             steps: it needs torch)
@@ -196,9 +197,11 @@ run_step() {
       fi ;;
     attention)
       python3 "$here/bench/attention_torch.py" --tessel ./tessel --rounds 2 --repeat 20 &&
-        echo "attention BQ=64 BK=64 (the registry's default on Hopper: TC=2, BQ=BK=128):" &&
-        python3 "$here/bench/attention_torch.py" --tessel ./tessel --rounds 1 --repeat 20 \
-          --only prefill --prefill-knobs ,BQ=64,BK=64 &&
+        for knobs in STAGES=3,SLACK=1 STAGES=3,SLACK=1,PP=1,BQ=128 TMA=0; do
+          echo "attention prefill $knobs (the default on Hopper: TC=2, TMA=1, STAGES=2):"
+          python3 "$here/bench/attention_torch.py" --tessel ./tessel --rounds 1 --repeat 20 \
+            --only prefill --prefill-knobs ,$knobs || return 1
+        done &&
         for knobs in ROWS=8 ROWS=4 RING=2 LANES=8 SPLIT=1024; do
           echo "attention_decode $knobs:"
           ./tessel run attention_decode --shape B=16,H=32,HKV=8,SK=32768,D=128,$knobs \

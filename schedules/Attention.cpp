@@ -139,7 +139,7 @@ void schedule_wgmma(Schedule &s, const StepTensors &x, Stage fold, const IterVar
                     const IterVar &block, const Tensor &m_last,
                     const Tensor &l_last, const Tensor &O32, const IterVar &tx,
                     const IterVar &ty, int64_t warpgroups, int64_t D, int64_t Bk,
-                    DataType dtype, int stages, bool tma) {
+                    DataType dtype, int stages, bool tma, int slack) {
   constexpr int64_t kK = 16;
   // The tiles in shared memory in the 128-byte swizzled layout (rows of 64 halves, their
   // 16-byte units permuted: wgmma reads them without bank conflicts), copied 16 bytes a thread,
@@ -194,8 +194,8 @@ void schedule_wgmma(Schedule &s, const StepTensors &x, Stage fold, const IterVar
   s[VS].compute_at(fold, t);
   // K's and V's tiles of the next key blocks by TMA or cp.async during this one.
   if (stages > 1) {
-    s[KS].pipeline(stages);
-    s[VS].pipeline(stages);
+    s[KS].pipeline(stages, slack);
+    s[VS].pipeline(stages, slack);
   }
   // The fold: its states in registers, the key blocks outside the rows.
   fold.set_scope("wgmma.accumulator").set_scope("wgmma.rows", m_last).set_scope("wgmma.rows",
@@ -286,6 +286,10 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   user_check(!a.tma || (a.wgmma && a.stages > 1), "attention")
       << "TMA fills (tma) are the wgmma schedule's (TC=2) ring of 2 or more stages; got "
       << (a.wgmma ? "" : "another path and ") << a.stages << " stage(s)";
+  user_check(a.slack == 0 || (a.tma && a.stages >= 2 + a.slack), "attention")
+      << "a slack of " << a.slack << " is the TMA ring's (TMA=1) and needs " << 2 + a.slack
+      << " stages or more; got " << (a.tma ? "" : "no TMA ring and ") << a.stages
+      << " stage(s)";
   user_check(!a.ping_pong || (a.wgmma && a.block_queries == 128), "attention")
       << "ping-pong (PP=1) takes turns between the two warpgroups of a block of 128 queries on "
          "the wgmma schedule (TC=2, BQ=128); got "
@@ -438,7 +442,7 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
     fold_stage.compute_at(s[O], wg);
     schedule_wgmma(s, {Q, K, V, S, rowmax, m_new, P, Pq, PV, O, rowsum}, fold_stage, t, block,
                    m_last, l_last, O32, tx, ty, warpgroups, a.D, Bk, dtype,
-                   int(a.stages), a.tma);
+                   int(a.stages), a.tma, int(a.slack));
     s[O32].compute_at(s[O], wg);
     if (a.ping_pong)
       fold_stage.ping_pong(t);
@@ -706,16 +710,18 @@ ScheduleEntry attention_entry() {
       "and the states in a warpgroup's registers (BQ 64 or 128: 1 or 2 warpgroups a block "
       "sharing K's and V's tiles; D 64, 128 or 256; K's and V's tiles in a ring of STAGES, by "
       "TMA on mbarriers (TMA 1, the default: on the wgmma path with STAGES > 1) or cp.async "
-      "(TMA 0); PP 1: two warpgroups issue their GEMMs in turns), "
+      "(TMA 0; SLACK 1 refills a slot a key block after its release: STAGES >= 3); PP 1: two "
+      "warpgroups issue their GEMMs in turns), "
       "0: CUDA cores, 3 (the default): 2 on a Hopper GPU where its schedule takes the shape, "
       "else 1. BK and BQ 0 (the default): the path's (wgmma: 128 and 128 where they fit, WMMA "
       "and CUDA cores: 16 and 64)";
   e.default_shape = {{"B", 1},   {"H", 4},      {"HKV", 4},  {"SQ", 256}, {"SK", 256}, {"D", 64},
                      {"CAUSAL", 0}, {"BSHD", 1}, {"BK", 0}, {"BQ", 0},  {"TC", 3},
-                     {"STAGES", 2}, {"PP", 0}, {"TMA", 1}};
-  e.nonnegative = {"CAUSAL", "BSHD", "TC", "BK", "BQ", "PP", "TMA"};
+                     {"STAGES", 2}, {"PP", 0}, {"TMA", 1}, {"SLACK", 0}};
+  e.nonnegative = {"CAUSAL", "BSHD", "TC", "BK", "BQ", "PP", "TMA", "SLACK"};
   e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"TC", {0, 1, 2, 3}}, {"PP", {0, 1}},
-               {"TMA", {0, 1}}};
+               {"TMA", {0, 1}},
+             {"SLACK", {0, 1}}};
   e.dtypes = {Float(16), BFloat(16)};
   e.knobs = {{"BK", {16, 32, 64, 128}},
              {"BQ", {32, 64, 128}},
@@ -728,6 +734,7 @@ ScheduleEntry attention_entry() {
     a.stages = p.at("STAGES");
     a.ping_pong = p.at("PP") != 0;
     a.tma = p.at("TMA") != 0 && a.wgmma && a.stages > 1; // the wgmma ring's
+    a.slack = p.at("SLACK");
     return attention(a, dtype);
   };
   return e;

@@ -43,6 +43,9 @@ struct AttentionParams {
   /// and empty mbarriers a slot, no block-wide barrier a key block); false: cp.async by every
   /// thread and a syncthreads a key block.
   bool tma = false;
+  /// The TMA ring's slack (Stage::pipeline): a slot refilled this many key blocks after both
+  /// warpgroups released it, so that they may drift apart (with ping_pong). stages >= 2 + slack.
+  int64_t slack = 0;
   /// wgmma with two warpgroups a block (block_queries 128): they issue their GEMMs in turns
   /// (Stage::ping_pong), one's softmax beside the other's GEMMs.
   bool ping_pong = false;

@@ -302,7 +302,9 @@ inline constexpr const char *storage_scope = "storage_scope";         ///< node:
 inline constexpr const char *storage_align = "storage_align";         ///< node: Buffer
 inline constexpr const char *storage_interleave = "storage_interleave"; ///< node: Buffer; value: chunk
 inline constexpr const char *storage_swizzle = "storage_swizzle"; ///< node: Buffer; value: bytes
-/// node: the buffer (Form 1) or its storage var (Form 2); value: the number of stages (>= 2).
+/// node: the buffer (Form 1) or its storage var (Form 2); value: the number of stages (>= 2), or
+/// tuple(stages, slack) with Stage::pipeline's slack (iterations a TMA ring's refill runs
+/// behind the release of its slot).
 inline constexpr const char *pipeline_scope = "pipeline_scope";
 /// node: a buffer var; around the steady-state fill of a pipelined buffer (inject_pipeline). The
 /// fill writes a stage that no other statement of the iteration touches before the pipeline's

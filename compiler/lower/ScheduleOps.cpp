@@ -637,7 +637,13 @@ Stmt schedule_ops(const ScheduleNode *sch, const StageBodies &bodies, const Doma
       nest = AttrStmt::make(buf, attr::bulk_copy, what, nest);
     }
     if (s->pipeline_stages > 1)
-      nest = AttrStmt::make(buf, attr::pipeline_scope, Expr(s->pipeline_stages), nest);
+      nest = AttrStmt::make(
+          buf, attr::pipeline_scope,
+          s->pipeline_slack ? Call::make(Handle(), "tuple",
+                                         {Expr(s->pipeline_stages), Expr(s->pipeline_slack)},
+                                         Call::PureIntrinsic)
+                            : Expr(s->pipeline_stages),
+          nest);
     if (s->warp_specialized)
       nest = AttrStmt::make(buf, attr::warp_roles,
                             Expr(int(s->consumer_roles == ConsumerRoles::ping_pong)), nest);

@@ -103,6 +103,7 @@ struct Plan {
   bool alloc_inside_loop = false;
   int attrs = 0;
   int stages = 0; ///< asked for by the attr; the loop's largest count is what is used
+  int slack = 0;  ///< Stage::pipeline's slack (a TMA ring's; pipeline_scope's tuple)
   bool valid = true;
   std::string why_not; ///< the first reason it cannot be pipelined, for the remark
   /// Filled by TMA (an attr bulk_copy of tma_load calls): completes on the ring's barriers.
@@ -246,10 +247,13 @@ private:
       order.push_back(var);
     Plan &p = it->second;
     p.attr = op;
-    auto stages = as_const_int(op->value);
+    // stages, or tuple(stages, slack)
+    const auto *tuple = op->value.as<Call>();
+    auto stages = as_const_int(tuple ? tuple->args.at(0) : op->value);
     internal_check(stages && *stages >= 2) << "pipeline_scope needs 2 or more stages, got "
                                            << op->value;
     p.stages = int(*stages);
+    p.slack = tuple ? int(as_const_int(tuple->args.at(1)).value_or(0)) : 0;
     p.warp_roles = roles_ > 0;
     ++p.attrs;
     if (const AttrStmt *bulk = bulk_copy_of(op)) {
@@ -273,6 +277,11 @@ private:
       p.bulk_once = loops_.empty() && divergent_ == 0 && p.attrs == 1 && p.bulk_bytes > 0 &&
                     !uses_thread_var(op->body);
     }
+    user_check(p.bulk || p.slack == 0, "pipeline")
+        << "buffer '" << var->name << "': a pipeline's slack (" << p.slack << ") is a TMA "
+        << "ring's (its slots released on mbarriers); this one is filled by the block's "
+        << "threads, which meet at a barrier each iteration: fill it by bulk_copy, or give no "
+        << "slack";
     p.require(p.attrs == 1, "it is filled in more than one place");
     p.require(!loops_.empty(), kNoLoop);
     p.require(loops_.empty() || !loops_.back().divergent,
@@ -695,7 +704,7 @@ private:
   // The loop of bulk copies: a ring of `stages` slots, each with a full and an empty barrier.
   // One thread (the leader) waits until a slot is empty, announces its bytes and issues its
   // tma_load calls; every thread waits until the slot it computes on is full, and once its reads
-  // of a slot are over (lag iterations later, when the compute reads asynchronously) arrives
+  // of a slot are over (`delay` iterations later, when the compute reads asynchronously) arrives
   // on that slot's empty barrier. No block barrier is left in the loop: warps drift apart by up
   // to the ring's slack.
   //
@@ -703,13 +712,13 @@ private:
   // prologue: split_warp_roles moves it into a producer loop of its own, which runs ahead of the
   // consumers as far as the empty barriers let it (the whole ring). Before that split the loop
   // is still a correct program: the slot filled in iteration i was released in iteration
-  // i - stages + lag, before it.
+  // i - stages + delay, before it.
   Stmt bulk_pipeline(const For *op, const std::vector<Plan *> &here, int stages, bool roles) {
     Stmt compute = remove_no_op(IRMutator::mutate(op->body));
     Var i = op->loop_var;
     DataType t = i.type();
     Expr end = op->min + op->extent;
-    const Expr step_in_loop = is_zero(op->min) ? Expr(i) : i - op->min; // counts the lag
+    const Expr step_in_loop = is_zero(op->min) ? Expr(i) : i - op->min; // counts the delay
     Expr rel = ring_step(*op);
     // In a persistent kernel's tile loop the ring's barriers are initialized once, before it.
     TileLoop *tile = tiles_.empty() ? nullptr : &tiles_.back();
@@ -732,8 +741,17 @@ private:
     auto full_at = [&](const Expr &slot) { return element_address(full, slot); };
     auto empty_at = [&](const Expr &slot) { return element_address(empty, slot); };
     auto [leader, threads] = leader_and_threads(*here[0]);
-    int lag = stages >= 3 && reads_asynchronously(compute) ? 1 : 0;
+    // A slot's release comes `delay` iterations after its reads (1: wgmma's reads left in
+    // flight); its refill `slack` iterations after that (Stage::pipeline's).
+    int slack = 0;
+    for (Plan *p : here)
+      slack = std::max(slack, p->slack);
+    if (roles)
+      slack = 0; // the producer runs as far ahead as the releases allow
+    int delay = stages >= 3 + slack && reads_asynchronously(compute) ? 1 : 0;
+    int lag = delay + slack;
     int ahead = stages - 1 - lag;
+    internal_check(ahead >= 1) << "pipeline of " << stages << " stages with a slack of " << slack;
 
     // The fill of iteration `iter` (relative: `iter_rel`) into slot iter_rel % stages. In the
     // steady state the slot was last read in iteration iter_rel - stages, whose release is
@@ -789,10 +807,10 @@ private:
             intrinsic_stmt(intrinsic::mbarrier_arrive_cluster, {empty_at(slot), Expr(r)}));
       return Seq::make(std::move(arrivals));
     };
-    // Reads of iteration rel - lag are over at the end of iteration rel.
-    Stmt release = release_slot(floormod(rel - lag, stages));
-    if (lag)
-      release = IfThenElse::make(step_in_loop >= lag, release);
+    // Reads of iteration rel - delay are over at the end of iteration rel.
+    Stmt release = release_slot(floormod(rel - delay, stages));
+    if (delay)
+      release = IfThenElse::make(step_in_loop >= delay, release);
     Stmt wait_full = intrinsic_stmt(
         intrinsic::mbarrier_wait,
         {full_at(floormod(rel, stages)), floormod(floordiv(rel, stages), 2)});
@@ -814,9 +832,9 @@ private:
     // the loop, where insert_wgmma_syncs waits for them) and before the epilogue, so that the
     // producer has the whole ring for the next tile meanwhile.
     Stmt release_last;
-    if (tile && lag)
+    if (tile && delay)
       release_last = release_slot(floormod(substitute(rel, i, end - 1), stages));
-    Stmt result = finish_loop(*op, std::move(body), lag, std::move(out), here, release_last);
+    Stmt result = finish_loop(*op, std::move(body), delay, std::move(out), here, release_last);
     if (tile)
       return result; // the barriers are allocated around the tile loop
     result = Allocate::make(empty_var, UInt(64), {Expr(stages)}, "shared", result);

@@ -198,7 +198,11 @@ public:
   /// Copies from global to shared memory become cp.async (sm_80+) where they are 4, 8 or 16 bytes
   /// per thread (vectorize the copy's inner axis). Stages filled in the same loop are pipelined
   /// together (with the largest count among them).
-  Stage &pipeline(int stages);
+  /// `slack` (TMA rings, bulk_copy): a slot is refilled `slack` iterations after the one whose
+  /// reads released it, the fills that many iterations less ahead, so that the threads reading
+  /// the ring may drift that many iterations apart before a refill waits for the slowest (two
+  /// warpgroups out of step, Stage::ping_pong). Needs stages >= 2 + slack.
+  Stage &pipeline(int stages, int slack = 0);
   /// Fills this shared stage with TMA bulk tensor copies (cp.async.bulk.tensor, Hopper): one
   /// thread copies the whole tile in boxes of the tensor map that lower_bulk_copy derives from
   /// the copy, completing on the mbarriers of the pipeline ring (so the stage must also be
@@ -321,6 +325,7 @@ public:
   std::vector<std::pair<int, std::string>> output_scopes;
   bool is_output = false;
   int pipeline_stages = 1; ///< 1: not pipelined
+  int pipeline_slack = 0;  ///< Stage::pipeline's slack
   bool bulk_copy = false;  ///< Stage::bulk_copy
   std::optional<Im2colCopy> im2col; ///< Stage::bulk_copy_im2col
   std::vector<IterVar> env_threads;

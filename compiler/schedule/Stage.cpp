@@ -519,12 +519,16 @@ Stage &Stage::double_buffer() {
   return pipeline(2);
 }
 
-Stage &Stage::pipeline(int stages) {
+Stage &Stage::pipeline(int stages, int slack) {
   user_check(n_->op.as<ComputeOpNode>() && !n_->is_output, "pipeline")
       << "stage '" << name() << "': only intermediate computed stages can be pipelined";
   user_check(stages >= 2 && stages <= 8, "pipeline")
       << "stage '" << name() << "': a pipeline needs 2 to 8 stages, got " << stages;
+  user_check(slack >= 0 && stages >= 2 + slack, "pipeline")
+      << "stage '" << name() << "': a slack of " << slack << " needs " << 2 + slack
+      << " stages or more (one filled ahead of the one computed), got " << stages;
   n_->pipeline_stages = stages;
+  n_->pipeline_slack = slack;
   return *this;
 }
 

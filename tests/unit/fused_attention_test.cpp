@@ -60,9 +60,11 @@ const AttentionShape kShapes[] = {{1, 32, 32, 2, 2, 16, false}, {2, 32, 32, 4, 2
                                   {1, 16, 32, 2, 1, 128, true}, {1, 16, 16, 1, 1, 256, true}};
 
 // attention's wgmma schedule (TC=2): the step and the fold in a warpgroup's registers.
-// K's and V's ring by TMA or cp.async; two warpgroups in turns (ping_pong) or not.
+// K's and V's ring by TMA or cp.async; two warpgroups in turns (ping_pong) or not; the TMA
+// ring's slack.
 struct WgmmaOptions {
   bool tma = false, ping_pong = false;
+  int64_t slack = 0;
 };
 ScheduledProgram wgmma_attention(AttentionParams a, int64_t Bk, int64_t stages = 2,
                                  DataType dtype = Float(16), int64_t block_queries = 64,
@@ -73,6 +75,7 @@ ScheduledProgram wgmma_attention(AttentionParams a, int64_t Bk, int64_t stages =
   a.stages = stages;
   a.tma = o.tma;
   a.ping_pong = o.ping_pong;
+  a.slack = o.slack;
   return attention(a, dtype);
 }
 
@@ -135,40 +138,55 @@ TEST(FusedAttention, WgmmaStepMatchesOnTheExecutor) {
     AttentionShape shape;
     int64_t Bk, stages;
     DataType dtype;
+    bool tma;
   };
   AttentionShape bhsd{1, 64, 128, 2, 1, 64, false};
   bhsd.bshd = false;
-  for (const Case &c : {Case{{1, 128, 128, 2, 2, 64, false}, 64, 2, Float(16)},
-                        Case{{1, 64, 256, 4, 2, 128, false}, 128, 1, Float(16)},
-                        Case{{1, 64, 128, 2, 1, 256, false}, 32, 3, BFloat(16)},
-                        Case{{2, 128, 192, 2, 1, 64, true}, 64, 2, Float(16)},
-                        Case{{1, 128, 128, 2, 2, 128, true}, 32, 2, BFloat(16)},
-                        Case{bhsd, 64, 2, Float(16)}}) {
-    for (bool tma : {false, true}) {
-      if (tma && c.stages == 1)
-        continue;
-      SCOPED_TRACE(describe(c.shape, c.Bk) + " wgmma, " + std::to_string(c.stages) +
-                   " stages" + (tma ? " by TMA" : "") +
-                   (c.dtype == BFloat(16) ? ", bfloat16" : "") + (c.shape.bshd ? "" : ", BHSD"));
-      ScheduledProgram p = wgmma_attention(c.shape, c.Bk, c.stages, c.dtype, 64, {tma});
-      CheckResult r = check_on_cpu(p.schedule, p.args, 3);
-      EXPECT_TRUE(r.compare.ok) << r.str();
-    }
+  for (const Case &c : {Case{{1, 128, 128, 2, 2, 64, false}, 64, 2, Float(16), false},
+                        Case{{1, 64, 256, 4, 2, 128, false}, 128, 1, Float(16), false},
+                        Case{{1, 64, 128, 2, 1, 256, false}, 32, 3, BFloat(16), false},
+                        Case{{1, 64, 128, 2, 1, 256, false}, 32, 3, BFloat(16), true},
+                        Case{{2, 128, 192, 2, 1, 64, true}, 64, 2, Float(16), false},
+                        Case{{2, 128, 192, 2, 1, 64, true}, 64, 2, Float(16), true},
+                        Case{{1, 128, 128, 2, 2, 128, true}, 32, 2, BFloat(16), true},
+                        Case{bhsd, 64, 2, Float(16), false},
+                        Case{bhsd, 64, 2, Float(16), true}}) {
+    SCOPED_TRACE(describe(c.shape, c.Bk) + " wgmma, " + std::to_string(c.stages) + " stages" +
+                 (c.tma ? " by TMA" : "") + (c.dtype == BFloat(16) ? ", bfloat16" : "") +
+                 (c.shape.bshd ? "" : ", BHSD"));
+    ScheduledProgram p = wgmma_attention(c.shape, c.Bk, c.stages, c.dtype, 64, {c.tma});
+    CheckResult r = check_on_cpu(p.schedule, p.args, 3);
+    EXPECT_TRUE(r.compare.ok) << r.str();
   }
   // Two warpgroups a block (128 queries) sharing K's and V's tiles, each its own fold; causal
   // with key blocks of 128 too (a query block's first block is its diagonal: the next block's
   // prefetch, not taken there, binds threadIdx.y inside its branch); the ring by cp.async or
   // TMA, the warpgroups' GEMMs in turns (ping-pong) or not.
-  for (auto [causal, bk] : {std::pair{false, 64}, std::pair{true, 64}, std::pair{true, 128}})
-    for (WgmmaOptions o :
-         {WgmmaOptions{false, false}, {true, false}, {false, true}, {true, true}}) {
-      AttentionShape a{1, 256, 256, 2, 1, 64, causal};
-      SCOPED_TRACE(describe(a, bk) + " wgmma, 128 queries a block" + (o.tma ? ", TMA" : "") +
-                   (o.ping_pong ? ", ping-pong" : ""));
-      ScheduledProgram p = wgmma_attention(a, bk, 2, Float(16), 128, o);
-      CheckResult r = check_on_cpu(p.schedule, p.args, 3);
-      EXPECT_TRUE(r.compare.ok) << r.str();
-    }
+  struct Block128 {
+    bool causal;
+    int64_t bk;
+    WgmmaOptions o;
+  };
+  for (const Block128 &c : {Block128{false, 64, {}}, Block128{false, 64, {true, false}},
+                            Block128{true, 64, {}}, Block128{true, 64, {true, true}},
+                            Block128{true, 128, {}}, Block128{true, 128, {true, false}},
+                            Block128{true, 128, {false, true}}}) {
+    AttentionShape a{1, 256, 256, 2, 1, 64, c.causal};
+    SCOPED_TRACE(describe(a, c.bk) + " wgmma, 128 queries a block" +
+                 (c.o.tma ? ", TMA" : "") + (c.o.ping_pong ? ", ping-pong" : ""));
+    ScheduledProgram p = wgmma_attention(a, c.bk, 2, Float(16), 128, c.o);
+    CheckResult r = check_on_cpu(p.schedule, p.args, 3);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
+  // A ring of 3 with a slack of 1: a slot refilled a key block after both warpgroups released
+  // it, the warpgroups in turns; causal with 4 key blocks a block.
+  {
+    AttentionShape a{1, 256, 512, 2, 1, 64, true};
+    SCOPED_TRACE(describe(a, 64) + " wgmma, 128 queries a block, TMA ring of 3, slack 1");
+    ScheduledProgram p = wgmma_attention(a, 64, 3, Float(16), 128, {true, true, 1});
+    CheckResult r = check_on_cpu(p.schedule, p.args, 3);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
   expect_error([] { wgmma_attention({1, 96, 96, 1, 1, 64, false}, 32); },
                {"a multiple of it", "Sq = 96", "TC=1"});
   expect_error([] { wgmma_attention({1, 64, 64, 1, 1, 96, false}, 32); },
@@ -178,6 +196,11 @@ TEST(FusedAttention, WgmmaStepMatchesOnTheExecutor) {
   expect_error(
       [] { wgmma_attention({1, 64, 64, 1, 1, 64, false}, 32, 2, Float(16), 64, {false, true}); },
       {"ping-pong (PP=1)", "BQ=128", "64 queries a block"});
+  expect_error(
+      [] {
+        wgmma_attention({1, 64, 64, 1, 1, 64, false}, 32, 2, Float(16), 64, {true, false, 1});
+      },
+      {"slack of 1", "needs 3 stages", "2 stage(s)"});
 }
 
 // The registry's path (TC=3, its default): wgmma on Hopper where its schedule takes the shape,
@@ -259,6 +282,18 @@ TEST(FusedAttention, TmaRingAndPingPongInTheKeyLoop) {
             std::string::npos) << ir;
   EXPECT_NE(rest.find("if (threadIdx.y == 0) {\n    @named_barrier_sync(5, 256)"),
             std::string::npos) << ir;
+  // With a ring of 3 and a slack of 1, iteration t refills the slot of t - 2 (for t + 1): the
+  // slot of t - 1 may still be read by the other warpgroup.
+  ScheduledProgram q =
+      wgmma_attention({1, 256, 512, 2, 2, 64, false}, 64, 3, Float(16), 128, {true, true, 1});
+  const std::string slack_ir = to_string(lower(q.schedule, q.args));
+  EXPECT_NE(slack_ir.find("@mbarrier_wait(@address_of(t_empty[floormod(t + 1, 3)]), "
+                          "floormod(floordiv(t + 1, 3) + 1, 2))"),
+            std::string::npos)
+      << slack_ir;
+  EXPECT_NE(slack_ir.find("@mbarrier_arrive(@address_of(t_empty[floormod(t, 3)]))"),
+            std::string::npos)
+      << slack_ir;
 }
 
 // Without the turns' arrivals, warpgroup 0 waits for a turn that never comes: the executor,
