@@ -3,6 +3,7 @@
 #include "runtime/Check.h"
 #include "TestUtil.h"
 #include "schedules/Gemm.h"
+#include "schedules/Registry.h"
 
 #include <gtest/gtest.h>
 
@@ -185,6 +186,17 @@ TEST(ScheduleErrors, BadArguments) {
   Tensor AS = t.s.cache_read(t.g.A, "shared", {t.g.C});
   expect_error([&] { t.s[AS].pipeline(1); }, {"'A.shared'", "2 to 8 stages, got 1"});
   expect_error([&] { t.s[AS].pipeline(9); }, {"2 to 8 stages, got 9"});
+  expect_error([&] { t.s[AS].pipeline(2, 1); }, {"'A.shared'", "slack of 1 needs 3 stages"});
+}
+
+// A slack is a TMA ring's: a ring the block's threads fill by cp.async meets at a barrier each
+// iteration, which a slack cannot loosen.
+TEST(ScheduleErrors, SlackOfACpAsyncRing) {
+  const ScheduleEntry &e = find_schedule("gemm_wmma");
+  ScheduledProgram p = e.build(resolve_shape(e, {{"M", 128}, {"N", 128}, {"K", 128}}), Float(16));
+  p.schedule.stage("A.shared").pipeline(3, 1);
+  expect_error([&] { lower(p.schedule, p.args); },
+               {"slack (1) is a TMA ring's", "bulk_copy"});
 }
 
 TEST(ScheduleErrors, LowerArguments) {
