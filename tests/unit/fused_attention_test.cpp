@@ -320,6 +320,18 @@ TEST(FusedAttention, PingPongWithoutTurnsIsADeadlock) {
                {"deadlock", "named_barrier_sync(5, 256)"});
 }
 
+// Stage::ping_pong itself on a block of one warpgroup (attention's own check bypassed): the
+// lowering says what it needs.
+TEST(FusedAttention, PingPongOfOneWarpgroupIsAnError) {
+  ScheduledProgram p = wgmma_attention({1, 128, 128, 1, 1, 64, false}, 64);
+  Stage fold = p.schedule.stage("softmax");
+  for (const IterVar &iv : fold.leaf_iter_vars())
+    if (iv.var().name() == "t")
+      fold.ping_pong(iv);
+  expect_error([&] { lower(p.schedule, p.args); },
+               {"loop 't'", "two warpgroups", "no threadIdx.y"});
+}
+
 TEST(FusedAttention, OneKernelWithTheStatesInRegisters) {
   FusedAttention att({1, 64, 64, 2, 2, 16, true}, 16);
   LoweredModule m = lower(att.s, {att.Q, att.K, att.V, att.O});
