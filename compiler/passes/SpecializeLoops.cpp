@@ -2,6 +2,7 @@
 
 #include "compiler/arith/Analyzer.h"
 #include "compiler/arith/CanonicalForm.h"
+#include "compiler/arith/IntEval.h"
 #include "compiler/ir/IREquality.h"
 #include "compiler/ir/IRMutator.h"
 #include "compiler/ir/IRPrinter.h"
@@ -13,7 +14,9 @@
 
 #include <llvm/ADT/DenseMap.h>
 
+#include <cstdlib>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
@@ -228,10 +231,22 @@ private:
         }
         if (!ok || !about_t)
           continue;
-        for (const Split &s : splits) {
+        for (Split s : splits) {
           arith::LinearForm u = s.uniform;
-          const int64_t c0 = u.constant + s.least;
+          int64_t c0 = u.constant + s.least;
           u.constant = 0;
+          // a t + U + c0 >= 0 over the integers, divided by the gcd g of a and U's
+          // coefficients, is (a / g) t + U / g + floor(c0 / g) >= 0: comparisons of one block
+          // at different scales (t * 64 and t * 128 against the rows) fall in one group.
+          int64_t g = std::abs(s.a);
+          for (const auto &[atom, coeff] : u.terms)
+            g = std::gcd(g, std::abs(coeff));
+          if (g > 1) {
+            s.a /= g;
+            for (auto &term : u.terms)
+              term.second /= g;
+            c0 = arith::floordiv_int(c0, g);
+          }
           auto key = std::make_pair(s.a, to_string(arith::to_expr(u)));
           auto [it, fresh] = groups.try_emplace(key, s);
           it->second.uniform = u;
