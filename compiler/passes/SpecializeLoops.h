@@ -19,10 +19,9 @@ namespace tessel {
 /// that together imply it (x < min(a, b): x < a and x < b; x < max(a, b): x < a). P is the
 /// conjunction of a t + U + min W >= 0 over the dropped conditions, one term per (a, U) once
 /// each is divided by the gcd of a and U's coefficients (t * 64 and t * 128 against one block's
-/// rows give one bound). P is
-/// uniform, so every thread takes the same branch (barriers inside stay matched). A causal
-/// mask evaluated on every key block becomes a branch taken on the diagonal blocks only. Any
-/// form in, same form out; the attrs are consumed.
+/// rows give one bound). P is uniform, so every thread takes the same branch (barriers inside
+/// stay matched). A causal mask evaluated on every key block becomes a branch taken on the
+/// diagonal blocks only. Any form in, same form out; the attrs are consumed.
 Stmt specialize_loops(Stmt s);
 
 } // namespace tessel
