@@ -399,7 +399,8 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   std::function<Expr(const std::vector<Var> &)> where;
   if (a.causal) // the blocks holding a key the query sees
     where = [&](const std::vector<Var> &v) { return t * bk <= v[2] + off; };
-  std::vector<Tensor> state = online_softmax(t, m, l, o, m_new, rowsum, PV, "softmax", where, fast_exp2);
+  std::vector<Tensor> state =
+      online_softmax(t, m, l, o, m_new, rowsum, PV, "softmax", where, fast_exp2);
   const Tensor &o_last = state[2], &l_last = state[1], &m_last = state[0];
   // O = o / l in Q's type (for wgmma the quotient a tensor of its own, in the registers).
   auto quotient = [&](Var b, Var h, Var i, Var dd) {
@@ -720,20 +721,20 @@ ScheduleEntry attention_entry() {
                      {"STAGES", 2}, {"PP", 0}, {"TMA", 1}, {"SLACK", 0}};
   e.nonnegative = {"CAUSAL", "BSHD", "TC", "BK", "BQ", "PP", "TMA", "SLACK"};
   e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"TC", {0, 1, 2, 3}}, {"PP", {0, 1}},
-               {"TMA", {0, 1}},
-             {"SLACK", {0, 1}}};
+               {"TMA", {0, 1}},       {"SLACK", {0, 1}}};
   e.dtypes = {Float(16), BFloat(16)};
   e.knobs = {{"BK", {16, 32, 64, 128}},
              {"BQ", {32, 64, 128}},
              {"STAGES", {1, 2, 3}},
              {"PP", {0, 1}},
-             {"TMA", {0, 1}}};
+             {"TMA", {0, 1}},
+             {"SLACK", {0, 1}}};
   e.build = [](const ShapeParams &p, DataType dtype) {
-    AttentionParams a = attention_path(attention_shape(p), p.at("TC"), p.at("BQ"), p.at("BK"),
-                                       hopper_gpu());
-    a.stages = p.at("STAGES");
+    AttentionParams shape = attention_shape(p);
+    shape.stages = p.at("STAGES");
+    AttentionParams a = attention_path(shape, p.at("TC"), p.at("BQ"), p.at("BK"), hopper_gpu());
+    a.tma = a.tma && p.at("TMA") != 0; // the path's TMA ring unless TMA=0
     a.ping_pong = p.at("PP") != 0;
-    a.tma = p.at("TMA") != 0 && a.wgmma && a.stages > 1; // the wgmma ring's
     a.slack = p.at("SLACK");
     return attention(a, dtype);
   };

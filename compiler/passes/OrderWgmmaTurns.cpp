@@ -2,8 +2,8 @@
 
 #include "compiler/ir/IRMutator.h"
 #include "compiler/ir/IROperator.h"
-#include "compiler/ir/IRVisitor.h"
 #include "compiler/ir/Intrinsics.h"
+#include "compiler/ir/Substitute.h"
 #include "compiler/ir/IterVar.h"
 #include "compiler/passes/IntrinsicStmt.h"
 #include "compiler/support/Error.h"
@@ -20,12 +20,6 @@ constexpr const char *kPingPong = "pragma_ping_pong";
 constexpr int kTurn = 5;
 constexpr int kThreads = 256; // both warpgroups: one waits, the other arrives
 
-bool mentions(const Expr &e, const Var &v) {
-  bool found = false;
-  post_order_visit(e, [&](const IRNode *n) { found = found || n == v.get(); });
-  return found;
-}
-
 // The turns around each wgmma group of a loop body.
 class GroupTurns : public IRMutator {
 public:
@@ -34,14 +28,14 @@ public:
 
 protected:
   Stmt visit(const IfThenElse *op) override {
-    const bool per_warpgroup = mentions(op->condition, ty_);
+    const bool per_warpgroup = uses_var(op->condition, ty_);
     depth_ += per_warpgroup;
     Stmt s = IRMutator::visit(op);
     depth_ -= per_warpgroup;
     return s;
   }
   Stmt visit(const For *op) override {
-    const bool per_warpgroup = mentions(op->extent, ty_) || mentions(op->min, ty_);
+    const bool per_warpgroup = uses_var(op->extent, ty_) || uses_var(op->min, ty_);
     depth_ += per_warpgroup;
     Stmt s = IRMutator::visit(op);
     depth_ -= per_warpgroup;
@@ -108,7 +102,7 @@ protected:
       Stmt visit(const For *f) override {
         if (!f->loop_var.same_as(t))
           return IRMutator::visit(f);
-        user_check(!mentions(f->extent, ty) && !mentions(f->min, ty), "ping_pong")
+        user_check(!uses_var(f->extent, ty) && !uses_var(f->min, ty), "ping_pong")
             << "loop '" << t.name() << "' runs a number of steps that depends on " << ty.name()
             << "; the two warpgroups must take as many turns";
         GroupTurns turns(ty, t.name());
