@@ -139,7 +139,7 @@ void schedule_wgmma(Schedule &s, const StepTensors &x, Stage fold, const IterVar
                     const IterVar &block, const Tensor &m_last,
                     const Tensor &l_last, const Tensor &O32, const IterVar &tx,
                     const IterVar &ty, int64_t warpgroups, int64_t D, int64_t Bk,
-                    DataType dtype, int stages, bool tma, int slack) {
+                    DataType dtype, int stages, bool tma, int slack, bool warp_roles) {
   constexpr int64_t kK = 16;
   // The tiles in shared memory in the 128-byte swizzled layout (rows of 64 halves, their
   // 16-byte units permuted: wgmma reads them without bank conflicts), copied 16 bytes a thread,
@@ -197,6 +197,9 @@ void schedule_wgmma(Schedule &s, const StepTensors &x, Stage fold, const IterVar
     s[KS].pipeline(stages, slack);
     s[VS].pipeline(stages, slack);
   }
+  // A producer warpgroup fills the ring; the block's warpgroups consume it.
+  if (warp_roles)
+    fold.warp_specialize();
   // The fold: its states in registers, the key blocks outside the rows.
   fold.set_scope("wgmma.accumulator").set_scope("wgmma.rows", m_last).set_scope("wgmma.rows",
                                                                                   l_last);
@@ -290,6 +293,9 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
       << "a slack of " << a.slack << " is the TMA ring's (TMA=1) and needs " << 2 + a.slack
       << " stages or more; got " << (a.tma ? "" : "no TMA ring and ") << a.stages
       << " stage(s)";
+  user_check(!a.warp_roles || a.tma, "attention")
+      << "warp roles (WS=1: a producer warpgroup issuing K's and V's fills) need the wgmma "
+         "schedule's TMA ring (TC=2, TMA=1, STAGES >= 2)";
   user_check(!a.ping_pong || (a.wgmma && a.block_queries == 128), "attention")
       << "ping-pong (PP=1) takes turns between the two warpgroups of a block of 128 queries on "
          "the wgmma schedule (TC=2, BQ=128); got "
@@ -443,7 +449,7 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
     fold_stage.compute_at(s[O], wg);
     schedule_wgmma(s, {Q, K, V, S, rowmax, m_new, P, Pq, PV, O, rowsum}, fold_stage, t, block,
                    m_last, l_last, O32, tx, ty, warpgroups, a.D, Bk, dtype,
-                   int(a.stages), a.tma, int(a.slack));
+                   int(a.stages), a.tma, int(a.slack), a.warp_roles);
     s[O32].compute_at(s[O], wg);
     if (a.ping_pong)
       fold_stage.ping_pong(t);
@@ -712,23 +718,24 @@ ScheduleEntry attention_entry() {
       "sharing K's and V's tiles; D 64, 128 or 256; K's and V's tiles in a ring of STAGES, by "
       "TMA on mbarriers (TMA 1, the default: on the wgmma path with STAGES > 1) or cp.async "
       "(TMA 0; SLACK 1 refills a slot a key block after its release: STAGES >= 3); PP 1: two "
-      "warpgroups issue their GEMMs in turns), "
+      "warpgroups issue their GEMMs in turns; WS 1: a producer warpgroup fills the TMA ring), "
       "0: CUDA cores, 3 (the default): 2 on a Hopper GPU where its schedule takes the shape, "
       "else 1. BK and BQ 0 (the default): the path's (wgmma: 128 and 128 where they fit, WMMA "
       "and CUDA cores: 16 and 64)";
   e.default_shape = {{"B", 1},   {"H", 4},      {"HKV", 4},  {"SQ", 256}, {"SK", 256}, {"D", 64},
                      {"CAUSAL", 0}, {"BSHD", 1}, {"BK", 0}, {"BQ", 0},  {"TC", 3},
-                     {"STAGES", 2}, {"PP", 0}, {"TMA", 1}, {"SLACK", 0}};
-  e.nonnegative = {"CAUSAL", "BSHD", "TC", "BK", "BQ", "PP", "TMA", "SLACK"};
+                     {"STAGES", 2}, {"PP", 0}, {"TMA", 1}, {"SLACK", 0}, {"WS", 0}};
+  e.nonnegative = {"CAUSAL", "BSHD", "TC", "BK", "BQ", "PP", "TMA", "SLACK", "WS"};
   e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"TC", {0, 1, 2, 3}}, {"PP", {0, 1}},
-               {"TMA", {0, 1}},       {"SLACK", {0, 1}}};
+               {"TMA", {0, 1}},       {"SLACK", {0, 1}}, {"WS", {0, 1}}};
   e.dtypes = {Float(16), BFloat(16)};
   e.knobs = {{"BK", {16, 32, 64, 128}},
              {"BQ", {32, 64, 128}},
              {"STAGES", {1, 2, 3}},
              {"PP", {0, 1}},
              {"TMA", {0, 1}},
-             {"SLACK", {0, 1}}};
+             {"SLACK", {0, 1}},
+             {"WS", {0, 1}}};
   e.build = [](const ShapeParams &p, DataType dtype) {
     AttentionParams shape = attention_shape(p);
     shape.stages = p.at("STAGES");
@@ -736,6 +743,7 @@ ScheduleEntry attention_entry() {
     a.tma = a.tma && p.at("TMA") != 0; // the path's TMA ring unless TMA=0
     a.ping_pong = p.at("PP") != 0;
     a.slack = p.at("SLACK");
+    a.warp_roles = p.at("WS") != 0;
     return attention(a, dtype);
   };
   return e;

@@ -49,6 +49,10 @@ struct AttentionParams {
   /// wgmma with two warpgroups a block (block_queries 128): they issue their GEMMs in turns
   /// (Stage::ping_pong), one's softmax beside the other's GEMMs.
   bool ping_pong = false;
+  /// wgmma with the TMA ring: a producer warpgroup of its own issues K's and V's fills
+  /// (Stage::warp_specialize on the fold), so that the consumer warpgroups only wait for full
+  /// slots and release them (FlashAttention-3's roles).
+  bool warp_roles = false;
 };
 
 /// The online softmax's fold over the key blocks of `t`: the running max `m`, sum `l` (fold

@@ -10,6 +10,7 @@
 #include "compiler/support/Error.h"
 
 #include <algorithm>
+#include <functional>
 
 namespace tessel {
 
@@ -50,10 +51,18 @@ std::string stage_name(const AttrStmt *op) {
   return "?";
 }
 
-// The statements of `s` in order, through nested lists and warp_roles attrs (dropped).
+// The statements of `s` in order, through nested lists and warp_roles attrs (dropped), and
+// through the consumers' thread bindings inside the work (each statement under its own copy).
 void flatten(const Stmt &s, std::vector<Stmt> &out) {
   if (const auto *a = s.as<AttrStmt>(); a && a->key == attr::warp_roles)
     return flatten(a->body, out);
+  if (const auto *a = s.as<AttrStmt>(); a && thread_index_bound_by(s)) {
+    std::vector<Stmt> inner;
+    flatten(a->body, inner);
+    for (const Stmt &x : inner)
+      out.push_back(AttrStmt::make(a->node, a->key, a->value, x));
+    return;
+  }
   if (const auto *q = s.as<Seq>()) {
     for (const Stmt &x : q->stmts)
       flatten(x, out);
@@ -126,6 +135,71 @@ private:
   int threads_;
   Expr id_;
 };
+
+// `s` with its bindings of threadIdx.y given `extent` (the consumers' own, once the producer's
+// warpgroup is added: all bindings of an axis in a kernel have one extent).
+Stmt with_y_extent(const Stmt &s, int extent) {
+  class Relaunch : public IRMutator {
+  public:
+    explicit Relaunch(int extent) : extent_(extent) {}
+    Stmt visit(const AttrStmt *op) override {
+      const IterVar *iv = thread_index_bound_by(Stmt(op));
+      if (!iv || iv->thread_tag() != "threadIdx.y")
+        return IRMutator::visit(op);
+      return AttrStmt::make(op->node, op->key, Expr(extent_), mutate(op->body));
+    }
+
+  private:
+    int extent_;
+  };
+  return Relaunch(extent).mutate(s);
+}
+
+// `stmts` with the runs of consecutive statements under one binding (flatten's copies) put
+// back under one.
+std::vector<Stmt> regroup(const std::vector<Stmt> &stmts) {
+  std::vector<Stmt> out;
+  for (size_t k = 0; k < stmts.size();) {
+    const auto *a = stmts[k].as<AttrStmt>();
+    const IterVar *iv = a ? thread_index_bound_by(stmts[k]) : nullptr;
+    size_t end = k + 1;
+    while (iv && end < stmts.size()) {
+      const IterVar *next = thread_index_bound_by(stmts[end]);
+      if (!next || next->var().get() != iv->var().get())
+        break;
+      ++end;
+    }
+    if (end == k + 1) {
+      out.push_back(stmts[k]);
+      ++k;
+      continue;
+    }
+    std::vector<Stmt> bodies;
+    for (size_t j = k; j < end; ++j)
+      bodies.push_back(stmts[j].as<AttrStmt>()->body);
+    out.push_back(AttrStmt::make(a->node, a->key, a->value, Seq::make(regroup(bodies))));
+    k = end;
+  }
+  return out;
+}
+
+// `s` inside the consumers' thread bindings flatten put around it.
+Stmt unbound(Stmt s) {
+  while (const auto *a = s.as<AttrStmt>()) {
+    if (!thread_index_bound_by(s))
+      break;
+    s = a->body;
+  }
+  return s;
+}
+
+// `s` with f applied inside those bindings.
+Stmt rebound(const Stmt &s, const std::function<Stmt(const Stmt &)> &f) {
+  const auto *a = s.as<AttrStmt>();
+  if (!a || !thread_index_bound_by(s))
+    return f(s);
+  return AttrStmt::make(a->node, a->key, a->value, rebound(a->body, f));
+}
 
 bool waits_on_ring(const Stmt &s) { return has_call(s, intrinsic::mbarrier_wait); }
 
@@ -290,14 +364,7 @@ private:
       }
       return ConsumerPart(0).mutate(work); // drops the warp_roles attrs; no syncthreads change
     }
-    user_check(!contains(work,
-                         [](const IRNode *n) {
-                           const auto *a = llvm::dyn_cast<AttrStmt>(n);
-                           return a && thread_index_bound_by(Stmt(a));
-                         }),
-               "warp_specialize")
-        << "stage '" << stage_ << "': threads are bound inside the block's work; warp roles "
-           "need every thread axis bound around it";
+    check_inner_bindings(work);
     // The ring's barriers are initialized by the last statement with mbarrier_init before the
     // loop, and published by the next syncthreads: all threads run those, then the roles part.
     auto init = std::find_if(std::make_reverse_iterator(first_fill), stmts.rend(),
@@ -309,22 +376,25 @@ private:
            "fills and drains once: compute the stage at the block's tile (or, to walk several "
            "tiles per block, make the output stage persistent: Stage::persistent)";
     auto init_at = std::prev(init.base());
-    auto sync = std::find_if(init_at, first_fill,
-                             [](const Stmt &x) { return is_intrinsic_stmt(x, intrinsic::syncthreads); });
+    auto sync = std::find_if(init_at, first_fill, [](const Stmt &x) {
+      return is_intrinsic_stmt(unbound(x), intrinsic::syncthreads);
+    });
     internal_check(sync != first_fill) << "split_warp_roles: no syncthreads after the ring's "
                                           "mbarrier_init";
     std::vector<Stmt> shared(init_at, sync + 1), roles(stmts.begin(), init_at);
     roles.insert(roles.end(), sync + 1, stmts.end());
-    Stmt work_of_roles = Seq::make(std::move(roles));
+    Stmt work_of_roles = Seq::make(regroup(roles));
 
     split_ = true;
     // One warpgroup (nothing on threadIdx.y): threadIdx.y is bound here, with the producer.
     // Ping-pong makes two consumer warpgroups of the stage's one.
     const bool new_axis = !role_var_.defined();
-    if (new_axis || ping_pong)
-      consumer_groups_ = ping_pong ? 2 : 1;
+    if (new_axis)
+      consumer_groups_ = inner_groups_ ? inner_groups_ : 1;
+    if (ping_pong)
+      consumer_groups_ = 2;
     if (new_axis) {
-      iv_ = thread_axis(Range(0, consumer_groups_ + 1), "threadIdx.y");
+      iv_ = inner_groups_ ? inner_y_ : thread_axis(Range(0, consumer_groups_ + 1), "threadIdx.y");
       role_var_ = iv_.var();
     }
     if (remarks_)
@@ -336,18 +406,21 @@ private:
     // The ring's barriers are initialized by the block's first thread. Where one warpgroup was
     // bound, its condition names threadIdx.x alone, which the producer's first thread matches
     // too: the first consumer warpgroup's only.
-    const auto *init_if = shared.front().as<IfThenElse>();
-    internal_check(init_if && !init_if->else_case.defined())
-        << "split_warp_roles: the ring's mbarrier_init is not under a leader's condition";
-    if (!uses_var(init_if->condition, role_var_))
-      shared.front() =
-          IfThenElse::make(role_var_ == 0 && init_if->condition, init_if->then_case);
+    shared.front() = rebound(shared.front(), [&](const Stmt &x) {
+      const auto *init_if = x.as<IfThenElse>();
+      internal_check(init_if && !init_if->else_case.defined())
+          << "split_warp_roles: the ring's mbarrier_init is not under a leader's condition";
+      if (uses_var(init_if->condition, role_var_))
+        return x;
+      return IfThenElse::make(role_var_ == 0 && init_if->condition, init_if->then_case);
+    });
     // The rest of the setup (inject_pipeline's zeroing of a clipped fill's ring, written for
     // the warpgroup that was) is the first warpgroup's too, not repeated by the new ones.
     for (size_t k = 1; k + 1 < shared.size(); ++k)
       if (!uses_var(shared[k], role_var_) &&
           contains(shared[k], [](const IRNode *n) { return llvm::isa<BufferStore>(n); }))
-        shared[k] = IfThenElse::make(role_var_ == 0, shared[k]);
+        shared[k] = rebound(shared[k],
+                            [&](const Stmt &x) { return IfThenElse::make(role_var_ == 0, x); });
     auto [producer_regs, consumer_regs] = warp_role_registers(consumer_groups_);
     Stmt producer = Seq::make(
         {intrinsic_stmt(intrinsic::setmaxnreg, {Expr(producer_regs), Expr(0)}),
@@ -375,11 +448,47 @@ private:
     Stmt roles_branch = AttrStmt::make(
         AttrNode(), attr::warp_specialize, Expr(kWarpgroup),
         IfThenElse::make(role_var_ == consumer_groups_, producer, consumer));
+    shared = regroup(shared);
     shared.push_back(roles_branch);
     Stmt result = Seq::make(std::move(shared));
+    if (inner_y_.defined())
+      result = with_y_extent(result, consumer_groups_ + 1);
     if (new_axis)
       result = AttrStmt::make(iv_, attr::thread_extent, Expr(consumer_groups_ + 1), result);
     return result;
+  }
+
+  // Threads bound inside the block's work are the consumers' own (a copy split over the
+  // warpgroups' threads, the warpgroups bound at a split of the work): threadIdx.x of one
+  // warpgroup and threadIdx.y of the consumer warpgroups, which the consumers run as they are;
+  // the producer's part has none. Where nothing binds threadIdx.y around the work, the
+  // consumers are the warpgroups bound inside (inner_groups_).
+  void check_inner_bindings(const Stmt &work) {
+    post_order_visit(work, [&](const IRNode *n) {
+      const auto *a = llvm::dyn_cast<AttrStmt>(n);
+      const IterVar *iv = a ? thread_index_bound_by(Stmt(a)) : nullptr;
+      if (!iv)
+        return;
+      const std::string &tag = iv->thread_tag();
+      auto extent = as_const_int(a->value);
+      const int around = role_var_.defined() ? consumer_groups_ : inner_groups_;
+      user_check(extent && (tag == "threadIdx.x" ||
+                            (tag == "threadIdx.y" && (!around || *extent == around))),
+                 "warp_specialize")
+          << "stage '" << stage_ << "': " << tag << " is bound inside the block's work with "
+          << a->value << " threads; warp roles take the consumers' own threads there (threadIdx.x, "
+          << "threadIdx.y over the consumer warpgroups" << (around ? ", " : "")
+          << (around ? std::to_string(around) : std::string()) << "): bind the others around it";
+      user_check(!ping_pong || tag != "threadIdx.y", "warp_specialize")
+          << "stage '" << stage_ << "': threadIdx.y is bound inside the block's work; ping-pong "
+             "consumers are two warpgroups that each compute a whole tile: compute the stage "
+             "with one warpgroup (nothing bound to threadIdx.y)";
+      if (tag == "threadIdx.y") {
+        inner_y_ = *iv;
+        if (!role_var_.defined())
+          inner_groups_ = int(*extent);
+      }
+    });
   }
 
 public:
@@ -392,6 +501,9 @@ private:
   Var role_var_;
   IterVar iv_;
   int consumer_groups_ = 0;
+  int inner_groups_ = 0; ///< the consumer warpgroups bound inside the work (threadIdx.y)
+  IterVar inner_y_;      ///< a binding of threadIdx.y inside the work (the roles' test's axis
+                         ///< where none is around it)
   bool split_ = false; ///< the work was split into roles
 };
 

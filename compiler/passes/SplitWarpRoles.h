@@ -22,7 +22,11 @@ namespace tessel {
 ///
 /// so that the producer runs ahead of the consumers as far as the ring's empty barriers let
 /// it, and the consumers only wait for full slots, compute and release. threadIdx.y's extent
-/// grows by one (threadIdx.x must be one warpgroup, 128 threads; threadIdx.z unused). R is the
+/// grows by one (threadIdx.x must be one warpgroup, 128 threads; threadIdx.z unused).
+/// Thread bindings inside the work are the consumers' own (threadIdx.x; threadIdx.y over the
+/// consumer warpgroups, which where nothing binds threadIdx.y around the work are the
+/// warpgroups bound inside, and their axis the roles' test): their statements are the
+/// consumers', their extents the launch's; any other is a user error. R is the
 /// most registers the consumers can take from the block's pool once the producer gave its up
 /// (warp_role_registers).
 /// Consumes the warp_roles and warp_producer attrs. A warp_roles attr with no ring to split (a

@@ -232,7 +232,9 @@ public:
   /// setmaxnreg) and this stage's warpgroups as consumers (waiting for full slots, computing,
   /// releasing them; registers raised). The copies then run as far ahead as the ring allows,
   /// never behind a consumer's wait. The block's threads must be warpgroups on threadIdx.x
-  /// (128) and threadIdx.y, none on threadIdx.z. With ConsumerRoles::ping_pong the stage is
+  /// (128) and threadIdx.y, none on threadIdx.z; threads bound inside the block's work are
+  /// the consumers' (a copy split over their threads, their warpgroups bound at a split of
+  /// the work). A fold's stage (online softmax) is split as a computed stage is. With ConsumerRoles::ping_pong the stage is
   /// computed by one warpgroup (no threadIdx.y) inside a persistent kernel's tiles
   /// (Stage::persistent on its output stage), and two consumer warpgroups take the tiles in
   /// turn: warpgroup 0 the block's tiles 0, 2, 4..., warpgroup 1 tiles 1, 3, 5...; a

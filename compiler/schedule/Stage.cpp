@@ -556,8 +556,9 @@ Stage &Stage::bulk_copy_im2col(const Im2colCopy &conv) {
 }
 
 Stage &Stage::warp_specialize(ConsumerRoles consumers) {
-  user_check(n_->op.as<ComputeOpNode>(), "warp_specialize")
-      << "stage '" << name() << "' is not computed; warp roles split a computed stage's loops";
+  user_check(n_->op.as<ComputeOpNode>() || n_->op.as<FoldOpNode>(), "warp_specialize")
+      << "stage '" << name() << "' is not computed; warp roles split a computed stage's (or a "
+         "fold's) loops";
   n_->warp_specialized = true;
   n_->consumer_roles = consumers;
   return *this;

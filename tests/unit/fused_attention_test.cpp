@@ -61,10 +61,11 @@ const AttentionShape kShapes[] = {{1, 32, 32, 2, 2, 16, false}, {2, 32, 32, 4, 2
 
 // attention's wgmma schedule (TC=2): the step and the fold in a warpgroup's registers.
 // K's and V's ring by TMA or cp.async; two warpgroups in turns (ping_pong) or not; the TMA
-// ring's slack.
+// ring's slack; a producer warpgroup filling the ring (warp_roles).
 struct WgmmaOptions {
   bool tma = false, ping_pong = false;
   int64_t slack = 0;
+  bool warp_roles = false;
 };
 ScheduledProgram wgmma_attention(AttentionParams a, int64_t Bk, int64_t stages = 2,
                                  DataType dtype = Float(16), int64_t block_queries = 64,
@@ -76,6 +77,7 @@ ScheduledProgram wgmma_attention(AttentionParams a, int64_t Bk, int64_t stages =
   a.tma = o.tma;
   a.ping_pong = o.ping_pong;
   a.slack = o.slack;
+  a.warp_roles = o.warp_roles;
   return attention(a, dtype);
 }
 
@@ -167,13 +169,18 @@ TEST(FusedAttention, WgmmaStepMatchesOnTheExecutor) {
     int64_t bk;
     WgmmaOptions o;
   };
+  // A producer warpgroup of its own filling the TMA ring (warp_roles), with and without the
+  // turns.
   for (const Block128 &c : {Block128{false, 64, {}}, Block128{false, 64, {true, false}},
                             Block128{true, 64, {}}, Block128{true, 64, {true, true}},
                             Block128{true, 128, {}}, Block128{true, 128, {true, false}},
-                            Block128{true, 128, {false, true}}}) {
+                            Block128{true, 128, {false, true}},
+                            Block128{true, 128, {true, false, 0, true}},
+                            Block128{false, 64, {true, true, 0, true}}}) {
     AttentionShape a{1, 256, 256, 2, 1, 64, c.causal};
     SCOPED_TRACE(describe(a, c.bk) + " wgmma, 128 queries a block" +
-                 (c.o.tma ? ", TMA" : "") + (c.o.ping_pong ? ", ping-pong" : ""));
+                 (c.o.tma ? ", TMA" : "") + (c.o.ping_pong ? ", ping-pong" : "") +
+                 (c.o.warp_roles ? ", producer warpgroup" : ""));
     ScheduledProgram p = wgmma_attention(a, c.bk, 2, Float(16), 128, c.o);
     CheckResult r = check_on_cpu(p.schedule, p.args, 3);
     EXPECT_TRUE(r.compare.ok) << r.str();
@@ -184,6 +191,14 @@ TEST(FusedAttention, WgmmaStepMatchesOnTheExecutor) {
     AttentionShape a{1, 256, 512, 2, 1, 64, true};
     SCOPED_TRACE(describe(a, 64) + " wgmma, 128 queries a block, TMA ring of 3, slack 1");
     ScheduledProgram p = wgmma_attention(a, 64, 3, Float(16), 128, {true, true, 1});
+    CheckResult r = check_on_cpu(p.schedule, p.args, 3);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
+  // One consumer warpgroup (64 queries a block) and its producer.
+  {
+    AttentionShape a{1, 128, 192, 2, 1, 128, true};
+    SCOPED_TRACE(describe(a, 64) + " wgmma, TMA, producer warpgroup");
+    ScheduledProgram p = wgmma_attention(a, 64, 2, Float(16), 64, {true, false, 0, true});
     CheckResult r = check_on_cpu(p.schedule, p.args, 3);
     EXPECT_TRUE(r.compare.ok) << r.str();
   }
@@ -201,6 +216,12 @@ TEST(FusedAttention, WgmmaStepMatchesOnTheExecutor) {
         wgmma_attention({1, 64, 64, 1, 1, 64, false}, 32, 2, Float(16), 64, {true, false, 1});
       },
       {"slack of 1", "needs 3 stages", "2 stage(s)"});
+  expect_error(
+      [] {
+        wgmma_attention({1, 64, 64, 1, 1, 64, false}, 32, 2, Float(16), 64,
+                        {false, false, 0, true});
+      },
+      {"warp roles (WS=1", "TMA ring"});
 }
 
 // The registry's path (TC=3, its default): wgmma on Hopper where its schedule takes the shape,
@@ -294,6 +315,33 @@ TEST(FusedAttention, TmaRingAndPingPongInTheKeyLoop) {
   EXPECT_NE(slack_ir.find("@mbarrier_arrive(@address_of(t_empty[floormod(t, 3)]))"),
             std::string::npos)
       << slack_ir;
+}
+
+// Warp roles on the fold (FlashAttention-3's): a producer warpgroup (threadIdx.y 2, registers
+// lowered) whose one thread waits for K's and V's empty slots and issues their boxes; the two
+// consumer warpgroups copy Q (bound inside the block's work, on their own threads: their
+// barrier is a named one of 256 threads), wait for full slots, compute and release them.
+TEST(FusedAttention, WarpRolesSplitTheFold) {
+  ScheduledProgram p = wgmma_attention({1, 256, 512, 2, 2, 128, true}, 128, 2, Float(16), 128,
+                                       {true, false, 0, true});
+  const std::string ir = to_string(lower(p.schedule, p.args));
+  EXPECT_NE(ir.find("block (128, 3, 1)"), std::string::npos) << ir;
+  const size_t producer = ir.find("if (threadIdx.y == 2) {\n    @setmaxnreg(40, 0)"),
+               consumer = ir.find("} else {\n    @setmaxnreg(");
+  ASSERT_NE(producer, std::string::npos) << ir;
+  ASSERT_NE(consumer, std::string::npos) << ir;
+  const std::string produce = ir.substr(producer, consumer - producer),
+                    consume = ir.substr(consumer);
+  for (const char *s : {"@mbarrier_wait(@address_of(t_empty[", "@tma_load(K_tmap, ",
+                        "@tma_load(V_tmap, "})
+    EXPECT_NE(produce.find(s), std::string::npos) << s << "\n" << ir;
+  EXPECT_EQ(produce.find("wgmma"), std::string::npos) << ir;
+  for (const char *s : {"Q.shared[", "@named_barrier_sync(1, 256)",
+                        "@mbarrier_wait(@address_of(t_full[",
+                        "@mbarrier_arrive(@address_of(t_empty["})
+    EXPECT_NE(consume.find(s), std::string::npos) << s << "\n" << ir;
+  EXPECT_EQ(consume.find("@tma_load("), std::string::npos) << ir;
+  EXPECT_EQ(consume.find("@syncthreads()"), std::string::npos) << ir;
 }
 
 // Without the turns' arrivals, warpgroup 0 waits for a turn that never comes: the executor,
@@ -775,12 +823,14 @@ TEST(FusedAttention, GpuMatchesTheReference) {
       EXPECT_TRUE(r.compare.ok) << r.str();
     }
     // Two warpgroups a block, the ring by TMA (the registry's default at D = 128), their GEMMs
-    // in turns or not; causal.
-    for (bool ping_pong : {false, true}) {
+    // in turns or not, or a producer warpgroup filling the ring; causal.
+    for (WgmmaOptions o : {WgmmaOptions{true}, WgmmaOptions{true, true},
+                           WgmmaOptions{true, false, 0, true}}) {
       AttentionShape a{1, 256, 256, 4, 2, 128, true};
       SCOPED_TRACE(describe(a, 128) + " wgmma, 128 queries a block, TMA" +
-                   (ping_pong ? ", ping-pong" : ""));
-      ScheduledProgram p = wgmma_attention(a, 128, 2, Float(16), 128, {true, ping_pong});
+                   (o.ping_pong ? ", ping-pong" : "") +
+                   (o.warp_roles ? ", producer warpgroup" : ""));
+      ScheduledProgram p = wgmma_attention(a, 128, 2, Float(16), 128, o);
       CheckResult w = check_on_gpu(p.schedule, p.args, 3);
       EXPECT_TRUE(w.compare.ok) << w.str();
     }
