@@ -525,12 +525,17 @@ ScheduledProgram attention_decode(const AttentionParams &a, DataType dtype,
   // Each chunk's softmax over (chunk p, batch, head, query), as FlashDecoding writes it: the
   // scores S, their max m and sum of exponentials l, the chunk's logsumexp lse = m + log l, the
   // probabilities normalized by it, Pn = exp(S - lse), and the chunk's output op = Pn V.
+  // The queries scaled once (a block's are in its threads' registers), so that a score is one
+  // multiply-add a key element.
+  Tensor Qs = compute(
+      {a.B, a.H, a.Sq, a.D},
+      [&](Var b, Var h, Var i, Var dd) { return Q(b, h, i, dd).astype(F32) * scale; }, "Qs",
+      {"b", "h", "i", "d"});
   IterVar d = reduce_axis({0, a.D}, "d");
   Tensor S = compute(
       {splits, a.B, a.H, a.Sq, C},
       [&](Var p, Var b, Var h, Var i, Var j) {
-        return sum(Q(b, h, i, d).astype(F32) * K(b, h / g, key(p, j), d).astype(F32) * scale,
-                   {d});
+        return sum(Qs(b, h, i, d) * K(b, h / g, key(p, j), d).astype(F32), {d});
       },
       "S", {"p", "b", "h", "i", "j"});
   IterVar j1 = reduce_axis({0, C}, "j1"), j2 = reduce_axis({0, C}, "j2"),
@@ -648,9 +653,10 @@ ScheduledProgram attention_decode(const AttentionParams &a, DataType dtype,
     Tensor KL = staged(K, S, jro);
     s[KL].compute_at(s[S], jri);
     vectorize_rows(KL);
-    Tensor QL = s.cache_read(Q, "local", {S});
+    Tensor QL = s.cache_read(Q, "local", {Qs});
     s[QL].compute_at(s[op], block);
     vectorize_rows(QL);
+    s[Qs].compute_at(s[op], block).set_scope("local");
   }
   for (const Tensor &x : {m, l, lse})
     s[x].compute_at(s[op], block);
