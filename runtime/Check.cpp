@@ -131,9 +131,16 @@ Tolerance output_tolerance(const Tensor &out) {
 namespace {
 
 void check_arity(const std::vector<Tensor> &args, size_t num_inputs) {
-  user_check(num_inputs + 1 == args.size(), "check")
-      << "expected the inputs followed by one output, got " << args.size() << " arguments for "
+  user_check(num_inputs < args.size(), "check")
+      << "expected the inputs followed by the outputs, got " << args.size() << " arguments for "
       << num_inputs << " inputs";
+}
+
+int64_t element_count(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t e : shape)
+    n *= e;
+  return n;
 }
 
 } // namespace
@@ -179,6 +186,14 @@ CheckProblem make_check_problem(const std::vector<Tensor> &args, std::vector<Hos
     p.samples.assign(chosen.begin(), chosen.end());
   }
   p.tolerance = output_tolerance(out);
+  for (size_t i = num_inputs; i + 1 < args.size(); ++i) {
+    const Tensor &t = args[i];
+    OutputReference o{t.name(), evaluate_reference(t, bindings), {}, output_tolerance(t),
+                      t.dtype(), constant_shape(t)};
+    if (o.tolerance.magnitude != 0)
+      o.magnitudes = evaluate_reference(magnitude_of(t), bindings);
+    p.earlier_outputs.push_back(std::move(o));
+  }
   if (p.samples.empty()) {
     p.reference = evaluate_reference(out, bindings);
     if (p.tolerance.magnitude != 0)
@@ -225,9 +240,36 @@ CheckResult check_output(const CheckProblem &p, const interp::HostBuffer &out) {
   return r;
 }
 
+// Each output of `outs` (the program's, in argument order) against the problem's references.
+static CheckResult check_outputs(const CheckProblem &p, const std::vector<Tensor> &args,
+                          const std::vector<const interp::HostBuffer *> &outs) {
+  internal_check(outs.size() == p.earlier_outputs.size() + 1)
+      << "check: " << outs.size() << " outputs for " << p.earlier_outputs.size() + 1;
+  CheckResult r = check_output(p, *outs.back());
+  if (p.earlier_outputs.empty())
+    return r;
+  const CompareResult last = r.compare;
+  for (size_t k = 0; k < p.earlier_outputs.size(); ++k) {
+    const OutputReference &o = p.earlier_outputs[k];
+    std::vector<double> got = outs[k]->to_doubles();
+    internal_check(got.size() == o.reference.size())
+        << "check: " << got.size() << " elements of '" << o.name << "' for a reference of "
+        << o.reference.size();
+    CompareResult c = compare(o.reference, got.data(), got.size(), o.tolerance, o.magnitudes);
+    if (!c.ok && r.compare.ok)
+      r.compare = c;
+    r.outputs.push_back({o.name, std::move(c)});
+  }
+  r.outputs.push_back({args.back().name(), last});
+  return r;
+}
+
 std::string CheckResult::str() const {
   std::ostringstream os;
-  os << compare.str();
+  if (outputs.empty())
+    os << compare.str();
+  for (size_t k = 0; k < outputs.size(); ++k)
+    os << (k ? "; " : "") << outputs[k].first << ": " << outputs[k].second.str();
   if (time)
     os << "; " << time->str();
   return os.str();
@@ -253,8 +295,9 @@ void check_host_memory(const std::vector<Tensor> &args, const char *where) {
     double n = 1;
     for (int64_t e : constant_shape(t))
       n *= double(e);
-    // An input as float64 values and in its type; the output also as its float64 reference.
-    const double per_element = (&t == &args.back() ? 2 : 1) * sizeof(double) + t.dtype().bytes();
+    // An input as float64 values and in its type; an output also as its float64 reference.
+    const bool output = !t.op().as<PlaceholderOpNode>();
+    const double per_element = (output ? 2 : 1) * sizeof(double) + t.dtype().bytes();
     double bytes = n * per_element;
     total += bytes;
     if (bytes > largest) {
@@ -284,14 +327,21 @@ CheckResult check_on_cpu_unguarded(const Schedule &s, const std::vector<Tensor> 
                                    const CheckProblem &p) {
   LoweredModule m = lower(s, args);
   std::vector<interp::HostBuffer> bufs = input_buffers(p);
-  // Poisoned output: an element the kernel does not write shows up as a mismatch.
+  // Poisoned outputs: an element the kernel does not write shows up as a mismatch.
+  for (const OutputReference &o : p.earlier_outputs)
+    bufs.push_back(interp::HostBuffer::from_doubles(
+        o.dtype, std::vector<double>(size_t(element_count(o.shape)), std::nan(""))));
   bufs.push_back(interp::HostBuffer::from_doubles(
-      args.back().dtype(), std::vector<double>(p.reference.size(), std::nan(""))));
+      args.back().dtype(),
+      std::vector<double>(size_t(element_count(constant_shape(args.back()))), std::nan(""))));
   std::vector<interp::HostBuffer *> ptrs;
   for (interp::HostBuffer &b : bufs)
     ptrs.push_back(&b);
   interp::execute(m, ptrs);
-  return check_output(p, bufs.back());
+  std::vector<const interp::HostBuffer *> outs;
+  for (size_t i = p.inputs.size(); i < bufs.size(); ++i)
+    outs.push_back(&bufs[i]);
+  return check_outputs(p, args, outs);
 }
 
 CheckResult check_on_gpu_unguarded(const Schedule &s, const std::vector<Tensor> &args,
@@ -302,15 +352,23 @@ CheckResult check_on_gpu_unguarded(const Schedule &s, const std::vector<Tensor> 
   std::vector<DeviceArray> arrays;
   for (size_t i = 0; i < p.inputs.size(); ++i)
     arrays.push_back(device_array(p.inputs[i], p.input_strides[i]));
-  arrays.emplace_back(args.back().dtype(), constant_shape(args.back()));
-  arrays.back().poison();
+  for (size_t i = num_inputs; i < args.size(); ++i) {
+    arrays.emplace_back(args[i].dtype(), constant_shape(args[i]));
+    arrays.back().poison();
+  }
   std::vector<const DeviceArray *> ptrs;
   for (const DeviceArray &a : arrays)
     ptrs.push_back(&a);
   m.run(ptrs);
-  interp::HostBuffer out(args.back().dtype(), p.reference.size());
-  arrays.back().copy_to_host(out.data(), arrays.back().bytes());
-  CheckResult r = check_output(p, out);
+  std::vector<interp::HostBuffer> outs;
+  for (size_t i = num_inputs; i < args.size(); ++i) {
+    outs.emplace_back(args[i].dtype(), size_t(element_count(constant_shape(args[i]))));
+    arrays[i].copy_to_host(outs.back().data(), arrays[i].bytes());
+  }
+  std::vector<const interp::HostBuffer *> out_ptrs;
+  for (const interp::HostBuffer &o : outs)
+    out_ptrs.push_back(&o);
+  CheckResult r = check_outputs(p, args, out_ptrs);
   if (timing)
     r.time = m.time(ptrs, *timing);
   return r;

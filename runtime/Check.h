@@ -15,11 +15,15 @@
 namespace tessel {
 
 struct CheckResult {
+  /// The last output's comparison, or the first failing one's of a program of several outputs.
   CompareResult compare;
   Tolerance tolerance;
+  /// A program of several outputs: each one's name and comparison, in argument order.
+  std::vector<std::pair<std::string, CompareResult>> outputs;
   /// On the GPU, when timing was asked for.
   std::optional<TimeResult> time;
-  /// CompareResult::str(): "ok: 0 of 4096 elements outside |got - ref| <= ...", and the time.
+  /// CompareResult::str(): "ok: 0 of 4096 elements outside |got - ref| <= ...", each output's
+  /// after its name where there are several, and the time.
   std::string str() const;
 };
 
@@ -33,6 +37,15 @@ Tolerance output_tolerance(const Tensor &out);
 /// A check's data: random inputs for a kernel's arguments and the float64 reference of its
 /// output, in full or at sampled elements (a large output whose full reference would take the
 /// CPU minutes: `tessel tune` checks each candidate at a few thousand outputs).
+/// The float64 reference of one output of a program of several, in full.
+struct OutputReference {
+  std::string name;
+  std::vector<double> reference, magnitudes;
+  Tolerance tolerance;
+  DataType dtype;
+  std::vector<int64_t> shape;
+};
+
 struct CheckProblem {
   std::vector<HostTensor> inputs;
   /// Each input's strides as its argument takes it (a strided placeholder's; empty: compact).
@@ -44,9 +57,12 @@ struct CheckProblem {
   Tolerance tolerance;
   DataType out_dtype;
   std::vector<int64_t> out_shape;
+  /// The outputs before the last one (the fields above), in argument order: a program of
+  /// several outputs (attention's O and its rows' logsumexp).
+  std::vector<OutputReference> earlier_outputs;
 };
 
-/// The problem of `args` (inputs then the output) with inputs from `seed`; `samples` > 0 and
+/// The problem of `args` (inputs then the outputs) with inputs from `seed`; `samples` > 0 and
 /// smaller than the output: the reference at that many distinct outputs chosen from `seed`
 /// (the first and last elements among them), else at all of them.
 CheckProblem make_check_problem(const std::vector<Tensor> &args, size_t num_inputs, uint64_t seed,
@@ -66,7 +82,7 @@ DeviceArray device_array(const HostTensor &h, const std::vector<int64_t> &stride
 CheckResult check_output(const CheckProblem &p, const interp::HostBuffer &out);
 
 /// `args` are the kernel's arguments as given to lower(): the first `num_inputs` are inputs
-/// (placeholders), the last one is the output.
+/// (placeholders), the others outputs, each checked (samples, where asked, of the last only).
 CheckResult check_on_cpu(const Schedule &s, const std::vector<Tensor> &args, size_t num_inputs,
                          uint64_t seed = 1);
 /// check_on_cpu on the problem `p` of `args` (make_check_problem).

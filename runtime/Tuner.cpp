@@ -314,6 +314,11 @@ TuneSummary tune(const TuneOptions &o) {
         clock_str(seconds_since(start)) + "\n");
   std::optional<CheckProblem> problem_data;
   if (reference_program)
+    user_check(reference_program->args.size() == reference_program->num_inputs + 1, "tune")
+        << "the tuner checks and times programs of one output; this one has "
+        << reference_program->args.size() - reference_program->num_inputs
+        << " (leave out the extra outputs, e.g. attention's LSE=0, to tune it)";
+  if (reference_program)
     problem_data = make_check_problem(reference_program->args, reference_program->num_inputs,
                                       /*seed=*/1, o.cpu ? 0 : o.samples);
   std::optional<Runner> runner;
