@@ -293,6 +293,9 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
       << "a slack of " << a.slack << " is the TMA ring's (TMA=1) and needs " << 2 + a.slack
       << " stages or more; got " << (a.tma ? "" : "no TMA ring and ") << a.stages
       << " stage(s)";
+  user_check(!a.lse || a.wgmma || !a.tensor_cores, "attention")
+      << "the rows' logsumexp (LSE=1) is written by the wgmma (TC=2) and CUDA-core (TC=0) "
+         "schedules, not yet by the WMMA one (TC=1)";
   user_check(!a.warp_roles || a.tma, "attention")
       << "warp roles (WS=1: a producer warpgroup issuing K's and V's fills) need the wgmma "
          "schedule's TMA ring (TC=2, TMA=1, STAGES >= 2)";
@@ -408,8 +411,21 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   std::vector<Tensor> state =
       online_softmax(t, m, l, o, m_new, rowsum, PV, "softmax", where, fast_exp2);
   const Tensor &o_last = state[2], &l_last = state[1], &m_last = state[0];
+  // The rows' logsumexp (natural; m is in base 2) for a backward pass, a second output; O
+  // then reads it, o exp(m ln 2 - LSE) = o / l, so that it is computed with O.
+  Tensor LSE;
+  if (a.lse)
+    LSE = compute(
+        {a.B, a.H, a.Sq},
+        [&](Var b, Var h, Var i) {
+          return m_last(b, h, i) * float(std::numbers::ln2) + log(l_last(b, h, i));
+        },
+        "LSE", {"b", "h", "i"});
   // O = o / l in Q's type (for wgmma the quotient a tensor of its own, in the registers).
   auto quotient = [&](Var b, Var h, Var i, Var dd) {
+    if (a.lse)
+      return o_last(b, h, i, dd) *
+             exp(m_last(b, h, i) * float(std::numbers::ln2) - LSE(b, h, i));
     return o_last(b, h, i, dd) / l_last(b, h, i);
   };
   Tensor O32;
@@ -451,6 +467,11 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
                    m_last, l_last, O32, tx, ty, warpgroups, a.D, Bk, dtype,
                    int(a.stages), a.tma, int(a.slack), a.warp_roles);
     s[O32].compute_at(s[O], wg);
+    if (a.lse) { // each warpgroup its rows (LSE is global: read at wg, its region is the block's)
+      s[LSE].compute_at(s[O], wg);
+      if (warpgroups > 1)
+        s[LSE].bind(s[LSE].split(s[LSE].op_axis(2), 64).first, ty);
+    }
     if (a.ping_pong)
       fold_stage.ping_pong(t);
     if (a.causal) // S masked in the registers
@@ -463,6 +484,8 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   s[O].bind(iy, ty).bind(ix, tx);
   Stage fold_stage = s[o_last];
   fold_stage.compute_at(s[O], ix).set_scope("local");
+  if (a.lse)
+    s[LSE].compute_at(s[O], ix); // (its thread's query)
   s[rowmax].compute_at(fold_stage, t).set_scope("local");
   if (a.tensor_cores) {
     schedule_tensor_cores(s, {Q, K, V, S, rowmax, m_new, P, Pq, PV, O}, fold_stage, t, block, tx,
@@ -478,6 +501,8 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
     s[o_last].specialize(t);
 
   ScheduledProgram prog{s, {Q, K, V, O}, 3, 0};
+  if (a.lse)
+    prog.args.push_back(LSE);
   // 4 flops per (query, visible key, dim): the two products and their sums.
   double pairs = 0;
   for (int64_t q = 0; q < a.Sq; ++q)
@@ -727,13 +752,15 @@ ScheduleEntry attention_entry() {
       "warpgroups issue their GEMMs in turns; WS 1: a producer warpgroup fills the TMA ring), "
       "0: CUDA cores, 3 (the default): 2 on a Hopper GPU where its schedule takes the shape, "
       "else 1. BK and BQ 0 (the default): the path's (wgmma: 128 and 128 where they fit, WMMA "
-      "and CUDA cores: 16 and 64)";
+      "and CUDA cores: 16 and 64). LSE 1: a second output LSE (B, H, SQ), float32, the rows' "
+      "natural logsumexp for a backward pass (TC 0 and 2)";
   e.default_shape = {{"B", 1},   {"H", 4},      {"HKV", 4},  {"SQ", 256}, {"SK", 256}, {"D", 64},
                      {"CAUSAL", 0}, {"BSHD", 1}, {"BK", 0}, {"BQ", 0},  {"TC", 3},
-                     {"STAGES", 2}, {"PP", 0}, {"TMA", 1}, {"SLACK", 0}, {"WS", 0}};
-  e.nonnegative = {"CAUSAL", "BSHD", "TC", "BK", "BQ", "PP", "TMA", "SLACK", "WS"};
+                     {"STAGES", 2}, {"PP", 0}, {"TMA", 1}, {"SLACK", 0}, {"WS", 0}, {"LSE", 0}};
+  e.nonnegative = {"CAUSAL", "BSHD", "TC", "BK", "BQ", "PP", "TMA", "SLACK", "WS", "LSE"};
   e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"TC", {0, 1, 2, 3}}, {"PP", {0, 1}},
-               {"TMA", {0, 1}},       {"SLACK", {0, 1}}, {"WS", {0, 1}}};
+               {"TMA", {0, 1}},       {"SLACK", {0, 1}}, {"WS", {0, 1}},
+               {"LSE", {0, 1}}};
   e.dtypes = {Float(16), BFloat(16)};
   e.knobs = {{"BK", {16, 32, 64, 128}},
              {"BQ", {32, 64, 128}},
@@ -750,6 +777,7 @@ ScheduleEntry attention_entry() {
     a.ping_pong = p.at("PP") != 0;
     a.slack = p.at("SLACK");
     a.warp_roles = p.at("WS") != 0;
+    a.lse = p.at("LSE") != 0;
     return attention(a, dtype);
   };
   return e;

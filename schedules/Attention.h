@@ -53,6 +53,9 @@ struct AttentionParams {
   /// (Stage::warp_specialize on the fold), so that the consumer warpgroups only wait for full
   /// slots and release them (FlashAttention-3's roles).
   bool warp_roles = false;
+  /// A second output LSE (B, H, Sq), float32: each query's logsumexp of its scaled scores
+  /// (natural log), what a backward pass recomputes the probabilities from.
+  bool lse = false;
 };
 
 /// The online softmax's fold over the key blocks of `t`: the running max `m`, sum `l` (fold

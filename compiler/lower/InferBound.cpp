@@ -44,12 +44,13 @@ VarIntervals consumer_env(const StageNode *producer, const StageNode *consumer,
       bool in = x == P ? i > p_index : inside;
       const IterVarAttr *a = x->find_attr(iv);
       bool bound = a && a->bind_thread.defined();
-      // A loop on threadIdx inside the attach point of a 'local' producer (or of a warp's
-      // fragments) is one index for each thread (warp), which computes its own copy: the
-      // producer covers that index, not the range.
+      // A loop on threadIdx inside the attach point of a 'local' producer (or of a warp's or
+      // a warpgroup's fragments) is one index for each thread (warp, warpgroup), which
+      // computes its own copy: the producer covers that index, not the range.
       const bool own_copy = producer->scope == "local" ||
                             producer->scope.rfind("wmma.", 0) == 0 ||
-                            producer->scope.rfind("mma.", 0) == 0;
+                            producer->scope.rfind("mma.", 0) == 0 ||
+                            producer->scope.rfind("wgmma.", 0) == 0;
       if (in && bound && own_copy && a->bind_thread.thread_tag().rfind("threadIdx", 0) == 0)
         in = false;
       if (in || (bound && needs_relax(a->bind_thread.thread_tag(), relax_scope)))

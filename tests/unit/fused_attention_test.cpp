@@ -227,6 +227,45 @@ TEST(FusedAttention, WgmmaStepMatchesOnTheExecutor) {
 // The registry's path (TC=3, its default): wgmma on Hopper where its schedule takes the shape,
 // with the blocks measured fastest there (128 queries, 128 keys at D <= 128); WMMA elsewhere and
 // for shapes wgmma does not take; blocks given are kept.
+// The rows' logsumexp (LSE, natural log, float32) beside O, for a backward pass: on CUDA cores
+// (a thread per query) and on wgmma (a warpgroup's rows; two warpgroups a block, causal,
+// grouped-query), both outputs checked against float64. The WMMA schedule refuses it.
+TEST(FusedAttention, RowLogsumexpForTheBackwardPass) {
+  auto with_lse = [](AttentionParams a) {
+    a.lse = true;
+    return a;
+  };
+  {
+    AttentionParams a = with_lse({1, 64, 96, 4, 2, 32, true});
+    a.block_keys = 16;
+    a.tensor_cores = false;
+    a.block_queries = 32;
+    SCOPED_TRACE(describe(a, 16) + " CUDA cores");
+    ScheduledProgram p = attention(a, Float(16));
+    ASSERT_EQ(p.args.size(), 5u);
+    EXPECT_EQ(p.args.back().name(), "LSE");
+    CheckResult r = check_on_cpu(p.schedule, p.args, 3);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+    EXPECT_EQ(r.outputs.size(), 2u) << r.str();
+  }
+  for (int64_t bq : {64, 128}) {
+    AttentionShape a = with_lse({1, 128, 192, 4, 2, 64, true});
+    SCOPED_TRACE(describe(a, 64) + " wgmma, " + std::to_string(bq) + " queries a block");
+    ScheduledProgram p = wgmma_attention(a, 64, 2, Float(16), bq, {true});
+    CheckResult r = check_on_cpu(p.schedule, p.args, 3);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+    EXPECT_NE(r.str().find("LSE: ok"), std::string::npos) << r.str();
+  }
+  expect_error(
+      [&] {
+        AttentionParams a = with_lse({1, 64, 64, 1, 1, 64, false});
+        a.block_keys = 16;
+        a.block_queries = 32;
+        attention(a, Float(16));
+      },
+      {"logsumexp (LSE=1)", "TC=1"});
+}
+
 TEST(FusedAttention, RegistryPathByGpu) {
   AttentionParams a;
   a.B = 8, a.H = 16, a.Hkv = 16, a.Sq = 4096, a.Sk = 4096, a.D = 128;
@@ -831,6 +870,15 @@ TEST(FusedAttention, GpuMatchesTheReference) {
                    (o.ping_pong ? ", ping-pong" : "") +
                    (o.warp_roles ? ", producer warpgroup" : ""));
       ScheduledProgram p = wgmma_attention(a, 128, 2, Float(16), 128, o);
+      CheckResult w = check_on_gpu(p.schedule, p.args, 3);
+      EXPECT_TRUE(w.compare.ok) << w.str();
+    }
+    // With the rows' logsumexp as a second output.
+    {
+      AttentionShape a{1, 256, 256, 4, 2, 128, true};
+      a.lse = true;
+      SCOPED_TRACE(describe(a, 128) + " wgmma, 128 queries a block, TMA, LSE");
+      ScheduledProgram p = wgmma_attention(a, 128, 2, Float(16), 128, {true});
       CheckResult w = check_on_gpu(p.schedule, p.args, 3);
       EXPECT_TRUE(w.compare.ok) << w.str();
     }
