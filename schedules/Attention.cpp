@@ -293,9 +293,6 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
       << "a slack of " << a.slack << " is the TMA ring's (TMA=1) and needs " << 2 + a.slack
       << " stages or more; got " << (a.tma ? "" : "no TMA ring and ") << a.stages
       << " stage(s)";
-  user_check(!a.lse || a.wgmma || !a.tensor_cores, "attention")
-      << "the rows' logsumexp (LSE=1) is written by the wgmma (TC=2) and CUDA-core (TC=0) "
-         "schedules, not yet by the WMMA one (TC=1)";
   user_check(!a.warp_roles || a.tma, "attention")
       << "warp roles (WS=1: a producer warpgroup issuing K's and V's fills) need the wgmma "
          "schedule's TMA ring (TC=2, TMA=1, STAGES >= 2)";
@@ -484,8 +481,11 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   s[O].bind(iy, ty).bind(ix, tx);
   Stage fold_stage = s[o_last];
   fold_stage.compute_at(s[O], ix).set_scope("local");
-  if (a.lse)
-    s[LSE].compute_at(s[O], ix); // (its thread's query)
+  if (a.lse) { // a thread its query's (LSE is global: read at ix, its region is the block's)
+    s[LSE].compute_at(s[O], ix);
+    auto [ly, lx] = s[LSE].split(s[LSE].op_axis(2), 32);
+    s[LSE].bind(ly, ty).bind(lx, tx);
+  }
   s[rowmax].compute_at(fold_stage, t).set_scope("local");
   if (a.tensor_cores) {
     schedule_tensor_cores(s, {Q, K, V, S, rowmax, m_new, P, Pq, PV, O}, fold_stage, t, block, tx,
@@ -753,7 +753,7 @@ ScheduleEntry attention_entry() {
       "0: CUDA cores, 3 (the default): 2 on a Hopper GPU where its schedule takes the shape, "
       "else 1. BK and BQ 0 (the default): the path's (wgmma: 128 and 128 where they fit, WMMA "
       "and CUDA cores: 16 and 64). LSE 1: a second output LSE (B, H, SQ), float32, the rows' "
-      "natural logsumexp for a backward pass (TC 0 and 2)";
+      "natural logsumexp for a backward pass";
   e.default_shape = {{"B", 1},   {"H", 4},      {"HKV", 4},  {"SQ", 256}, {"SK", 256}, {"D", 64},
                      {"CAUSAL", 0}, {"BSHD", 1}, {"BK", 0}, {"BQ", 0},  {"TC", 3},
                      {"STAGES", 2}, {"PP", 0}, {"TMA", 1}, {"SLACK", 0}, {"WS", 0}, {"LSE", 0}};

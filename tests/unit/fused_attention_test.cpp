@@ -228,19 +228,19 @@ TEST(FusedAttention, WgmmaStepMatchesOnTheExecutor) {
 // with the blocks measured fastest there (128 queries, 128 keys at D <= 128); WMMA elsewhere and
 // for shapes wgmma does not take; blocks given are kept.
 // The rows' logsumexp (LSE, natural log, float32) beside O, for a backward pass: on CUDA cores
-// (a thread per query) and on wgmma (a warpgroup's rows; two warpgroups a block, causal,
-// grouped-query), both outputs checked against float64. The WMMA schedule refuses it.
+// and WMMA (a thread per query) and on wgmma (a warpgroup's rows; two warpgroups a block),
+// causal, grouped-query; both outputs checked against float64.
 TEST(FusedAttention, RowLogsumexpForTheBackwardPass) {
   auto with_lse = [](AttentionParams a) {
     a.lse = true;
     return a;
   };
-  {
+  for (bool tensor_cores : {false, true}) {
     AttentionParams a = with_lse({1, 64, 96, 4, 2, 32, true});
     a.block_keys = 16;
-    a.tensor_cores = false;
-    a.block_queries = 32;
-    SCOPED_TRACE(describe(a, 16) + " CUDA cores");
+    a.tensor_cores = tensor_cores;
+    a.block_queries = 64;
+    SCOPED_TRACE(describe(a, 16) + (tensor_cores ? " WMMA" : " CUDA cores"));
     ScheduledProgram p = attention(a, Float(16));
     ASSERT_EQ(p.args.size(), 5u);
     EXPECT_EQ(p.args.back().name(), "LSE");
@@ -256,14 +256,6 @@ TEST(FusedAttention, RowLogsumexpForTheBackwardPass) {
     EXPECT_TRUE(r.compare.ok) << r.str();
     EXPECT_NE(r.str().find("LSE: ok"), std::string::npos) << r.str();
   }
-  expect_error(
-      [&] {
-        AttentionParams a = with_lse({1, 64, 64, 1, 1, 64, false});
-        a.block_keys = 16;
-        a.block_queries = 32;
-        attention(a, Float(16));
-      },
-      {"logsumexp (LSE=1)", "TC=1"});
 }
 
 TEST(FusedAttention, RegistryPathByGpu) {
