@@ -240,8 +240,10 @@ CheckResult check_output(const CheckProblem &p, const interp::HostBuffer &out) {
   return r;
 }
 
+namespace {
+
 // Each output of `outs` (the program's, in argument order) against the problem's references.
-static CheckResult check_outputs(const CheckProblem &p, const std::vector<Tensor> &args,
+CheckResult check_outputs(const CheckProblem &p, const std::vector<Tensor> &args,
                           const std::vector<const interp::HostBuffer *> &outs) {
   internal_check(outs.size() == p.earlier_outputs.size() + 1)
       << "check: " << outs.size() << " outputs for " << p.earlier_outputs.size() + 1;
@@ -263,6 +265,8 @@ static CheckResult check_outputs(const CheckProblem &p, const std::vector<Tensor
   r.outputs.push_back({args.back().name(), last});
   return r;
 }
+
+} // namespace
 
 std::string CheckResult::str() const {
   std::ostringstream os;
