@@ -488,8 +488,8 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   }
   s[rowmax].compute_at(fold_stage, t).set_scope("local");
   if (a.tensor_cores) {
-    schedule_tensor_cores(s, {Q, K, V, S, rowmax, m_new, P, Pq, PV, O, rowsum}, fold_stage, t, block, tx,
-                          ty, a.block_queries / 32, dtype);
+    schedule_tensor_cores(s, {Q, K, V, S, rowmax, m_new, P, Pq, PV, O, rowsum}, fold_stage, t,
+                          block, tx, ty, a.block_queries / 32, dtype);
   } else {
     s[S].compute_at(fold_stage, t).set_scope("local");
     s[Pq].compute_inline();
