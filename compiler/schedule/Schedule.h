@@ -234,8 +234,9 @@ public:
   /// never behind a consumer's wait. The block's threads must be warpgroups on threadIdx.x
   /// (128) and threadIdx.y, none on threadIdx.z; threads bound inside the block's work are
   /// the consumers' (a copy split over their threads, their warpgroups bound at a split of
-  /// the work). A fold's stage (online softmax) is split as a computed stage is. With ConsumerRoles::ping_pong the stage is
-  /// computed by one warpgroup (no threadIdx.y) inside a persistent kernel's tiles
+  /// the work). A fold's stage (online softmax) is split as a computed stage is. With
+  /// ConsumerRoles::ping_pong the stage is computed by one warpgroup (no threadIdx.y) inside a
+  /// persistent kernel's tiles
   /// (Stage::persistent on its output stage), and two consumer warpgroups take the tiles in
   /// turn: warpgroup 0 the block's tiles 0, 2, 4..., warpgroup 1 tiles 1, 3, 5...; a
   /// warpgroup starts its main loop (the loop that waits on the ring) once the other has
