@@ -51,6 +51,9 @@
 #             (2x1 and a persistent 1x2); gemm_fp8 block-scaled, per tensor, fast (FAST=1:
 #             clustered; persistent with TS=1); small ragged GEMMs read in place by 64x128
 #             blocks (1000^3 clustered, 800x1000x1200 not)
+#   profile_attention  ncu (--clock-control none) on the default D=128 prefill kernel and on
+#             decoding's first kernel: details, and stall samples per SASS line as CSV (not
+#             among the default steps)
 #   attention fused attention and decoding against torch's SDPA backends
 #             (bench/attention_torch.py, 2 rounds, the registry's default path; then the prefill rows
 #             with a producer warpgroup and with the rows' logsumexp written),
@@ -211,6 +214,22 @@ run_step() {
       else
         echo "ncu not found"
       fi ;;
+    profile_attention)
+      # The default D=128 prefill kernel and decoding's first kernel (the runtime names kernels
+      # default_function* for the driver), at the clocks the GPU runs (--clock-control none):
+      # details, and stall samples per SASS line (--page source) to attribute the stalls.
+      local prefill=(attention --shape B=8,H=16,HKV=16,SQ=4096,SK=4096,D=128,TC=2)
+      local decode=(attention_decode --shape B=16,H=32,HKV=8,SK=32768,D=128)
+      ncu --clock-control none --set full -k regex:default_function --launch-skip 1 \
+        --launch-count 1 -o "$out/attention" ./tessel run "${prefill[@]}" --no-check \
+        --number 1 --repeat 2 &&
+        ncu --import "$out/attention.ncu-rep" --page details &&
+        ncu --import "$out/attention.ncu-rep" --page source --csv >"$out/attention_source.csv" &&
+        ncu --clock-control none --set full -k regex:default_function_lse --launch-skip 2 \
+          --launch-count 1 -o "$out/decode" ./tessel run "${decode[@]}" --no-check \
+          --number 1 --repeat 3 &&
+        ncu --import "$out/decode.ncu-rep" --page details &&
+        ncu --import "$out/decode.ncu-rep" --page source --csv >"$out/decode_source.csv" ;;
     attention)
       python3 "$here/bench/attention_torch.py" --tessel ./tessel --rounds 2 --repeat 20 &&
         for knobs in WS=1 LSE=1; do
