@@ -18,13 +18,18 @@
 #include <llvm/ADT/DenseSet.h>
 #include <llvm/ADT/STLExtras.h>
 #include <llvm/ADT/SmallVector.h>
+#include <llvm/Support/Parallel.h>
 
 #include <cmath>
+#include <exception>
+#include <functional>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <sstream>
+#include <thread>
 
 namespace tessel {
 
@@ -431,30 +436,63 @@ private:
       body = bc.compile(op->body);
     }
 
-    std::vector<Scalar> frame(size_t(bc.num_slots()), int_value(0));
-    Scalar *fr = frame.data();
-    if (at) { // only these elements
-      for (int64_t flat : *at) {
+    if (at) // only these elements
+      for (int64_t flat : *at)
         user_check(flat >= 0 && size_t(flat) < td->values.size(), "reference")
             << "element " << flat << " asked of '" << td->name << "', which has "
             << td->values.size();
-        for (size_t d = 0; d < rank; ++d)
-          fr[d].i = flat / td->strides[d] % td->shape[d];
-        td->values[size_t(flat)] = red ? reduce(rl, fr) : body->eval(fr);
+    // Elements [begin, end) of the list (`at`) or of the tensor, each computed alone (so the
+    // values do not depend on how the elements are split over threads), in a frame of its own.
+    TensorData &out = *td;
+    auto run = [&](size_t begin, size_t end) {
+      std::vector<Scalar> frame(size_t(bc.num_slots()), int_value(0));
+      Scalar *fr = frame.data();
+      for (size_t n = begin; n < end; ++n) {
+        const int64_t flat = at ? (*at)[n] : int64_t(n);
+        // The indices of the first element; after it, an odometer (last fastest) where the
+        // elements are consecutive.
+        if (n == begin || at)
+          for (size_t d = 0; d < rank; ++d)
+            fr[d].i = flat / out.strides[d] % out.shape[d];
+        out.values[size_t(flat)] = red ? reduce(rl, fr) : body->eval(fr);
+        if (!at)
+          for (size_t d = rank; d-- > 0;) {
+            if (++fr[d].i < out.shape[d])
+              break;
+            fr[d].i = 0;
+          }
       }
-      tensors_[op] = std::move(td);
-      return;
-    }
-    for (Scalar &out : td->values) {
-      out = red ? reduce(rl, fr) : body->eval(fr);
-      // Odometer over the output indices, last fastest (row-major).
-      for (size_t d = rank; d-- > 0;) {
-        if (++fr[d].i < td->shape[d])
-          break;
-        fr[d].i = 0;
-      }
-    }
+    };
+    int64_t per_element = 1;
+    for (size_t k = 0; k < rl.mins.size(); ++k)
+      per_element *= rl.ends[k] - rl.mins[k];
+    in_parallel(at ? at->size() : out.values.size(), per_element, run);
     tensors_[op] = std::move(td);
+  }
+
+  // run(begin, end) over [0, count) in chunks on the machine's threads where the work (count
+  // times `per_element` iterations) is worth it; the first exception a chunk throws is
+  // rethrown here.
+  static void in_parallel(size_t count, int64_t per_element,
+                          const std::function<void(size_t, size_t)> &run) {
+    constexpr double kSerialWork = 1 << 16;
+    const size_t threads = std::max(1u, std::thread::hardware_concurrency());
+    if (threads == 1 || double(count) * double(per_element) < kSerialWork || count < 2)
+      return run(0, count);
+    const size_t chunks = std::min(count, 8 * threads), size = (count + chunks - 1) / chunks;
+    std::mutex m;
+    std::exception_ptr error;
+    llvm::parallelForEachN(0, chunks, [&](size_t c) {
+      try {
+        run(c * size, std::min(count, (c + 1) * size));
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(m);
+        if (!error)
+          error = std::current_exception();
+      }
+    });
+    if (error)
+      std::rethrow_exception(error);
   }
 
   // The states start at their initial values; at each step t the step's tensors (in `order`)

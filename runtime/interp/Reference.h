@@ -50,7 +50,9 @@ struct TensorBinding {
 /// The values of `output` (row-major, one double per element) computed from its definition in
 /// float64, with each placeholder read from `inputs`. A placeholder without an input, an input
 /// whose dtype, shape or values do not fit its placeholder, an out-of-range read or an integer
-/// division by zero is a tessel::Error.
+/// division by zero is a tessel::Error (where several elements err, one of them is named). A
+/// large tensor's elements are computed on the machine's threads (llvm::parallelForEachN),
+/// each alone: the values do not depend on the split.
 std::vector<double> evaluate_reference(const Tensor &output,
                                        const std::map<const OperationNode *, const HostTensor *> &inputs);
 std::vector<double> evaluate_reference(const Tensor &output, const std::vector<TensorBinding> &inputs);
