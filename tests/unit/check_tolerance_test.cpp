@@ -157,3 +157,28 @@ TEST(CheckOnCpu, ShapeLargerThanHostMemoryIsTheUsersError) {
                              {"check_on_cpu: checking this shape", "GB of host memory",
                               "'b' alone", "more than this machine's", "give a smaller shape"});
 }
+
+// A program of two outputs (c = a + b, read by d = 2c, both arguments): the check compares
+// each with its own reference and names it; a wrong element of the first fails the check, named.
+TEST(CheckOnCpu, EveryOutputOfAProgramIsChecked) {
+  Tensor a = placeholder({256}, Float(32), "a"), b = placeholder({256}, Float(32), "b");
+  Tensor c = compute({256}, [&](Var i) { return a(i) + b(i); }, "c");
+  Tensor d = compute({256}, [&](Var i) { return c(i) * 2.0f; }, "d");
+  Schedule s = elementwise_schedule(d);
+  s[c].compute_at(s[d], s[d].leaf_iter_vars()[1]);
+  const std::vector<Tensor> args = {a, b, c, d};
+  CheckResult r = check_on_cpu(s, args, 2);
+  EXPECT_TRUE(r.compare.ok) << r.str();
+  ASSERT_EQ(r.outputs.size(), 2u);
+  EXPECT_EQ(r.outputs[0].first, "c");
+  EXPECT_EQ(r.outputs[1].first, "d");
+  EXPECT_NE(r.str().find("c: ok: 0 of 256"), std::string::npos) << r.str();
+  EXPECT_NE(r.str().find("; d: ok: 0 of 256"), std::string::npos) << r.str();
+  CheckProblem p = make_check_problem(args, 2, 1);
+  ASSERT_EQ(p.earlier_outputs.size(), 1u);
+  p.earlier_outputs[0].reference[7] += 1;
+  CheckResult wrong = check_on_cpu(s, args, p);
+  EXPECT_FALSE(wrong.compare.ok) << wrong.str();
+  EXPECT_NE(wrong.str().find("c: "), std::string::npos) << wrong.str();
+  EXPECT_TRUE(wrong.outputs[1].second.ok) << wrong.str();
+}
