@@ -1,6 +1,7 @@
 #include "compiler/ir/IR.h"
 
 #include "compiler/ir/IRPrinter.h"
+#include "compiler/ir/IRVisitor.h"
 #include "compiler/support/Error.h"
 
 #include <cmath>
@@ -232,7 +233,8 @@ Expr Broadcast::make(Expr value, int lanes) {
   return make_expr<Broadcast>(std::move(value), lanes);
 }
 
-Expr Reduce::make(Combiner combiner, Expr source, std::vector<IterVar> axis, Expr condition) {
+Expr Reduce::make(Combiner combiner, Expr source, std::vector<IterVar> axis, Expr condition,
+                  Expr init) {
   check_defined(source, "Reduce", "source");
   user_check(!axis.empty(), Reduce::name(combiner))
       << "a reduction needs at least one reduce axis, e.g. reduce_axis({0, K}, \"k\")";
@@ -244,7 +246,18 @@ Expr Reduce::make(Combiner combiner, Expr source, std::vector<IterVar> axis, Exp
   if (!condition.defined())
     condition = IntImm::make(Bool(), 1);
   check_bool("Reduce", condition);
-  return make_expr<Reduce>(combiner, std::move(source), std::move(axis), std::move(condition));
+  user_check(!init.defined() || init.type() == source.type(), Reduce::name(combiner))
+      << "the initial value is " << init.type() << " but the reduction's source is "
+      << source.type() << "; cast it";
+  if (init.defined())
+    post_order_visit(init, [&](const IRNode *n) {
+      for (const IterVar &iv : axis)
+        user_check(n != iv.var().get(), Reduce::name(combiner))
+            << "the initial value reads the reduce axis '" << iv.name()
+            << "'; it is one value per output element: write it in the output's indices";
+    });
+  return make_expr<Reduce>(combiner, std::move(source), std::move(axis), std::move(condition),
+                           std::move(init));
 }
 
 Expr Reduce::identity(Combiner c, DataType t) {

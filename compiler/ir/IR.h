@@ -264,11 +264,15 @@ struct Reduce : ExprNode {
   const Expr source;
   const std::vector<IterVar> axis;
   const Expr condition;
-  static Expr make(Combiner combiner, Expr source, std::vector<IterVar> axis, Expr condition = Expr());
+  /// The value the reduction starts from (TVM's init): an expression of the output's indices;
+  /// undefined: the combiner's identity.
+  const Expr init;
+  static Expr make(Combiner combiner, Expr source, std::vector<IterVar> axis,
+                   Expr condition = Expr(), Expr init = Expr());
   TESSEL_NODE_KIND(Reduce)
-  Reduce(Combiner c, Expr src, std::vector<IterVar> axis, Expr cond)
+  Reduce(Combiner c, Expr src, std::vector<IterVar> axis, Expr cond, Expr init)
       : ExprNode(IRNodeKind::Reduce, src.type()), combiner(c), source(std::move(src)),
-        axis(std::move(axis)), condition(std::move(cond)) {}
+        axis(std::move(axis)), condition(std::move(cond)), init(std::move(init)) {}
 
   /// The identity of the combiner in `t`: 0 for sum, the lowest value for max, the highest for min.
   static Expr identity(Combiner c, DataType t);

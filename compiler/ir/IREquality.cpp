@@ -90,6 +90,8 @@ public:
             !bind(x->axis[i].var().get(), y->axis[i].var().get()))
           return false;
       }
+      if (x->init.defined() != y->init.defined() || (x->init.defined() && !eq(x->init, y->init)))
+        return false;
       return eq(x->source, y->source) && eq(x->condition, y->condition);
     }
     default:
@@ -258,7 +260,8 @@ public:
     case IRNodeKind::Reduce: {
       const auto *op = llvm::cast<Reduce>(e.get());
       h = llvm::hash_combine(h, static_cast<int>(op->combiner), op->axis.size());
-      return llvm::hash_combine(h, hash(op->source), hash(op->condition));
+      h = llvm::hash_combine(h, hash(op->source), hash(op->condition));
+      return op->init.defined() ? llvm::hash_combine(h, hash(op->init)) : h;
     }
 #define BIN(K)                                                                                     \
   case IRNodeKind::K:                                                                              \

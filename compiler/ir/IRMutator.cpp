@@ -131,9 +131,10 @@ Expr IRMutator::visit(const Broadcast *op) {
 
 Expr IRMutator::visit(const Reduce *op) {
   Expr src = mutate(op->source), cond = mutate(op->condition);
-  if (src.same_as(op->source) && cond.same_as(op->condition))
+  Expr init = op->init.defined() ? mutate(op->init) : Expr();
+  if (src.same_as(op->source) && cond.same_as(op->condition) && init.same_as(op->init))
     return op;
-  return Reduce::make(op->combiner, std::move(src), op->axis, std::move(cond));
+  return Reduce::make(op->combiner, std::move(src), op->axis, std::move(cond), std::move(init));
 }
 
 Stmt IRMutator::visit(const LetStmt *op) {

@@ -257,6 +257,10 @@ void IRPrinter::print_expr(const Expr &e, int pp, bool right) {
       os_ << ", where=";
       print(op->condition);
     }
+    if (op->init.defined()) {
+      os_ << ", init=";
+      print(op->init);
+    }
     os_ << ")";
     return;
   }

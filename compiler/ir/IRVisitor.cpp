@@ -95,6 +95,8 @@ void IRVisitor::visit(const Reduce *op) {
   }
   visit_expr(op->source);
   visit_expr(op->condition);
+  if (op->init.defined())
+    visit_expr(op->init);
 }
 
 void IRVisitor::visit(const LetStmt *op) {

@@ -152,7 +152,10 @@ private:
       std::vector<Expr> init_idx;
       for (const IterVar &iv : c->axis)
         init_idx.push_back(init_root.lookup(iv.var().get()));
-      return BufferStore::make(buf, Reduce::identity(red->combiner, red->type), init_idx);
+      // The reduction's initial value at the element (init=), else the combiner's identity.
+      Expr value = red->init.defined() ? substitute(red->init, init_root)
+                                       : Reduce::identity(red->combiner, red->type);
+      return BufferStore::make(buf, value, init_idx);
     });
     return wrap_loops(s, leaves, 0, k, Seq::make({init, update}), true);
   }
@@ -337,7 +340,11 @@ private:
     std::vector<Expr> store_guards = guards(s, c->axis, leaf_value);
     if (s->scope != "local")
       store_guards.push_back(thread.var() == make_zero(thread.var().type()));
-    Stmt store = guard(BufferStore::make(buf, acc0, data_idx), store_guards);
+    // The threads' combined value onto the reduction's initial value (init=), once.
+    Expr result = tb->init.defined()
+                      ? Reduce::combine(red->combiner, substitute(tb->init, root_value), acc0)
+                      : acc0;
+    Stmt store = guard(BufferStore::make(buf, result, data_idx), store_guards);
     Stmt nest = BufferRealize::make(acc, {Range(Expr(0), Expr(1))},
                                     Seq::make({init, update, allreduce, store}));
     nest = make_loop(s, bound, bound, nest, true);

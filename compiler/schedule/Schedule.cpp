@@ -316,8 +316,10 @@ Tensor Schedule::rfactor(const Tensor &t, const IterVar &axis, int factor_axis) 
   for (const IterVar &iv : c->axis)
     idx.push_back(iv.var());
   idx.insert(idx.begin() + factor_axis, k.var());
+  // (The partials start from the identity; their reduction from the initial value, if any.)
   sn->op = Operation(new ComputeOpNode(c->name, c->axis, {k},
-                                       Reduce::make(red->combiner, rf(idx), {k})));
+                                       Reduce::make(red->combiner, rf(idx), {k}, Expr(),
+                                                    red->init)));
   n_->stage_map[sn->op.get()] = sn;
   // The reduction loops and their relations go; the data loops keep their schedule.
   auto derived_from_reduce = [&](const IterVar &iv) {

@@ -115,14 +115,17 @@ IterVar reduce_axis(std::array<Expr, 2> begin_end, std::string name) {
                        IterVarType::CommReduce);
 }
 
-Expr sum(Expr source, std::vector<IterVar> axis, Expr where) {
-  return Reduce::make(Reduce::Sum, std::move(source), std::move(axis), std::move(where));
+Expr sum(Expr source, std::vector<IterVar> axis, Expr where, Expr init) {
+  return Reduce::make(Reduce::Sum, std::move(source), std::move(axis), std::move(where),
+                      std::move(init));
 }
-Expr max(Expr source, std::vector<IterVar> axis, Expr where) {
-  return Reduce::make(Reduce::Max, std::move(source), std::move(axis), std::move(where));
+Expr max(Expr source, std::vector<IterVar> axis, Expr where, Expr init) {
+  return Reduce::make(Reduce::Max, std::move(source), std::move(axis), std::move(where),
+                      std::move(init));
 }
-Expr min(Expr source, std::vector<IterVar> axis, Expr where) {
-  return Reduce::make(Reduce::Min, std::move(source), std::move(axis), std::move(where));
+Expr min(Expr source, std::vector<IterVar> axis, Expr where, Expr init) {
+  return Reduce::make(Reduce::Min, std::move(source), std::move(axis), std::move(where),
+                      std::move(init));
 }
 
 Tensor compute_from_vars(std::vector<Expr> shape,

@@ -34,20 +34,26 @@ Tensor placeholder(std::vector<Expr> shape, DataType dtype, std::string name,
 /// A reduction axis over [begin, end), as TVM's te.reduce_axis((begin, end), name).
 IterVar reduce_axis(std::array<Expr, 2> begin_end, std::string name);
 
-/// Reductions of `source` over `axis`, optionally only where `where` holds.
-Expr sum(Expr source, std::vector<IterVar> axis, Expr where = Expr());
-Expr max(Expr source, std::vector<IterVar> axis, Expr where = Expr());
-Expr min(Expr source, std::vector<IterVar> axis, Expr where = Expr());
+/// Reductions of `source` over `axis`, optionally only where `where` holds, starting from
+/// `init` (an expression of the output's indices, of the source's type: C(i, j) =
+/// sum(A(i, k) * B(k, j), {k}, Expr(), C0(i, j)) accumulates onto C0; TVM's init) or, where
+/// it is undefined, from the combiner's identity.
+Expr sum(Expr source, std::vector<IterVar> axis, Expr where = Expr(), Expr init = Expr());
+Expr max(Expr source, std::vector<IterVar> axis, Expr where = Expr(), Expr init = Expr());
+Expr min(Expr source, std::vector<IterVar> axis, Expr where = Expr(), Expr init = Expr());
 // `max(x, {k})` must pick the reduction, not the binary max(Expr, Expr) (an IterVar converts
 // to Expr); an initializer_list of IterVars is the better match.
-inline Expr sum(Expr source, std::initializer_list<IterVar> axis, Expr where = Expr()) {
-  return sum(std::move(source), std::vector<IterVar>(axis), std::move(where));
+inline Expr sum(Expr source, std::initializer_list<IterVar> axis, Expr where = Expr(),
+                Expr init = Expr()) {
+  return sum(std::move(source), std::vector<IterVar>(axis), std::move(where), std::move(init));
 }
-inline Expr max(Expr source, std::initializer_list<IterVar> axis, Expr where = Expr()) {
-  return max(std::move(source), std::vector<IterVar>(axis), std::move(where));
+inline Expr max(Expr source, std::initializer_list<IterVar> axis, Expr where = Expr(),
+                Expr init = Expr()) {
+  return max(std::move(source), std::vector<IterVar>(axis), std::move(where), std::move(init));
 }
-inline Expr min(Expr source, std::initializer_list<IterVar> axis, Expr where = Expr()) {
-  return min(std::move(source), std::vector<IterVar>(axis), std::move(where));
+inline Expr min(Expr source, std::initializer_list<IterVar> axis, Expr where = Expr(),
+                Expr init = Expr()) {
+  return min(std::move(source), std::vector<IterVar>(axis), std::move(where), std::move(init));
 }
 
 /// The axis of a fold over [begin, end): its steps run in order (an Ordered axis). It cannot

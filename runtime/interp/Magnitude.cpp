@@ -208,8 +208,10 @@ private:
     }
     case IRNodeKind::Reduce: {
       const auto *op = e.as<Reduce>();
+      // An initial value counts as one more term.
       return Reduce::make(op->combiner == Reduce::Sum ? Reduce::Sum : Reduce::Max,
-                          mag(op->source), op->axis, op->condition);
+                          mag(op->source), op->axis, op->condition,
+                          op->init.defined() ? mag(op->init) : Expr());
     }
     default:
       user_error("magnitude") << "'" << *name_ << "': no magnitude rule for '" << e << "'";

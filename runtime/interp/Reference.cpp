@@ -412,7 +412,7 @@ private:
     td->exact = bc.exact(op->body);
 
     ReduceLoop rl;
-    CodePtr body, cond;
+    CodePtr body, cond, init;
     const Reduce *red = op->reduction();
     if (red) {
       rl.combiner = red->combiner;
@@ -427,6 +427,10 @@ private:
       }
       Expr id = Reduce::identity(red->combiner, td->dtype);
       rl.init = td->dtype.is_float() ? float_value(*as_const_float(id)) : int_value(*as_const_int(id));
+      if (red->init.defined()) { // the element's own initial value (init=)
+        init = bc.compile(red->init);
+        rl.init_value = init.get();
+      }
       body = bc.compile(red->source);
       if (!is_const_int(red->condition, 1))
         cond = bc.compile(red->condition);
@@ -565,6 +569,7 @@ private:
     Reduce::Combiner combiner = Reduce::Sum;
     DataType type;
     Scalar init = int_value(0);
+    const Code *init_value = nullptr; ///< an initial value per element; null: `init`
     const Code *source = nullptr, *cond = nullptr; ///< cond is null when always true
     int first_slot = 0;                            ///< the reduce axes' slots follow
     std::vector<int64_t> mins, ends;
@@ -572,7 +577,7 @@ private:
 
   template <typename Combine>
   static Scalar reduce_loop(const ReduceLoop &r, Scalar *fr, Combine combine) {
-    Scalar acc = r.init;
+    Scalar acc = r.init_value ? r.init_value->eval(fr) : r.init;
     Scalar *ax = fr + r.first_slot;
     const size_t n = r.mins.size();
     for (size_t k = 0; k < n; ++k)
@@ -902,7 +907,8 @@ bool BodyCompiler::exact(const Expr &e) const {
   if (const auto *l = e.as<Let>())
     return exact(l->body);
   if (const auto *r = e.as<Reduce>())
-    return r->combiner != Reduce::Sum && exact(r->source);
+    return r->combiner != Reduce::Sum && exact(r->source) &&
+           (!r->init.defined() || exact(r->init));
   return false; // arithmetic in double
 }
 
