@@ -41,7 +41,8 @@
 #             gemm_bias_gelu, ragged gemm_wgmma (padded copies, and read in place), a depthwise
 #             conv2d_grouped, softmax and layernorm with their reductions across threads, the
 #             tutorial at batch 32, attention (WMMA and wgmma, causal; the wgmma ring by TMA,
-#             with ping-pong, with a producer warpgroup, with the rows' logsumexp) and
+#             with ping-pong, with a producer warpgroup, with the rows' logsumexp, with P V
+#             onto o) and
 #             attention_decode; racecheck on
 #             gemm_shared at 256^3. One timed launch each (tessel run --number 1 --repeat 1)
 #             after the check's run and the warm-up
@@ -56,7 +57,7 @@
 #             among the default steps)
 #   attention fused attention and decoding against torch's SDPA backends
 #             (bench/attention_torch.py, 2 rounds, the registry's default path; then the prefill rows
-#             with a producer warpgroup and with the rows' logsumexp written),
+#             with a producer warpgroup, with the rows' logsumexp written, with P V onto o),
 #             then attention_decode's knobs at the issue's
 #             decoding shape (ROWS 8, 16; SPLIT 256), unchecked (not among the default
 #             steps: it needs torch)
@@ -177,6 +178,8 @@ run_step() {
           "${once[@]}" &&
         sanitize_all attention --shape B=1,H=2,HKV=1,SQ=256,SK=256,D=128,CAUSAL=1,TC=2,BQ=128,LSE=1 \
           "${once[@]}" &&
+        sanitize_all attention --shape B=1,H=2,HKV=1,SQ=256,SK=256,D=128,CAUSAL=1,TC=2,BQ=128,ACC=1 \
+          "${once[@]}" &&
         sanitize_all attention_decode --shape B=1,H=4,HKV=2,SQ=2,SK=1024,D=128,SPLIT=256,CAUSAL=1 \
           "${once[@]}" &&
         sanitize_all attention_decode --shape B=1,H=4,HKV=2,SK=1024,D=128,SPLIT=256,RING=2 \
@@ -232,7 +235,7 @@ run_step() {
         ncu --import "$out/decode.ncu-rep" --page source --csv >"$out/decode_source.csv" ;;
     attention)
       python3 "$here/bench/attention_torch.py" --tessel ./tessel --rounds 2 --repeat 20 &&
-        for knobs in WS=1 LSE=1; do
+        for knobs in WS=1 LSE=1 ACC=1; do
           echo "attention prefill $knobs (the default on Hopper: TC=2, TMA=1, STAGES=2):"
           python3 "$here/bench/attention_torch.py" --tessel ./tessel --rounds 1 --repeat 20 \
             --only prefill --prefill-knobs ,$knobs || return 1

@@ -244,7 +244,7 @@ std::vector<Tensor> online_softmax(const IterVar &t, const Tensor &m, const Tens
                                    const Tensor &o, const Tensor &m_new, const Tensor &rowsum,
                                    const Tensor &PV, const std::string &name,
                                    std::function<Expr(const std::vector<Var> &)> where,
-                                   Expr (*exponential)(Expr)) {
+                                   Expr (*exponential)(Expr), bool pv_holds_o) {
   // A step tensor at (t, the first `n` of v) and a state at them.
   auto step = [&](const Tensor &x, const std::vector<Var> &v, size_t n) {
     std::vector<Expr> idx = {t};
@@ -264,7 +264,10 @@ std::vector<Tensor> online_softmax(const IterVar &t, const Tensor &m, const Tens
                {l, Expr(0.0f),
                 [&](auto &v) { return state(l, v) * alpha(v) + step(rowsum, v, rows); }},
                {o, Expr(0.0f),
-                [&](auto &v) { return state(o, v) * alpha(v) + step(PV, v, rows + 1); }}},
+                [&](auto &v) {
+                  return pv_holds_o ? step(PV, v, rows + 1)
+                                    : state(o, v) * alpha(v) + step(PV, v, rows + 1);
+                }}},
               name, std::move(where));
 }
 
@@ -293,6 +296,8 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
       << "a slack of " << a.slack << " is the TMA ring's (TMA=1) and needs " << 2 + a.slack
       << " stages or more; got " << (a.tma ? "" : "no TMA ring and ") << a.stages
       << " stage(s)";
+  user_check(!a.accumulate_o || a.wgmma, "attention")
+      << "P V accumulated onto o (ACC=1) is the wgmma schedule's (TC=2)";
   user_check(!a.warp_roles || a.tma, "attention")
       << "warp roles (WS=1: a producer warpgroup issuing K's and V's fills) need the wgmma "
          "schedule's TMA ring (TC=2, TMA=1, STAGES >= 2)";
@@ -393,12 +398,21 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
       [&](Var tb, Var b, Var h, Var i, Var j) { return at(P, tb, b, h, i, j).astype(dtype); },
       "Pq");
   IterVar j3 = reduce_axis({0, Bk}, "j3");
+  // accumulate_o: P V summed onto o rescaled, o alpha + P V (a reduction from that initial
+  // value), alpha = 2^(m - m_new) a tensor of the step's rows; the fold's o then takes it.
+  Tensor alpha;
+  if (a.accumulate_o)
+    alpha = compute(
+        {T, a.B, a.H, a.Sq},
+        [&](Var tb, Var b, Var h, Var i) { return fast_exp2(m(b, h, i) - m_new(tb, b, h, i)); },
+        "alpha", {"t", "b", "h", "i"});
   Tensor PV = compute(
       {T, a.B, a.H, a.Sq, a.D},
       [&](Var tb, Var b, Var h, Var i, Var dd) {
         return sum(at(Pq, tb, b, h, i, j3).astype(Float(32)) *
                        V(b, h / g, tb * bk + j3, dd).astype(Float(32)),
-                   {j3});
+                   {j3}, Expr(),
+                   a.accumulate_o ? o(b, h, i, dd) * alpha(tb, b, h, i) : Expr());
       },
       "PV", {"t", "b", "h", "i", "d"});
 
@@ -406,7 +420,8 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   if (a.causal) // the blocks holding a key the query sees
     where = [&](const std::vector<Var> &v) { return t * bk <= v[2] + off; };
   std::vector<Tensor> state =
-      online_softmax(t, m, l, o, m_new, rowsum, PV, "softmax", where, fast_exp2);
+      online_softmax(t, m, l, o, m_new, rowsum, PV, "softmax", where, fast_exp2,
+                     a.accumulate_o);
   const Tensor &o_last = state[2], &l_last = state[1], &m_last = state[0];
   // The rows' logsumexp (natural; m is in base 2) for a backward pass, a second output; O
   // then reads it, o exp(m ln 2 - LSE) = o / l, so that it is computed with O.
@@ -464,6 +479,8 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
                    m_last, l_last, O32, tx, ty, warpgroups, a.D, Bk, dtype,
                    int(a.stages), a.tma, int(a.slack), a.warp_roles);
     s[O32].compute_at(s[O], wg);
+    if (a.accumulate_o)
+      s[alpha].compute_at(fold_stage, t).set_scope("wgmma.rows");
     if (a.lse) { // each warpgroup its rows (LSE is global: read at wg, its region is the block's)
       s[LSE].compute_at(s[O], wg);
       if (warpgroups > 1)
@@ -753,14 +770,16 @@ ScheduleEntry attention_entry() {
       "0: CUDA cores, 3 (the default): 2 on a Hopper GPU where its schedule takes the shape, "
       "else 1. BK and BQ 0 (the default): the path's (wgmma: 128 and 128 where they fit, WMMA "
       "and CUDA cores: 16 and 64). LSE 1: a second output LSE (B, H, SQ), float32, the rows' "
-      "natural logsumexp for a backward pass";
+      "natural logsumexp for a backward pass. ACC 1 (wgmma): P V accumulated onto o rescaled "
+      "instead of a separate accumulator";
   e.default_shape = {{"B", 1},   {"H", 4},      {"HKV", 4},  {"SQ", 256}, {"SK", 256}, {"D", 64},
                      {"CAUSAL", 0}, {"BSHD", 1}, {"BK", 0}, {"BQ", 0},  {"TC", 3},
-                     {"STAGES", 2}, {"PP", 0}, {"TMA", 1}, {"SLACK", 0}, {"WS", 0}, {"LSE", 0}};
-  e.nonnegative = {"CAUSAL", "BSHD", "TC", "BK", "BQ", "PP", "TMA", "SLACK", "WS", "LSE"};
+                     {"STAGES", 2}, {"PP", 0}, {"TMA", 1}, {"SLACK", 0}, {"WS", 0}, {"LSE", 0},
+                     {"ACC", 0}};
+  e.nonnegative = {"CAUSAL", "BSHD", "TC", "BK", "BQ", "PP", "TMA", "SLACK", "WS", "LSE", "ACC"};
   e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"TC", {0, 1, 2, 3}}, {"PP", {0, 1}},
                {"TMA", {0, 1}},       {"SLACK", {0, 1}}, {"WS", {0, 1}},
-               {"LSE", {0, 1}}};
+               {"LSE", {0, 1}}, {"ACC", {0, 1}}};
   e.dtypes = {Float(16), BFloat(16)};
   e.knobs = {{"BK", {16, 32, 64, 128}},
              {"BQ", {32, 64, 128}},
@@ -778,6 +797,7 @@ ScheduleEntry attention_entry() {
     a.slack = p.at("SLACK");
     a.warp_roles = p.at("WS") != 0;
     a.lse = p.at("LSE") != 0;
+    a.accumulate_o = p.at("ACC") != 0;
     return attention(a, dtype);
   };
   return e;

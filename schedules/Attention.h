@@ -56,6 +56,9 @@ struct AttentionParams {
   /// A second output LSE (B, H, Sq), float32: each query's logsumexp of its scaled scores
   /// (natural log), what a backward pass recomputes the probabilities from.
   bool lse = false;
+  /// wgmma: P V's accumulator starts from o rescaled (a reduction from an initial value) and
+  /// becomes o, instead of a separate accumulator added to o (64 registers fewer at D = 128).
+  bool accumulate_o = false;
 };
 
 /// The online softmax's fold over the key blocks of `t`: the running max `m`, sum `l` (fold
@@ -63,12 +66,14 @@ struct AttentionParams {
 /// at block t, m_new(t, row), l exp(m - m_new) + rowsum(t, row) and o exp(m - m_new) +
 /// PV(t, row, d): tensors of the step over the same rows. Returns the final m, l, o. `where`
 /// (over the rows) skips blocks, as fold's. `exponential` is the step's: exp, or 2^x (exp2,
-/// fast_exp2) where m and the scores are in base 2 (scaled by log2 e).
+/// fast_exp2) where m and the scores are in base 2 (scaled by log2 e). `pv_holds_o`: PV already
+/// is o exp(m - m_new) + P V (a reduction from that initial value), which o takes as it is.
 std::vector<Tensor> online_softmax(const IterVar &t, const Tensor &m, const Tensor &l,
                                    const Tensor &o, const Tensor &m_new, const Tensor &rowsum,
                                    const Tensor &PV, const std::string &name,
                                    std::function<Expr(const std::vector<Var> &)> where = nullptr,
-                                   Expr (*exponential)(Expr) = tessel::exp);
+                                   Expr (*exponential)(Expr) = tessel::exp,
+                                   bool pv_holds_o = false);
 
 /// The program: arguments Q, K, V (inputs of `dtype`, float16 or bfloat16) and O (B, H, Sq, D)
 /// of `dtype`; float32 arithmetic.

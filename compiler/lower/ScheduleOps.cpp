@@ -87,6 +87,25 @@ private:
     while (k < t && !is_reduce_leaf(s, leaves[k]))
       ++k;
     const std::vector<Expr> thread_guards = threads_.guards(s);
+    if (const auto *red = body.as<Reduce>(); red && red->init.defined()) {
+      // A reduction from an initial value: the value stored element by element over the data
+      // loops from the first reduction loop inward (the intrinsic's block among them), in
+      // place of the intrinsic's reset, then the intrinsic's update.
+      user_check(b.reset.defined() && b.update.defined(), context)
+          << "the reduction starts from an initial value (init=), so the intrinsic must provide "
+             "reset and update bodies (the update is kept, the reset replaced by the init)";
+      const auto *c = s->op.as<ComputeOpNode>();
+      const Buffer buf = buffers_.lookup(s).front();
+      const Expr init = TensorToBuffer(sch_, buffers_).mutate(red->init);
+      Stmt init_stores = init_nest(s, k, leaf_value, [&](const VarMap &root) {
+        std::vector<Expr> idx;
+        for (const IterVar &iv : c->axis)
+          idx.push_back(root.lookup(iv.var().get()));
+        return BufferStore::make(buf, substitute(init, root), idx);
+      });
+      Stmt update_nest = wrap_loops(s, leaves, k, t, guard(b.update, thread_guards), true);
+      return wrap_loops(s, leaves, 0, k, Seq::make({init_stores, update_nest}), true);
+    }
     if (!body.as<Reduce>() || k == t) {
       Stmt whole = b.body.defined() ? b.body : Seq::make({b.reset, b.update});
       user_check(whole.defined(), context) << "the intrinsic emitted no body";

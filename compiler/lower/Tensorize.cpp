@@ -326,10 +326,6 @@ public:
     user_check(bool(sr) == bool(pr), context_)
         << (pr ? "the intrinsic is a reduction but the stage is not"
                : "the stage is a reduction but the intrinsic is not");
-    user_check(!sr || !sr->init.defined(), context_)
-        << "the stage's reduction starts from an initial value (init=), which tensorized "
-           "reductions do not take yet (their intrinsic's reset writes the identity): compute "
-           "the initial value as its own stage and add it";
     m.found = norm.mutate(substitute(sr ? sr->source : body_, m.to_pattern));
     m.inputs = norm.inputs;
     m.regions = norm.regions;

@@ -66,6 +66,7 @@ struct WgmmaOptions {
   bool tma = false, ping_pong = false;
   int64_t slack = 0;
   bool warp_roles = false;
+  bool accumulate_o = false;
 };
 ScheduledProgram wgmma_attention(AttentionParams a, int64_t Bk, int64_t stages = 2,
                                  DataType dtype = Float(16), int64_t block_queries = 64,
@@ -78,6 +79,7 @@ ScheduledProgram wgmma_attention(AttentionParams a, int64_t Bk, int64_t stages =
   a.ping_pong = o.ping_pong;
   a.slack = o.slack;
   a.warp_roles = o.warp_roles;
+  a.accumulate_o = o.accumulate_o;
   return attention(a, dtype);
 }
 
@@ -373,6 +375,57 @@ TEST(FusedAttention, WarpRolesSplitTheFold) {
     EXPECT_NE(consume.find(s), std::string::npos) << s << "\n" << ir;
   EXPECT_EQ(consume.find("@tma_load("), std::string::npos) << ir;
   EXPECT_EQ(consume.find("@syncthreads()"), std::string::npos) << ir;
+}
+
+// P V summed onto o rescaled (ACC=1: a reduction from the initial value o alpha, alpha =
+// 2^(m - m_new) a tensor of the rows): P V's accumulator starts from o alpha, element by element
+// in its registers, instead of the intrinsic's fill of zeros, and o takes it as it is. Causal
+// and not, one and two warpgroups, checked on the executor; at D = 128 non-causal it compiles
+// to fewer registers than the separate accumulator (o and P V are not live together).
+TEST(FusedAttention, PVAccumulatesOntoO) {
+  WgmmaOptions acc{true, false, 0, false, true};
+  ScheduledProgram p = wgmma_attention({1, 128, 256, 2, 2, 128, false}, 64, 2, Float(16), 64, acc);
+  const std::string ir = to_string(lower(p.schedule, p.args));
+  EXPECT_EQ(ir.find("@wgmma_fill(PV"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("@wgmma_reg_set(PV, 0, 128, 0, @wgmma_reg(o, 0, 128, 0) * "
+                    "@wgmma_row(alpha, 0, 0))"),
+            std::string::npos)
+      << ir;
+  EXPECT_NE(ir.find("@wgmma_reg_set(o, 0, 128, 0, @wgmma_reg(PV, 0, 128, 0))"), std::string::npos)
+      << ir;
+  struct Case {
+    AttentionShape shape;
+    int64_t bq;
+  };
+  for (const Case &c : {Case{{1, 128, 192, 2, 1, 64, true}, 64},
+                        Case{{1, 256, 256, 2, 1, 64, true}, 128},
+                        Case{{1, 128, 128, 2, 2, 128, false}, 64}}) {
+    SCOPED_TRACE(describe(c.shape, 64) + " wgmma, P V onto o, " + std::to_string(c.bq) +
+                 " queries a block");
+    ScheduledProgram q = wgmma_attention(c.shape, 64, 2, Float(16), c.bq, acc);
+    CheckResult r = check_on_cpu(q.schedule, q.args, 3);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
+  expect_error(
+      [] {
+        AttentionParams a{1, 64, 64, 1, 1, 64, false};
+        a.accumulate_o = true;
+        a.block_keys = 16;
+        attention(a, Float(16));
+      },
+      {"P V accumulated onto o (ACC=1)", "TC=2"});
+  // Registers at the registry's D = 128 blocks (BQ = BK = 128), sm_90a.
+  auto registers = [](bool accumulate) {
+    AttentionShape a{1, 256, 256, 2, 2, 128, false};
+    ScheduledProgram q = wgmma_attention(a, 128, 2, Float(16), 128, {true, false, 0, false,
+                                                                      accumulate});
+    LoweredModule m = lower(q.schedule, q.args);
+    CompiledKernel k = tessel::test::compile_for_sm90(m, codegen_cuda(m), "attention.cu");
+    EXPECT_FALSE(k.cubin.empty()) << k.log;
+    EXPECT_EQ(k.kernels.at(0).spill_store_bytes, 0) << k.log;
+    return k.kernels.at(0).registers;
+  };
+  EXPECT_LT(registers(true), registers(false));
 }
 
 // Without the turns' arrivals, warpgroup 0 waits for a turn that never comes: the executor,
@@ -862,6 +915,15 @@ TEST(FusedAttention, GpuMatchesTheReference) {
                    (o.ping_pong ? ", ping-pong" : "") +
                    (o.warp_roles ? ", producer warpgroup" : ""));
       ScheduledProgram p = wgmma_attention(a, 128, 2, Float(16), 128, o);
+      CheckResult w = check_on_gpu(p.schedule, p.args, 3);
+      EXPECT_TRUE(w.compare.ok) << w.str();
+    }
+    // P V accumulated onto o (ACC=1), causal.
+    {
+      AttentionShape a{1, 256, 256, 4, 2, 128, true};
+      SCOPED_TRACE(describe(a, 128) + " wgmma, 128 queries a block, TMA, P V onto o");
+      ScheduledProgram p =
+          wgmma_attention(a, 128, 2, Float(16), 128, {true, false, 0, false, true});
       CheckResult w = check_on_gpu(p.schedule, p.args, 3);
       EXPECT_TRUE(w.compare.ok) << w.str();
     }
