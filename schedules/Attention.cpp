@@ -425,19 +425,19 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   const Tensor &o_last = state[2], &l_last = state[1], &m_last = state[0];
   // The rows' logsumexp (natural; m is in base 2) for a backward pass, a second output; O
   // then reads it, o exp(m ln 2 - LSE) = o / l, so that it is computed with O.
+  auto natural_max = [&](Var b, Var h, Var i) {
+    return m_last(b, h, i) * float(std::numbers::ln2);
+  };
   Tensor LSE;
   if (a.lse)
     LSE = compute(
         {a.B, a.H, a.Sq},
-        [&](Var b, Var h, Var i) {
-          return m_last(b, h, i) * float(std::numbers::ln2) + log(l_last(b, h, i));
-        },
-        "LSE", {"b", "h", "i"});
+        [&](Var b, Var h, Var i) { return natural_max(b, h, i) + log(l_last(b, h, i)); }, "LSE",
+        {"b", "h", "i"});
   // O = o / l in Q's type (for wgmma the quotient a tensor of its own, in the registers).
   auto quotient = [&](Var b, Var h, Var i, Var dd) {
     if (a.lse)
-      return o_last(b, h, i, dd) *
-             exp(m_last(b, h, i) * float(std::numbers::ln2) - LSE(b, h, i));
+      return o_last(b, h, i, dd) * exp(natural_max(b, h, i) - LSE(b, h, i));
     return o_last(b, h, i, dd) / l_last(b, h, i);
   };
   Tensor O32;

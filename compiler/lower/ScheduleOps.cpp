@@ -94,14 +94,9 @@ private:
       user_check(b.reset.defined() && b.update.defined(), context)
           << "the reduction starts from an initial value (init=), so the intrinsic must provide "
              "reset and update bodies (the update is kept, the reset replaced by the init)";
-      const auto *c = s->op.as<ComputeOpNode>();
-      const Buffer buf = buffers_.lookup(s).front();
-      const Expr init = TensorToBuffer(sch_, buffers_).mutate(red->init);
+      const Expr buffered = TensorToBuffer(sch_, buffers_).mutate(body);
       Stmt init_stores = init_nest(s, k, leaf_value, [&](const VarMap &root) {
-        std::vector<Expr> idx;
-        for (const IterVar &iv : c->axis)
-          idx.push_back(root.lookup(iv.var().get()));
-        return BufferStore::make(buf, substitute(init, root), idx);
+        return init_store(s, buffered.as<Reduce>(), root);
       });
       Stmt update_nest = wrap_loops(s, leaves, k, t, guard(b.update, thread_guards), true);
       return wrap_loops(s, leaves, 0, k, Seq::make({init_stores, update_nest}), true);
@@ -167,16 +162,22 @@ private:
     Expr update_value = Reduce::combine(red->combiner, BufferLoad::make(buf, data_idx), source);
     Stmt update =
         update_loops(s, k, leaf_value, BufferStore::make(buf, update_value, data_idx), cond);
-    Stmt init = init_nest(s, k, leaf_value, [&](const VarMap &init_root) {
-      std::vector<Expr> init_idx;
-      for (const IterVar &iv : c->axis)
-        init_idx.push_back(init_root.lookup(iv.var().get()));
-      // The reduction's initial value at the element (init=), else the combiner's identity.
-      Expr value = red->init.defined() ? substitute(red->init, init_root)
-                                       : Reduce::identity(red->combiner, red->type);
-      return BufferStore::make(buf, value, init_idx);
-    });
+    Stmt init = init_nest(
+        s, k, leaf_value, [&](const VarMap &init_root) { return init_store(s, red, init_root); });
     return wrap_loops(s, leaves, 0, k, Seq::make({init, update}), true);
+  }
+
+  // The store that starts reduction `red` (its tensors read as buffers) of stage `s` at the
+  // element `root` gives its axes: the initial value there (init=), else the combiner's
+  // identity.
+  Stmt init_store(const StageNode *s, const Reduce *red, const VarMap &root) {
+    const auto *c = s->op.as<ComputeOpNode>();
+    std::vector<Expr> idx;
+    for (const IterVar &iv : c->axis)
+      idx.push_back(root.lookup(iv.var().get()));
+    Expr value = red->init.defined() ? substitute(red->init, root)
+                                     : Reduce::identity(red->combiner, red->type);
+    return BufferStore::make(buffers_.lookup(s).front(), value, idx);
   }
 
   // The update of a stage that accumulates over its loops from `k` inward: `store` where `cond`
