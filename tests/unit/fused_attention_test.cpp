@@ -428,6 +428,17 @@ TEST(FusedAttention, PVAccumulatesOntoO) {
   EXPECT_LT(registers(true), registers(false));
 }
 
+// Ping-pong consumer roles take a stage computed by one warpgroup; attention's fold with two
+// warpgroups bound inside the block's work is refused by split_warp_roles, naming the stage.
+TEST(FusedAttention, PingPongRolesOfTwoInnerWarpgroupsIsAnError) {
+  ScheduledProgram p = wgmma_attention({1, 256, 256, 2, 2, 64, false}, 64, 2, Float(16), 128,
+                                       {true, false, 0, true});
+  p.schedule.stage("softmax").warp_specialize(ConsumerRoles::ping_pong);
+  expect_error([&] { lower(p.schedule, p.args); },
+               {"warp_specialize", "threadIdx.y is bound inside the block's work",
+                "compute the stage with one warpgroup"});
+}
+
 // Without the turns' arrivals, warpgroup 0 waits for a turn that never comes: the executor,
 // whose warps run as fibers where named barriers are, reports the deadlock, naming the
 // barrier, instead of hanging.

@@ -436,3 +436,18 @@ TEST(TuningDb, RecordsOutOfRangeAreSkipped) {
   ASSERT_TRUE(b);
   EXPECT_DOUBLE_EQ(b->median_ms, 0.4);
 }
+
+// A program of several outputs (attention with its rows' logsumexp) is refused before any
+// candidate is built, naming what to leave out.
+TEST(Tuner, ProgramOfSeveralOutputsIsRefused) {
+  TempDir dir;
+  TuneOptions o;
+  o.schedule = "attention";
+  o.shape = {{"B", 1}, {"H", 2}, {"HKV", 1}, {"SQ", 64}, {"SK", 64}, {"D", 64}, {"TC", 0},
+             {"LSE", 1}};
+  o.cpu = true;
+  o.trials = 2;
+  o.db_path = dir.path("t.jsonl");
+  o.progress = nullptr;
+  expect_error([&] { tune(o); }, {"tune", "programs of one output", "this one has 2", "LSE=0"});
+}
