@@ -59,11 +59,11 @@ def time_sdpa(backend, B, H, HKV, Sq, Sk, D, causal, repeat):
     return times[len(times) // 2]
 
 
-def time_tessel(tool, kind, B, H, HKV, Sq, Sk, D, causal, repeat, knobs):
+def time_tessel(tool, kind, B, H, HKV, Sq, Sk, D, causal, repeat, knobs, extra):
     shape = f"B={B},H={H},HKV={HKV},SQ={Sq},SK={Sk},D={D},CAUSAL={int(causal)}" + knobs
     entry = "attention" if kind == "prefill" else "attention_decode"
     out = subprocess.run([tool, "run", entry, "--shape", shape, "--no-check",
-                          "--number", "1", "--repeat", str(repeat)],
+                          "--number", "1", "--repeat", str(repeat)] + extra.split(),
                          capture_output=True, text=True)
     m = re.search(r"median ([0-9.]+) ms", out.stdout)
     if not m:
@@ -81,6 +81,9 @@ def main():
                     "e.g. ,SPLIT=256")
     ap.add_argument("--prefill-knobs", default="",
                     help="appended to tessel's --shape for prefill rows, e.g. ,TC=2,BK=128")
+    ap.add_argument("--tessel-args", default="",
+                    help="appended to every `tessel run`, e.g. \"--cuda bench/exp/t128.cu\" (a hand "
+                         "edit of the generated kernel: give one row then)")
     ap.add_argument("--rows", default="", help="indices of SHAPES to run, e.g. 3,4 (all: empty)")
     args = ap.parse_args()
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}")
@@ -104,7 +107,8 @@ def main():
                     row.append(f"{label} failed: {str(e).splitlines()[0]}")
             ms, log = time_tessel(args.tessel, kind, B, H, HKV, Sq, Sk, D, causal,
                                   min(args.repeat, 5) if kind == "prefill" else args.repeat,
-                                  args.knobs if kind == "decode" else args.prefill_knobs)
+                                  args.knobs if kind == "decode" else args.prefill_knobs,
+                                  args.tessel_args)
             row.append(f"tessel {ms:.4f} ms ({rate(ms)})" if ms else f"tessel failed: {log}")
             print(f"{name} round {r}: " + "; ".join(row), flush=True)
 

@@ -218,17 +218,17 @@ run_step() {
         echo "ncu not found"
       fi ;;
     profile_attention)
-      # The default D=128 prefill kernel and decoding's first kernel (the runtime names kernels
-      # default_function* for the driver), at the clocks the GPU runs (--clock-control none):
+      # The default D=128 prefill kernel and decoding's first kernel (`tessel run` names the
+      # kernels as `tessel cuda` prints them), at the clocks the GPU runs (--clock-control none):
       # details, and stall samples per SASS line (--page source) to attribute the stalls.
       local prefill=(attention --shape B=8,H=16,HKV=16,SQ=4096,SK=4096,D=128,TC=2)
       local decode=(attention_decode --shape B=16,H=32,HKV=8,SK=32768,D=128)
-      ncu --clock-control none --set full -k regex:default_function --launch-skip 1 \
+      ncu --clock-control none --set full -k regex:^attention$ --launch-skip 1 \
         --launch-count 1 -o "$out/attention" ./tessel run "${prefill[@]}" --no-check \
         --number 1 --repeat 2 &&
         ncu --import "$out/attention.ncu-rep" --page details &&
         ncu --import "$out/attention.ncu-rep" --page source --csv >"$out/attention_source.csv" &&
-        ncu --clock-control none --set full -k regex:default_function_lse --launch-skip 2 \
+        ncu --clock-control none --set full -k regex:^attention_decode_lse$ --launch-skip 2 \
           --launch-count 1 -o "$out/decode" ./tessel run "${decode[@]}" --no-check \
           --number 1 --repeat 3 &&
         ncu --import "$out/decode.ncu-rep" --page details &&

@@ -277,7 +277,7 @@ Module build(const LoweredModule &lowered, const Target &target) {
   auto state = std::make_shared<Module::State>();
   state->lowered = lowered;
   state->params = module_params(lowered);
-  state->source = codegen_cuda(lowered);
+  state->source = target.source.empty() ? codegen_cuda(lowered) : target.source;
   CompileOptions options;
   options.arch = target_arch(lowered, target.arch);
   state->compiled = KernelCache::global().compile(state->source, options, lowered.funcs[0].name + ".cu");

@@ -24,7 +24,12 @@ namespace tessel {
 struct Target {
   /// "sm_80", "sm_90", ...; empty means the architecture of the GPU in use.
   std::string arch;
-  static Target cuda(std::string arch = "") { return Target{std::move(arch)}; }
+  /// Non-empty: compiled instead of the CUDA that codegen generates from the lowered module, which
+  /// still gives the kernels' names, parameters and launch configurations (the source must keep
+  /// them). A developer's hook for timing a hand edit of a generated kernel before writing the
+  /// transformation that produces it, as TVM's tvm_callback_cuda_postproc is.
+  std::string source;
+  static Target cuda(std::string arch = "") { return Target{std::move(arch), {}}; }
 };
 
 /// tessel::Error unless `arch` names an architecture: "sm_" and the compute capability's two or

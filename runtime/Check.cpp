@@ -350,9 +350,10 @@ CheckResult check_on_cpu_unguarded(const Schedule &s, const std::vector<Tensor> 
 
 CheckResult check_on_gpu_unguarded(const Schedule &s, const std::vector<Tensor> &args,
                                    size_t num_inputs, const std::optional<TimeOptions> &timing,
-                                   uint64_t seed) {
+                                   uint64_t seed, const Target &target,
+                                   const LowerOptions &options) {
   CheckProblem p = make_check_problem(args, num_inputs, seed);
-  Module m = build(s, args);
+  Module m = build(s, args, target, options);
   std::vector<DeviceArray> arrays;
   for (size_t i = 0; i < p.inputs.size(); ++i)
     arrays.push_back(device_array(p.inputs[i], p.input_strides[i]));
@@ -395,10 +396,11 @@ CheckResult check_on_cpu(const Schedule &s, const std::vector<Tensor> &args,
 }
 
 CheckResult check_on_gpu(const Schedule &s, const std::vector<Tensor> &args, size_t num_inputs,
-                         const std::optional<TimeOptions> &timing, uint64_t seed) {
+                         const std::optional<TimeOptions> &timing, uint64_t seed,
+                         const Target &target, const LowerOptions &options) {
   check_host_memory(args, "check_on_gpu");
   return host_memory_guarded("check_on_gpu", [&] {
-    return check_on_gpu_unguarded(s, args, num_inputs, timing, seed);
+    return check_on_gpu_unguarded(s, args, num_inputs, timing, seed, target, options);
   });
 }
 

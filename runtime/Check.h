@@ -88,9 +88,11 @@ CheckResult check_on_cpu(const Schedule &s, const std::vector<Tensor> &args, siz
 /// check_on_cpu on the problem `p` of `args` (make_check_problem).
 CheckResult check_on_cpu(const Schedule &s, const std::vector<Tensor> &args,
                          const CheckProblem &p);
-/// On the GPU (a tessel::Error when there is none); timed when `timing` is given.
+/// On the GPU (a tessel::Error when there is none), lowered with `options` and built for
+/// `target` (build()'s); timed when `timing` is given.
 CheckResult check_on_gpu(const Schedule &s, const std::vector<Tensor> &args, size_t num_inputs,
                          const std::optional<TimeOptions> &timing = std::nullopt,
-                         uint64_t seed = 1);
+                         uint64_t seed = 1, const Target &target = {},
+                         const LowerOptions &options = {});
 
 } // namespace tessel

@@ -4,6 +4,8 @@
 //   tessel lower NAME [--shape K=V,...] [--dtype T] [--print-after=STEP|all] [--remarks]
 //   tessel cuda NAME [--shape ...] [--dtype T]    the CUDA C++ source
 //   tessel compile NAME [--arch sm_90] [-o f.cubin]   NVRTC; registers, shared memory, spills
+//                                                 (run and compile: --cuda f.cu compiles a hand
+//                                                 edit of `tessel cuda`'s output instead)
 //   tessel interpret NAME [--shape ...]           CPU executor vs float64 reference
 //   tessel run NAME [--shape ...] [--no-check] [--number N] [--repeat R]
 //                                                 GPU vs float64 reference, timed: R
@@ -44,6 +46,7 @@
 #include <llvm/Support/CommandLine.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/Format.h>
+#include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/raw_ostream.h>
 
 #include <algorithm>
@@ -126,6 +129,13 @@ cl::opt<bool> no_check_opt("no-check",
                            cl::desc("Only time the kernel: skip the float64 reference, which is "
                                     "slow on the CPU for large shapes"),
                            cl::sub(run_cmd), cl::cat(tessel_category));
+
+cl::opt<std::string> cuda_file_opt(
+    "cuda",
+    cl::desc("Compile this CUDA file instead of the generated source (a hand edit of `tessel "
+             "cuda`'s output for the same shape and knobs: the kernels' names, parameters and "
+             "launches stay the generated ones), to measure a transformation before writing it"),
+    cl::value_desc("file.cu"), cl::sub(run_cmd), cl::sub(compile_cmd), cl::cat(tessel_category));
 
 // tessel run's timing, TimeOptions' defaults unless given: R measurements of N launches each,
 // after TimeOptions' warm-up launches. Under compute-sanitizer every launch is slow: give 1 and 1.
@@ -253,6 +263,19 @@ int cmd_lower() {
   return 0;
 }
 
+// The target of run and compile: the GPU's architecture (or `arch`), and --cuda's source if given.
+Target selected_target(const std::string &arch = "") {
+  Target t = Target::cuda(arch);
+  if (cuda_file_opt.empty())
+    return t;
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
+      llvm::MemoryBuffer::getFile(cuda_file_opt.getValue());
+  user_check(bool(file), "--cuda") << "cannot read '" << cuda_file_opt.getValue()
+                                   << "': " << (file ? "" : file.getError().message());
+  t.source = (*file)->getBuffer().str();
+  return t;
+}
+
 int cmd_cuda() {
   Selected sel = select_schedule();
   llvm::outs() << codegen_cuda(lower_selected(sel));
@@ -268,7 +291,9 @@ int cmd_compile() {
       << "-o needs a file name (or - for standard output)";
   Selected sel = select_schedule(arch_opt.empty() ? tuning_arch() : arch_opt.getValue());
   LoweredModule lowered = lower_selected(sel);
-  std::string source = codegen_cuda(lowered);
+  std::string source = selected_target().source;
+  if (source.empty())
+    source = codegen_cuda(lowered);
   CompileOptions options;
   user_check(!arch_opt.empty() || Device::available(), "compile")
       << "no GPU to take the target architecture from (" << Device::unavailable_reason()
@@ -401,7 +426,7 @@ int cmd_run() {
     llvm::outs() << "\n";
   };
   if (no_check_opt) {
-    Module m = build(p.schedule, p.args);
+    Module m = build(lower_selected(sel), selected_target());
     std::vector<DeviceArray> arrays = random_device_args(p);
     std::vector<const DeviceArray *> ptrs;
     for (const DeviceArray &a : arrays)
@@ -414,7 +439,10 @@ int cmd_run() {
   if (p.flops > 2e10)
     llvm::errs() << "tessel: note: the float64 reference of this shape (" << llvm::format("%.0f", p.flops / 1e9)
                  << " GFLOP) takes a long time on the CPU; --no-check only times the kernel\n";
-  CheckResult r = check_on_gpu(p.schedule, p.args, p.num_inputs, timing);
+  LowerOptions named;
+  named.name = sel.entry->name; // as lower_selected: the kernels of `tessel cuda`
+  CheckResult r =
+      check_on_gpu(p.schedule, p.args, p.num_inputs, timing, 1, selected_target(), named);
   if (r.time)
     print_time(*r.time);
   return report_check(sel, r, "on the GPU vs float64 reference");

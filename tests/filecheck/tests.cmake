@@ -38,11 +38,17 @@ tessel_filecheck_test(NAME cuda.gemm_mma_constant_indices CHECKS cuda_gemm_mma.t
   COMMAND cuda gemm_mma FILECHECK_ARGS --check-prefix=CONSTANT)
 tessel_filecheck_test(NAME compile.gemm_shared CHECKS compile_gemm_shared.txt
   COMMAND compile gemm_shared --arch sm_80)
+tessel_filecheck_test(NAME compile.cuda_file CHECKS compile_cuda_file.txt
+  COMMAND compile gemm_shared --arch sm_80
+          --cuda ${CMAKE_CURRENT_SOURCE_DIR}/filecheck/inputs/gemm_shared_edit.cu)
 tessel_filecheck_test(NAME run.help CHECKS run_help.txt COMMAND run --help)
 
 # Errors: exit code 1 and the message, one check prefix per case.
 tessel_filecheck_test(NAME error.unknown_schedule CHECKS errors.txt EXIT_CODE 1
   COMMAND lower gemm FILECHECK_ARGS --check-prefix=UNKNOWN)
+tessel_filecheck_test(NAME error.cuda_file_missing CHECKS errors.txt EXIT_CODE 1
+  COMMAND compile gemm_shared --arch sm_80 --cuda no-such-file.cu
+  FILECHECK_ARGS --check-prefix=CUDAFILE)
 tessel_filecheck_test(NAME error.unknown_shape_parameter CHECKS errors.txt EXIT_CODE 1
   COMMAND lower gemm_naive --shape Q=3 FILECHECK_ARGS --check-prefix=SHAPE)
 tessel_filecheck_test(NAME error.unsupported_dtype CHECKS errors.txt EXIT_CODE 1
