@@ -298,6 +298,10 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
       << " stage(s)";
   user_check(!a.accumulate_o || a.wgmma, "attention")
       << "P V accumulated onto o (ACC=1) is the wgmma schedule's (TC=2)";
+  user_check(!a.overlap || (a.wgmma && a.accumulate_o && !a.ping_pong && !a.warp_roles),
+             "attention")
+      << "the overlap inside a warpgroup (OVL=1) takes the wgmma schedule (TC=2) with P V onto "
+         "o (accumulate_o), without ping-pong or warp roles (PP=0, WS=0)";
   user_check(!a.warp_roles || a.tma, "attention")
       << "warp roles (WS=1: a producer warpgroup issuing K's and V's fills) need the wgmma "
          "schedule's TMA ring (TC=2, TMA=1, STAGES >= 2)";
@@ -488,6 +492,8 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
     }
     if (a.ping_pong)
       fold_stage.ping_pong(t);
+    if (a.overlap)
+      fold_stage.overlap_steps(t);
     if (a.causal) // S masked in the registers
       s[Sm].compute_at(fold_stage, t).set_scope("wgmma.accumulator");
   } else {
@@ -514,7 +520,7 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   }
   // Causal, on every path: the key blocks every query of the block sees run without the mask,
   // which only the diagonal blocks then evaluate.
-  if (a.causal)
+  if (a.causal && !a.overlap) // (the overlap takes a loop of one body)
     s[o_last].specialize(t);
 
   ScheduledProgram prog{s, {Q, K, V, O}, 3, 0};
@@ -771,15 +777,20 @@ ScheduleEntry attention_entry() {
       "else 1. BK and BQ 0 (the default): the path's (wgmma: 128 and 128 where they fit, WMMA "
       "and CUDA cores: 16 and 64). LSE 1: a second output LSE (B, H, SQ), float32, the rows' "
       "natural logsumexp for a backward pass. ACC 1 (wgmma): P V accumulated onto o rescaled "
-      "instead of a separate accumulator";
+      "instead of a separate accumulator. OVL 1 (wgmma; implies ACC 1): the next key block's "
+      "Q K^T issued with this block's P V and its softmax run beside it (FlashAttention-3's "
+      "overlap inside a warpgroup), 0: not, 2 (the default): where it measured faster (wgmma, "
+      "D 128, BQ 128, not causal, PP 0, WS 0). STAGES 0 (the default): 3 with the overlap, "
+      "else 2";
   e.default_shape = {{"B", 1},   {"H", 4},      {"HKV", 4},  {"SQ", 256}, {"SK", 256}, {"D", 64},
                      {"CAUSAL", 0}, {"BSHD", 1}, {"BK", 0}, {"BQ", 0},  {"TC", 3},
-                     {"STAGES", 2}, {"PP", 0}, {"TMA", 1}, {"SLACK", 0}, {"WS", 0}, {"LSE", 0},
-                     {"ACC", 0}};
-  e.nonnegative = {"CAUSAL", "BSHD", "TC", "BK", "BQ", "PP", "TMA", "SLACK", "WS", "LSE", "ACC"};
+                     {"STAGES", 0}, {"PP", 0}, {"TMA", 1}, {"SLACK", 0}, {"WS", 0}, {"LSE", 0},
+                     {"ACC", 0},   {"OVL", 2}};
+  e.nonnegative = {"CAUSAL", "BSHD", "TC",  "BK",  "BQ",  "PP",    "TMA",
+                   "SLACK",  "WS",   "LSE", "ACC", "OVL", "STAGES"};
   e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"TC", {0, 1, 2, 3}}, {"PP", {0, 1}},
                {"TMA", {0, 1}},       {"SLACK", {0, 1}}, {"WS", {0, 1}},
-               {"LSE", {0, 1}}, {"ACC", {0, 1}}};
+               {"LSE", {0, 1}}, {"ACC", {0, 1}}, {"OVL", {0, 1, 2}}};
   e.dtypes = {Float(16), BFloat(16)};
   e.knobs = {{"BK", {16, 32, 64, 128}},
              {"BQ", {32, 64, 128}},
@@ -787,17 +798,27 @@ ScheduleEntry attention_entry() {
              {"PP", {0, 1}},
              {"TMA", {0, 1}},
              {"SLACK", {0, 1}},
-             {"WS", {0, 1}}};
+             {"WS", {0, 1}},
+             {"OVL", {0, 1}}};
   e.build = [](const ShapeParams &p, DataType dtype) {
     AttentionParams shape = attention_shape(p);
-    shape.stages = p.at("STAGES");
+    const int64_t stages = p.at("STAGES"); // 0: the path's
+    shape.stages = stages ? stages : 2;
     AttentionParams a = attention_path(shape, p.at("TC"), p.at("BQ"), p.at("BK"), hopper_gpu());
     a.tma = a.tma && p.at("TMA") != 0; // the path's TMA ring unless TMA=0
     a.ping_pong = p.at("PP") != 0;
     a.slack = p.at("SLACK");
     a.warp_roles = p.at("WS") != 0;
     a.lse = p.at("LSE") != 0;
-    a.accumulate_o = p.at("ACC") != 0;
+    // OVL 2 (the default): the overlap where it measured faster, two warpgroups at D = 128
+    // (H200, bench/RESULTS.md 2026-11-28: 1.88 against 1.98 ms; at D = 64 0.68-0.72 against 0.62).
+    const int64_t overlap = p.at("OVL");
+    a.overlap = overlap == 1 || (overlap == 2 && a.wgmma && a.D == 128 &&
+                                 a.block_queries == 128 && !a.causal && !a.ping_pong &&
+                                 !a.warp_roles && a.tma);
+    a.accumulate_o = p.at("ACC") != 0 || a.overlap;
+    if (!stages && a.overlap) // a slot holds one step's V and the next step's K
+      a.stages = 3;
     return attention(a, dtype);
   };
   return e;

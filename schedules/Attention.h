@@ -59,6 +59,10 @@ struct AttentionParams {
   /// wgmma: P V's accumulator starts from o rescaled (a reduction from an initial value) and
   /// becomes o, instead of a separate accumulator added to o (64 registers fewer at D = 128).
   bool accumulate_o = false;
+  /// wgmma, with accumulate_o: FlashAttention-3's overlap inside a warpgroup
+  /// (Stage::overlap_steps on the fold's loop): the next key block's S = Q K^T issued with this
+  /// block's P V, the next block's softmax while P V runs. Wants a ring of 3 stages.
+  bool overlap = false;
 };
 
 /// The online softmax's fold over the key blocks of `t`: the running max `m`, sum `l` (fold

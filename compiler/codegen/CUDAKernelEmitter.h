@@ -218,8 +218,10 @@ private:
   int64_t wgmma_staging_offset(int64_t bytes) const;
   /// `acc[first + r]` for wgmma_reg(acc, index, n, r) and wgmma_reg_set(acc, index, n, r, v).
   std::string wgmma_register(const Call *op);
-  /// Empty asm statements that claim to modify every accumulator register in scope.
-  void wgmma_fence_registers();
+  /// Empty asm statements that claim to modify every accumulator register in scope (those of
+  /// `only`, the register arrays' names, when it is not empty: a wait that leaves a group in
+  /// flight must not touch that group's registers).
+  void wgmma_fence_registers(const std::vector<std::string> &only = {});
 
   // ---- Hopper TMA and mbarrier (CodeGenCUDATma.cpp) ----------------------------------------
   /// tma_load, mbarrier_*, fence_barrier_init; false for other calls.

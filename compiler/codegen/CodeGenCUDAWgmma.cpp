@@ -22,6 +22,8 @@
 #include "compiler/ir/Intrinsics.h"
 #include "compiler/support/Error.h"
 
+#include <algorithm>
+
 #include <optional>
 
 namespace tessel::codegen {
@@ -121,8 +123,10 @@ CExpr CUDAKernelEmitter::wgmma_thread_id() {
 }
 
 // Keeps the compiler from moving accumulator reads or writes across an asynchronous boundary.
-void CUDAKernelEmitter::wgmma_fence_registers() {
+void CUDAKernelEmitter::wgmma_fence_registers(const std::vector<std::string> &only) {
   for (const WgmmaRegisters &r : wgmma_registers_) {
+    if (!only.empty() && std::find(only.begin(), only.end(), r.name) == only.end())
+      continue;
     line("#pragma unroll");
     line("for (int r = 0; r < " + std::to_string(r.count) + "; ++r) asm volatile(\"\" : \"" +
          r.constraint + "\"(" + r.name + "[r]) :: \"memory\");");
@@ -198,8 +202,13 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
     return true;
   }
   if (n == intrinsic::wgmma_fence) {
-    no_args();
-    wgmma_fence_registers();
+    std::vector<std::string> registers; // of the groups that follow; none: all
+    for (size_t i = 0; i < a.size(); ++i) {
+      const auto *v = a[i].as<Variable>();
+      user_check(v, "codegen_cuda") << name << ": argument " << i << " is not a register array";
+      registers.push_back(var_text(v));
+    }
+    wgmma_fence_registers(registers);
     line("asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");");
     return true;
   }
@@ -209,13 +218,19 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
     return true;
   }
   if (n == intrinsic::wgmma_wait) {
-    check_intrinsic_args(op, 1, "(n)");
+    user_check(!a.empty(), "codegen_cuda") << name << " takes (n[, accumulators landed...])";
     int64_t pending = constant(a[0], "n");
     user_check(pending >= 0 && pending <= 7, "codegen_cuda")
         << name << ": wgmma.wait_group takes 0..7 pending groups, got " << pending;
     line("asm volatile(\"wgmma.wait_group.sync.aligned " + std::to_string(pending) +
          ";\\n\" ::: \"memory\");");
-    wgmma_fence_registers();
+    std::vector<std::string> landed;
+    for (size_t i = 1; i < a.size(); ++i) {
+      const auto *v = a[i].as<Variable>();
+      user_check(v, "codegen_cuda") << name << ": argument " << i << " is not an accumulator";
+      landed.push_back(var_text(v));
+    }
+    wgmma_fence_registers(landed);
     return true;
   }
   if (n == intrinsic::wgmma_fill) {

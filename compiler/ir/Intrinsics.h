@@ -95,14 +95,18 @@ inline constexpr const char *wgmma_fill = "wgmma_fill";
 // next wgmma_commit group, and neither the accumulator tile may be read nor the operands
 // overwritten before a wgmma_wait completes that group.
 inline constexpr const char *wgmma_mma = "wgmma_mma";
-// wgmma_fence(): wgmma.fence.sync.aligned; required before the first wgmma_mma and after any
-// other instruction wrote the accumulator registers (wgmma_fill).
+// wgmma_fence([reg...]): wgmma.fence.sync.aligned; required before the first wgmma_mma and after
+// any other instruction wrote the accumulator registers (wgmma_fill). The register arrays given
+// are those of the wgmma that follow (codegen keeps their writes before the fence); with none,
+// every wgmma register array of the kernel.
 inline constexpr const char *wgmma_fence = "wgmma_fence";
 // wgmma_commit(): wgmma.commit_group.sync.aligned: closes the group of wgmma_mma calls issued
 // since the last commit.
 inline constexpr const char *wgmma_commit = "wgmma_commit";
-// wgmma_wait(n): wgmma.wait_group.sync.aligned n: waits until at most n committed groups are
-// incomplete.
+// wgmma_wait(n[, acc...]): wgmma.wait_group.sync.aligned n: waits until at most n committed
+// groups are incomplete. The accumulators given are those the wait lands (a wait with groups
+// left in flight names them: codegen then fences only their registers, not the ones still being
+// written); with none, every wgmma register array of the kernel.
 inline constexpr const char *wgmma_wait = "wgmma_wait";
 // wgmma_store(acc, index, n, ptr, stride, lanes[, limit[, row_limit]]): each thread stores its n / 2
 // registers of accumulator tile `index`: register i at ptr + 8 ((i / 2) % 2) stride + 8 (i / 4) +

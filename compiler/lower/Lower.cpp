@@ -18,6 +18,7 @@
 #include "compiler/passes/InsertThreadSyncs.h"
 #include "compiler/passes/RemoveNoOp.h"
 #include "compiler/passes/OrderWgmmaTurns.h"
+#include "compiler/passes/OverlapWgmmaSteps.h"
 #include "compiler/passes/SpecializeLoops.h"
 #include "compiler/passes/SplitHostDevice.h"
 #include "compiler/passes/StorageFlatten.h"
@@ -116,8 +117,8 @@ const std::vector<std::string> &lowering_steps() {
       "schedule_ops",      "simplify",         "lower_bulk_copy",  "distribute_fragment_loops",
       "storage_flatten",   "vectorize_loops",  "pipeline",         "unroll_loops",
       "specialize_loops",  "storage_rewrite",  "insert_thread_syncs",
-      "insert_wgmma_syncs", "order_wgmma_turns", "split_warp_roles", "insert_cluster_syncs",
-      "remove_no_op",       "final_simplify"};
+      "insert_wgmma_syncs", "overlap_wgmma_steps", "order_wgmma_turns", "split_warp_roles",
+      "insert_cluster_syncs", "remove_no_op",     "final_simplify"};
   return steps;
 }
 
@@ -234,6 +235,8 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
   printer.after("insert_thread_syncs", body);
   body = insert_wgmma_syncs(body);
   printer.after("insert_wgmma_syncs", body);
+  body = overlap_wgmma_steps(body);
+  printer.after("overlap_wgmma_steps", body);
   body = order_wgmma_turns(body);
   printer.after("order_wgmma_turns", body);
   body = split_warp_roles(body, &remarks);

@@ -258,6 +258,15 @@ public:
   /// warpgroup 0's, warpgroup 0's next after that, so that while one works on its GEMMs'
   /// results (a softmax) the other's GEMMs keep the Tensor Cores busy.
   Stage &ping_pong(const IterVar &iv);
+  /// `iv`'s loop, whose steps issue two wgmma groups (A, then B on what the work between them
+  /// made of A's result), runs step t's B beside step t + 1's work: step t + 1's A and step t's
+  /// B are issued together, the work on A's result runs while B is on the Tensor Cores, then B
+  /// is waited for (FlashAttention-3's overlap inside a warpgroup: S(t + 1) = Q K(t + 1)^T and
+  /// P(t) V(t) issued together, the softmax of S(t + 1) beside P(t) V(t);
+  /// overlap_wgmma_steps). The registers the work writes must not be B's (its accumulator's
+  /// reset and A operand in registers wait for B); a TMA ring of the loop should have 3 or more
+  /// stages (a slot then holds step t's B operands and step t + 1's A operands).
+  Stage &overlap_steps(const IterVar &iv);
   /// Replaces the loops from `iv` inward by the tensor intrinsic's body.
   Stage &tensorize(const IterVar &iv, std::shared_ptr<const TensorIntrin> intrin);
   /// Thread-block rasterization for L2 reuse. `rows` and `cols` are the loops bound to

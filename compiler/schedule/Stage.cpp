@@ -293,6 +293,11 @@ Stage &Stage::specialize(const IterVar &iv) {
   return pragma(iv, "specialize");
 }
 
+Stage &Stage::overlap_steps(const IterVar &iv) {
+  check_leaf(n_, iv, "overlap_steps");
+  return pragma(iv, "overlap_steps");
+}
+
 Stage &Stage::ping_pong(const IterVar &iv) {
   check_leaf(n_, iv, "ping_pong");
   return pragma(iv, "ping_pong");

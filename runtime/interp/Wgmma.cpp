@@ -702,22 +702,23 @@ StmtPtr compile_wgmma(Compiler &C, const Call *call) {
     return set;
   }
   if (n == intrinsic::wgmma_wait) {
-    expect_args(1, "(n)");
+    // The accumulators after n name what the wait lands, for codegen's register fences.
+    user_check(!a.empty(), "interp") << n << " takes (n[, accumulators...]): " << Expr(call);
     int64_t k = const_arg(call, 0, "n");
     user_check(k >= 0, "interp") << n << " takes a non-negative group count, got " << k;
     code->op = WgmmaCode::Wait;
     code->wait_n = uint32_t(k);
     return code;
   }
-  const std::pair<const char *, WgmmaCode::Op> no_args[] = {
-      {intrinsic::wgmma_fence, WgmmaCode::Fence},
-      {intrinsic::wgmma_commit, WgmmaCode::Commit}};
-  for (auto [name, op] : no_args)
-    if (n == name) {
-      expect_args(0, "()");
-      code->op = op;
-      return code;
-    }
+  if (n == intrinsic::wgmma_fence) { // its arguments name registers, for codegen's fences
+    code->op = WgmmaCode::Fence;
+    return code;
+  }
+  if (n == intrinsic::wgmma_commit) {
+    expect_args(0, "()");
+    code->op = WgmmaCode::Commit;
+    return code;
+  }
   user_error("interp") << "unknown wgmma intrinsic '" << n << "'";
 }
 

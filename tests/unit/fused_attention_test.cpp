@@ -67,6 +67,7 @@ struct WgmmaOptions {
   int64_t slack = 0;
   bool warp_roles = false;
   bool accumulate_o = false;
+  bool overlap = false; // implies accumulate_o
 };
 ScheduledProgram wgmma_attention(AttentionParams a, int64_t Bk, int64_t stages = 2,
                                  DataType dtype = Float(16), int64_t block_queries = 64,
@@ -79,7 +80,8 @@ ScheduledProgram wgmma_attention(AttentionParams a, int64_t Bk, int64_t stages =
   a.ping_pong = o.ping_pong;
   a.slack = o.slack;
   a.warp_roles = o.warp_roles;
-  a.accumulate_o = o.accumulate_o;
+  a.accumulate_o = o.accumulate_o || o.overlap;
+  a.overlap = o.overlap;
   return attention(a, dtype);
 }
 
@@ -426,6 +428,80 @@ TEST(FusedAttention, PVAccumulatesOntoO) {
     return k.kernels.at(0).registers;
   };
   EXPECT_LT(registers(true), registers(false));
+}
+
+// FlashAttention-3's overlap inside a warpgroup (overlap_steps, OVL=1): the fold's loop runs a
+// step fewer, each issuing the next key block's S = Q K^T with this block's P V, waiting for
+// S only (wgmma_wait(1, S)), the softmax and row state there, the rows kept in shared memory
+// before the wait for P V; on the executor (which lands each group at its wait and checks the
+// ring's barriers: a wrong order deadlocks or reads a slot in flight) at every shape it takes:
+// one and two warpgroups, causal with triangular loops of 1 to 8 steps, grouped-query and
+// Sq < Sk, D = 64 and 128, the logsumexp written.
+TEST(FusedAttention, OverlapStepsRotateTheFold) {
+  const WgmmaOptions overlap{true, false, 0, false, false, true};
+  {
+    ScheduledProgram p = wgmma_attention({1, 64, 256, 1, 1, 64, false}, 64, 3, Float(16), 64,
+                                         overlap);
+    const std::string ir = to_string(lower(p.schedule, p.args));
+    const size_t loop = ir.find("for (t: int32, 0, 3)"); // 4 key blocks: 3 steps and an epilogue
+    ASSERT_NE(loop, std::string::npos) << ir;
+    const size_t commit_s = ir.find("@wgmma_commit()", loop),
+                 commit_pv = ir.find("@wgmma_commit()", commit_s + 1),
+                 wait_s = ir.find("@wgmma_wait(1, S)", loop),
+                 keep = ir.find("keep_before_wait[", loop),
+                 wait_pv = ir.find("@wgmma_wait(0, ", loop);
+    EXPECT_LT(commit_s, commit_pv) << ir;
+    EXPECT_LT(commit_pv, wait_s) << ir; // both groups in flight, then S landed
+    EXPECT_NE(ir.find("@wgmma_mma_rs(PV", commit_s), std::string::npos) << ir;
+    EXPECT_LT(wait_s, keep) << ir;
+    EXPECT_LT(keep, wait_pv) << ir;
+    EXPECT_NE(ir.find("@wgmma_row_set(m_new", wait_s), std::string::npos) << ir;
+    EXPECT_LT(ir.find("@wgmma_row_set(m_new", wait_s), keep) << ir; // the softmax beside P V
+  }
+  struct Case {
+    AttentionShape shape;
+    int64_t bk, bq;
+  };
+  AttentionShape with_lse{1, 128, 512, 2, 2, 128, false};
+  with_lse.lse = true;
+  for (const Case &c : {Case{{1, 128, 512, 2, 1, 64, false}, 64, 128},
+                        Case{{1, 512, 512, 1, 1, 64, true}, 64, 128},
+                        Case{{1, 128, 384, 4, 2, 64, true}, 64, 64},
+                        Case{with_lse, 128, 128}}) {
+    SCOPED_TRACE(describe(c.shape, c.bk) + " wgmma, overlapped steps, " +
+                 std::to_string(c.bq) + " queries a block");
+    ScheduledProgram q = wgmma_attention(c.shape, c.bk, 3, Float(16), c.bq, overlap);
+    CheckResult r = check_on_cpu(q.schedule, q.args, 3);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
+  // The registry's D = 128 kernel on Hopper (OVL's default there): no spills on sm_90a.
+  {
+    ScheduledProgram q =
+        wgmma_attention({1, 256, 512, 2, 2, 128, false}, 128, 3, Float(16), 128, overlap);
+    LoweredModule m = lower(q.schedule, q.args);
+    CompiledKernel k = tessel::test::compile_for_sm90(m, codegen_cuda(m), "attention.cu");
+    EXPECT_FALSE(k.cubin.empty()) << k.log;
+    EXPECT_EQ(k.kernels.at(0).spill_store_bytes, 0) << k.log;
+  }
+  expect_error(
+      [&] {
+        wgmma_attention({1, 256, 256, 2, 2, 64, false}, 64, 3, Float(16), 128,
+                        {true, true, 0, false, false, true});
+      },
+      {"overlap inside a warpgroup (OVL=1)", "without ping-pong or warp roles"});
+  // A loop whose body is not two wgmma groups (Q's copy into shared memory), and one that
+  // lowering unrolls away (the output's columns).
+  ScheduledProgram w = wgmma_attention({1, 64, 128, 1, 1, 64, false}, 64, 3);
+  Stage q = w.schedule.stage("Q.shared");
+  for (const IterVar &iv : q.leaf_iter_vars()) // the copy's loop: its fused outer axis
+    if (iv.name().find(".fused.outer") != std::string::npos)
+      q.overlap_steps(iv);
+  expect_error([&] { lower(w.schedule, w.args); },
+               {"overlap_steps", "must issue two wgmma groups (it issues 0"});
+  ScheduledProgram u = wgmma_attention({1, 64, 128, 1, 1, 64, false}, 64, 3);
+  Stage o = u.schedule.stage("O32");
+  o.overlap_steps(o.leaf_iter_vars().back());
+  expect_error([&] { lower(u.schedule, u.args); }, {"overlap_steps", "was not found"});
 }
 
 // Ping-pong consumer roles take a stage computed by one warpgroup; attention's fold with two
@@ -935,6 +1011,16 @@ TEST(FusedAttention, GpuMatchesTheReference) {
       SCOPED_TRACE(describe(a, 128) + " wgmma, 128 queries a block, TMA, P V onto o");
       ScheduledProgram p =
           wgmma_attention(a, 128, 2, Float(16), 128, {true, false, 0, false, true});
+      CheckResult w = check_on_gpu(p.schedule, p.args, 3);
+      EXPECT_TRUE(w.compare.ok) << w.str();
+    }
+    // The overlap inside a warpgroup (OVL=1; the registry's default at D = 128 non-causal),
+    // causal with 4 query blocks (triangular loops of 1 to 4 steps), and not.
+    for (bool causal : {true, false}) {
+      AttentionShape a{1, 512, 512, 4, 2, 128, causal};
+      SCOPED_TRACE(describe(a, 128) + " wgmma, 128 queries a block, overlapped steps");
+      ScheduledProgram p =
+          wgmma_attention(a, 128, 3, Float(16), 128, {true, false, 0, false, false, true});
       CheckResult w = check_on_gpu(p.schedule, p.args, 3);
       EXPECT_TRUE(w.compare.ok) << w.str();
     }
