@@ -42,8 +42,8 @@
 #             conv2d_grouped, softmax and layernorm with their reductions across threads, the
 #             tutorial at batch 32, attention (WMMA and wgmma, causal; the wgmma ring by TMA,
 #             with ping-pong, with a producer warpgroup, with the rows' logsumexp, with P V
-#             onto o) and
-#             attention_decode; racecheck on
+#             onto o, with the overlap inside a warpgroup: causal over 4 query blocks and the
+#             default at D=128) and attention_decode; racecheck on
 #             gemm_shared at 256^3. One timed launch each (tessel run --number 1 --repeat 1)
 #             after the check's run and the warm-up
 #   sanitize_hopper  the same three tools on issue 25's kernels (apart, so that each step fits
@@ -57,7 +57,8 @@
 #             among the default steps)
 #   attention fused attention and decoding against torch's SDPA backends
 #             (bench/attention_torch.py, 2 rounds, the registry's default path; then the prefill rows
-#             with a producer warpgroup, with the rows' logsumexp written, with P V onto o),
+#             without and with the overlap inside a warpgroup (OVL=0, OVL=1: causal too), with a
+#             producer warpgroup, with the rows' logsumexp written),
 #             then attention_decode's knobs at the issue's
 #             decoding shape (ROWS 8, 16; SPLIT 256), unchecked (not among the default
 #             steps: it needs torch)
@@ -238,8 +239,9 @@ run_step() {
         ncu --import "$out/decode.ncu-rep" --page source --csv >"$out/decode_source.csv" ;;
     attention)
       python3 "$here/bench/attention_torch.py" --tessel ./tessel --rounds 2 --repeat 20 &&
-        for knobs in WS=1 LSE=1 ACC=1; do
-          echo "attention prefill $knobs (the default on Hopper: TC=2, TMA=1, STAGES=2):"
+        for knobs in OVL=0 OVL=1 WS=1 LSE=1; do
+          echo "attention prefill $knobs (the default on Hopper: TC=2, TMA=1; OVL on at D=128"
+          echo "non-causal, with STAGES=3):"
           python3 "$here/bench/attention_torch.py" --tessel ./tessel --rounds 1 --repeat 20 \
             --only prefill --prefill-knobs ,$knobs || return 1
         done &&
