@@ -13,6 +13,7 @@
 
 #include <llvm/ADT/DenseSet.h>
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <sstream>
@@ -145,6 +146,11 @@ struct Steps {
 
 class Rotate : public IRMutator {
 protected:
+  Stmt visit(const Allocate *op) override {
+    scope_[op->buffer_var.get()] = op->scope;
+    return IRMutator::visit(op);
+  }
+
   Stmt visit(const AttrStmt *op) override {
     if (op->key == attr::thread_extent) {
       if (const auto *iv = std::get_if<IterVar>(&op->node)) {
@@ -220,7 +226,18 @@ private:
         const auto *c = llvm::dyn_cast<Call>(n);
         return c && c->is_intrinsic(intrinsic::tma_load);
       });
-      (loads ? s.producer : s.a_before).push_back(list[i]);
+      if (loads) {
+        s.producer.push_back(list[i]);
+        continue;
+      }
+      // What moves with A to the next step: its accumulator's reset and the wait for its
+      // operands. Copies into shared memory (a cp.async ring) would overwrite the slot B reads.
+      const bool waits = is_intrinsic_stmt(list[i], intrinsic::mbarrier_wait);
+      if (!waits && access_of(list[i]).effects)
+        fail("before its first group it writes memory other than by TMA (a cp.async ring, "
+             "TMA=0?); the next step's copies would overwrite the operands of this step's "
+             "second group: fill the ring with bulk_copy (TMA)");
+      s.a_before.push_back(list[i]);
     }
     s.a.assign(list.begin() + long(fences[0]), list.begin() + long(commits[0]) + 1);
     s.b.assign(list.begin() + long(fences[1]), list.begin() + long(commits[1]) + 1);
@@ -229,10 +246,13 @@ private:
       if (const auto *e = x.as<Evaluate>())
         if (const auto *c = e->value.as<Call>(); c && c->is_intrinsic(intrinsic::wgmma_mma))
           s.a_accumulators.insert(c->args[0].as<Variable>());
-    // B's registers: its accumulator and its A operand in registers.
+    // B's registers: its accumulator and its A operand in registers (not its shared operands,
+    // which the ring's barriers order).
     VarSet &b_registers = s.b_registers;
-    b_registers = b.reads;
-    b_registers.insert(b.writes.begin(), b.writes.end());
+    for (const VarSet *set : {&b.reads, &b.writes})
+      for (const Variable *v : *set)
+        if (is_register_array(v))
+          b_registers.insert(v);
     VarSet b_results = b.writes;
 
     // X: the statements between the groups. Those that write B's registers, or have effects,
@@ -269,10 +289,13 @@ private:
       fail("the work between its groups and what follows the second group both write '",
            v->name, "'");
     // - X_late(t + 1) after Y_rows(t + 1): Y_rows writes nothing X_late reads, X_late writes
-    //   nothing Y_rows reads; X_early does not read X_late's writes (it runs first anyway, but
-    //   with the previous step's values in between);
+    //   nothing Y_rows reads; and X_early(t + 1), now all before X_late(t + 1), reads nothing
+    //   X_late writes;
     if (meets(yr.writes, xl.reads) || meets(xl.writes, yr.reads) || meets(xl.writes, yr.writes))
       fail("the second group's operands are computed from the row state it updates after it");
+    if (const Variable *v = shared(xe.reads, xl.writes))
+      fail("the work between its groups reads '", v->name, "', which the second group's ",
+           "operands' setup writes (that setup waits for the previous step's second group)");
     // - A(t + 1) and its fills before B(t) and Y_after(t): A's registers are none of theirs.
     Access a_all = a;
     a_all.add(pre);
@@ -317,28 +340,34 @@ private:
       return out;
     };
     const Expr first = loop->min, last = loop->min + loop->extent - 1;
-    const Stmt wait0 = intrinsic_stmt(intrinsic::wgmma_wait, {Expr(0)});
+    // The register arrays a fence or wait names (by name: the generated code must not depend
+    // on where the allocator put the variables).
+    auto args_of = [](std::vector<Expr> args, const VarSet &regs) {
+      std::vector<const Variable *> sorted(regs.begin(), regs.end());
+      std::sort(sorted.begin(), sorted.end(),
+                [](const Variable *a, const Variable *b) { return a->name < b->name; });
+      for (const Variable *v : sorted)
+        args.push_back(Expr(v));
+      return args;
+    };
     // The waits inside the loop fence only the registers of the groups they land: the first
     // leaves B in flight; after the second, the other registers hold the next step's work.
-    auto wait = [](int n, const VarSet &landed) {
-      std::vector<Expr> args = {Expr(n)};
-      for (const Variable *v : landed)
-        args.push_back(Expr(v));
-      return intrinsic_stmt(intrinsic::wgmma_wait, args);
-    };
-    const Stmt wait1 = wait(1, s.a_accumulators), wait_b = wait(0, s.b_registers);
+    const Stmt wait0 = intrinsic_stmt(intrinsic::wgmma_wait, {Expr(0)});
+    const Stmt wait1 = intrinsic_stmt(intrinsic::wgmma_wait, args_of({Expr(1)}, s.a_accumulators));
+    const Stmt wait_b = intrinsic_stmt(intrinsic::wgmma_wait, args_of({Expr(0)}, s.b_registers));
 
     // The rows X_early and Y_rows wrote, summed into the thread's word of shared memory.
-    std::map<std::tuple<const Variable *, int64_t, int64_t>, Expr> rows;
+    std::map<std::tuple<std::string, int64_t, int64_t>, Expr> rows;
     for (const std::vector<Stmt> *part : {&s.x_early, &s.y_rows})
       for (const Stmt &x : *part)
         post_order_visit(x, [&](const IRNode *n) {
           const auto *c = llvm::dyn_cast<Call>(n);
           if (!c || !c->is_intrinsic(intrinsic::wgmma_row_set))
             return;
+          const auto *rows_var = c->args[0].as<Variable>();
           auto tile = as_const_int(c->args[1]), half = as_const_int(c->args[2]);
-          if (tile && half)
-            rows[{c->args[0].as<Variable>(), *tile, *half}] =
+          if (rows_var && tile && half)
+            rows[{rows_var->name, *tile, *half}] =
                 Call::make(Float(32), intrinsic::wgmma_row, {c->args[0], c->args[1], c->args[2]},
                            Call::Intrinsic);
         });
@@ -358,13 +387,9 @@ private:
     // out, the probabilities) are dead there, and an asm that claims to modify them would keep
     // them alive across the loop.
     VarSet issued = s.b_registers;
-    for (const Variable *v : s.a_accumulators)
-      issued.insert(v);
-    std::vector<Expr> fence_args;
-    for (const Variable *v : issued)
-      fence_args.push_back(Expr(v));
+    issued.insert(s.a_accumulators.begin(), s.a_accumulators.end());
     std::vector<Stmt> a_issue = s.a;
-    a_issue.front() = intrinsic_stmt(intrinsic::wgmma_fence, fence_args);
+    a_issue.front() = intrinsic_stmt(intrinsic::wgmma_fence, args_of({}, issued));
     std::vector<Stmt> b_issue(s.b.begin() + 1, s.b.end());
     Stmt prologue = at(cat({s.a_before, s.a, {wait0}, s.x_early, s.y_rows, s.x_late}), first);
     const Expr next = t_ + 1;
@@ -373,12 +398,8 @@ private:
                            at(s.y_after, t_), at(s.x_late, next)});
     Stmt steps = For::make(loop->loop_var, loop->min, arith::simplify(loop->extent - 1),
                            loop->for_kind, body, loop->thread_tag);
-    std::vector<Expr> b_args;
-    for (const Variable *v : s.b_registers)
-      b_args.push_back(Expr(v));
-    Stmt epilogue = at(cat({s.producer, {intrinsic_stmt(intrinsic::wgmma_fence, b_args)}, b_issue,
-                            {wait_b}, s.y_after}),
-                       last);
+    const Stmt b_fence = intrinsic_stmt(intrinsic::wgmma_fence, args_of({}, s.b_registers));
+    Stmt epilogue = at(cat({s.producer, {b_fence}, b_issue, {wait_b}, s.y_after}), last);
     Stmt out = Seq::make({prologue, steps, epilogue});
     if (!extent)
       out = IfThenElse::make(loop->extent > 0, out);
@@ -387,8 +408,15 @@ private:
     return out;
   }
 
+  // A warpgroup's register array (an allocation in a wgmma.* scope).
+  bool is_register_array(const Variable *v) const {
+    auto it = scope_.find(v);
+    return it != scope_.end() && it->second.rfind("wgmma.", 0) == 0;
+  }
+
   Var t_;
   bool found_ = false;
+  std::map<const Variable *, std::string> scope_;
   std::array<std::pair<Var, int64_t>, 3> threads_{};
 };
 

@@ -489,6 +489,12 @@ TEST(FusedAttention, OverlapStepsRotateTheFold) {
                         {true, true, 0, false, false, true});
       },
       {"overlap inside a warpgroup (OVL=1)", "without ping-pong or warp roles"});
+  // K's and V's ring by cp.async (TMA=0): the next step's copies would overwrite the slot P V
+  // still reads.
+  ScheduledProgram c = wgmma_attention({1, 64, 256, 1, 1, 64, false}, 64, 3, Float(16), 64,
+                                       {false, false, 0, false, false, true});
+  expect_error([&] { lower(c.schedule, c.args); },
+               {"overlap_steps", "writes memory other than by TMA", "bulk_copy"});
   // A loop whose body is not two wgmma groups (Q's copy into shared memory), and one that
   // lowering unrolls away (the output's columns).
   ScheduledProgram w = wgmma_attention({1, 64, 128, 1, 1, 64, false}, 64, 3);
