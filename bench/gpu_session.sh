@@ -57,7 +57,8 @@
 #             among the default steps)
 #   attention fused attention and decoding against torch's SDPA backends
 #             (bench/attention_torch.py, 2 rounds, the registry's default path; then the prefill rows
-#             without and with the overlap inside a warpgroup (OVL=0, OVL=1: causal too), with a
+#             without and with the overlap inside a warpgroup (OVL=0, OVL=1, with ping-pong:
+#             causal too), with a
 #             producer warpgroup, with the rows' logsumexp written),
 #             then attention_decode's knobs at the issue's
 #             decoding shape (ROWS 8, 16; SPLIT 256), unchecked (not among the default
@@ -183,6 +184,8 @@ run_step() {
           "${once[@]}" &&
         sanitize_all attention --shape B=1,H=2,HKV=1,SQ=512,SK=512,D=128,CAUSAL=1,TC=2,OVL=1 \
           "${once[@]}" &&
+        sanitize_all attention --shape B=1,H=2,HKV=1,SQ=512,SK=512,D=128,TC=2,OVL=1,PP=1 \
+          "${once[@]}" &&
         sanitize_all attention --shape B=1,H=2,HKV=1,SQ=256,SK=512,D=128,TC=2 "${once[@]}" &&
         sanitize_all attention_decode --shape B=1,H=4,HKV=2,SQ=2,SK=1024,D=128,SPLIT=256,CAUSAL=1 \
           "${once[@]}" &&
@@ -239,7 +242,7 @@ run_step() {
         ncu --import "$out/decode.ncu-rep" --page source --csv >"$out/decode_source.csv" ;;
     attention)
       python3 "$here/bench/attention_torch.py" --tessel ./tessel --rounds 2 --repeat 20 &&
-        for knobs in OVL=0 OVL=1 WS=1 LSE=1; do
+        for knobs in OVL=0 OVL=1 OVL=1,PP=1 WS=1 LSE=1; do
           echo "attention prefill $knobs (the default on Hopper: TC=2, TMA=1; OVL on at D=128"
           echo "non-causal, with STAGES=3):"
           python3 "$here/bench/attention_torch.py" --tessel ./tessel --rounds 1 --repeat 20 \

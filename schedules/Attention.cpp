@@ -298,10 +298,9 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
       << " stage(s)";
   user_check(!a.accumulate_o || a.wgmma, "attention")
       << "P V accumulated onto o (ACC=1) is the wgmma schedule's (TC=2)";
-  user_check(!a.overlap || (a.wgmma && a.accumulate_o && !a.ping_pong && !a.warp_roles),
-             "attention")
+  user_check(!a.overlap || (a.wgmma && a.accumulate_o && !a.warp_roles), "attention")
       << "the overlap inside a warpgroup (OVL=1) takes the wgmma schedule (TC=2) with P V onto "
-         "o (accumulate_o), without ping-pong or warp roles (PP=0, WS=0)";
+         "o (accumulate_o), without warp roles (WS=0)";
   user_check(!a.warp_roles || a.tma, "attention")
       << "warp roles (WS=1: a producer warpgroup issuing K's and V's fills) need the wgmma "
          "schedule's TMA ring (TC=2, TMA=1, STAGES >= 2)";

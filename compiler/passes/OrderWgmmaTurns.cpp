@@ -27,6 +27,19 @@ public:
   int groups = 0;
 
 protected:
+  // A turn runs from a fence to the last commit before the next wait or fence: two groups
+  // issued together (overlap_wgmma_steps: the next step's S with this step's P V) are one turn.
+  Stmt visit(const Seq *op) override {
+    std::vector<Stmt> out;
+    for (size_t i = 0; i < op->stmts.size(); ++i) {
+      const Stmt &x = op->stmts[i];
+      if (is_intrinsic_stmt(x, intrinsic::wgmma_commit) && another_commit_follows(op->stmts, i))
+        out.push_back(x);
+      else
+        out.push_back(mutate(x));
+    }
+    return Seq::make(std::move(out));
+  }
   Stmt visit(const IfThenElse *op) override {
     const bool per_warpgroup = uses_var(op->condition, ty_);
     depth_ += per_warpgroup;
@@ -62,6 +75,17 @@ protected:
   }
 
 private:
+  static bool another_commit_follows(const std::vector<Stmt> &list, size_t i) {
+    for (size_t j = i + 1; j < list.size(); ++j) {
+      if (is_intrinsic_stmt(list[j], intrinsic::wgmma_commit))
+        return true;
+      if (is_intrinsic_stmt(list[j], intrinsic::wgmma_fence) ||
+          is_intrinsic_stmt(list[j], intrinsic::wgmma_wait))
+        return false;
+    }
+    return false;
+  }
+
   Var ty_;
   std::string loop_;
   int depth_ = 0; // conditions on ty_ around the statement

@@ -17,7 +17,8 @@ namespace tessel {
 ///   if (threadIdx.y == 0) named_barrier_sync(5, 256)            // warpgroup 1's last turn
 ///
 /// so that while one warpgroup waits for its GEMMs' results and works on them (a softmax), the
-/// other's GEMMs keep the Tensor Cores busy. Every group of the loop must be issued by both
+/// other's GEMMs keep the Tensor Cores busy. Groups issued together under one fence (fence, A,
+/// commit, B, commit: overlap_wgmma_steps' loop) are one turn. Every group of the loop must be issued by both
 /// warpgroups (none under a condition on threadIdx.y; a tessel::Error otherwise). Runs after
 /// insert_wgmma_syncs; any form in, same form out; the attrs are consumed.
 Stmt order_wgmma_turns(Stmt s);

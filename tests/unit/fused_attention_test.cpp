@@ -483,12 +483,28 @@ TEST(FusedAttention, OverlapStepsRotateTheFold) {
     EXPECT_FALSE(k.cubin.empty()) << k.log;
     EXPECT_EQ(k.kernels.at(0).spill_store_bytes, 0) << k.log;
   }
+  // With ping-pong: the two groups a step are one turn (order_wgmma_turns), causal and not.
+  for (bool causal : {false, true}) {
+    AttentionShape a{1, 512, 512, 1, 1, 64, causal};
+    SCOPED_TRACE(describe(a, 64) + " wgmma, overlapped steps in turns");
+    ScheduledProgram q =
+        wgmma_attention(a, 64, 3, Float(16), 128, {true, true, 0, false, false, true});
+    const std::string ir = to_string(lower(q.schedule, q.args));
+    const size_t sync = ir.find("@named_barrier_sync(threadIdx.y + 5, 256)");
+    ASSERT_NE(sync, std::string::npos) << ir;
+    const size_t second = ir.find("@wgmma_commit()", ir.find("@wgmma_commit()", sync) + 1);
+    EXPECT_EQ(ir.find("@named_barrier_arrive(6 - threadIdx.y, 256)", sync),
+              ir.find("\n", second) + 5) // the turn given after both groups
+        << ir;
+    CheckResult r = check_on_cpu(q.schedule, q.args, 3);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
   expect_error(
       [&] {
         wgmma_attention({1, 256, 256, 2, 2, 64, false}, 64, 3, Float(16), 128,
-                        {true, true, 0, false, false, true});
+                        {true, false, 0, true, false, true});
       },
-      {"overlap inside a warpgroup (OVL=1)", "without ping-pong or warp roles"});
+      {"overlap inside a warpgroup (OVL=1)", "without warp roles"});
   // K's and V's ring by cp.async (TMA=0): the next step's copies would overwrite the slot P V
   // still reads.
   ScheduledProgram c = wgmma_attention({1, 64, 256, 1, 1, 64, false}, 64, 3, Float(16), 64,
@@ -1021,15 +1037,17 @@ TEST(FusedAttention, GpuMatchesTheReference) {
       EXPECT_TRUE(w.compare.ok) << w.str();
     }
     // The overlap inside a warpgroup (OVL=1; the registry's default at D = 128 non-causal),
-    // causal with 4 query blocks (triangular loops of 1 to 4 steps), and not.
-    for (bool causal : {true, false}) {
-      AttentionShape a{1, 512, 512, 4, 2, 128, causal};
-      SCOPED_TRACE(describe(a, 128) + " wgmma, 128 queries a block, overlapped steps");
-      ScheduledProgram p =
-          wgmma_attention(a, 128, 3, Float(16), 128, {true, false, 0, false, false, true});
-      CheckResult w = check_on_gpu(p.schedule, p.args, 3);
-      EXPECT_TRUE(w.compare.ok) << w.str();
-    }
+    // causal with 4 query blocks (triangular loops of 1 to 4 steps), and not; with ping-pong.
+    for (bool causal : {true, false})
+      for (bool turns : {false, true}) {
+        AttentionShape a{1, 512, 512, 4, 2, 128, causal};
+        SCOPED_TRACE(describe(a, 128) + " wgmma, 128 queries a block, overlapped steps" +
+                     (turns ? " in turns (ping-pong)" : ""));
+        ScheduledProgram p =
+            wgmma_attention(a, 128, 3, Float(16), 128, {true, turns, 0, false, false, true});
+        CheckResult w = check_on_gpu(p.schedule, p.args, 3);
+        EXPECT_TRUE(w.compare.ok) << w.str();
+      }
     // With the rows' logsumexp as a second output.
     {
       AttentionShape a{1, 256, 256, 4, 2, 128, true};
