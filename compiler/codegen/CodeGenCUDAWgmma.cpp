@@ -201,14 +201,18 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
     line("asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");");
     return true;
   }
-  if (n == intrinsic::wgmma_fence) {
-    std::vector<std::string> registers; // of the groups that follow; none: all
-    for (size_t i = 0; i < a.size(); ++i) {
+  // The register arrays a fence or wait names from argument `first` on (none: all of them).
+  auto register_arrays = [&](size_t first) {
+    std::vector<std::string> names;
+    for (size_t i = first; i < a.size(); ++i) {
       const auto *v = a[i].as<Variable>();
       user_check(v, "codegen_cuda") << name << ": argument " << i << " is not a register array";
-      registers.push_back(var_text(v));
+      names.push_back(var_text(v));
     }
-    wgmma_fence_registers(registers);
+    return names;
+  };
+  if (n == intrinsic::wgmma_fence) {
+    wgmma_fence_registers(register_arrays(0)); // those of the groups that follow
     line("asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");");
     return true;
   }
@@ -218,19 +222,13 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
     return true;
   }
   if (n == intrinsic::wgmma_wait) {
-    user_check(!a.empty(), "codegen_cuda") << name << " takes (n[, accumulators landed...])";
+    user_check(!a.empty(), "codegen_cuda") << name << " takes (n[, register arrays...])";
     int64_t pending = constant(a[0], "n");
     user_check(pending >= 0 && pending <= 7, "codegen_cuda")
         << name << ": wgmma.wait_group takes 0..7 pending groups, got " << pending;
     line("asm volatile(\"wgmma.wait_group.sync.aligned " + std::to_string(pending) +
          ";\\n\" ::: \"memory\");");
-    std::vector<std::string> landed;
-    for (size_t i = 1; i < a.size(); ++i) {
-      const auto *v = a[i].as<Variable>();
-      user_check(v, "codegen_cuda") << name << ": argument " << i << " is not an accumulator";
-      landed.push_back(var_text(v));
-    }
-    wgmma_fence_registers(landed);
+    wgmma_fence_registers(register_arrays(1)); // those the wait lands
     return true;
   }
   if (n == intrinsic::wgmma_fill) {

@@ -103,10 +103,10 @@ inline constexpr const char *wgmma_fence = "wgmma_fence";
 // wgmma_commit(): wgmma.commit_group.sync.aligned: closes the group of wgmma_mma calls issued
 // since the last commit.
 inline constexpr const char *wgmma_commit = "wgmma_commit";
-// wgmma_wait(n[, acc...]): wgmma.wait_group.sync.aligned n: waits until at most n committed
-// groups are incomplete. The accumulators given are those the wait lands (a wait with groups
-// left in flight names them: codegen then fences only their registers, not the ones still being
-// written); with none, every wgmma register array of the kernel.
+// wgmma_wait(n[, reg...]): wgmma.wait_group.sync.aligned n: waits until at most n committed
+// groups are incomplete. The register arrays given (accumulators, A operands in registers) are
+// those of the groups the wait completes: codegen orders accesses to them after it and leaves
+// the registers of groups still in flight alone; with none, every wgmma register array.
 inline constexpr const char *wgmma_wait = "wgmma_wait";
 // wgmma_store(acc, index, n, ptr, stride, lanes[, limit[, row_limit]]): each thread stores its n / 2
 // registers of accumulator tile `index`: register i at ptr + 8 ((i / 2) % 2) stride + 8 (i / 4) +

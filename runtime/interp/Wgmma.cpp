@@ -702,8 +702,8 @@ StmtPtr compile_wgmma(Compiler &C, const Call *call) {
     return set;
   }
   if (n == intrinsic::wgmma_wait) {
-    // The accumulators after n name what the wait lands, for codegen's register fences.
-    user_check(!a.empty(), "interp") << n << " takes (n[, accumulators...]): " << Expr(call);
+    // The register arrays after n name what the wait completes, for codegen's fences.
+    user_check(!a.empty(), "interp") << n << " takes (n[, register arrays...]): " << Expr(call);
     int64_t k = const_arg(call, 0, "n");
     user_check(k >= 0, "interp") << n << " takes a non-negative group count, got " << k;
     code->op = WgmmaCode::Wait;
