@@ -738,6 +738,11 @@ ScheduledProgram attention_decode(const AttentionParams &a, DataType dtype,
   return prog;
 }
 
+bool overlap_pays(const AttentionParams &a) {
+  return a.wgmma && a.D == 128 && a.block_queries == 128 && !a.causal && a.tma &&
+         !a.ping_pong && !a.warp_roles;
+}
+
 AttentionParams attention_path(AttentionParams a, int64_t tc, int64_t block_queries,
                                int64_t block_keys, bool hopper) {
   if (tc == 3) {
@@ -809,12 +814,8 @@ ScheduleEntry attention_entry() {
     a.slack = p.at("SLACK");
     a.warp_roles = p.at("WS") != 0;
     a.lse = p.at("LSE") != 0;
-    // OVL 2 (the default): the overlap where it measured faster, two warpgroups at D = 128
-    // (H200, bench/RESULTS.md 2026-11-28: 1.88 against 1.98 ms; at D = 64 0.68-0.72 against 0.62).
-    const int64_t overlap = p.at("OVL");
-    a.overlap = overlap == 1 || (overlap == 2 && a.wgmma && a.D == 128 &&
-                                 a.block_queries == 128 && !a.causal && !a.ping_pong &&
-                                 !a.warp_roles && a.tma);
+    const int64_t overlap = p.at("OVL"); // 2 (the default): the path's
+    a.overlap = overlap == 1 || (overlap == 2 && overlap_pays(a));
     a.accumulate_o = p.at("ACC") != 0 || a.overlap;
     if (!stages && a.overlap) // a slot holds one step's V and the next step's K
       a.stages = 3;

@@ -100,6 +100,13 @@ struct DecodeSchedule {
 ScheduledProgram attention_decode(const AttentionParams &p, DataType dtype,
                                   const DecodeSchedule &k = {});
 
+/// Whether FlashAttention-3's overlap inside a warpgroup (AttentionParams::overlap) is the
+/// path's choice for `a`: where it measured faster, the wgmma step with two warpgroups (128
+/// queries a block) at D = 128, not causal, its ring by TMA, no ping-pong or warp roles (H200:
+/// 1.88 against 1.98 ms at B=8 H=16 S=4096; at D = 64 slower; causal untimed). Callers then set
+/// overlap and accumulate_o and give the ring 3 stages.
+bool overlap_pays(const AttentionParams &a);
+
 /// The registry's choice of kernel for `a` (its shape; the block sizes and path are filled in):
 /// tc 0 CUDA cores, 1 WMMA, 2 wgmma, 3 the best for the GPU: wgmma on Hopper (`hopper`) where
 /// its schedule takes the shape, else WMMA. Block sizes of 0 take the path's: wgmma 128 queries

@@ -13,7 +13,9 @@
 // operand of P V from registers); elsewhere (and with --wgmma=false) on WMMA, the scores stored
 // key-major as K Q^T, a warp per 32 queries and a thread per query for the softmax
 // (--tensor-cores=false: all on CUDA cores). Causal, the key blocks below the diagonal run
-// without the mask (Stage::specialize). docs/ATTENTION.md says what each path measured.
+// without the mask (Stage::specialize). At D = 128 non-causal on Hopper the fold's steps overlap
+// (Stage::overlap_steps: the next key block's S = Q K^T issued with this block's P V, its
+// softmax beside it). docs/ATTENTION.md says what each path measured.
 //
 //   ./build/tutorials/flash_attention                  # B=2 H=8 (2 KV heads) S=512 D=64, causal
 //   ./build/tutorials/flash_attention --quiet          # only the checks and the time
@@ -62,6 +64,10 @@ int main(int argc, char **argv) {
     // The registry's path: wgmma on a Hopper GPU where it takes the shape, else WMMA.
     const int64_t path = !tensor_cores ? 0 : wgmma ? 3 : 1;
     AttentionParams a = attention_path(shape, path, 0, 0, hopper_gpu());
+    if (overlap_pays(a)) { // the next key block's Q K^T issued with this block's P V
+      a.overlap = a.accumulate_o = true;
+      a.stages = 3;
+    }
     std::cout << "// path: " << (a.wgmma ? "wgmma" : a.tensor_cores ? "WMMA" : "CUDA cores")
               << ", " << a.block_queries << " queries and " << a.block_keys
               << " keys a block\n";
