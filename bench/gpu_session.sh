@@ -43,7 +43,7 @@
 #             tutorial at batch 32, attention (WMMA and wgmma, causal; the wgmma ring by TMA,
 #             with ping-pong, with a producer warpgroup, with the rows' logsumexp, with P V
 #             onto o, with the overlap inside a warpgroup: causal over 4 query blocks and the
-#             default at D=128) and attention_decode; racecheck on
+#             default at D=128) and attention_decode (ring, prefetched); racecheck on
 #             gemm_shared at 256^3. One timed launch each (tessel run --number 1 --repeat 1)
 #             after the check's run and the warm-up
 #   sanitize_hopper  the same three tools on issue 25's kernels (apart, so that each step fits
@@ -61,7 +61,8 @@
 #             causal too), with a
 #             producer warpgroup, with the rows' logsumexp written),
 #             then attention_decode's knobs at the issue's
-#             decoding shape (ROWS 8, 16; SPLIT 256), unchecked (not among the default
+#             decoding shape (ROWS 8, 16; PF 1 with ROWS 8 and 4; SPLIT 256), unchecked (not
+#             among the default
 #             steps: it needs torch)
 #   profile   ncu --set full on one launch of gemm_tc at 4096^3 and of conv2d_wgmma on ResNet's
 #             res3 with a float16 y (if ncu is there), unchecked
@@ -191,6 +192,8 @@ run_step() {
           "${once[@]}" &&
         sanitize_all attention_decode --shape B=1,H=4,HKV=2,SK=1024,D=128,SPLIT=256,RING=2 \
           "${once[@]}" &&
+        sanitize_all attention_decode --shape B=1,H=4,HKV=2,SK=1024,D=128,SPLIT=256,PF=1 \
+          "${once[@]}" &&
         compute-sanitizer --tool racecheck --error-exitcode 1 \
           ./tessel run gemm_shared --shape M=256,N=256,K=256 "${once[@]}" ;;
     sanitize_hopper)
@@ -248,7 +251,7 @@ run_step() {
           python3 "$here/bench/attention_torch.py" --tessel ./tessel --rounds 1 --repeat 20 \
             --only prefill --prefill-knobs ,$knobs || return 1
         done &&
-        for knobs in ROWS=8 ROWS=16 SPLIT=256; do
+        for knobs in ROWS=8 PF=1 PF=1,ROWS=4 ROWS=16 SPLIT=256; do
           echo "attention_decode $knobs:"
           ./tessel run attention_decode --shape B=16,H=32,HKV=8,SK=32768,D=128,$knobs \
             --no-check --number 5 --repeat 20 || return 1

@@ -553,6 +553,10 @@ ScheduledProgram attention_decode(const AttentionParams &a, DataType dtype,
              "attention_decode")
       << "the " << a.Sk << " keys are split into chunks of " << split_keys
       << " keys, a block each: choose a multiple of 128 (SPLIT) that divides them";
+  user_check(!k.prefetch || ring == 0, "attention_decode")
+      << "the register prefetch (PF=1) takes K's and V's rows straight to registers (RING=0), "
+         "not through a ring of shared tiles (RING="
+      << ring << ")";
   user_check(ring == 0 || ring == 2 || ring == 3, "attention_decode")
       << "K's and V's rows come straight to registers (RING=0) or through a ring of 2 or 3 "
          "shared-memory tiles, not "
@@ -674,7 +678,11 @@ ScheduledProgram attention_decode(const AttentionParams &a, DataType dtype,
     auto [hkv, hg] = s[op].split(h, g);
     block = s[op].fuse(s[op].fuse(p, b), hkv);
     s[op].bind(block, thread_axis("blockIdx.x"));
-    auto [jo, jx] = s[op].split(s[op].reduce_axis()[0], lanes);
+    IterVar jo, jx;
+    if (k.prefetch) // each thread's keys contiguous, so that a stretch's copy is its rows
+      std::tie(jx, jo) = s[op].split_nparts(s[op].reduce_axis()[0], lanes);
+    else
+      std::tie(jo, jx) = s[op].split(s[op].reduce_axis()[0], lanes);
     (void)jo;
     Tensor rf = s.rfactor(op, jx);
     auto [dy, ds] = s[op].split_nparts(dd, y_threads);
@@ -686,18 +694,32 @@ ScheduledProgram attention_decode(const AttentionParams &a, DataType dtype,
     s[rf].reorder({rx[0], rx[1], rx[2], rjo, rji, rx[3], rx[4], rx[5]});
     s[rf].unroll(rji);
     Tensor VL = staged(V, rf, rjo);
-    s[VL].compute_at(s[rf], rji);
+    if (k.prefetch) { // the next stretch's rows loaded before this one's arithmetic
+      s[VL].compute_at(s[rf], rjo);
+      s[VL].pipeline(2);
+      s[rf].unroll(rjo);
+    } else
+      s[VL].compute_at(s[rf], rji);
     vectorize_rows(VL);
   }
   {
     s[S].compute_at(s[op], block).set_scope("shared");
     auto [p, b, h, i, j] = s[S].axes<5>();
-    auto [jr, jy] = s[S].split(j, y_threads);
+    IterVar jr, jy;
+    if (k.prefetch)
+      std::tie(jy, jr) = s[S].split_nparts(j, y_threads);
+    else
+      std::tie(jr, jy) = s[S].split(j, y_threads);
     auto [jro, jri] = s[S].split(jr, rows_in_flight);
     auto [dt, dr] = s[S].split_nparts(s[S].reduce_axis()[0], lanes);
     s[S].reorder({p, b, jro, jy, jri, h, i, dt, dr});
     s[S].bind(jy, ty).bind(dt, tx).unroll(jri);
     Tensor KL = staged(K, S, jro);
+    if (k.prefetch) {
+      s[KL].compute_at(s[S], jro);
+      s[KL].pipeline(2);
+      s[S].unroll(jro);
+    } else
     s[KL].compute_at(s[S], jri);
     vectorize_rows(KL);
     Tensor QL = s.cache_read(Q, "local", {Qs});
@@ -836,23 +858,29 @@ ScheduleEntry attention_decode_entry() {
       "1 aligns the last query with the last key; BSHD as attention's; O is (B, H, SQ, D); "
       "RING 2 or 3 brings K's and V's rows through that many shared-memory tiles by cp.async "
       "(0, the default: straight to registers); LANES threads share a key row (4, 8, 16), each "
-      "loading ROWS rows of K and V in a stretch";
+      "loading ROWS rows of K and V in a stretch; PF 1 (RING 0): each thread's rows "
+      "contiguous and the next stretch's loaded before this one's arithmetic (a register "
+      "copy pipelined over 2 stages)";
   e.default_shape = {{"B", 2},       {"H", 8},      {"HKV", 2},  {"SQ", 1},
                      {"SK", 4096},   {"D", 128},    {"CAUSAL", 0}, {"BSHD", 1},
-                     {"SPLIT", 512}, {"RING", 0},   {"LANES", 16}, {"ROWS", 8}};
-  e.nonnegative = {"CAUSAL", "BSHD", "RING"};
-  e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"RING", {0, 2, 3}}, {"LANES", {4, 8, 16}}};
+                     {"SPLIT", 512}, {"RING", 0},   {"LANES", 16}, {"ROWS", 8},
+                     {"PF", 0}};
+  e.nonnegative = {"CAUSAL", "BSHD", "RING", "PF"};
+  e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"RING", {0, 2, 3}}, {"LANES", {4, 8, 16}},
+               {"PF", {0, 1}}};
   e.dtypes = {Float(16), BFloat(16)};
   e.knobs = {{"SPLIT", {256, 512, 1024}},
              {"RING", {0, 2, 3}},
              {"LANES", {4, 8, 16}},
-             {"ROWS", {2, 4, 8}}};
+             {"ROWS", {2, 4, 8}},
+             {"PF", {0, 1}}};
   e.build = [](const ShapeParams &p, DataType dtype) {
     DecodeSchedule k;
     k.split_keys = p.at("SPLIT");
     k.ring = int(p.at("RING"));
     k.lanes = p.at("LANES");
     k.rows = p.at("ROWS");
+    k.prefetch = p.at("PF") != 0;
     return attention_decode(attention_shape(p), dtype, k);
   };
   return e;

@@ -90,6 +90,9 @@ struct DecodeSchedule {
   int ring = 0;             ///< 2 or 3: K's and V's rows through that many shared tiles (cp.async)
   int64_t lanes = 16;       ///< threads along threadIdx.x: those that share a key row (4, 8, 16)
   int64_t rows = 8;         ///< rows of K (and V) a thread loads in one unrolled stretch
+  /// ring 0: each thread's rows contiguous and a stretch's rows one register copy, pipelined
+  /// over 2 copies (the next stretch's loads issued before this one's arithmetic).
+  bool prefetch = false;
 };
 
 /// Decoding: a few queries against a long key/value cache, the keys split into chunks of

@@ -14,6 +14,8 @@
 #include "compiler/support/Error.h"
 
 #include <llvm/ADT/DenseMap.h>
+
+#include <algorithm>
 #include <llvm/ADT/DenseSet.h>
 #include <llvm/ADT/SmallVector.h>
 
@@ -566,7 +568,11 @@ protected:
     std::vector<Stmt> body;
     if (copies)
       body.push_back(intrinsic_stmt(intrinsic::cp_async_wait, {Expr(ahead - 1)}));
-    body.push_back(intrinsic_stmt(intrinsic::syncthreads));
+    // Other threads read the stage the fill overwrites, unless every buffer is a thread's own
+    // (local: a register copy prefetched a step ahead).
+    if (std::any_of(here.begin(), here.end(),
+                    [](const Plan *p) { return p->alloc->scope != "local"; }))
+      body.push_back(intrinsic_stmt(intrinsic::syncthreads));
     body.push_back(IfThenElse::make(i + ahead < end, steady_fill));
     if (copies)
       body.push_back(intrinsic_stmt(intrinsic::cp_async_commit));
@@ -632,6 +638,10 @@ private:
       return remarks_->applied("pipeline", what + ": applied, filled by TMA on a ring of " +
                                                std::to_string(stages) + " mbarrier slots" +
                                                (p.warp_roles ? " by a producer warpgroup" : ""));
+    if (p.alloc->scope == "local") // a thread's own registers: no copy engine, no barrier
+      return remarks_->applied("pipeline", what + ": applied, a register copy: the next "
+                                                  "iteration's loads issued before this one's "
+                                                  "compute");
     int copies = 0;
     std::string why;
     to_async_copies(p.attr->body, &copies, &why);

@@ -197,7 +197,9 @@ public:
   /// fills the tile of iteration i + stages - 1 while computing on the tile of iteration i.
   /// Copies from global to shared memory become cp.async (sm_80+) where they are 4, 8 or 16 bytes
   /// per thread (vectorize the copy's inner axis). Stages filled in the same loop are pipelined
-  /// together (with the largest count among them).
+  /// together (with the largest count among them). A stage in local scope (a thread's own
+  /// registers) pipelines as a software prefetch: the next iteration's loads are issued before
+  /// this one's compute, with no barrier (unroll the loop so the copies' indices are constants).
   /// `slack` (TMA rings, bulk_copy): a slot is refilled `slack` iterations after the one whose
   /// reads released it, the fills that many iterations less ahead, so that the threads reading
   /// the ring may drift that many iterations apart before a refill waits for the slowest (two

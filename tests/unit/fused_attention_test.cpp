@@ -775,6 +775,54 @@ TEST(FusedAttention, RegisteredDecodingOnTheExecutor) {
     CheckResult r = check_on_cpu(p.schedule, p.args, 3);
     EXPECT_TRUE(r.compare.ok) << r.str();
   }
+  // The register prefetch (PF=1): a thread's rows contiguous, each stretch one copy of its
+  // rows (not the box between rows 8 apart), the next stretch's issued before this one's
+  // arithmetic, no barrier for these registers; grouped, causal, bfloat16 at D = 128.
+  for (const Case &c : {Case{grouped, 256, Float(16)}, Case{causal, 128, Float(16)},
+                        Case{heads, 256, BFloat(16)}}) {
+    SCOPED_TRACE(describe(c.shape, c.split) + " prefetched");
+    DecodeSchedule k{c.split};
+    k.prefetch = true;
+    ScheduledProgram p = attention_decode(c.shape, c.dtype, k);
+    LoweredModule m = lower(p.schedule, p.args);
+    const std::string ir = to_string(m);
+    // At most two copies of a stretch: 2 x 8 rows x the thread's D / 16 (K: 16 threads a row)
+    // and D / 8 (V: 8 threads over the head dim) elements.
+    auto elements = [&](const std::string &name) {
+      const std::string at = "allocate(" + name + ", " + c.dtype.str() + ", [";
+      const size_t i = ir.find(at);
+      return i == std::string::npos ? int64_t(-1) : std::stoll(ir.substr(i + at.size()));
+    };
+    EXPECT_GT(elements("K.local"), 0) << ir;
+    EXPECT_LE(elements("K.local"), 2 * 8 * c.shape.D / 16) << ir;
+    EXPECT_GT(elements("V.local"), 0) << ir;
+    EXPECT_LE(elements("V.local"), 2 * 8 * c.shape.D / 8) << ir;
+    CheckResult r = check_on_cpu(p.schedule, p.args, 3);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
+  {
+    DecodeSchedule k{128, 0, 16, 8};
+    k.prefetch = true;
+    ScheduledProgram p = attention_decode(grouped, Float(16), k);
+    ScheduledProgram q = attention_decode(grouped, Float(16), {128});
+    LoweredModule plain = lower(q.schedule, q.args);
+    auto barriers = [](const LoweredModule &m) {
+      const std::string ir = to_string(m);
+      size_t n = 0;
+      for (size_t at = ir.find("@syncthreads()"); at != std::string::npos;
+           at = ir.find("@syncthreads()", at + 1))
+        ++n;
+      return n;
+    };
+    EXPECT_EQ(barriers(lower(p.schedule, p.args)), barriers(plain));
+  }
+  expect_error(
+      [] {
+        DecodeSchedule k{128, 2};
+        k.prefetch = true;
+        attention_decode({1, 1, 256, 2, 2, 64, false}, Float(16), k);
+      },
+      {"register prefetch (PF=1)", "RING=0"});
   expect_error([] { attention_decode({1, 1, 256, 2, 2, 64, false}, Float(16), {128, 0, 4}); },
                {"multiple of 128", "got 64", "LANES=16"});
   expect_error([] { attention_decode({1, 1, 384, 2, 2, 64, false}, Float(16), {256}); },
@@ -1059,13 +1107,17 @@ TEST(FusedAttention, GpuMatchesTheReference) {
     }
   }
   // Decoding (attention_decode): grouped-query, causal with a few queries, head dim 256 in
-  // bfloat16; K and V straight to registers, and through a ring of 2 shared tiles.
+  // bfloat16; K and V straight to registers (and prefetched a stretch ahead), and through a
+  // ring of 2 shared tiles.
   for (const Case &c : {Case{{2, 1, 4096, 8, 2, 128, false}, Float(16)},
                         Case{{2, 3, 2048, 8, 2, 64, true}, Float(16)},
                         Case{{1, 1, 1024, 4, 4, 256, false}, BFloat(16)}}) {
-    for (int ring : {0, 2}) {
-      SCOPED_TRACE(describe(c.shape, 512) + " decoding, ring " + std::to_string(ring));
-      ScheduledProgram p = attention_decode(c.shape, c.dtype, {512, ring});
+    for (int ring : {0, 2, -1}) { // -1: straight to registers, prefetched (PF=1)
+      SCOPED_TRACE(describe(c.shape, 512) + " decoding, " +
+                   (ring < 0 ? std::string("prefetched") : "ring " + std::to_string(ring)));
+      DecodeSchedule k{512, std::max(ring, 0)};
+      k.prefetch = ring < 0;
+      ScheduledProgram p = attention_decode(c.shape, c.dtype, k);
       CheckResult d = check_on_gpu(p.schedule, p.args, 3);
       EXPECT_TRUE(d.compare.ok) << d.str();
     }
