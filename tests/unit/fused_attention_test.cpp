@@ -462,15 +462,17 @@ TEST(FusedAttention, OverlapStepsRotateTheFold) {
     AttentionShape shape;
     int64_t bk, bq;
   };
-  AttentionShape with_lse{1, 128, 512, 2, 2, 128, false};
+  AttentionShape with_lse{1, 128, 512, 2, 2, 128, false}, bhsd{1, 128, 256, 2, 2, 64, true};
   with_lse.lse = true;
+  bhsd.bshd = false;
   for (const Case &c : {Case{{1, 128, 512, 2, 1, 64, false}, 64, 128},
                         Case{{1, 512, 512, 1, 1, 64, true}, 64, 128},
                         Case{{1, 128, 384, 4, 2, 64, true}, 64, 64},
-                        Case{with_lse, 128, 128}}) {
+                        Case{with_lse, 128, 128}, Case{bhsd, 64, 128}}) {
+    const DataType dtype = c.shape.bshd ? Float(16) : BFloat(16);
     SCOPED_TRACE(describe(c.shape, c.bk) + " wgmma, overlapped steps, " +
-                 std::to_string(c.bq) + " queries a block");
-    ScheduledProgram q = wgmma_attention(c.shape, c.bk, 3, Float(16), c.bq, overlap);
+                 std::to_string(c.bq) + " queries a block, " + dtype.str());
+    ScheduledProgram q = wgmma_attention(c.shape, c.bk, 3, dtype, c.bq, overlap);
     CheckResult r = check_on_cpu(q.schedule, q.args, 3);
     EXPECT_TRUE(r.compare.ok) << r.str();
   }
