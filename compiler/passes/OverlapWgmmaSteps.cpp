@@ -30,12 +30,14 @@ constexpr const char *kOverlap = "pragma_overlap_steps";
 
 using VarSet = llvm::DenseSet<const Variable *>;
 
-// A buffer both sets hold (its name), or none.
+// A buffer both sets hold (the first by name, for a message that does not depend on where
+// the variables were allocated), or none.
 const Variable *shared(const VarSet &a, const VarSet &b) {
+  const Variable *first = nullptr;
   for (const Variable *v : a)
-    if (b.count(v))
-      return v;
-  return nullptr;
+    if (b.count(v) && (!first || v->name < first->name))
+      first = v;
+  return first;
 }
 
 bool meets(const VarSet &a, const VarSet &b) { return shared(a, b) != nullptr; }
