@@ -698,8 +698,9 @@ ScheduledProgram attention_decode(const AttentionParams &a, DataType dtype,
       s[VL].compute_at(s[rf], rjo);
       s[VL].pipeline(2);
       s[rf].unroll(rjo);
-    } else
+    } else {
       s[VL].compute_at(s[rf], rji);
+    }
     vectorize_rows(VL);
   }
   {
@@ -719,8 +720,9 @@ ScheduledProgram attention_decode(const AttentionParams &a, DataType dtype,
       s[KL].compute_at(s[S], jro);
       s[KL].pipeline(2);
       s[S].unroll(jro);
-    } else
-    s[KL].compute_at(s[S], jri);
+    } else {
+      s[KL].compute_at(s[S], jri);
+    }
     vectorize_rows(KL);
     Tensor QL = s.cache_read(Q, "local", {Qs});
     s[QL].compute_at(s[op], block);
