@@ -215,10 +215,13 @@ Selected select_schedule(const std::string &arch) {
 Selected select_schedule() { return select_schedule(tuning_arch()); }
 
 // The kernel is named after the schedule so that CUDA source and cubin symbols are readable.
-LoweredModule lower_selected(const Selected &sel, const LowerOptions &base = {}) {
-  LowerOptions options = base;
+LowerOptions named_after(const Selected &sel, LowerOptions options = {}) {
   options.name = sel.entry->name;
-  return lower(sel.program.schedule, sel.program.args, options);
+  return options;
+}
+
+LoweredModule lower_selected(const Selected &sel, const LowerOptions &base = {}) {
+  return lower(sel.program.schedule, sel.program.args, named_after(sel, base));
 }
 
 int cmd_list() {
@@ -263,9 +266,9 @@ int cmd_lower() {
   return 0;
 }
 
-// The target of run and compile: the GPU's architecture (or `arch`), and --cuda's source if given.
-Target selected_target(const std::string &arch = "") {
-  Target t = Target::cuda(arch);
+// The target of run and compile: the GPU's architecture, and --cuda's source if given.
+Target selected_target() {
+  Target t = Target::cuda();
   if (cuda_file_opt.empty())
     return t;
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
@@ -439,10 +442,8 @@ int cmd_run() {
   if (p.flops > 2e10)
     llvm::errs() << "tessel: note: the float64 reference of this shape (" << llvm::format("%.0f", p.flops / 1e9)
                  << " GFLOP) takes a long time on the CPU; --no-check only times the kernel\n";
-  LowerOptions named;
-  named.name = sel.entry->name; // as lower_selected: the kernels of `tessel cuda`
-  CheckResult r =
-      check_on_gpu(p.schedule, p.args, p.num_inputs, timing, 1, selected_target(), named);
+  CheckResult r = check_on_gpu(p.schedule, p.args, p.num_inputs, timing, 1, selected_target(),
+                               named_after(sel));
   if (r.time)
     print_time(*r.time);
   return report_check(sel, r, "on the GPU vs float64 reference");

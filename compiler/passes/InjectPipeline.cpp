@@ -14,10 +14,10 @@
 #include "compiler/support/Error.h"
 
 #include <llvm/ADT/DenseMap.h>
-
-#include <algorithm>
 #include <llvm/ADT/DenseSet.h>
 #include <llvm/ADT/SmallVector.h>
+
+#include <algorithm>
 
 namespace tessel {
 
