@@ -195,8 +195,10 @@ Launches prepare(Module::State &s, const std::vector<TensorView> &args, CUstream
         << "with cudaStreamCreate, or with cuStreamCreate while the primary context is current";
   }
   if (!workspace && params.workspace_bytes > 0) {
-    if (!s.workspace.defined())
+    if (!s.workspace.defined()) {
       s.workspace = DeviceArray(UInt(8), {params.workspace_bytes}, &device);
+      s.workspace.fill_bytes(0); // the flags between blocks start lowered (Module::launch)
+    }
     workspace = s.workspace.data();
   }
   // Every kernel's parameters: the arguments, then the workspaces; their tensor maps after.

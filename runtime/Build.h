@@ -96,7 +96,9 @@ public:
   /// `workspace`: device memory of at least params().workspace_bytes bytes, 256-byte aligned,
   /// that the kernels use as scratch until they finish; 0 (or a module without workspaces):
   /// the Module's own, allocated at the first launch and kept, which launches of this Module
-  /// on several streams at once would share: give each stream its own workspace then.
+  /// on several streams at once would share: give each stream its own workspace then. A
+  /// workspace must be zero the first time (the flags of Stage::split_last_wave, which every
+  /// launch leaves at zero again); the Module's own is.
   void launch(const std::vector<TensorView> &args, CUstream stream = nullptr,
               CUdeviceptr workspace = 0) const;
 

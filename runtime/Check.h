@@ -89,7 +89,9 @@ CheckResult check_on_cpu(const Schedule &s, const std::vector<Tensor> &args, siz
 CheckResult check_on_cpu(const Schedule &s, const std::vector<Tensor> &args,
                          const CheckProblem &p);
 /// On the GPU (a tessel::Error when there is none), lowered with `options` and built for
-/// `target` (build()'s); timed when `timing` is given.
+/// `target` (build()'s); timed when `timing` is given. A module with workspaces is launched
+/// twice, the outputs poisoned in between, and its second result checked: what a launch leaves
+/// in its workspace (the flags of Stage::split_last_wave) must not change the next one's.
 CheckResult check_on_gpu(const Schedule &s, const std::vector<Tensor> &args, size_t num_inputs,
                          const std::optional<TimeOptions> &timing = std::nullopt,
                          uint64_t seed = 1, const Target &target = {},

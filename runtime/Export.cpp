@@ -344,8 +344,8 @@ std::string export_header(const ExportOptions &o, const std::vector<ExportedVari
          "_launch allocates " + N + "_workspace_bytes stream-ordered for each launch "
          "(cuMemAllocAsync, cuMemFreeAsync on `stream`); " + N + "_launch_with_workspace takes "
          "the caller's instead: at least " + N + "_workspace_bytes of device memory, 256-byte "
-         "aligned, which the kernels use as scratch until they finish (one per stream launching "
-         "at once).");
+         "aligned, zero before its first launch (flags that every launch leaves at zero), which "
+         "the kernels use as scratch until they finish (one per stream launching at once).");
   para("Errors: the launch returns the CUresult of what failed (CUDA_ERROR_INVALID_VALUE for a "
        "null or misaligned pointer) and " + N + "_last_error() says what it was. The cubins are "
        "loaded at the first launch on a device of their kind (cuLibraryLoadData), kept until " +
@@ -613,6 +613,11 @@ inline CUresult launch(const CUdeviceptr *args, CUdeviceptr workspace, CUstream 
   if (v.workspace_bytes && !workspace) {
     if ((r = cuMemAllocAsync(&workspace, v.workspace_bytes, stream)) != CUDA_SUCCESS)
       return failed(r, "cuMemAllocAsync (the workspace)");
+    // Zero: the flags between blocks (a tile split over the last wave) start lowered.
+    if ((r = cuMemsetD8Async(workspace, 0, v.workspace_bytes, stream)) != CUDA_SUCCESS) {
+      cuMemFreeAsync(workspace, stream);
+      return failed(r, "cuMemsetD8Async (the workspace)");
+    }
     own = true;
   }
   CUdeviceptr params[max_params];

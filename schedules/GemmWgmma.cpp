@@ -68,6 +68,24 @@ bool persistent_by_default(int64_t M, int64_t N, const GemmWgmmaTiles &t) {
   return t.roles() && t.split_k == 1 && tiles >= 132 && tiles <= 8 * 132;
 }
 
+// The time of a round of tiles that splitting the last round saves, as a fraction of the
+// whole: the last round then takes 1 / parts of a round. Measured on the H200 (bench/RESULTS.md,
+// 2026-11-28, sustained_ab in turns, ms): 4096x11008x4096 (11 rounds, the last 42% full: 2
+// parts, 4.5% predicted) default 0.6324, P=1 0.6368, P=1,LW=8 0.6234, P=1,LW=2 0.6189;
+// 8192^3 (32 rounds, the last 3% full: 8 parts, 2.7%) default 1.7819, P=1 1.8185, P=1,LW=8
+// 1.8097: about half of the prediction is won, against a persistent grid's 1-2% at long K.
+bool last_wave_split_by_default(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t) {
+  if (!t.roles() || t.split_k != 1 || t.ping_pong || t.cluster || t.tma_store)
+    return false;
+  const int64_t tiles = output_tiles(M, N, t), grid = t.persistent_blocks;
+  const int64_t rounds = (tiles + grid - 1) / grid, last = tiles % grid;
+  const int64_t steps = (K + t.block_k - 1) / t.block_k;
+  if (last == 0)
+    return false;
+  const int64_t parts = std::min<int64_t>({8, grid / last, steps});
+  return parts >= 2 && (1.0 - 1.0 / double(parts)) / double(rounds) >= 0.04;
+}
+
 // Measured on the H100 (bench/RESULTS.md, 2026-11-27, default -> ping-pong at 7 stages, ms):
 // at the clocks a loaded GPU sustains (bench/sustained_ab) 4096x4096x1024 0.0741 -> 0.0620; on
 // a cool GPU 4096x4096x1024 0.0591 -> 0.0550, 8192x8192x1024 0.2474 -> 0.2195, 4096x4096x512
@@ -213,6 +231,13 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
       << "a TMA store of C (tma_store, knob TS=1) stages the tile in one shared buffer, which "
          "ping-pong consumers (ping_pong, knob PP=1) would fill with two tiles at once: use "
          "one of them";
+  user_check(t.split_last_wave < 2 || (t.persistent && !t.ping_pong && !t.cluster && !t.tma_store),
+             context)
+      << "splitting the last wave's tiles (split_last_wave, knob LW=" << t.split_last_wave
+      << ") needs a persistent kernel (P=1) of cooperative consumers whose tiles are stored "
+         "from registers, without clusters: got persistent=" << t.persistent
+      << ", ping_pong=" << t.ping_pong << ", cluster=" << t.cluster
+      << ", tma_store=" << t.tma_store << "; drop LW or those knobs";
   user_check(!t.tma_store || t.split_k == 1, context)
       << "a TMA store of C (tma_store, knob TS=1) stores whole output tiles; use split_k = 1 "
          "(knob SK=1), got split_k=" << t.split_k;
@@ -460,6 +485,9 @@ std::string to_string(const GemmWgmmaTiles &t) {
          (t.roles() ? " ws" : "") +
          (t.split_k > 1 ? " split_k=" + std::to_string(t.split_k) : "") +
          (t.persistent ? " persistent=" + std::to_string(t.persistent_blocks) : "") +
+         (t.persistent && t.split_last_wave > 1
+              ? " last_wave_parts=" + std::to_string(t.split_last_wave)
+              : "") +
          (t.ping_pong ? " ping_pong" : "") + (t.tma_store ? " tma_store" : "") +
          (t.cluster ? " cluster=" + (t.cluster == 1 ? std::to_string(t.cluster_size) + "x1"
                                                    : "1x" + std::to_string(t.cluster_size))
@@ -722,6 +750,8 @@ void schedule_wgmma_gemm(Schedule &s, const WgmmaGemmStages &st, const GemmWgmma
   }
   if (t.roles())
     sf.warp_specialize(t.ping_pong ? ConsumerRoles::ping_pong : ConsumerRoles::cooperative);
+  if (t.persistent && t.split_last_wave > 1)
+    sf.split_last_wave(ko, t.split_last_wave);
 
   // Register indices must be constants.
   sc.unroll(c.tile_i);

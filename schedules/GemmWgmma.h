@@ -59,6 +59,11 @@ struct GemmWgmmaTiles {
   /// tile while the consumers store this one. Needs warp roles (roles()) and split_k = 1.
   bool persistent = false;
   int persistent_blocks = 132;
+  /// With persistent: the tiles of the last, partial round of the tile loop are each split
+  /// into up to this many parts of K on otherwise idle blocks (Stage::split_last_wave), the
+  /// first part adding the others' sums before it stores the tile; 0 or 1: not split. Not with
+  /// ping_pong or cluster.
+  int split_last_wave = 0;
   /// With persistent and one warpgroup (warpgroups_m = warpgroups_n = 1): ping-pong consumers
   /// (ConsumerRoles::ping_pong): two consumer warpgroups take the block's tiles in turn, one
   /// storing its tile while the other runs its main loop.
@@ -141,6 +146,12 @@ int64_t output_tiles(int64_t M, int64_t N, const GemmWgmmaTiles &t);
 /// gemm_fp8 and conv2d_wgmma).
 bool persistent_by_default(int64_t M, int64_t N, const GemmWgmmaTiles &t);
 
+/// Whether gemm_wgmma's tiles `t` (its choice) are best persistent with the last round's
+/// tiles split (split_last_wave = 8): cooperative consumers with warp roles and whole K, where
+/// the split would save 4% or more of the kernel's rounds (a partial last round of half the
+/// grid or less, over few rounds; 4096x11008x4096 on 132 blocks), of which about half was
+/// measured (H200).
+bool last_wave_split_by_default(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t);
 /// Whether gemm_wgmma's tiles `t` (its choice) are best as ping-pong consumers: with warp roles
 /// and whole K, a float32 output, K of 1024 or less and 2 waves or more of 128 x 128 tiles,
 /// where the store of one warpgroup's tile beside the other's main loop outweighs a single

@@ -50,6 +50,10 @@ GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p, DataType out) {
     if (!get("SK"))
       t.split_k = 1;
   }
+  // LW: the most parts of K a tile of a persistent kernel's last round is split into (0: the
+  // choice below, 1: not split).
+  if (get("LW") > 1)
+    t.split_last_wave = int(get("LW"));
   // PP=1: ping-pong consumers, each warpgroup a whole tile (128 x 128 unless BM / BN say).
   if (get("PP") == 1) {
     const int block_m = t.block_m, block_n = t.block_n;
@@ -68,6 +72,12 @@ GemmWgmmaTiles gemm_wgmma_tiles_from_knobs(const ShapeParams &p, DataType out) {
     t = as_ping_pong(t, /*deepest=*/!get("S"));
   else if (own_form && !get("SK") && !get("PAD") && small_ragged_by_default(M, N, K, t, out))
     t = as_small_ragged(M, t);
+  // LW=0 on the tiles' choice: persistent with the last round split where that pays; LW=1:
+  // never split; LW=2..8: split into up to that many parts (with P=1).
+  if (own_form && !get("LW") && get("P") == 0 && last_wave_split_by_default(M, N, K, t)) {
+    t.persistent = true;
+    t.split_last_wave = 8;
+  }
   // TS=1: C stored by TMA through a shared staging tile, whole K (unless SK says otherwise),
   // the ring made shallower where the staging tile would not fit beside it (unless S says).
   if (get("TS")) {
@@ -112,9 +122,9 @@ ScheduleEntry wgmma_gemm_entry(const char *name, const char *description) {
   e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"G", 8},    {"BM", 0},
                      {"BN", 0},   {"BK", 0},   {"S", 0},    {"SW", 128}, {"TMA", 1},
                      {"WS", 1},   {"SK", 0},   {"P", 0},    {"PB", 0},   {"PP", 0},
-                     {"TS", 0},   {"CL", 0},   {"CS", 0},   {"PAD", 0}};
-  e.nonnegative = {"G",  "BM", "BN", "BK", "S",  "SW", "TMA",
-                   "WS", "SK", "P",  "PB", "PP", "TS", "CL", "CS", "PAD"};
+                     {"TS", 0},   {"CL", 0},   {"CS", 0},   {"PAD", 0},  {"LW", 0}};
+  e.nonnegative = {"G",  "BM", "BN", "BK", "S",  "SW", "TMA", "WS", "SK",
+                   "P",  "PB", "PP", "TS", "CL", "CS", "PAD", "LW"};
   e.choices = {{"SW", {0, 32, 64, 128}}, {"TMA", {0, 1}}, {"WS", {0, 1}}, {"P", {0, 1, 2}},
                {"PP", {0, 1, 2}},        {"TS", {0, 1}},  {"CL", {0, 1, 2}},
                {"CS", {0, 2, 4, 8}},     {"PAD", {0, 1, 2}}};
@@ -155,7 +165,12 @@ ScheduleEntry gemm_wgmma_entry() {
                     "the default: for a float32 C where K <= 1024 and 128x128 tiles make 2 "
                     "waves or more, through the deepest ring that fits; PP=2: never); TS=1 "
                     "stores C by TMA through a shared staging tile (TS=0, the default: from "
-                    "registers); CL=1 launches "
+                    "registers); LW=2..8 splits each tile of a persistent kernel's last, partial "
+                    "round into up to that many parts of K on the blocks it leaves idle, the "
+                    "first part adding the others' sums in order (LW=0, the default: persistent "
+                    "with LW=8 where that saves 4% of the rounds or more, as at "
+                    "4096x11008x4096; LW=1: never); "
+                    "CL=1 launches "
                     "clusters of 2 blocks along M that multicast B's tile by TMA, CL=2 along N "
                     "multicasting A's (0, the default: none), CS=4 or 8 makes those clusters of 4 or "
                     "8 blocks; C16=1 "

@@ -31,7 +31,11 @@ struct ModuleNeeds {
   bool pack_halves = false; ///< tessel_pack_{f16,bf16}x2 (wgmma_acc_to_a)
   bool fast_exp2 = false;   ///< tessel_fast_exp2f (fast_exp2)
   bool tma = false;        ///< tessel_tensor_map, tessel_mbarrier_*, tessel_tma_load_*
+  bool block_flags = false; ///< tessel_flag_release / tessel_flag_wait
 };
+
+/// The module preamble of the flags between blocks (CodeGenCUDAFlags.cpp).
+std::string block_flag_preamble();
 
 /// The module preamble of the TMA and mbarrier helpers (CodeGenCUDATma.cpp).
 std::string tma_preamble();
@@ -230,6 +234,8 @@ private:
   bool emit_warp_roles(const Call *op);
   /// tma_store, tma_store_commit, tma_store_wait_read, tma_store_wait; false for other calls.
   bool emit_tma_store(const Call *op);
+  /// flag_release, flag_wait (CodeGenCUDAFlags.cpp); false for other calls.
+  bool emit_block_flag(const Call *op);
 
   const LoweredFunc &f_;
   ModuleNeeds &needs_;

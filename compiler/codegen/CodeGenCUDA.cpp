@@ -434,7 +434,7 @@ void CUDAKernelEmitter::emit_evaluate(const Evaluate *op) {
     if (emit_async_copy(call) || emit_thread_allreduce(call))
       return;
     if (emit_wmma(call) || emit_mma(call) || emit_wgmma(call) || emit_tma(call) ||
-        emit_warp_roles(call) || emit_tma_store(call))
+        emit_warp_roles(call) || emit_tma_store(call) || emit_block_flag(call))
       return;
   }
   line(print(v) + ";");
@@ -600,6 +600,8 @@ __device__ __forceinline__ float tessel_fast_exp2f(float x) {
   }
   if (needs.tma)
     os << "\n" << codegen::tma_preamble();
+  if (needs.block_flags)
+    os << "\n" << codegen::block_flag_preamble();
   os << kernels;
   os.flush();
   return out;

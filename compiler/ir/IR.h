@@ -350,6 +350,19 @@ inline constexpr const char *warp_specialize = "warp_specialize";
 /// pipelined inside it runs across the loop's iterations, its barriers initialized once before
 /// it (inject_pipeline).
 inline constexpr const char *tile_loop = "tile_loop";
+/// node: the part's variable of a persistent stage whose last round's tiles are split
+/// (Stage::split_last_wave); value: tuple(parts, tiles, slot, tail): around a tile's work
+/// (schedule_ops), in which that variable is the block's part of the tile's reduction (0..parts - 1;
+/// 0 in every whole round), `tiles` the tiles of the last round, `slot` the block's tile among
+/// them (0..tiles - 1) and `tail` whether this is the last round. reduce_last_wave_parts
+/// makes the parts past the first leave their sums in a workspace for the first (and consumes
+/// the attr).
+inline constexpr const char *last_wave = "last_wave";
+/// node: the loop variable of a reduction split by Stage::split_last_wave; value: its steps in
+/// a whole tile. Around the loop, whose range is the part's (schedule_ops): a TMA ring in it
+/// counts its steps from the block's first tile as the tile iteration times `value`, the
+/// split tile being a block's last (inject_pipeline, which consumes the attr).
+inline constexpr const char *last_wave_steps = "last_wave_steps";
 /// node: the blockIdx IterVar of a clustered block axis (Stage::cluster); value: the cluster's
 /// size along it. Just inside that axis' thread_extent (schedule_ops): the kernel's blocks are
 /// launched in clusters of `value` consecutive blocks along it (LaunchConfig::cluster). A block's

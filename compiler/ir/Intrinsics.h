@@ -59,6 +59,18 @@ inline constexpr const char *mma_sync = "mma_sync";
 // ptr[8 * stride..], as `lanes` (1, or 2: one aligned float2 per row) at a time.
 inline constexpr const char *mma_store_fragment = "mma_store_fragment";
 
+// Flags in global memory by which the blocks of one kernel hand each other data (the parts of
+// a tile split over the last wave: Stage::split_last_wave). A flag is an int32 that is 1 when
+// raised; every thread of a warp makes the call together, with the same pointer.
+// flag_release(ptr): once every thread of the warp made its earlier global writes, one of them
+// makes those writes visible GPU-wide and raises *ptr (fence, then a store of 1).
+// flag_wait(ptr): one thread of the warp waits until *ptr is raised (acquire), lowers it again
+// (to 0, for the next launch), and the warp's later reads see what was released with it. A
+// kernel's blocks must all be resident for a wait to end on the GPU (a persistent grid); the
+// executor runs blocks in order, so there a flag must be raised by an earlier block.
+inline constexpr const char *flag_release = "flag_release";
+inline constexpr const char *flag_wait = "flag_wait";
+
 // Hopper warpgroup-level matrix operations (PTX wgmma.mma_async, sm_90a only). A warpgroup is 4
 // consecutive warps whose first warp index is a multiple of 4 (threads 128g .. 128g + 127 of the
 // block); every wgmma_* call is made by all 128 threads of a warpgroup together.

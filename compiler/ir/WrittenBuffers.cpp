@@ -30,6 +30,9 @@ template <typename F> void for_each_written(const Stmt &body, F written) {
         mark_pointer(call->args[2]);
       if (call->is_intrinsic(intrinsic::wgmma_store) && call->args.size() > 3)
         mark_pointer(call->args[3]);
+      if ((call->is_intrinsic(intrinsic::flag_release) ||
+           call->is_intrinsic(intrinsic::flag_wait)) && call->args.size() == 1)
+        mark_pointer(call->args[0]); // (a wait lowers the flag again)
       // Pointers handed to anything but a load may be written through.
       if (call->is_intrinsic(intrinsic::access_ptr))
         mark_pointer(call);

@@ -16,6 +16,7 @@
 #include "compiler/passes/InjectPipeline.h"
 #include "compiler/passes/LowerBulkCopy.h"
 #include "compiler/passes/InsertThreadSyncs.h"
+#include "compiler/passes/ReduceLastWaveParts.h"
 #include "compiler/passes/RemoveNoOp.h"
 #include "compiler/passes/OrderWgmmaTurns.h"
 #include "compiler/passes/OverlapWgmmaSteps.h"
@@ -115,7 +116,8 @@ bool computed_once_a_block(const StageNode *s) {
 const std::vector<std::string> &lowering_steps() {
   static const std::vector<std::string> steps = {
       "schedule_ops",      "simplify",         "lower_bulk_copy",  "distribute_fragment_loops",
-      "storage_flatten",   "vectorize_loops",  "pipeline",         "unroll_loops",
+      "storage_flatten",   "vectorize_loops",  "pipeline",  "reduce_last_wave_parts",
+      "unroll_loops",
       "specialize_loops",  "storage_rewrite",  "insert_thread_syncs",
       "insert_wgmma_syncs", "overlap_wgmma_steps", "order_wgmma_turns", "split_warp_roles",
       "insert_cluster_syncs", "remove_no_op",     "final_simplify"};
@@ -224,6 +226,15 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
   printer.after("vectorize_loops", body);
   body = inject_pipeline(body, &remarks);
   printer.after("pipeline", body);
+  std::vector<Buffer> part_workspaces; // the last wave's parts (Stage::split_last_wave)
+  body = reduce_last_wave_parts(body, &part_workspaces);
+  printer.after("reduce_last_wave_parts", body);
+  for (const Buffer &b : part_workspaces) {
+    flat_args.push_back(b);
+    arg_shapes.push_back({*as_const_int(b->shape[0])});
+    arg_strides.emplace_back();
+    ++num_workspaces;
+  }
   body = unroll_loops(body, options.auto_unroll_max_step, &remarks);
   body = arith::simplify(body);
   printer.after("unroll_loops", body);

@@ -455,9 +455,24 @@ private:
       // A persistent stage's tile axes are no loops: one tile loop of a fixed grid walks them.
       if (const auto &r = s->rasterization;
           r && r->persistent() && (r->rows.same_as(attr_iv) || r->cols.same_as(attr_iv)))
-        return persistent_tile_loop(s, attr_iv, dom_, body);
+        return persistent_tile_loop(s, attr_iv, dom_, body, last_wave_split_in(s));
     }
     const IterVarAttr *a = s->find_attr(attr_iv);
+    // A reduction split over a persistent kernel's last wave runs over its part's range.
+    std::optional<LastWaveSplit> split;
+    if (a && split_last_wave_parts(*a)) {
+      const StageNode *p = persistent_stage_around(s);
+      user_check(p, "split_last_wave")
+          << "loop '" << attr_iv.name() << "' of stage '" << s->op.name()
+          << "' is split over the last wave, but the stage is not computed inside the tiles of "
+             "a persistent stage; call persistent() on the stage it is computed at";
+      split = last_wave_split_in(p);
+      internal_check(split && split->begin->name == loop_iv.var()->name + ".begin")
+          << "two loops split over the last wave of '" << p->op.name() << "'";
+      Var v = loop_iv.var();
+      Stmt loop = For::make(v, split->begin, split->end - split->begin, ForKind::Serial, body);
+      return AttrStmt::make(Expr(v), attr::last_wave_steps, make_const(v.type(), extent), loop);
+    }
     Stmt loop;
     if (a && a->bind_thread.defined() && with_marker) {
       const IterVar &t = a->bind_thread;
@@ -485,6 +500,51 @@ private:
     return loop;
   }
 
+  // The most parts of Stage::split_last_wave on a leaf, 0 without.
+  static int64_t split_last_wave_parts(const IterVarAttr &a) {
+    for (const auto &[key, value] : a.pragmas)
+      if (key == "split_last_wave")
+        return *as_const_int(value);
+    return 0;
+  }
+
+  // The persistent stage whose tiles `s` is computed in (itself, or a stage it is computed
+  // at, at any depth), if any.
+  static const StageNode *persistent_stage_around(const StageNode *s) {
+    for (const StageNode *x = s;; x = x->attach_stage) {
+      if (const auto &r = x->rasterization; r && r->persistent())
+        return x;
+      if (x->attach_type != AttachType::Scope)
+        return nullptr;
+    }
+  }
+
+  // The loop of a stage computed in persistent stage `p`'s tiles that Stage::split_last_wave
+  // splits (one at most), with the variables of its range, made once.
+  std::optional<LastWaveSplit> last_wave_split_in(const StageNode *p) {
+    std::optional<LastWaveSplit> found;
+    for (const auto &st : sch_->stages) {
+      if (st->attach_type == AttachType::Inline || persistent_stage_around(st.get()) != p)
+        continue;
+      for (const IterVar &iv : st->leaf_iter_vars) {
+        const IterVarAttr *a = st->find_attr(iv);
+        const int64_t parts = a ? split_last_wave_parts(*a) : 0;
+        if (!parts)
+          continue;
+        user_check(!found, "split_last_wave")
+            << "two loops computed in the tiles of persistent stage '" << p->op.name()
+            << "' are split over the last wave (the second: '" << iv.name() << "' of stage '"
+            << st->op.name() << "'); split one";
+        auto [it, fresh] = split_ranges_.try_emplace(iv.get());
+        if (fresh)
+          it->second = {Var(iv.var()->name + ".begin", iv.var().type()),
+                        Var(iv.var()->name + ".end", iv.var().type())};
+        found = LastWaveSplit{it->second.first, it->second.second, const_extent(dom_, iv), parts};
+      }
+    }
+    return found;
+  }
+
   Stmt wrap_loops(const StageNode *s, const std::vector<IterVar> &leaves, size_t begin,
                   size_t end, Stmt body, bool with_marker) {
     for (size_t i = end; i-- > begin;)
@@ -493,6 +553,8 @@ private:
   }
 
   const ScheduleNode *sch_;
+  /// The range variables of the loops split over the last wave (last_wave_split_in).
+  llvm::DenseMap<const IterVarNode *, std::pair<Var, Var>> split_ranges_;
   const StageBodies &bodies_;
   const DomainMap &dom_;
   const StageBuffers &buffers_;

@@ -1,6 +1,7 @@
 #include "compiler/lower/TileScheduler.h"
 
 #include "compiler/ir/IROperator.h"
+#include "compiler/ir/IRPrinter.h"
 #include "compiler/lower/Cluster.h"
 #include "compiler/lower/Rasterize.h"
 #include "compiler/support/Error.h"
@@ -43,7 +44,7 @@ int64_t persistent_grid(const StageNode *s, const DomainMap &dom) {
 }
 
 Stmt persistent_tile_loop(const StageNode *s, const IterVar &leaf, const DomainMap &dom,
-                          Stmt body) {
+                          Stmt body, const std::optional<LastWaveSplit> &split) {
   const std::optional<Rasterization> &r = s->rasterization;
   if (!r || !r->persistent())
     return body;
@@ -66,10 +67,47 @@ Stmt persistent_tile_loop(const StageNode *s, const IterVar &leaf, const DomainM
   const int64_t iterations = (tiles + grid - 1) / grid;
   std::vector<const AttrStmt *> bindings;
   body = strip_thread_bindings(body, bindings);
-  if (tiles % grid != 0) // the last iteration of some blocks has no tile
-    body = IfThenElse::make(r->tile < make_const(t, tiles), body);
   Expr cluster = c > 1 ? floordiv(r->block.var(), make_const(t, c)) : Expr(r->block.var());
-  body = LetStmt::make(r->tile, r->iteration * make_const(t, grid) + cluster, std::move(body));
+  Expr tile = r->iteration * make_const(t, grid) + cluster;
+  // Stage::split_last_wave: the last round's `last` tiles (fewer than the grid) in `parts`
+  // parts each, on blocks 0 .. last * parts - 1; block b computes part parts - 1 - b / last of
+  // tile b % last among them, so that the first parts (which wait for the others) have the
+  // higher blocks. The split loop runs over [begin, end): the part's steps.
+  const int64_t rounds = tiles / grid, last = tiles % grid;
+  int64_t parts = 1;
+  if (split) {
+    user_check(c == 1, "split_last_wave")
+        << "stage '" << s->op.name() << "' is clustered; split_last_wave splits the tiles of "
+        << "unclustered persistent kernels";
+    if (last > 0)
+      parts = std::min({split->max_parts, grid / last, split->steps});
+    const Expr steps = make_const(t, split->steps);
+    if (parts == 1) {
+      body = LetStmt::make(split->begin, make_const(t, 0),
+                           LetStmt::make(split->end, steps, std::move(body)));
+    } else {
+      Expr tail = r->iteration >= make_const(t, rounds);
+      Var part(r->tile->name.substr(0, r->tile->name.rfind('.')) + ".part", t);
+      Expr b = r->block.var(), slot = floormod(b, make_const(t, last));
+      Expr p = make_const(t, parts);
+      body = LetStmt::make(split->end, select(tail, floordiv((part + 1) * steps, p), steps),
+                           std::move(body));
+      body = LetStmt::make(split->begin, floordiv(part * steps, p), std::move(body));
+      body = AttrStmt::make(
+          Expr(part), attr::last_wave,
+          Call::make(Handle(), "tuple", {p, make_const(t, last), slot, tail}, Call::PureIntrinsic),
+          std::move(body));
+      body = IfThenElse::make(!tail || b < make_const(t, last * parts), std::move(body));
+      body = LetStmt::make(
+          part, select(tail, make_const(t, parts - 1) - floordiv(b, make_const(t, last)),
+                       make_const(t, 0)),
+          std::move(body));
+      tile = select(tail, make_const(t, rounds * grid) + slot, tile);
+    }
+  }
+  if (tiles % grid != 0 && parts == 1) // the last iteration of some blocks has no tile
+    body = IfThenElse::make(r->tile < make_const(t, tiles), body);
+  body = LetStmt::make(r->tile, tile, std::move(body));
   Stmt loop = For::make(r->iteration, 0, int(iterations), ForKind::Serial, std::move(body));
   loop = AttrStmt::make(Expr(r->iteration), attr::tile_loop, Expr(int(tiles)), loop);
   for (auto it = bindings.rbegin(); it != bindings.rend(); ++it)

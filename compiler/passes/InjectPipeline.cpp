@@ -518,7 +518,11 @@ protected:
       // In a persistent kernel's tile loop the ring runs across the tiles: its steps (slots,
       // parities) are counted from the block's first tile.
       if (!tiles_.empty()) {
-        auto steps = as_const_int(op->extent);
+        // (A part of a tile split over the last wave is a block's last: the earlier tiles
+        // took the whole steps.)
+        auto whole = whole_steps_.find(op);
+        auto steps = whole != whole_steps_.end() ? std::optional<int64_t>(whole->second)
+                                                 : as_const_int(op->extent);
         internal_check(steps.has_value()) << "persistent ring over a loop of extent "
                                           << op->extent;
         ring_base_[op] = tiles_.back().iteration * make_const(op->loop_var.type(), *steps);
@@ -583,6 +587,11 @@ protected:
   Stmt visit(const AttrStmt *op) override {
     if (op->key == attr::tile_loop)
       return tile_loop(op);
+    if (op->key == attr::last_wave_steps) {
+      if (const auto *f = op->body.as<For>())
+        whole_steps_[f] = *as_const_int(op->value);
+      return mutate(op->body);
+    }
     if (op->key != attr::pipeline_scope)
       return IRMutator::visit(op);
     if (!plan_of(pipelined_var(op))) {
@@ -982,6 +991,7 @@ private:
   };
   std::vector<TileLoop> tiles_; ///< the tile loops around the statement being rewritten
   llvm::DenseMap<const For *, Expr> ring_base_; ///< a ring's steps before its loop's first
+  llvm::DenseMap<const For *, int64_t> whole_steps_; ///< a split loop's steps in a whole tile
 };
 
 } // namespace

@@ -269,6 +269,18 @@ public:
   /// reset and A operand in registers wait for B); a TMA ring of the loop should have 3 or more
   /// stages (a slot then holds step t's B operands and step t + 1's A operands).
   Stage &overlap_steps(const IterVar &iv);
+  /// In a persistent kernel (this stage computed inside the tiles of a stage made
+  /// persistent()), `iv` being this stage's serial reduction loop: the tiles of the last,
+  /// partial round of the tile loop (the wave quantization's idle SMs) are each computed by up
+  /// to `max_parts` blocks, every one of them a part of `iv`'s range; the parts past the first
+  /// leave their float32 sums in a workspace and raise a flag per warp, and the first part's
+  /// block waits for them, adds them in order (deterministic) and stores the tile
+  /// (reduce_last_wave_parts). E.g. 1376 tiles on 132 blocks: 10 whole rounds, then 56 tiles
+  /// in halves of K on 112 blocks. The tile must be stored from a wgmma accumulator by
+  /// wgmma_store (not through a TMA store); no clusters, no ping-pong consumers. The waiting blocks have the higher blockIdx, so a
+  /// machine that runs the blocks in order (the executor) never waits; on the GPU the
+  /// persistent grid must be resident at once (one block per SM), as any persistent grid.
+  Stage &split_last_wave(const IterVar &iv, int max_parts = 8);
   /// Replaces the loops from `iv` inward by the tensor intrinsic's body.
   Stage &tensorize(const IterVar &iv, std::shared_ptr<const TensorIntrin> intrin);
   /// Thread-block rasterization for L2 reuse. `rows` and `cols` are the loops bound to

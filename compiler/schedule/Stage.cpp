@@ -298,6 +298,23 @@ Stage &Stage::overlap_steps(const IterVar &iv) {
   return pragma(iv, "overlap_steps");
 }
 
+Stage &Stage::split_last_wave(const IterVar &iv, int max_parts) {
+  check_leaf(n_, iv, "split_last_wave");
+  user_check(iv.iter_type() == IterVarType::CommReduce, "split_last_wave")
+      << "stage '" << name() << "', axis '" << iv.name()
+      << "' is not a reduction axis; split_last_wave splits the reduction of the last round's "
+         "tiles: give the reduction loop that walks the K steps (its TMA ring's loop)";
+  const IterVarAttr *a = n_->find_attr(iv);
+  user_check(!a || (a->for_kind == ForKind::Serial && !a->bind_thread.defined()),
+             "split_last_wave")
+      << "stage '" << name() << "', axis '" << iv.name()
+      << "' is bound, unrolled or vectorized; split_last_wave needs a plain serial loop";
+  user_check(max_parts >= 2, "split_last_wave")
+      << "stage '" << name() << "', axis '" << iv.name() << "': max_parts must be at least 2, got "
+      << max_parts;
+  return pragma(iv, "split_last_wave", Expr(max_parts));
+}
+
 Stage &Stage::ping_pong(const IterVar &iv) {
   check_leaf(n_, iv, "ping_pong");
   return pragma(iv, "ping_pong");

@@ -435,6 +435,8 @@ void block_collective(Machine &M, const Mask &m, const char *what,
                       const std::function<void()> &complete);
 /// Whether a kernel body needs independent warps: attr::warp_specialize or named barriers.
 bool uses_warp_roles(const Stmt &body);
+/// flag_release and flag_wait: flags between the blocks of a kernel (BlockFlags.cpp).
+StmtPtr compile_block_flag(Compiler &C, const Call *call);
 /// The WMMA intrinsics; `call` is one of wmma_* (Wmma.cpp).
 StmtPtr compile_wmma(Compiler &C, const Call *call);
 /// cp_async, cp_async_commit and cp_async_wait (AsyncCopy.cpp).

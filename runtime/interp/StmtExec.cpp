@@ -489,6 +489,8 @@ StmtPtr compile_evaluate(Compiler &C, const Call *call) {
     return compile_warp_sync(C, call);
   if (call->is_intrinsic(intrinsic::thread_allreduce))
     return compile_thread_allreduce(C, call);
+  if (call->is_intrinsic(intrinsic::flag_release) || call->is_intrinsic(intrinsic::flag_wait))
+    return compile_block_flag(C, call);
   if (call->name.rfind("wmma_", 0) == 0 && call->call_kind == Call::Intrinsic)
     return compile_wmma(C, call);
   if (call->name.rfind("cp_async", 0) == 0 && call->call_kind == Call::Intrinsic)

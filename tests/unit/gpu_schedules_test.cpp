@@ -170,6 +170,19 @@ TEST(GpuSchedules, GemmWgmma) {
   ScheduledProgram b = gemm_wgmma(512, 768, 512, tsp, Float(16), BFloat(16));
   CheckResult r = check_on_gpu(b.schedule, b.args, b.num_inputs);
   EXPECT_TRUE(r.compare.ok) << "TS=1 bfloat16: " << r.str();
+  // The last wave's tiles split into parts of K (LW; flags between blocks): 6 tiles on 4
+  // blocks (2 tiles in halves), on 5 (1 tile in 5 parts, uneven); a float16 C (check_on_gpu
+  // checks the second launch: the first one's flags must be left lowered).
+  GemmWgmmaTiles lw{.block_m = 128, .block_n = 256, .block_k = 64, .warpgroups_m = 2,
+                    .stages = 4, .tma = true, .warp_specialized = true, .persistent = true,
+                    .persistent_blocks = 4, .split_last_wave = 8};
+  for (int blocks : {4, 5}) {
+    lw.persistent_blocks = blocks;
+    run_gemm(tiled(lw), 256, 768, 576, Float(16));
+    ScheduledProgram h = gemm_wgmma(256, 768, 576, lw, Float(16), Float(16));
+    r = check_on_gpu(h.schedule, h.args, h.num_inputs);
+    EXPECT_TRUE(r.compare.ok) << "LW=8 PB=" << blocks << " float16 C: " << r.str();
+  }
 }
 
 // Thread-block clusters of 2 with TMA multicast (gemm_wgmma's CL): along M (B's tile shared)
