@@ -49,7 +49,7 @@
 #   sanitize_hopper  the same three tools on issue 25's kernels (apart, so that each step fits
 #             a 600 s call): gemm_wgmma with warp roles over 16 K steps, persistent with TMA
 #             stores (TS=1), ping-pong (PP=1), split-K of 16 rows, clustered with TMA multicast
-#             (2x1 and a persistent 1x2); gemm_fp8 block-scaled, per tensor, fast (FAST=1:
+#             (2x1 and a persistent 1x2), the last round's tiles split (LW=8); gemm_fp8 block-scaled, per tensor, fast (FAST=1:
 #             clustered; persistent with TS=1); small ragged GEMMs read in place by 64x128
 #             blocks (1000^3 clustered, 800x1000x1200 not)
 #   profile_attention  ncu (--clock-control none) on the default D=128 prefill kernel and on
@@ -143,7 +143,7 @@ run_step() {
     sustained)
       ./sustained_ab gemm_wgmma M=4096,N=4096,K=1024 - PP=2 PP=1,S=6 &&
         ./sustained_ab gemm_wgmma M=8192,N=8192,K=8192 - P=1 P=1,CL=1 CL=1 &&
-        ./sustained_ab gemm_wgmma M=4096,N=11008,K=4096 - P=1,CL=1 G=16 &&
+        ./sustained_ab gemm_wgmma M=4096,N=11008,K=4096 - LW=1 P=2 G=16 &&
         ./sustained_ab gemm_fp8 M=4096,N=4096,K=4096,SCALE=0,FAST=1 - CL=1 P=2 ;;
     baselines)
       ./tessel_bench --filter '^(fp8|gemm bf16|conv) ' --csv "$out/baselines.csv" \
@@ -202,6 +202,7 @@ run_step() {
       sanitize_all gemm_wgmma --shape M=512,N=512,K=1024 "${once[@]}" &&
         sanitize_all gemm_wgmma --shape M=512,N=768,K=512,BM=128,BN=128,P=1,PB=4,TS=1 "${once[@]}" &&
         sanitize_all gemm_wgmma --shape M=512,N=512,K=320,PP=1,PB=5 "${once[@]}" &&
+        sanitize_all gemm_wgmma --shape M=256,N=768,K=576,BM=128,BN=256,P=1,PB=5,LW=8 "${once[@]}" &&
         sanitize_all gemm_fp8 --shape M=256,N=256,K=512,TS=1 "${once[@]}" &&
         sanitize_all gemm_fp8 --shape M=256,N=256,K=512 "${once[@]}" &&
         sanitize_all gemm_fp8 --shape M=256,N=256,K=512,SCALE=0,OUT=2 "${once[@]}" &&
