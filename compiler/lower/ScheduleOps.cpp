@@ -459,18 +459,16 @@ private:
     }
     const IterVarAttr *a = s->find_attr(attr_iv);
     // A reduction split over a persistent kernel's last wave runs over its part's range.
-    std::optional<LastWaveSplit> split;
     if (a && split_last_wave_parts(*a)) {
       const StageNode *p = persistent_stage_around(s);
       user_check(p, "split_last_wave")
           << "loop '" << attr_iv.name() << "' of stage '" << s->op.name()
           << "' is split over the last wave, but the stage is not computed inside the tiles of "
              "a persistent stage; call persistent() on the stage it is computed at";
-      split = last_wave_split_in(p);
-      internal_check(split && split->begin->name == loop_iv.var()->name + ".begin")
-          << "two loops split over the last wave of '" << p->op.name() << "'";
+      last_wave_split_in(p); // (makes the range's variables; refuses a second split loop)
+      auto [begin, end] = split_ranges_.lookup(attr_iv.get());
       Var v = loop_iv.var();
-      Stmt loop = For::make(v, split->begin, split->end - split->begin, ForKind::Serial, body);
+      Stmt loop = For::make(v, begin, end - begin, ForKind::Serial, body);
       return AttrStmt::make(Expr(v), attr::last_wave_steps, make_const(v.type(), extent), loop);
     }
     Stmt loop;

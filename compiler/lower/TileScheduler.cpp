@@ -1,7 +1,6 @@
 #include "compiler/lower/TileScheduler.h"
 
 #include "compiler/ir/IROperator.h"
-#include "compiler/ir/IRPrinter.h"
 #include "compiler/lower/Cluster.h"
 #include "compiler/lower/Rasterize.h"
 #include "compiler/support/Error.h"

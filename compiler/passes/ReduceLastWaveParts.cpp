@@ -13,6 +13,7 @@
 #include <llvm/ADT/DenseMap.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 
 namespace tessel {
@@ -21,8 +22,9 @@ namespace {
 
 using passes_detail::intrinsic_stmt;
 
-// The tile's stores and the epilogue in registers before them (which must see the whole sum).
-int count_stores(const Stmt &s) {
+// The tile's stores in `s` and the epilogue in registers before them (which must see the whole
+// sum): wgmma_store and wgmma_reg_set calls.
+int tile_store_ops(const Stmt &s) {
   int n = 0;
   post_order_visit(s, [&](const IRNode *node) {
     if (const auto *c = llvm::dyn_cast<Call>(node);
@@ -35,7 +37,7 @@ int count_stores(const Stmt &s) {
 // One part's registers and the workspace: X' (write) or X'' (add part `q`), from X.
 class PartRegisters : public IRMutator {
 public:
-  // `slot(r_of_tile)`: the workspace element of register r of the call's tile, for a call.
+  // The workspace element of register `reg` of the tile a wgmma_store call stores.
   using Slot = std::function<Expr(const Call *store, const Expr &reg)>;
   PartRegisters(Buffer parts, bool add, Slot slot)
       : parts_(std::move(parts)), add_(add), slot_(std::move(slot)) {}
@@ -115,7 +117,7 @@ private:
     internal_check(part.as<Variable>()) << "last_wave attr on " << part;
     const std::string &part_name = part.as<Variable>()->name;
     Stmt body = mutate(op->body);
-    user_check(count_stores(body) > 0, "split_last_wave")
+    user_check(tile_store_ops(body) > 0, "split_last_wave")
         << "the tile of '" << part_name << "' is not stored by wgmma_store (a wgmma "
         << "accumulator's store); split_last_wave hands wgmma accumulators between blocks";
 
@@ -198,7 +200,7 @@ private:
       // The children from the first holding stores to the last (not the main loop before).
       size_t first = seq->stmts.size(), last = 0;
       for (size_t i = 0; i < seq->stmts.size(); ++i)
-        if (count_stores(seq->stmts[i])) {
+        if (tile_store_ops(seq->stmts[i])) {
           first = std::min(first, i);
           last = i;
         }
