@@ -463,6 +463,8 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   s[O].reorder({b, h, io, ii, dd});
   IterVar block = s[O].fuse(s[O].fuse(b, h), io);
   s[O].bind(block, thread_axis("blockIdx.x"));
+  if (a.reverse_blocks) // each head's query blocks longest first (causal: the last are short)
+    s[O].reverse(block);
   if (a.wgmma) {
     // A warpgroup per 64 queries (threadIdx.y: 1 or 2 a block), the fold per warpgroup; O stored
     // from its registers.
@@ -809,16 +811,17 @@ ScheduleEntry attention_entry() {
       "Q K^T issued with this block's P V and its softmax run beside it (FlashAttention-3's "
       "overlap inside a warpgroup), 0: not, 2 (the default): where it measured faster (wgmma, "
       "D 128, BQ 128, not causal, PP 0, WS 0). STAGES 0 (the default): 3 with the overlap, "
-      "else 2";
+      "else 2. REV 1: the blocks in reverse, each head's query blocks longest first (0, the "
+      "default: in order)";
   e.default_shape = {{"B", 1},   {"H", 4},      {"HKV", 4},  {"SQ", 256}, {"SK", 256}, {"D", 64},
                      {"CAUSAL", 0}, {"BSHD", 1}, {"BK", 0}, {"BQ", 0},  {"TC", 3},
                      {"STAGES", 0}, {"PP", 0}, {"TMA", 1}, {"SLACK", 0}, {"WS", 0}, {"LSE", 0},
-                     {"ACC", 0},   {"OVL", 2}};
-  e.nonnegative = {"CAUSAL", "BSHD", "TC",  "BK",  "BQ",  "PP",    "TMA",
-                   "SLACK",  "WS",   "LSE", "ACC", "OVL", "STAGES"};
+                     {"ACC", 0},   {"OVL", 2},     {"REV", 0}};
+  e.nonnegative = {"CAUSAL", "BSHD", "TC",  "BK",  "BQ",  "PP",     "TMA",
+                   "SLACK",  "WS",   "LSE", "ACC", "OVL", "STAGES", "REV"};
   e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"TC", {0, 1, 2, 3}}, {"PP", {0, 1}},
                {"TMA", {0, 1}},       {"SLACK", {0, 1}}, {"WS", {0, 1}},
-               {"LSE", {0, 1}}, {"ACC", {0, 1}}, {"OVL", {0, 1, 2}}};
+               {"LSE", {0, 1}}, {"ACC", {0, 1}}, {"OVL", {0, 1, 2}}, {"REV", {0, 1}}};
   e.dtypes = {Float(16), BFloat(16)};
   e.knobs = {{"BK", {16, 32, 64, 128}},
              {"BQ", {32, 64, 128}},
@@ -838,6 +841,7 @@ ScheduleEntry attention_entry() {
     a.slack = p.at("SLACK");
     a.warp_roles = p.at("WS") != 0;
     a.lse = p.at("LSE") != 0;
+    a.reverse_blocks = p.at("REV") != 0;
     const int64_t overlap = p.at("OVL"); // 2 (the default): the path's
     a.overlap = overlap == 1 || (overlap == 2 && overlap_pays(a));
     a.accumulate_o = p.at("ACC") != 0 || a.overlap;

@@ -63,6 +63,11 @@ struct AttentionParams {
   /// (Stage::overlap_steps on the fold's loop): the next key block's S = Q K^T issued with this
   /// block's P V, the next block's softmax while P V runs. Wants a ring of 3 stages.
   bool overlap = false;
+  /// The blocks in reverse (Stage::reverse on the block axis): each head's query blocks, whose
+  /// causal work grows with their index, longest first (FlashAttention's order). H200, causal,
+  /// 2026-11-28: level at D = 128 (1.26-1.27 ms either way), 29% slower at D = 64 (0.624
+  /// against 0.484 ms, not understood): off by default.
+  bool reverse_blocks = false;
 };
 
 /// The online softmax's fold over the key blocks of `t`: the running max `m`, sum `l` (fold

@@ -124,6 +124,8 @@ Var loop_value_of(const StageNode *s, const IterVar &leaf) {
     if (r->cols.same_as(leaf))
       return r->col;
   }
+  if (const IterVarAttr *a = s->find_attr(leaf); a && a->reversed.defined())
+    return a->reversed;
   return loop_var_of(s, leaf);
 }
 

@@ -29,7 +29,8 @@ std::vector<IterVar> root_iter_vars(const StageNode *s);
 Var loop_var_of(const StageNode *s, const IterVar &leaf);
 
 /// The value the stage's body sees for leaf loop `leaf`: the tile variable (row or col of its
-/// Rasterization) for a rasterized loop, loop_var_of otherwise.
+/// Rasterization) for a rasterized loop, the reversed value for a reversed one
+/// (Stage::reverse, bound inside the loop), loop_var_of otherwise.
 Var loop_value_of(const StageNode *s, const IterVar &leaf);
 
 /// True if leaf `iv` of `s` is derived from a reduction axis.

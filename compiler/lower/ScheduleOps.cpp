@@ -452,10 +452,14 @@ private:
       body = AttrStmt::make(attr_iv, kLoopScope, Expr(0), body);
       // Stages computed at this loop read the tile too, so it is bound outside the marker.
       body = bind_rasterized_tile(s, attr_iv, dom_, body);
+      // (The reversed value too, Stage::reverse.)
+      body = bind_reversed_value(s, loop_iv, attr_iv, extent, std::move(body));
       // A persistent stage's tile axes are no loops: one tile loop of a fixed grid walks them.
       if (const auto &r = s->rasterization;
           r && r->persistent() && (r->rows.same_as(attr_iv) || r->cols.same_as(attr_iv)))
         return persistent_tile_loop(s, attr_iv, dom_, body, last_wave_split_in(s));
+    } else {
+      body = bind_reversed_value(s, loop_iv, attr_iv, extent, std::move(body));
     }
     const IterVarAttr *a = s->find_attr(attr_iv);
     // A reduction split over a persistent kernel's last wave runs over its part's range.
@@ -496,6 +500,17 @@ private:
       for (const auto &[key, value] : a->pragmas)
         loop = AttrStmt::make(attr_iv, std::string(attr::pragma_prefix) + key, value, loop);
     return loop;
+  }
+
+  // `body` inside the loop of leaf `attr_iv` (on `loop_iv`'s variable or its thread), with its
+  // value extent - 1 - the loop's bound when the leaf is reversed (Stage::reverse).
+  static Stmt bind_reversed_value(const StageNode *s, const IterVar &loop_iv,
+                                  const IterVar &attr_iv, int64_t extent, Stmt body) {
+    const IterVarAttr *a = s->find_attr(attr_iv);
+    if (!a || !a->reversed.defined())
+      return body;
+    Expr v = a->bind_thread.defined() ? Expr(a->bind_thread.var()) : Expr(loop_iv.var());
+    return LetStmt::make(a->reversed, make_const(v.type(), extent - 1) - v, std::move(body));
   }
 
   // The most parts of Stage::split_last_wave on a leaf, 0 without.

@@ -168,6 +168,13 @@ protected:
     return IRMutator::visit(op);
   }
 
+  Stmt visit(const LetStmt *op) override {
+    // A value of uniform ones (a reversed block index, a rasterized tile) is uniform.
+    if (is_uniform(op->value))
+      kinds_[op->var.get()] = VarKind::Uniform;
+    return IRMutator::visit(op);
+  }
+
   bool is_uniform(const Expr &e) const {
     bool uniform = true;
     post_order_visit(e, [&](const IRNode *n) {

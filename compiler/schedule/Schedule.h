@@ -97,6 +97,8 @@ struct IterVarAttr {
   ForKind for_kind = ForKind::Serial; ///< Serial, Unrolled, Vectorized or Parallel
   IterVar bind_thread;                ///< the thread axis this loop is bound to, if any
   std::vector<std::pair<std::string, Expr>> pragmas;
+  /// Stage::reverse: the value the body sees (extent - 1 - the loop's), bound inside the loop.
+  Var reversed;
   const TensorIntrin *tensorize = nullptr; ///< the intrinsic replacing the loops from here in
   std::shared_ptr<const TensorIntrin> tensorize_holder;
 };
@@ -248,6 +250,11 @@ public:
   Stage &vectorize(const IterVar &iv);
   Stage &parallel(const IterVar &iv);
   Stage &pragma(const IterVar &iv, const std::string &key, Expr value = Expr(1));
+  /// `iv`'s loop runs from its last iteration to its first: the stage (and the stages computed
+  /// inside it) see extent - 1 - the loop's value. On a block axis it orders the blocks: e.g.
+  /// causal attention's query blocks longest first (FlashAttention's order; attention's REV),
+  /// so that the last blocks to start are short.
+  Stage &reverse(const IterVar &iv);
   /// Loop partitioning of `iv`'s loop (Halide's, as an unswitched branch; specialize_loops):
   /// the iterations where every thread passes the loop body's comparisons of `iv` (a causal
   /// mask's, a boundary guard's) run a copy of the body without them, decided by a predicate

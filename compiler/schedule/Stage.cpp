@@ -72,6 +72,14 @@ void check_not_rasterized(const StageNode *s, const IterVar &iv, const char *pri
                                                                            : "rasterize");
 }
 
+// Split and fuse keep no reversal: reverse the axes they make instead.
+void check_not_reversed(const StageNode *s, const IterVar &iv, const char *primitive) {
+  const IterVarAttr *a = s->find_attr(iv);
+  user_check(!a || !a->reversed.defined(), primitive)
+      << "axis '" << iv.name() << "' of stage '" << s->op.name() << "' is reversed; " << primitive
+      << " it before calling reverse, and reverse the axis that gives";
+}
+
 IterVar new_iter_var(const std::string &name, IterVarType type) {
   return IterVar::make(Range(), Var(name), type);
 }
@@ -144,6 +152,7 @@ static std::pair<IterVar, IterVar> do_split(StageNode *s, const IterVar &parent,
   const char *prim = factor ? "split" : "split_nparts";
   check_leaf(s, parent, prim);
   check_not_rasterized(s, parent, prim);
+  check_not_reversed(s, parent, prim);
   check_not_fold_axis(s, parent, prim);
   int64_t v = factor ? *factor : *nparts;
   user_check(v > 0, prim) << "stage '" << s->op.name() << "', axis '" << parent.name() << "': "
@@ -180,6 +189,8 @@ IterVar Stage::fuse(const IterVar &outer, const IterVar &inner) {
   check_not_fold_axis(n_, inner, "fuse");
   check_not_rasterized(n_, outer, "fuse");
   check_not_rasterized(n_, inner, "fuse");
+  check_not_reversed(n_, outer, "fuse");
+  check_not_reversed(n_, inner, "fuse");
   size_t po = leaf_index(n_, outer), pi = leaf_index(n_, inner);
   user_check(pi == po + 1, "fuse")
       << "stage '" << name() << "': can only fuse adjacent loops, outer first; '" << outer.name()
@@ -285,6 +296,19 @@ Stage &Stage::pragma(const IterVar &iv, const std::string &key, Expr value) {
   check_leaf(n_, iv, "pragma");
   user_check(!key.empty(), "pragma") << "stage '" << name() << "': a pragma needs a key";
   n_->attr(iv).pragmas.emplace_back(key, std::move(value));
+  return *this;
+}
+
+Stage &Stage::reverse(const IterVar &iv) {
+  check_leaf(n_, iv, "reverse");
+  if (const auto &r = n_->rasterization)
+    user_check(!r->rows.same_as(iv) && !r->cols.same_as(iv), "reverse")
+        << "stage '" << name() << "', axis '" << iv.name() << "' is one of the tile axes of "
+        << (r->persistent() ? "persistent" : "rasterize") << ", which order them already";
+  IterVarAttr &a = n_->attr(iv);
+  user_check(!a.reversed.defined(), "reverse")
+      << "stage '" << name() << "', axis '" << iv.name() << "' is reversed already";
+  a.reversed = Var(iv.name() + ".rev", iv.var().type());
   return *this;
 }
 
