@@ -71,6 +71,9 @@ void check_gemm_fp8_tiles(const std::string &context, int64_t M, int64_t N, int6
       << "clusters (knob CL) come with fast accumulation (FAST=1) only; use CL=0";
   user_check(fast || !t.ping_pong, context)
       << "ping-pong consumers (knob PP) come with fast accumulation (FAST=1) only; use PP=0";
+  user_check(fast || t.split_last_wave < 2, context)
+      << "splitting the last round's tiles (knob LW) comes with fast accumulation (FAST=1) "
+         "only; use LW=0";
   user_check(!t.ping_pong || (t.persistent && t.warpgroups_m == 1 && t.warpgroups_n == 1),
              context)
       << "ping-pong consumers (knob PP=1) take alternate tiles of a persistent kernel, each a "
@@ -96,6 +99,12 @@ void check_gemm_fp8_tiles(const std::string &context, int64_t M, int64_t N, int6
       << t.swizzle << ", tma " << t.tma << ", " << t.stages << " stage(s)";
   user_check(t.split_k == 1, context)
       << "split_k=" << t.split_k << ": gemm_fp8 does not split K; use split_k 1";
+  user_check(t.split_last_wave < 2 || (t.persistent && !t.ping_pong && !t.cluster && !t.tma_store),
+             context)
+      << "splitting the last round's tiles (knob LW=" << t.split_last_wave
+      << ") needs a persistent kernel (P=1) of cooperative consumers storing from registers, "
+         "without clusters: got persistent=" << t.persistent << ", PP=" << t.ping_pong
+      << ", CL=" << t.cluster << ", TS=" << t.tma_store << "; drop LW or those knobs";
   user_check(K > 0 && K % kFp8BlockK == 0, context)
       << "K=" << K << " must be a positive multiple of " << kFp8BlockK
       << " (the promotion block and the scales' K blocks); pad A and B with zeros along K";
@@ -363,13 +372,15 @@ ScheduleEntry gemm_fp8_entry() {
       "fast accumulation, one wgmma accumulator over the whole of K scaled once as C is stored "
       "(cuBLASLt's CUBLASLT_MATMUL_DESC_FAST_ACCUM), 128x256 blocks; CL=1 / 2 then clusters "
       "blocks 2x1 / 1x2 multicasting B's / A's tile, PP=1 makes two consumer warpgroups take "
-      "the tiles in turn (ping-pong, 128x128 each unless BM / BN say)";
+      "the tiles in turn (ping-pong, 128x128 each unless BM / BN say), LW=2..8 (with P=1) "
+      "splits each tile of the persistent kernel's last, partial round into up to that many "
+      "parts of K on the blocks it leaves idle (Stage::split_last_wave; 0, the default: not)";
   e.default_shape = {{"M", 1024}, {"N", 1024}, {"K", 1024}, {"BM", 0},   {"BN", 0},
                      {"S", 0},    {"G", 0},    {"SCALE", 1}, {"OUT", 0}, {"WS", 1},
                      {"TS", 0},   {"P", 0},    {"PB", 0},    {"FAST", 0}, {"CL", 0},
-                     {"PP", 0}};
-  e.nonnegative = {"BM", "BN", "S",  "G",  "SCALE", "OUT", "WS",
-                   "TS", "P",  "PB", "FAST", "CL",  "PP"};
+                     {"PP", 0},   {"LW", 0}};
+  e.nonnegative = {"BM", "BN", "S",  "G",    "SCALE", "OUT", "WS",
+                   "TS", "P",  "PB", "FAST", "CL",    "PP",  "LW"};
   e.choices = {{"SCALE", {0, 1}}, {"OUT", {0, 1, 2}}, {"WS", {0, 1}}, {"TS", {0, 1}},
                {"P", {0, 1, 2}},  {"FAST", {0, 1}},   {"CL", {0, 1, 2}},
                {"PP", {0, 1}}};
@@ -422,6 +433,8 @@ ScheduleEntry gemm_fp8_entry() {
       t.block_n = p.at("BN") ? int(p.at("BN")) : 128;
       t.warpgroups_m = t.warpgroups_n = 1;
     }
+    if (p.at("LW") > 1)
+      t.split_last_wave = int(p.at("LW"));
     return gemm_fp8(M, N, K, t, in, scales, out, DataType(), accumulation);
   };
   return e;

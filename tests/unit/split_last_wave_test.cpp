@@ -3,7 +3,8 @@
 // sums to the first through a workspace and a flag per warp (reduce_last_wave_parts). The tile
 // loop's mapping and the handing in the IR, exact results on the CPU executor (which runs the
 // blocks in order: the waiting first parts have the higher blocks), the epilogues that must see
-// the whole sum, the errors, and NVRTC's sm_90a build of the 4096 x 11008 x 4096 kernel.
+// the whole sum, the errors, NVRTC's sm_90a build of the 4096 x 11008 x 4096 kernel, the
+// registry's choice, and gemm_fp8's fast accumulation.
 #include "TestUtil.h"
 
 #include "compiler/codegen/CodeGenCUDA.h"
@@ -12,6 +13,7 @@
 #include "schedules/Epilogues.h"
 #include "schedules/Gemm.h"
 #include "schedules/GemmWgmma.h"
+#include "schedules/Registry.h"
 
 #include "ExactGemm.h"
 #include "SassUtil.h"
@@ -176,4 +178,20 @@ TEST(SplitLastWave, RegistryChoice) {
   EXPECT_EQ(to_string(gemm_wgmma_tiles_from_knobs(p)),
             "wgmma bm=128 bn=256 bk=64 wg=2x1 n=256 stages=4 raster=8 swizzle=128 tma ws "
             "persistent=132 last_wave_parts=4");
+}
+
+// gemm_fp8 with fast accumulation takes the split (knob LW, with P=1): one tile in 5 parts,
+// against float64 on the executor; the promoted kernels (FAST=0) refuse it.
+TEST(SplitLastWave, Fp8FastAccumulation) {
+  const ScheduleEntry &e = find_schedule("gemm_fp8");
+  ShapeParams p = resolve_shape(e, {{"M", 256}, {"N", 768}, {"K", 512}, {"SCALE", 0},
+                                    {"FAST", 1}, {"BM", 128}, {"BN", 256}, {"P", 1},
+                                    {"PB", 5}, {"LW", 8}});
+  ScheduledProgram f = e.build(p, Float8E4M3());
+  EXPECT_EQ(count_of(to_string(lower(f.schedule, f.args)), "@flag_wait("), 1);
+  CheckResult r = check_on_cpu(f.schedule, f.args, f.num_inputs, 5);
+  EXPECT_TRUE(r.compare.ok) << r.str();
+  p["FAST"] = 0;
+  p["BN"] = 128;
+  expect_error([&] { e.build(p, Float8E4M3()); }, {"knob LW", "fast accumulation (FAST=1)"});
 }
