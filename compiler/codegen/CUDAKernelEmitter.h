@@ -14,6 +14,7 @@
 #include <llvm/ADT/StringSet.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -140,6 +141,9 @@ private:
   std::string flat_index(const Buffer &b, const Expr &index);
   /// True when `e` is provably >= 0 (sound, not complete).
   bool is_non_negative(const Expr &e) const;
+  /// The most integer expression `e` can be, where the variables' bounds (max_value_) and its
+  /// form (constants, sums, products and quotients of non-negative terms) tell.
+  std::optional<int64_t> upper_bound(const Expr &e) const;
 
   // ---- Vectors (CodeGenCUDAVector.cpp) ------------------------------------------------------
   void emit_store(const BufferStore *op);
@@ -253,6 +257,9 @@ private:
   llvm::DenseSet<const Variable *> written_;
   /// Loop, thread and let variables known to be >= 0.
   llvm::DenseSet<const Variable *> non_negative_;
+  /// The most an integer variable can be, where known: thread and block indices (the launch's
+  /// extents), lets of such values (a reversed block index).
+  llvm::DenseMap<const Variable *, int64_t> max_value_;
   SharedLayout shared_;
   /// The register arrays in scope that a wgmma reads or writes asynchronously (accumulators,
   /// A operands): C name, registers per thread, asm constraint ("+f", "+r").

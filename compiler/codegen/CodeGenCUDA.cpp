@@ -239,6 +239,8 @@ void CUDAKernelEmitter::emit_stmt(const Stmt &s) {
     std::string name = bind_var(op->var.get());
     if (is_non_negative(op->value))
       non_negative_.insert(op->var.get());
+    if (std::optional<int64_t> most = upper_bound(op->value))
+      max_value_[op->var.get()] = *most;
     line("const " + t + " " + name + " = " + value + ";");
     return emit_stmt(op->body);
   }
@@ -412,6 +414,9 @@ void CUDAKernelEmitter::emit_attr(const AttrStmt *op) {
     internal_check(iv && iv->defined()) << "thread_extent attribute without an IterVar";
     const std::string &tag = iv->thread_tag();
     bind_thread_index(iv->var().get(), tag, Expr());
+    // The index lies below the launch's extent along it (which the IR's must equal).
+    if (is_cuda_thread_tag(tag))
+      max_value_[iv->var().get()] = launch_extent(f_.launch, tag) - 1;
     if (auto extent = as_const_int(op->value); extent && is_cuda_thread_tag(tag))
       internal_check(*extent == launch_extent(f_.launch, tag))
           << "kernel '" << f_.name << "': " << tag << " has extent " << *extent

@@ -515,6 +515,55 @@ std::string CUDAKernelEmitter::address_of(const Expr &e) {
   return "&" + buffer_name(load->buffer) + "[" + flat_index(load->buffer, load->indices[0]) + "]";
 }
 
+std::optional<int64_t> CUDAKernelEmitter::upper_bound(const Expr &e) const {
+  if (!e.type().is_int() || !e.type().is_scalar())
+    return std::nullopt;
+  auto both = [&](const Expr &a, const Expr &b) -> std::optional<std::pair<int64_t, int64_t>> {
+    std::optional<int64_t> x = upper_bound(a), y = upper_bound(b);
+    if (!x || !y)
+      return std::nullopt;
+    return std::make_pair(*x, *y);
+  };
+  switch (e->kind()) {
+  case IRNodeKind::IntImm:
+    return llvm::cast<IntImm>(e.get())->value;
+  case IRNodeKind::Var: {
+    auto it = max_value_.find(llvm::cast<Variable>(e.get()));
+    return it == max_value_.end() ? std::nullopt : std::optional<int64_t>(it->second);
+  }
+  case IRNodeKind::Add: {
+    const auto *op = llvm::cast<Add>(e.get());
+    if (auto b = both(op->a, op->b))
+      return b->first + b->second;
+    return std::nullopt;
+  }
+  case IRNodeKind::Mul: { // of non-negative terms
+    const auto *op = llvm::cast<Mul>(e.get());
+    if (auto b = both(op->a, op->b); b && is_non_negative(op->a) && is_non_negative(op->b))
+      return b->first * b->second;
+    return std::nullopt;
+  }
+  case IRNodeKind::Div:
+  case IRNodeKind::FloorDiv: { // a non-negative term by a positive constant
+    const Expr &a = e->kind() == IRNodeKind::Div ? llvm::cast<Div>(e.get())->a
+                                                  : llvm::cast<FloorDiv>(e.get())->a;
+    const Expr &b = e->kind() == IRNodeKind::Div ? llvm::cast<Div>(e.get())->b
+                                                  : llvm::cast<FloorDiv>(e.get())->b;
+    auto most = upper_bound(a);
+    auto c = as_const_int(b);
+    if (most && c && *c > 0 && is_non_negative(a))
+      return *most / *c;
+    return std::nullopt;
+  }
+  case IRNodeKind::FloorMod: {
+    auto c = as_const_int(llvm::cast<FloorMod>(e.get())->b);
+    return c && *c > 0 ? std::optional<int64_t>(*c - 1) : std::nullopt;
+  }
+  default:
+    return std::nullopt;
+  }
+}
+
 bool CUDAKernelEmitter::is_non_negative(const Expr &e) const {
   if (e.type().is_uint() || e.type().is_bool())
     return true;
@@ -537,6 +586,12 @@ bool CUDAKernelEmitter::is_non_negative(const Expr &e) const {
   case IRNodeKind::Mul: {
     const auto *op = llvm::cast<Mul>(e.get());
     return is_non_negative(op->a) && is_non_negative(op->b);
+  }
+  case IRNodeKind::Sub: { // c - b with b at most c (a reversed index: extent - 1 - i)
+    const auto *op = llvm::cast<Sub>(e.get());
+    auto c = as_const_int(op->a);
+    std::optional<int64_t> most = upper_bound(op->b);
+    return c && most && *most <= *c;
   }
   case IRNodeKind::Div: {
     const auto *op = llvm::cast<Div>(e.get());
