@@ -236,3 +236,37 @@ TEST(InterpErrors, AsyncCopyMisuse) {
                        {address(S, tx + 16), address(A, tx), Expr(4), const_true()})),
               AllOf(HasSubstr("out-of-bounds"), HasSubstr("'S'")));
 }
+
+// flag_release / flag_wait between blocks (Stage::split_last_wave's parts): block 0 writes
+// and raises, block 1 waits and reads; the wait lowers the flag again. Waiting for a flag that
+// only a later block raises is reported (the executor runs blocks in order; on the GPU the
+// waiting block could hold an SM the raising one needs).
+TEST(InterpErrors, FlagsBetweenBlocks) {
+  auto kernel = [](bool raise_first) {
+    Buffer data = flat("data", Float(32), 32), out = flat("out", Float(32), 32),
+           flag = flat("flag", Int(32), 1);
+    IterVar bx = thread_axis("blockIdx.x"), tx = thread_axis("threadIdx.x");
+    Stmt give = Seq::make({st(data, tx, cast(Float(32), Expr(tx))),
+                           call(intrinsic::flag_release, {address_of(flag, 0)})});
+    Stmt take = Seq::make({call(intrinsic::flag_wait, {address_of(flag, 0)}),
+                           st(out, tx, ld(data, tx) * 2.0f)});
+    Stmt body = raise_first ? IfThenElse::make(Expr(bx) == 0, give, take)
+                            : IfThenElse::make(Expr(bx) == 0, take, give);
+    return LoweredFunc{"flags", {data, out, flag}, {{32}, {32}, {1}}, bind(bx, 2, bind(tx, 32, body)),
+                       launch(2, 1, 32, 1), {}};
+  };
+  HostBuffer d = HostBuffer::zeros(Float(32), 32), o = HostBuffer::zeros(Float(32), 32),
+             f = HostBuffer::zeros(Int(32), 1);
+  execute(kernel(true), {&d, &o, &f});
+  EXPECT_EQ(o.get(31), 62.0);
+  EXPECT_EQ(f.get(0), 0.0); // lowered by the wait
+  try {
+    execute(kernel(false), {&d, &o, &f});
+    FAIL() << "no error";
+  } catch (const Error &e) {
+    EXPECT_THAT(std::string(e.what()),
+                AllOf(HasSubstr("flag_wait by warp 0 of block (0,0,0)"),
+                      HasSubstr("flag 'flag'[0] is not raised"),
+                      HasSubstr("raised by an earlier block")));
+  }
+}

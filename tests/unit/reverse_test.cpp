@@ -3,9 +3,11 @@
 // axis it orders the blocks (causal attention's query blocks longest first). The IR's let, the
 // executor's results against float64 (a bound block axis, a serial data axis with its
 // reduction's initialization, a stage computed inside), specialize_loops taking the let of a
-// block index as uniform, and the errors of misuse.
+// block index as uniform, codegen's C division of the reversed index (known non-negative), and
+// the errors of misuse.
 #include "TestUtil.h"
 
+#include "compiler/codegen/CodeGenCUDA.h"
 #include "compiler/tessel.h"
 #include "runtime/Check.h"
 #include "schedules/Attention.h"
@@ -63,6 +65,10 @@ TEST(Reverse, CausalAttentionLongestFirst) {
       << ir;
   EXPECT_NE(ir.find("if (t <= floormod(b.h.fused.i.outer.fused.rev, 2) - 1) {"), std::string::npos)
       << ir;
+  // CUDA: 7 - blockIdx.x is known non-negative (blockIdx.x < 8), so its divisions are C's.
+  std::string cuda = codegen_cuda(lower(p.schedule, p.args));
+  EXPECT_EQ(cuda.find("tessel_floordiv"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("b_h_fused_i_outer_fused_rev % 2"), std::string::npos) << cuda;
 }
 
 TEST(Reverse, Errors) {
