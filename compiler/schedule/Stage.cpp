@@ -77,7 +77,7 @@ void check_not_reversed(const StageNode *s, const IterVar &iv, const char *primi
   const IterVarAttr *a = s->find_attr(iv);
   user_check(!a || !a->reversed.defined(), primitive)
       << "axis '" << iv.name() << "' of stage '" << s->op.name() << "' is reversed; " << primitive
-      << " it before calling reverse, and reverse the axis that gives";
+      << " it before calling reverse (rasterize and persistent order the tiles themselves)";
 }
 
 IterVar new_iter_var(const std::string &name, IterVarType type) {
@@ -356,6 +356,8 @@ Stage &Stage::tensorize(const IterVar &iv, std::shared_ptr<const TensorIntrin> i
 Stage &Stage::rasterize(const IterVar &rows, const IterVar &cols, int64_t group) {
   check_leaf(n_, rows, "rasterize");
   check_leaf(n_, cols, "rasterize");
+  check_not_reversed(n_, rows, "rasterize");
+  check_not_reversed(n_, cols, "rasterize");
   user_check(!rows.same_as(cols), "rasterize")
       << "stage '" << name() << "': rows and cols are both '" << rows.name()
       << "'; give the loop bound to blockIdx.y, then the one bound to blockIdx.x";
@@ -397,6 +399,8 @@ Stage &Stage::persistent(const IterVar &rows, const IterVar &cols, int64_t group
                          int64_t blocks) {
   check_leaf(n_, rows, "persistent");
   check_leaf(n_, cols, "persistent");
+  check_not_reversed(n_, rows, "persistent");
+  check_not_reversed(n_, cols, "persistent");
   const std::string axes = "('" + rows.name() + "', '" + cols.name() + "')";
   user_check(!rows.same_as(cols), "persistent")
       << "stage '" << name() << "': rows and cols are both '" << rows.name()

@@ -87,4 +87,11 @@ TEST(Reverse, Errors) {
   r[C].reorder({bi, bj, ii, jj});
   r[C].rasterize(bi, bj, 2);
   expect_error([&] { r[C].reverse(bi); }, {"axis 'i.outer'", "tile axes of rasterize"});
+  Schedule q = create_schedule({C});
+  auto [qi, qj] = q[C].axes<2>();
+  auto [qbi, qii] = q[C].split(qi, 16);
+  auto [qbj, qjj] = q[C].split(qj, 16);
+  q[C].reorder({qbi, qbj, qii, qjj});
+  q[C].reverse(qbi);
+  expect_error([&] { q[C].rasterize(qbi, qbj, 2); }, {"axis 'i.outer'", "is reversed"});
 }
