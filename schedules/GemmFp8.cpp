@@ -99,12 +99,7 @@ void check_gemm_fp8_tiles(const std::string &context, int64_t M, int64_t N, int6
       << t.swizzle << ", tma " << t.tma << ", " << t.stages << " stage(s)";
   user_check(t.split_k == 1, context)
       << "split_k=" << t.split_k << ": gemm_fp8 does not split K; use split_k 1";
-  user_check(t.split_last_wave < 2 || (t.persistent && !t.ping_pong && !t.cluster && !t.tma_store),
-             context)
-      << "splitting the last round's tiles (knob LW=" << t.split_last_wave
-      << ") needs a persistent kernel (P=1) of cooperative consumers storing from registers, "
-         "without clusters: got persistent=" << t.persistent << ", PP=" << t.ping_pong
-      << ", CL=" << t.cluster << ", TS=" << t.tma_store << "; drop LW or those knobs";
+  check_last_wave_split(context, t);
   user_check(K > 0 && K % kFp8BlockK == 0, context)
       << "K=" << K << " must be a positive multiple of " << kFp8BlockK
       << " (the promotion block and the scales' K blocks); pad A and B with zeros along K";

@@ -1,6 +1,7 @@
 #include "schedules/GemmWgmma.h"
 
 #include "compiler/lower/LaunchLimits.h"
+#include "compiler/lower/TileScheduler.h"
 #include "compiler/passes/SplitWarpRoles.h"
 #include "compiler/support/Error.h"
 #include "compiler/te/Compute.h"
@@ -78,11 +79,8 @@ bool last_wave_split_by_default(int64_t M, int64_t N, int64_t K, const GemmWgmma
   if (!t.roles() || t.split_k != 1 || t.ping_pong || t.cluster || t.tma_store)
     return false;
   const int64_t tiles = output_tiles(M, N, t), grid = t.persistent_blocks;
-  const int64_t rounds = (tiles + grid - 1) / grid, last = tiles % grid;
-  const int64_t steps = (K + t.block_k - 1) / t.block_k;
-  if (last == 0)
-    return false;
-  const int64_t parts = std::min<int64_t>({8, grid / last, steps});
+  const int64_t rounds = (tiles + grid - 1) / grid;
+  const int64_t parts = last_wave_parts(tiles, grid, (K + t.block_k - 1) / t.block_k, 8);
   return parts >= 2 && (1.0 - 1.0 / double(parts)) / double(rounds) >= 0.04;
 }
 
@@ -231,13 +229,7 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
       << "a TMA store of C (tma_store, knob TS=1) stages the tile in one shared buffer, which "
          "ping-pong consumers (ping_pong, knob PP=1) would fill with two tiles at once: use "
          "one of them";
-  user_check(t.split_last_wave < 2 || (t.persistent && !t.ping_pong && !t.cluster && !t.tma_store),
-             context)
-      << "splitting the last wave's tiles (split_last_wave, knob LW=" << t.split_last_wave
-      << ") needs a persistent kernel (P=1) of cooperative consumers whose tiles are stored "
-         "from registers, without clusters: got persistent=" << t.persistent
-      << ", ping_pong=" << t.ping_pong << ", cluster=" << t.cluster
-      << ", tma_store=" << t.tma_store << "; drop LW or those knobs";
+  check_last_wave_split(context, t);
   user_check(!t.tma_store || t.split_k == 1, context)
       << "a TMA store of C (tma_store, knob TS=1) stores whole output tiles; use split_k = 1 "
          "(knob SK=1), got split_k=" << t.split_k;
@@ -290,6 +282,16 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
       << t.stages << " stages of " << t.block_m << "x" << t.block_k << " and " << t.block_k << "x"
       << t.block_n << " fp16 tiles take " << t.shared_bytes()
       << " bytes of shared memory; a block has at most 227 KiB: use fewer stages or smaller tiles";
+}
+
+void check_last_wave_split(const std::string &context, const GemmWgmmaTiles &t) {
+  user_check(t.split_last_wave < 2 || (t.persistent && !t.ping_pong && !t.cluster && !t.tma_store),
+             context)
+      << "splitting the last wave's tiles (split_last_wave, knob LW=" << t.split_last_wave
+      << ") needs a persistent kernel (P=1) of cooperative consumers whose tiles are stored "
+         "from registers, without clusters: got persistent=" << t.persistent
+      << ", ping_pong=" << t.ping_pong << ", cluster=" << t.cluster
+      << ", tma_store=" << t.tma_store << "; drop LW or those knobs";
 }
 
 void check_tma_store_fits(const std::string &context, int64_t M, int64_t N,

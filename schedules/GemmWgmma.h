@@ -121,6 +121,11 @@ void check_gemm_wgmma_tiles(const std::string &context, int64_t M, int64_t N, in
 void check_cluster_fits(const std::string &context, int64_t M, int64_t N,
                         const GemmWgmmaTiles &tiles);
 
+/// tessel::Error (naming `context`) unless the tiles' split of the last round
+/// (tiles.split_last_wave, knob LW) is off, or on a persistent kernel of cooperative
+/// consumers storing from registers, without clusters.
+void check_last_wave_split(const std::string &context, const GemmWgmmaTiles &t);
+
 /// tessel::Error (naming `context`) unless C (M x N of `out`) can be stored by TMA through
 /// the staging tile of `tiles` (when tiles.tma_store): a block of rows at least, rows of whole
 /// 16-byte units, and the staging tile beside the ring within a block's shared memory. Nothing

@@ -42,6 +42,11 @@ int64_t persistent_grid(const StageNode *s, const DomainMap &dom) {
   return c * std::min(s->rasterization->blocks / c, tiles_of(s, dom));
 }
 
+int64_t last_wave_parts(int64_t tiles, int64_t grid, int64_t steps, int64_t max_parts) {
+  const int64_t last = tiles % grid;
+  return last == 0 ? 1 : std::max<int64_t>(1, std::min({max_parts, grid / last, steps}));
+}
+
 Stmt persistent_tile_loop(const StageNode *s, const IterVar &leaf, const DomainMap &dom,
                           Stmt body, const std::optional<LastWaveSplit> &split) {
   const std::optional<Rasterization> &r = s->rasterization;
@@ -78,8 +83,7 @@ Stmt persistent_tile_loop(const StageNode *s, const IterVar &leaf, const DomainM
     user_check(c == 1, "split_last_wave")
         << "stage '" << s->op.name() << "' is clustered; split_last_wave splits the tiles of "
         << "unclustered persistent kernels";
-    if (last > 0)
-      parts = std::min({split->max_parts, grid / last, split->steps});
+    parts = last_wave_parts(tiles, grid, split->steps, split->max_parts);
     const Expr steps = make_const(t, split->steps);
     if (parts == 1) {
       body = LetStmt::make(split->begin, make_const(t, 0),

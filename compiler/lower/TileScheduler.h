@@ -28,6 +28,11 @@ struct LastWaveSplit {
   int64_t steps = 0, max_parts = 0;
 };
 
+/// The parts each of the last round's tiles is split into (Stage::split_last_wave): `tiles`
+/// walked by `grid` blocks, a tile's reduction of `steps` steps, at most `max_parts`; 1 where
+/// the rounds are whole or too few blocks are left over for a second part.
+int64_t last_wave_parts(int64_t tiles, int64_t grid, int64_t steps, int64_t max_parts);
+
 /// `body` (the nest inside leaf loop `leaf` of persistent stage `s`, its marker included) as
 /// the tile scheduler emits it: for the rows leaf, the grid's blockIdx.x binding, the thread
 /// bindings found at the top of `body` (hoisted: they are the block's, not the tile's), the
