@@ -49,7 +49,8 @@
 #   sanitize_hopper  the same three tools on issue 25's kernels (apart, so that each step fits
 #             a 600 s call): gemm_wgmma with warp roles over 16 K steps, persistent with TMA
 #             stores (TS=1), ping-pong (PP=1), split-K of 16 rows, clustered with TMA multicast
-#             (2x1 and a persistent 1x2), the last round's tiles split (LW=8); gemm_fp8 block-scaled, per tensor, fast (FAST=1:
+#             (2x1 and a persistent 1x2), the last round's tiles split (LW=8), a clustered stride-2
+#             conv2d_wgmma with ping-pong (CL=1); gemm_fp8 block-scaled, per tensor, fast (FAST=1:
 #             clustered; persistent with TS=1); small ragged GEMMs read in place by 64x128
 #             blocks (1000^3 clustered, 800x1000x1200 not)
 #   profile_attention  ncu (--clock-control none) on the default D=128 prefill kernel and on
@@ -203,6 +204,8 @@ run_step() {
         sanitize_all gemm_wgmma --shape M=512,N=768,K=512,BM=128,BN=128,P=1,PB=4,TS=1 "${once[@]}" &&
         sanitize_all gemm_wgmma --shape M=512,N=512,K=320,PP=1,PB=5 "${once[@]}" &&
         sanitize_all gemm_wgmma --shape M=256,N=768,K=576,BM=128,BN=256,P=1,PB=5,LW=8 "${once[@]}" &&
+        sanitize_all conv2d_wgmma --shape \
+          N=4,H=32,W=32,C=64,K=128,stride=2,Y16=1,BM=128,BN=128,CL=1,PP=1,P=1,PB=4 "${once[@]}" &&
         sanitize_all gemm_fp8 --shape M=256,N=256,K=512,TS=1 "${once[@]}" &&
         sanitize_all gemm_fp8 --shape M=256,N=256,K=512 "${once[@]}" &&
         sanitize_all gemm_fp8 --shape M=256,N=256,K=512,SCALE=0,OUT=2 "${once[@]}" &&

@@ -336,6 +336,9 @@ ScheduledProgram conv2d_wgmma(const Conv2dTcShape &sh, const GemmWgmmaTiles &t,
   check_shape(sh);
   // The reduction is walked tap by tap, C channels each: the K step must divide C. Split-K's
   // parts are whole taps (conv2d_tc_definition checks).
+  user_check(t.cluster != 2, "conv2d_wgmma")
+      << "clusters along N (cluster=2, knob CL=2) would multicast x's tile, which TMA's im2col "
+         "copies cannot; use CL=1 (along M, the filter's tile multicast) or CL=0";
   GemmWgmmaTiles whole = t;
   whole.split_k = 1;
   check_gemm_wgmma_tiles("conv2d_wgmma", sh.gemm_m(), sh.out_channels, sh.in_channels, whole,
@@ -443,6 +446,12 @@ std::pair<Conv2dTcShape, GemmWgmmaTiles> wgmma_conv_from_knobs(const ShapeParams
     t.warpgroups_m = t.warpgroups_n = 1;
     t.wgmma_n = 0;
   }
+  // CL=1: clusters along M multicasting the filter's tile (B); CS: the blocks of a cluster (0:
+  // 2). (CL=2, along N, is refused: x's im2col tile cannot be multicast.)
+  if (get("CL"))
+    t.cluster = int(get("CL"));
+  if (get("CS"))
+    t.cluster_size = int(get("CS"));
   return {sh, t};
 }
 
@@ -450,7 +459,7 @@ ScheduleEntry wgmma_conv_entry(const char *name, const char *description, int64_
   ScheduleEntry e = conv2d_tc_entry();
   e.name = name;
   e.description = description;
-  for (const char *knob : {"BM", "BN", "S", "G", "SK", "TMA", "WS", "P", "PB", "PP"}) {
+  for (const char *knob : {"BM", "BN", "S", "G", "SK", "TMA", "WS", "P", "PB", "PP", "CL", "CS"}) {
     e.default_shape[knob] = std::string(knob) == "TMA" || std::string(knob) == "WS" ? 1 : 0;
     e.nonnegative.push_back(knob);
   }
@@ -459,6 +468,8 @@ ScheduleEntry wgmma_conv_entry(const char *name, const char *description, int64_
   e.choices["WS"] = {0, 1};
   e.choices["P"] = {0, 1, 2};
   e.choices["PP"] = {0, 1, 2};
+  e.choices["CL"] = {0, 1};
+  e.choices["CS"] = {0, 2, 4, 8};
   e.dtypes = {Float(16), BFloat(16)};
   return e;
 }
@@ -476,7 +487,8 @@ ScheduleEntry conv2d_wgmma_entry() {
       "(the default) issues the TMA copies from a producer warpgroup (warp roles); P=0 (the "
       "default) makes it persistent at 1 to 8 waves, P=1 always (PB blocks; 0: 132), P=2 never; "
       "PP=0 (the default) has ping-pong consumers where persistent blocks are 128 wide, PP=1 "
-      "always, PP=2 never; Y16=1 writes y as float16 (rounded from the float32 sum, as cuDNN's "
+      "always, PP=2 never; CL=1 makes clusters of CS (0: 2) blocks along M multicasting the filter's "
+      "tile by TMA (0, the default: none); Y16=1 writes y as float16 (rounded from the float32 sum, as cuDNN's "
       "fp16 convolutions do)",
       0);
   e.build = [](const ShapeParams &p, DataType in) {

@@ -490,6 +490,42 @@ TEST(Conv2dWgmma, PingPongMatchesDirectConvolution) {
   EXPECT_FALSE(ping_pong({{"P", 2}}));
 }
 
+// Clustered conv tiles (CL=1): ping-pong persistent blocks on 4 blocks, cooperative ones.
+namespace {
+std::vector<GemmWgmmaTiles> clustered_conv_tiles() {
+  GemmWgmmaTiles pp{.block_m = 128, .block_n = 128, .block_k = 64, .warpgroups_m = 1,
+                    .stages = 4, .tma = true, .warp_specialized = true, .persistent = true,
+                    .persistent_blocks = 4, .ping_pong = true, .cluster = 1};
+  GemmWgmmaTiles coop{.block_m = 128, .block_n = 128, .block_k = 64, .warpgroups_m = 1,
+                      .stages = 4, .tma = true, .warp_specialized = true, .cluster = 1};
+  return {pp, coop};
+}
+} // namespace
+
+// Clusters of 2 blocks along M (knob CL=1) share the filter's tile, each block multicasting
+// half of its box: ping-pong persistent blocks (8 tiles over 2 clusters) and cooperative ones
+// (not persistent), stride 2, y in float16. Along N (CL=2) is refused: x's im2col tile
+// cannot be multicast.
+TEST(Conv2dWgmma, ClustersShareTheFilterTile) {
+  Conv2dTcShape sh{.batch = 4, .height = 32, .width = 32, .in_channels = 64,
+                   .out_channels = 128, .kernel = 3, .pad = 1, .stride = 2,
+                   .out_dtype = Float(16)};
+  for (const GemmWgmmaTiles &t : clustered_conv_tiles()) {
+    SCOPED_TRACE(t.ping_pong ? "ping-pong" : "cooperative");
+    ScheduledProgram prog = conv2d_wgmma(sh, t);
+    std::ostringstream os;
+    os << lower(prog.schedule, prog.args).funcs.back().body;
+    EXPECT_NE(os.str().find("multicast"), std::string::npos);
+    expect_direct_conv(prog, sh);
+  }
+  GemmWgmmaTiles along_n = clustered_conv_tiles()[1];
+  along_n.cluster = 2;
+  expect_error([&] { conv2d_wgmma(sh, along_n); },
+               {"conv2d_wgmma", "CL=2", "im2col", "use CL=1"});
+  const ScheduleEntry &e = find_schedule("conv2d_wgmma");
+  expect_error([&] { resolve_shape(e, {{"CL", 2}}); }, {"CL", "must be one of 0, 1"});
+}
+
 TEST(Conv2dWgmma, NarrowOutputRoundsTheSum) {
   Conv2dTcShape sh{.batch = 2, .height = 8, .width = 8, .in_channels = 64, .out_channels = 64,
                    .kernel = 3, .pad = 1, .out_dtype = Float(16)};
@@ -620,6 +656,26 @@ TEST(Conv2dTcGpu, MidShapeMatchesReference) {
         CheckResult r = check_on_gpu(p.schedule, p.args, p.num_inputs);
         EXPECT_TRUE(r.compare.ok) << (fused ? "bias + ReLU, " : "") << "y float16: " << r.str();
       }
+    }
+  }
+}
+
+// On a Hopper GPU: the clustered convs of Conv2dWgmma.ClustersShareTheFilterTile, stride 1 and
+// 2, against float64.
+TEST(Conv2dTcGpu, ClustersMatchReference) {
+  if (!Device::available())
+    GTEST_SKIP() << Device::unavailable_reason();
+  if (!hopper_gpu())
+    GTEST_SKIP() << "clusters with wgmma need a Hopper GPU";
+  for (int stride : {1, 2}) {
+    Conv2dTcShape sh{.batch = 4, .height = 16 * stride, .width = 16 * stride, .in_channels = 64,
+                     .out_channels = 128, .kernel = 3, .pad = 1, .stride = stride,
+                     .out_dtype = Float(16)};
+    for (const GemmWgmmaTiles &t : clustered_conv_tiles()) {
+      ScheduledProgram p = conv2d_wgmma(sh, t);
+      CheckResult r = check_on_gpu(p.schedule, p.args, p.num_inputs);
+      EXPECT_TRUE(r.compare.ok) << "stride " << stride << (t.ping_pong ? " ping-pong: " : ": ")
+                                << r.str();
     }
   }
 }
