@@ -675,7 +675,42 @@ ScheduledProgram attention_decode(const AttentionParams &a, DataType dtype,
     return s.cache_read(xs, "local", {reader});
   };
   IterVar block;
-  {
+  const bool v_rows = k.v_rows && ring == 0 && !k.prefetch && (g * a.Sq * a.D) % 128 == 0;
+  if (v_rows) {
+    // P V as the scores read K: a V row per `lanes` threads along x (D / lanes columns each,
+    // one 16-byte load at D = 128), threadIdx.y and the stretch walking the keys (key = jo Y +
+    // y). Each thread's partial sums over its keys (RL, in registers) go to shared memory (rf,
+    // one per y); op adds the Y partials of its outputs (OL, a register), the block's g x Sq x
+    // D outputs spread over its threads.
+    Tensor OL = s.cache_write(op, "local");
+    auto [jo, jy] = s[OL].split(s[OL].reduce_axis()[0], y_threads);
+    (void)jo;
+    Tensor rf = s.rfactor(OL, jy);
+    auto [p, b, h, i, dd] = s[op].axes<5>();
+    auto [hkv, hg] = s[op].split(h, g);
+    block = s[op].fuse(s[op].fuse(p, b), hkv);
+    s[op].bind(block, thread_axis("blockIdx.x"));
+    IterVar f = s[op].fuse(s[op].fuse(hg, i), dd);
+    auto [fo, ft] = s[op].split(f, 128);
+    auto [fy, fx] = s[op].split(ft, lanes);
+    (void)fo;
+    s[op].bind(fy, ty).bind(fx, tx);
+    s[OL].compute_at(s[op], fx);
+    Tensor RL = s.cache_write(rf, "local");
+    s[rf].compute_at(s[op], block).set_scope("shared");
+    auto rx = s[rf].op_axis(); // (y, p, b, h, i, d)
+    auto [rdx, rds] = s[rf].split(rx[5], a.D / lanes);
+    s[rf].reorder({rx[0], rdx, rx[1], rx[2], rx[3], rx[4], rds});
+    s[rf].bind(rx[0], ty).bind(rdx, tx);
+    s[RL].compute_at(s[rf], rdx);
+    auto lx = s[RL].op_axis();
+    auto [ljo, lji] = s[RL].split(s[RL].reduce_axis()[0], rows_in_flight);
+    s[RL].reorder({lx[0], lx[1], lx[2], ljo, lji, lx[3], lx[4], lx[5]});
+    s[RL].unroll(lji);
+    Tensor VL = s.cache_read(V, "local", {RL});
+    s[VL].compute_at(s[RL], lji);
+    vectorize_rows(VL);
+  } else {
     auto [p, b, h, i, dd] = s[op].axes<5>();
     auto [hkv, hg] = s[op].split(h, g);
     block = s[op].fuse(s[op].fuse(p, b), hkv);
@@ -866,20 +901,24 @@ ScheduleEntry attention_decode_entry() {
       "(0, the default: straight to registers); LANES threads share a key row (4, 8, 16), each "
       "loading ROWS rows of K and V in a stretch; PF 1 (RING 0): each thread's rows "
       "contiguous and the next stretch's loaded before this one's arithmetic (a register "
-      "copy pipelined over 2 stages)";
+      "copy pipelined over 2 stages); VROWS 1 (the default, where RING 0, PF 0 and the "
+      "group's outputs fill the 128 threads) reads V's rows as K's, LANES threads a row, "
+      "the partial sums added across threadIdx.y in shared memory, VROWS 0 a key a thread "
+      "along x, summed by shuffles";
   e.default_shape = {{"B", 2},       {"H", 8},      {"HKV", 2},  {"SQ", 1},
                      {"SK", 4096},   {"D", 128},    {"CAUSAL", 0}, {"BSHD", 1},
                      {"SPLIT", 512}, {"RING", 0},   {"LANES", 16}, {"ROWS", 8},
-                     {"PF", 0}};
-  e.nonnegative = {"CAUSAL", "BSHD", "RING", "PF"};
+                     {"PF", 0},      {"VROWS", 1}};
+  e.nonnegative = {"CAUSAL", "BSHD", "RING", "PF", "VROWS"};
   e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"RING", {0, 2, 3}}, {"LANES", {4, 8, 16}},
-               {"PF", {0, 1}}};
+               {"PF", {0, 1}},     {"VROWS", {0, 1}}};
   e.dtypes = {Float(16), BFloat(16)};
   e.knobs = {{"SPLIT", {256, 512, 1024}},
              {"RING", {0, 2, 3}},
              {"LANES", {4, 8, 16}},
              {"ROWS", {2, 4, 8}},
-             {"PF", {0, 1}}};
+             {"PF", {0, 1}},
+             {"VROWS", {0, 1}}};
   e.build = [](const ShapeParams &p, DataType dtype) {
     DecodeSchedule k;
     k.split_keys = p.at("SPLIT");
@@ -887,6 +926,7 @@ ScheduleEntry attention_decode_entry() {
     k.lanes = p.at("LANES");
     k.rows = p.at("ROWS");
     k.prefetch = p.at("PF") != 0;
+    k.v_rows = p.at("VROWS") != 0;
     return attention_decode(attention_shape(p), dtype, k);
   };
   return e;

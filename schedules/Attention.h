@@ -98,6 +98,12 @@ struct DecodeSchedule {
   /// ring 0: each thread's rows contiguous and a stretch's rows one register copy, pipelined
   /// over 2 copies (the next stretch's loads issued before this one's arithmetic).
   bool prefetch = false;
+  /// P V's layout. true (where it applies: ring 0, no prefetch, the block's g x Sq x D outputs
+  /// a multiple of its 128 threads): V's rows read as K's, `lanes` threads a row (D / lanes
+  /// contiguous columns each), threadIdx.y and the stretch walking the keys; each thread's
+  /// partial sums into shared memory, added across threadIdx.y by the threads of the outputs.
+  /// false: a key a thread along x (D / (128 / lanes) columns along y), summed by shuffles.
+  bool v_rows = true;
 };
 
 /// Decoding: a few queries against a long key/value cache, the keys split into chunks of

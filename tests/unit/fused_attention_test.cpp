@@ -748,6 +748,8 @@ TEST(FusedAttention, RegisteredDecodingOnTheExecutor) {
     ScheduledProgram p = attention_decode(c.shape, c.dtype, {c.split});
     LoweredModule m = lower(p.schedule, p.args);
     ASSERT_EQ(m.funcs.size(), 2u) << to_string(m);
+    // P V reads V's rows as the scores read K's (VROWS=1), its partials across y in shared.
+    EXPECT_NE(to_string(m).find("allocate(op.local.rf, float32"), std::string::npos);
     CheckProblem pb = make_check_problem(p.args, 3, 5);
     std::vector<double> want =
         textbook_attention(c.shape, pb.inputs[0].values, pb.inputs[1].values, pb.inputs[2].values);
@@ -755,6 +757,17 @@ TEST(FusedAttention, RegisteredDecodingOnTheExecutor) {
     for (size_t e = 0; e < want.size(); ++e)
       worst = std::max(worst, std::abs(pb.reference[e] - want[e]) / (1 + std::abs(want[e])));
     EXPECT_LT(worst, c.dtype == BFloat(16) ? 1.0 / 128 : 1.0 / 1024);
+    CheckResult r = check_on_cpu(p.schedule, p.args, 3);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
+  // P V's earlier layout (VROWS=0): a key a thread along x, the sums across x by shuffles.
+  for (const Case &c : {Case{grouped, 128, Float(16)}, Case{causal, 128, Float(16)}}) {
+    SCOPED_TRACE(describe(c.shape, c.split) + " VROWS=0");
+    DecodeSchedule k{c.split};
+    k.v_rows = false;
+    ScheduledProgram p = attention_decode(c.shape, c.dtype, k);
+    const std::string ir = to_string(lower(p.schedule, p.args));
+    EXPECT_NE(ir.find("@thread_allreduce(\"sum\", @address_of(op.red[0])"), std::string::npos);
     CheckResult r = check_on_cpu(p.schedule, p.args, 3);
     EXPECT_TRUE(r.compare.ok) << r.str();
   }
@@ -806,7 +819,9 @@ TEST(FusedAttention, RegisteredDecodingOnTheExecutor) {
     DecodeSchedule k{128, 0, 16, 8};
     k.prefetch = true;
     ScheduledProgram p = attention_decode(grouped, Float(16), k);
-    ScheduledProgram q = attention_decode(grouped, Float(16), {128});
+    DecodeSchedule shuffled{128};
+    shuffled.v_rows = false; // the layout the prefetch keeps
+    ScheduledProgram q = attention_decode(grouped, Float(16), shuffled);
     LoweredModule plain = lower(q.schedule, q.args);
     auto barriers = [](const LoweredModule &m) {
       const std::string ir = to_string(m);
