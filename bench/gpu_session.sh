@@ -62,7 +62,7 @@
 #             causal too), with a
 #             producer warpgroup, with the rows' logsumexp written),
 #             then attention_decode's knobs at the issue's
-#             decoding shape (ROWS 8, 16; PF 1 with ROWS 8 and 4; SPLIT 256), unchecked (not
+#             decoding shape (ROWS 8, VROWS 0; PF 1 with ROWS 8 and 4; SPLIT 256), unchecked (not
 #             among the default
 #             steps: it needs torch)
 #   profile   ncu --set full on one launch of gemm_tc at 4096^3 and of conv2d_wgmma on ResNet's
@@ -255,7 +255,7 @@ run_step() {
           python3 "$here/bench/attention_torch.py" --tessel ./tessel --rounds 1 --repeat 20 \
             --only prefill --prefill-knobs ,$knobs || return 1
         done &&
-        for knobs in ROWS=8 PF=1 PF=1,ROWS=4 ROWS=16 SPLIT=256; do
+        for knobs in ROWS=8 VROWS=0 PF=1,ROWS=8 PF=1,ROWS=4 SPLIT=256; do
           echo "attention_decode $knobs:"
           ./tessel run attention_decode --shape B=16,H=32,HKV=8,SK=32768,D=128,$knobs \
             --no-check --number 5 --repeat 20 || return 1

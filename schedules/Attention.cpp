@@ -538,8 +538,9 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
 ScheduledProgram attention_decode(const AttentionParams &a, DataType dtype,
                                   const DecodeSchedule &k) {
   auto [Q, K, V] = attention_operands(a, dtype, "attention_decode");
-  const int64_t split_keys = k.split_keys, lanes = k.lanes, rows_in_flight = k.rows;
   const int ring = k.ring;
+  const int64_t split_keys = k.split_keys, lanes = k.lanes,
+                rows_in_flight = k.rows ? k.rows : ring == 0 && !k.prefetch ? 16 : 8;
   user_check(lanes == 4 || lanes == 8 || lanes == 16, "attention_decode")
       << "a key row is shared by 4, 8 or 16 threads along threadIdx.x (LANES), not " << lanes;
   user_check(rows_in_flight >= 1 && rows_in_flight <= 16, "attention_decode")
@@ -899,7 +900,8 @@ ScheduleEntry attention_decode_entry() {
       "1 aligns the last query with the last key; BSHD as attention's; O is (B, H, SQ, D); "
       "RING 2 or 3 brings K's and V's rows through that many shared-memory tiles by cp.async "
       "(0, the default: straight to registers); LANES threads share a key row (4, 8, 16), each "
-      "loading ROWS rows of K and V in a stretch; PF 1 (RING 0): each thread's rows "
+      "loading ROWS rows of K and V in a stretch (0, the default: 16 straight to registers, 8 "
+      "through a ring or prefetched); PF 1 (RING 0): each thread's rows "
       "contiguous and the next stretch's loaded before this one's arithmetic (a register "
       "copy pipelined over 2 stages); VROWS 1 (the default, where RING 0, PF 0 and the "
       "group's outputs fill the 128 threads) reads V's rows as K's, LANES threads a row, "
@@ -907,16 +909,16 @@ ScheduleEntry attention_decode_entry() {
       "along x, summed by shuffles";
   e.default_shape = {{"B", 2},       {"H", 8},      {"HKV", 2},  {"SQ", 1},
                      {"SK", 4096},   {"D", 128},    {"CAUSAL", 0}, {"BSHD", 1},
-                     {"SPLIT", 512}, {"RING", 0},   {"LANES", 16}, {"ROWS", 8},
+                     {"SPLIT", 512}, {"RING", 0},   {"LANES", 16}, {"ROWS", 0},
                      {"PF", 0},      {"VROWS", 1}};
-  e.nonnegative = {"CAUSAL", "BSHD", "RING", "PF", "VROWS"};
+  e.nonnegative = {"CAUSAL", "BSHD", "RING", "PF", "VROWS", "ROWS"};
   e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"RING", {0, 2, 3}}, {"LANES", {4, 8, 16}},
                {"PF", {0, 1}},     {"VROWS", {0, 1}}};
   e.dtypes = {Float(16), BFloat(16)};
   e.knobs = {{"SPLIT", {256, 512, 1024}},
              {"RING", {0, 2, 3}},
              {"LANES", {4, 8, 16}},
-             {"ROWS", {2, 4, 8}},
+             {"ROWS", {0, 4, 8, 16}},
              {"PF", {0, 1}},
              {"VROWS", {0, 1}}};
   e.build = [](const ShapeParams &p, DataType dtype) {
