@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Decoding's first kernel (`tessel cuda attention_decode`) with each stretch's row loads issued
 before its arithmetic, each row in its own registers; `tessel run attention_decode --cuda` times
-it (bench/RESULTS.md 2026-11-28, 10:55). MODE: K (the K pass), V (the V pass) or KV.
+it (bench/RESULTS.md 2026-11-28, 10:15). MODE: K (the K pass), V (the V pass) or KV.
 
     python3 bench/decode_hoist_experiment.py MODE in.cu out.cu
 """
