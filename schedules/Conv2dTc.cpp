@@ -334,11 +334,11 @@ ScheduledProgram conv2d_wgmma(const Conv2dTcShape &sh) {
 ScheduledProgram conv2d_wgmma(const Conv2dTcShape &sh, const GemmWgmmaTiles &t,
                               const WgmmaEpilogue *epilogue) {
   check_shape(sh);
-  // The reduction is walked tap by tap, C channels each: the K step must divide C. Split-K's
-  // parts are whole taps (conv2d_tc_definition checks).
   user_check(t.cluster != 2, "conv2d_wgmma")
       << "clusters along N (cluster=2, knob CL=2) would multicast x's tile, which TMA's im2col "
          "copies cannot; use CL=1 (along M, the filter's tile multicast) or CL=0";
+  // The reduction is walked tap by tap, C channels each: the K step must divide C. Split-K's
+  // parts are whole taps (conv2d_tc_definition checks).
   GemmWgmmaTiles whole = t;
   whole.split_k = 1;
   check_gemm_wgmma_tiles("conv2d_wgmma", sh.gemm_m(), sh.out_channels, sh.in_channels, whole,
@@ -459,7 +459,8 @@ ScheduleEntry wgmma_conv_entry(const char *name, const char *description, int64_
   ScheduleEntry e = conv2d_tc_entry();
   e.name = name;
   e.description = description;
-  for (const char *knob : {"BM", "BN", "S", "G", "SK", "TMA", "WS", "P", "PB", "PP", "CL", "CS"}) {
+  for (const char *knob :
+       {"BM", "BN", "S", "G", "SK", "TMA", "WS", "P", "PB", "PP", "CL", "CS"}) {
     e.default_shape[knob] = std::string(knob) == "TMA" || std::string(knob) == "WS" ? 1 : 0;
     e.nonnegative.push_back(knob);
   }
@@ -487,9 +488,9 @@ ScheduleEntry conv2d_wgmma_entry() {
       "(the default) issues the TMA copies from a producer warpgroup (warp roles); P=0 (the "
       "default) makes it persistent at 1 to 8 waves, P=1 always (PB blocks; 0: 132), P=2 never; "
       "PP=0 (the default) has ping-pong consumers where persistent blocks are 128 wide, PP=1 "
-      "always, PP=2 never; CL=1 makes clusters of CS (0: 2) blocks along M multicasting the filter's "
-      "tile by TMA (0, the default: none); Y16=1 writes y as float16 (rounded from the float32 sum, as cuDNN's "
-      "fp16 convolutions do)",
+      "always, PP=2 never; CL=1 makes clusters of CS (0: 2) blocks along M multicasting the "
+      "filter's tile by TMA (0, the default: none); Y16=1 writes y as float16 (rounded from the "
+      "float32 sum, as cuDNN's fp16 convolutions do)",
       0);
   e.build = [](const ShapeParams &p, DataType in) {
     auto [sh, t] = wgmma_conv_from_knobs(p, in);
