@@ -677,45 +677,51 @@ ScheduledProgram attention_decode(const AttentionParams &a, DataType dtype,
   };
   IterVar block;
   const bool v_rows = k.v_rows && ring == 0 && !k.prefetch && (g * a.Sq * a.D) % 128 == 0;
+  // With v_rows, P V as the scores read K: a V row per `lanes` threads along x (D / lanes
+  // columns each, one 16-byte load at D = 128), threadIdx.y and the stretch walking the keys
+  // (key = jo Y + y). Each thread's partial sums over its keys (RL, in registers) go to shared
+  // memory (rf, one per y); op adds the Y partials of its outputs (OL, a register), the block's
+  // g x Sq x D outputs spread over its threads.
+  Tensor OL, rows_rf;
   if (v_rows) {
-    // P V as the scores read K: a V row per `lanes` threads along x (D / lanes columns each,
-    // one 16-byte load at D = 128), threadIdx.y and the stretch walking the keys (key = jo Y +
-    // y). Each thread's partial sums over its keys (RL, in registers) go to shared memory (rf,
-    // one per y); op adds the Y partials of its outputs (OL, a register), the block's g x Sq x
-    // D outputs spread over its threads.
-    Tensor OL = s.cache_write(op, "local");
+    OL = s.cache_write(op, "local");
     auto [jo, jy] = s[OL].split(s[OL].reduce_axis()[0], y_threads);
     (void)jo;
-    Tensor rf = s.rfactor(OL, jy);
-    auto [p, b, h, i, dd] = s[op].axes<5>();
-    auto [hkv, hg] = s[op].split(h, g);
-    block = s[op].fuse(s[op].fuse(p, b), hkv);
-    s[op].bind(block, thread_axis("blockIdx.x"));
+    rows_rf = s.rfactor(OL, jy);
+  }
+  auto [p, b, h, i, dd] = s[op].axes<5>();
+  auto [hkv, hg] = s[op].split(h, g);
+  block = s[op].fuse(s[op].fuse(p, b), hkv);
+  s[op].bind(block, thread_axis("blockIdx.x"));
+  // A thread's partial sums (`x`: axes (part, p, b, h, i, d)) over stretches of rows_in_flight
+  // rows, unrolled so that a stretch's loads can be in flight together.
+  auto stretches = [&](const Tensor &x) {
+    auto ax = s[x].op_axis();
+    auto [jo, ji] = s[x].split(s[x].reduce_axis()[0], rows_in_flight);
+    s[x].reorder({ax[0], ax[1], ax[2], jo, ji, ax[3], ax[4], ax[5]});
+    s[x].unroll(ji);
+    return std::pair{jo, ji};
+  };
+  Tensor VL;
+  if (v_rows) {
     IterVar f = s[op].fuse(s[op].fuse(hg, i), dd);
     auto [fo, ft] = s[op].split(f, 128);
     auto [fy, fx] = s[op].split(ft, lanes);
     (void)fo;
     s[op].bind(fy, ty).bind(fx, tx);
     s[OL].compute_at(s[op], fx);
-    Tensor RL = s.cache_write(rf, "local");
-    s[rf].compute_at(s[op], block).set_scope("shared");
-    auto rx = s[rf].op_axis(); // (y, p, b, h, i, d)
-    auto [rdx, rds] = s[rf].split(rx[5], a.D / lanes);
-    s[rf].reorder({rx[0], rdx, rx[1], rx[2], rx[3], rx[4], rds});
-    s[rf].bind(rx[0], ty).bind(rdx, tx);
-    s[RL].compute_at(s[rf], rdx);
-    auto lx = s[RL].op_axis();
-    auto [ljo, lji] = s[RL].split(s[RL].reduce_axis()[0], rows_in_flight);
-    s[RL].reorder({lx[0], lx[1], lx[2], ljo, lji, lx[3], lx[4], lx[5]});
-    s[RL].unroll(lji);
-    Tensor VL = s.cache_read(V, "local", {RL});
+    Tensor RL = s.cache_write(rows_rf, "local");
+    s[rows_rf].compute_at(s[op], block).set_scope("shared");
+    auto rx = s[rows_rf].op_axis(); // (y, p, b, h, i, d)
+    auto [rdx, rds] = s[rows_rf].split(rx[5], a.D / lanes);
+    s[rows_rf].reorder({rx[0], rdx, rx[1], rx[2], rx[3], rx[4], rds});
+    s[rows_rf].bind(rx[0], ty).bind(rdx, tx);
+    s[RL].compute_at(s[rows_rf], rdx);
+    auto [ljo, lji] = stretches(RL);
+    (void)ljo;
+    VL = s.cache_read(V, "local", {RL});
     s[VL].compute_at(s[RL], lji);
-    vectorize_rows(VL);
   } else {
-    auto [p, b, h, i, dd] = s[op].axes<5>();
-    auto [hkv, hg] = s[op].split(h, g);
-    block = s[op].fuse(s[op].fuse(p, b), hkv);
-    s[op].bind(block, thread_axis("blockIdx.x"));
     IterVar jo, jx;
     if (k.prefetch) // each thread's keys contiguous, so that a stretch's copy is its rows
       std::tie(jx, jo) = s[op].split_nparts(s[op].reduce_axis()[0], lanes);
@@ -727,11 +733,8 @@ ScheduledProgram attention_decode(const AttentionParams &a, DataType dtype,
     s[op].reorder({block, dy, hg, i, ds});
     s[op].bind(dy, ty).bind(s[op].reduce_axis()[0], tx);
     s[rf].compute_at(s[op], dy).set_scope("local");
-    auto rx = s[rf].op_axis();
-    auto [rjo, rji] = s[rf].split(s[rf].reduce_axis()[0], rows_in_flight);
-    s[rf].reorder({rx[0], rx[1], rx[2], rjo, rji, rx[3], rx[4], rx[5]});
-    s[rf].unroll(rji);
-    Tensor VL = staged(V, rf, rjo);
+    auto [rjo, rji] = stretches(rf);
+    VL = staged(V, rf, rjo);
     if (k.prefetch) { // the next stretch's rows loaded before this one's arithmetic
       s[VL].compute_at(s[rf], rjo);
       s[VL].pipeline(2);
@@ -739,8 +742,8 @@ ScheduledProgram attention_decode(const AttentionParams &a, DataType dtype,
     } else {
       s[VL].compute_at(s[rf], rji);
     }
-    vectorize_rows(VL);
   }
+  vectorize_rows(VL);
   {
     s[S].compute_at(s[op], block).set_scope("shared");
     auto [p, b, h, i, j] = s[S].axes<5>();
