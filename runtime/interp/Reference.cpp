@@ -1,12 +1,17 @@
 // The reference evaluator. Each compute body is compiled once into a closure tree (one virtual
-// call per node, variables in a flat frame of slots), so an element costs no map lookups. A load whose indices are affine in the loop variables and provably inside the tensor
-// (interval bounds over the loop domains) becomes one dot product with no per-element check;
-// other loads evaluate and check each index.
+// call per node, variables in a flat frame of slots), so an element costs no map lookups. A
+// load whose indices are affine in the loop variables and provably inside the tensor (interval
+// bounds over the loop domains) becomes one dot product with no per-element check; other loads
+// evaluate and check each index. A float sum of two loads over the last reduce axis (every
+// contraction, and its magnitude) runs as a strided loop over the operands, with no closure
+// call per term: that is most of what every executor test's check costs.
 #include "runtime/interp/Reference.h"
 
+#include "compiler/ir/IREquality.h"
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
 #include "compiler/ir/Intrinsics.h"
+#include "compiler/ir/Substitute.h"
 #include "compiler/support/Error.h"
 #include "compiler/te/Operation.h"
 #include "runtime/Half.h"
@@ -295,6 +300,82 @@ bool add_scaled(Affine &a, const Affine &b, int64_t k) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Dot products
+// ---------------------------------------------------------------------------------------------
+
+/// e's coefficient of `k` where e is linear in it (free of k, k itself, a sum or difference of
+/// linear terms, or a constant times one); nullopt otherwise.
+std::optional<int64_t> linear_coefficient(const Expr &e, const Variable *k) {
+  if (!uses_var(e, [k](const Variable *v) { return v == k; }))
+    return 0;
+  if (e.as<Variable>())
+    return 1; // k itself
+  auto both = [&](const Expr &a, const Expr &b, int64_t sign) -> std::optional<int64_t> {
+    auto x = linear_coefficient(a, k), y = linear_coefficient(b, k);
+    int64_t r;
+    if (!x || !y || __builtin_mul_overflow(*y, sign, &r) || __builtin_add_overflow(*x, r, &r))
+      return std::nullopt;
+    return r;
+  };
+  if (const auto *op = e.as<Add>())
+    return both(op->a, op->b, 1);
+  if (const auto *op = e.as<Sub>())
+    return both(op->a, op->b, -1);
+  if (const auto *op = e.as<Mul>()) {
+    auto scaled = [&](const Expr &x, const Expr &c) -> std::optional<int64_t> {
+      auto f = linear_coefficient(x, k);
+      auto v = as_const_int(c);
+      int64_t r;
+      if (!f || !v || __builtin_mul_overflow(*f, *v, &r))
+        return std::nullopt;
+      return r;
+    };
+    return as_const_int(op->b) ? scaled(op->a, op->b) : scaled(op->b, op->a);
+  }
+  if (const auto *op = e.as<Cast>(); op && op->type.is_integer_like() && !op->type.is_bool())
+    return linear_coefficient(op->value, k);
+  return std::nullopt;
+}
+
+/// One operand of a dot product: a float tensor read at indices linear in the reduction's last
+/// axis k, so that its elements over k are one strided run.
+struct DotOperand {
+  const TensorData *t = nullptr;
+  std::vector<CodePtr> idx;  ///< the indices, evaluated at both ends of k
+  std::vector<int64_t> coef; ///< each index's coefficient of k
+  bool absolute = false;     ///< the value's magnitude, max(v, 0 - v)
+
+  /// The run's first offset and its step, where k (the frame's slot `k`) runs over [lo, hi];
+  /// false where an end lies outside the tensor or the indices at k = hi are not those at lo
+  /// plus coef times (hi - lo) (an index that wrapped), for the caller to evaluate the
+  /// elements one by one (which reports a read outside the tensor).
+  bool locate(Scalar *fr, int k, int64_t lo, int64_t hi, int64_t &first, int64_t &step) const {
+    first = step = 0;
+    for (size_t d = 0; d < idx.size(); ++d) {
+      fr[k].i = lo;
+      const int64_t a = idx[d]->eval(fr).i;
+      fr[k].i = hi;
+      const int64_t b = idx[d]->eval(fr).i, n = t->shape[d];
+      int64_t span;
+      if (a < 0 || a >= n || b < 0 || b >= n || __builtin_mul_overflow(coef[d], hi - lo, &span) ||
+          b - a != span)
+        return false;
+      first += a * t->strides[d];
+      step += coef[d] * t->strides[d];
+    }
+    return true;
+  }
+};
+
+/// sum(x * y) over the reduction's last axis: what the closure tree computes, a product in
+/// double added in double at each k in order, without a virtual call per node. Contractions
+/// (GEMM, convolution's implicit GEMM, attention's two products) and their magnitudes (the
+/// sums of |x| |y| the tolerances scale with) spend nearly all of a reference's time there.
+struct DotProduct {
+  DotOperand x, y;
+};
+
+// ---------------------------------------------------------------------------------------------
 // Compiling a compute body
 // ---------------------------------------------------------------------------------------------
 
@@ -315,6 +396,9 @@ public:
   CodePtr compile(const Expr &e);
   /// Whether e's float value is always exactly a value of its type.
   bool exact(const Expr &e) const;
+  /// The dot product a sum's `source` is over its last axis `k`: two float loads (through
+  /// widening casts that change nothing) multiplied, each index linear in k; null otherwise.
+  std::unique_ptr<DotProduct> dot_product(const Expr &source, const Var &k);
 
 private:
   int new_slot(const Var &v) {
@@ -413,6 +497,7 @@ private:
 
     ReduceLoop rl;
     CodePtr body, cond, init;
+    std::unique_ptr<DotProduct> dot;
     const Reduce *red = op->reduction();
     if (red) {
       rl.combiner = red->combiner;
@@ -436,6 +521,9 @@ private:
         cond = bc.compile(red->condition);
       rl.source = body.get();
       rl.cond = cond.get();
+      if (red->combiner == Reduce::Sum && td->dtype.is_float() && !cond)
+        dot = bc.dot_product(red->source, red->axis.back().var());
+      rl.dot = dot.get();
     } else {
       body = bc.compile(op->body);
     }
@@ -571,6 +659,7 @@ private:
     Scalar init = int_value(0);
     const Code *init_value = nullptr; ///< an initial value per element; null: `init`
     const Code *source = nullptr, *cond = nullptr; ///< cond is null when always true
+    const DotProduct *dot = nullptr; ///< a float sum's source as a dot product over the last axis
     int first_slot = 0;                            ///< the reduce axes' slots follow
     std::vector<int64_t> mins, ends;
   };
@@ -596,12 +685,61 @@ private:
     }
   }
 
+  /// A float sum whose source is r.dot: the outer axes as reduce_loop walks them, the last one
+  /// a strided run of each operand (the closure tree where an operand cannot be located).
+  static Scalar dot_loop(const ReduceLoop &r, Scalar *fr) {
+    double acc = (r.init_value ? r.init_value->eval(fr) : r.init).f;
+    const DotProduct &dot = *r.dot;
+    Scalar *ax = fr + r.first_slot;
+    const size_t n = r.mins.size(), last = n - 1;
+    const int k = r.first_slot + int(last);
+    const int64_t lo = r.mins[last], hi = r.ends[last] - 1;
+    for (size_t a = 0; a < last; ++a)
+      ax[a].i = r.mins[a];
+    while (true) {
+      int64_t xo, xs, yo, ys;
+      if (dot.x.locate(fr, k, lo, hi, xo, xs) && dot.y.locate(fr, k, lo, hi, yo, ys)) {
+        const Scalar *x = dot.x.t->values.data() + xo, *y = dot.y.t->values.data() + yo;
+        auto run = [&](auto abs_x, auto abs_y) {
+          for (int64_t e = 0; e <= hi - lo; ++e) {
+            double a = x[e * xs].f, b = y[e * ys].f;
+            if constexpr (abs_x)
+              a = std::fmax(a, 0.0 - a);
+            if constexpr (abs_y)
+              b = std::fmax(b, 0.0 - b);
+            const double p = a * b;
+            acc += p;
+          }
+        };
+        using Yes = std::true_type;
+        using No = std::false_type;
+        if (dot.x.absolute)
+          dot.y.absolute ? run(Yes{}, Yes{}) : run(Yes{}, No{});
+        else
+          dot.y.absolute ? run(No{}, Yes{}) : run(No{}, No{});
+      } else {
+        for (fr[k].i = lo; fr[k].i <= hi; ++fr[k].i)
+          acc += r.source->eval(fr).f;
+      }
+      size_t a = last;
+      for (; a > 0; --a) {
+        if (++ax[a - 1].i < r.ends[a - 1])
+          break;
+        ax[a - 1].i = r.mins[a - 1];
+      }
+      if (a == 0)
+        return float_value(acc);
+    }
+  }
+
   /// One output element of a reduction. Floats combine in double; integers wrap to the type.
   static Scalar reduce(const ReduceLoop &r, Scalar *fr) {
     const DataType t = r.type;
     const bool fl = t.is_float(), u = t.is_uint();
     switch (r.combiner) {
     case Reduce::Sum:
+      if (r.dot)
+        return dot_loop(r, fr);
       if (fl)
         return reduce_loop(r, fr, [](Scalar a, Scalar b) { return float_value(a.f + b.f); });
       return reduce_loop(r, fr, [t](Scalar a, Scalar b) {
@@ -829,6 +967,46 @@ CodePtr BodyCompiler::compile_load(const TensorLoad *op) {
   for (const Expr &i : op->indices)
     idx.push_back(compile(i));
   return checked_load(&td, std::move(idx), name_);
+}
+
+std::unique_ptr<DotProduct> BodyCompiler::dot_product(const Expr &source, const Var &k) {
+  const auto *mul = source.as<Mul>();
+  if (!mul || !source.type().is_float())
+    return nullptr;
+  auto operand = [&](Expr e, DotOperand &o) {
+    // |v| as the magnitudes' definitions write it (Magnitude.cpp): max(v, 0 - v).
+    if (const auto *m = e.as<Max>()) {
+      const auto *neg = m->b.as<Sub>();
+      std::optional<double> zero = neg ? as_const_float(neg->a) : std::nullopt;
+      if (!zero || *zero != 0 || !structural_equal(m->a, neg->b))
+        return false;
+      o.absolute = true;
+      e = m->a;
+    }
+    // A widening cast of an exact value is the value (compile_cast skips it too).
+    while (const auto *c = e.as<Cast>()) {
+      if (!c->type.is_float() || !c->value.type().is_float() ||
+          !float_contains(c->type, c->value.type()) || !exact(c->value))
+        return false;
+      e = c->value;
+    }
+    const auto *load = e.as<TensorLoad>();
+    if (!load || !load->type.is_float())
+      return false;
+    o.t = &ev_.data(Evaluator::storage_of(load->tensor));
+    for (const Expr &i : load->indices) {
+      std::optional<int64_t> c = linear_coefficient(i, k.get());
+      if (!c)
+        return false;
+      o.coef.push_back(*c);
+      o.idx.push_back(compile(i));
+    }
+    return o.idx.size() == o.t->shape.size();
+  };
+  auto dot = std::make_unique<DotProduct>();
+  if (!operand(mul->a, dot->x) || !operand(mul->b, dot->y))
+    return nullptr;
+  return dot;
 }
 
 std::optional<Affine> BodyCompiler::affine(const Expr &e) const {

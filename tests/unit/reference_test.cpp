@@ -5,6 +5,7 @@
 #include "TestUtil.h"
 #include "compiler/te/Compute.h"
 #include "runtime/Half.h"
+#include "runtime/interp/Magnitude.h"
 #include "schedules/Conv2dTensorCoreTutorial.h"
 #include "schedules/Gemm.h"
 
@@ -229,6 +230,66 @@ TEST(Reference, OutOfRangeReadIsAnErrorNamingTensorAndIndex) {
   IterVar k = reduce_axis({0, 3}, "k");
   Tensor R = compute({8}, [&](Var i) { return sum(A(i + k), {k}); }, "R");
   test::expect_error([&] { evaluate_reference(R, {{A, a}}); }, {"'R' reads 'A' at [8]"});
+}
+
+// A float sum of two loads whose indices are linear in the last reduce axis runs as a strided
+// dot product: grouped heads (h / 2, not affine), a reversed and a strided index, two reduce
+// axes (the outer walked one by one), a computed operand, the magnitudes' |x| |y|. Each must be
+// what the textbook loop gives, to the last bit (same order, all in double); reads past the end
+// and wrapped indices are still reported as the element-by-element evaluation reports them.
+TEST(Reference, DotProductsOverTheLastAxis) {
+  const int64_t H = 4, S = 6, D = 16;
+  Tensor Q = placeholder({H, S, D}, Float(16), "Q"), K = placeholder({H / 2, 2 * S + 1, D}, BFloat(16), "K");
+  IterVar d = reduce_axis({0, D}, "d");
+  Tensor Sc = compute({H, S, S}, [&](Var h, Var i, Var j) {
+    return sum(Q(h, i, d).astype(Float(32)) * K(h / 2, 2 * j + 1, int(D - 1) - Expr(d)).astype(Float(32)), {d});
+  }, "Sc");
+  HostTensor q = random_tensor(Q, 21), k = random_tensor(K, 22);
+  std::vector<double> sc = evaluate_reference(Sc, {{Q, q}, {K, k}});
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < S; ++i)
+      for (int64_t j = 0; j < S; ++j) {
+        double e = 0;
+        for (int64_t dd = 0; dd < D; ++dd)
+          e += q.values[size_t((h * S + i) * D + dd)] *
+               k.values[size_t(((h / 2) * (2 * S + 1) + 2 * j + 1) * D + D - 1 - dd)];
+        EXPECT_EQ(sc[size_t((h * S + i) * S + j)], e) << h << " " << i << " " << j;
+      }
+
+  // Two reduce axes; the second operand a computed tensor (exact: a cast), read transposed.
+  IterVar r = reduce_axis({0, 3}, "r"), c = reduce_axis({0, 5}, "c");
+  Tensor A = placeholder({4, 3, 5}, Float(32), "A"), B = placeholder({5, 3}, Float(16), "B");
+  Tensor Bh = compute({3, 5}, [&](Var x, Var y) { return B(y, x).astype(Float(32)); }, "Bh");
+  Tensor R = compute({4}, [&](Var i) { return sum(A(i, r, c) * Bh(r, c), {r, c}); }, "R");
+  HostTensor a = random_tensor(A, 23), b = random_tensor(B, 24);
+  std::vector<double> rr = evaluate_reference(R, {{A, a}, {B, b}});
+  Tensor Rm = magnitude_of(R);
+  std::vector<double> rm = evaluate_reference(Rm, {{A, a}, {B, b}});
+  for (int64_t i = 0; i < 4; ++i) {
+    double e = 0, m = 0;
+    for (int64_t x = 0; x < 3; ++x)
+      for (int64_t y = 0; y < 5; ++y) {
+        double u = a.values[size_t((i * 3 + x) * 5 + y)], v = b.values[size_t(y * 3 + x)];
+        e += u * v;
+        m += std::fabs(u) * std::fabs(v);
+      }
+    EXPECT_EQ(rr[size_t(i)], e) << i;
+    EXPECT_EQ(rm[size_t(i)], m) << i;
+  }
+
+  // Past the end at the run's far end, and an int8 index that wraps inside the run.
+  Tensor X = placeholder({8}, Float(32), "X");
+  HostTensor x = random_tensor(X, 25);
+  IterVar kk = reduce_axis({0, 3}, "kk");
+  Tensor P = compute({8}, [&](Var i) { return sum(X(i + kk) * X(kk), {kk}); }, "P");
+  test::expect_error([&] { evaluate_reference(P, {{X, x}}); }, {"'P' reads 'X' at [8]"});
+  IterVar w = reduce_axis({0, 40}, "w");
+  Tensor Y = placeholder({256}, Float(32), "Y");
+  Tensor Wr = compute({1}, [&](Var) {
+    return sum(Y(cast(Int(8), w * 4 + 100)) * Y(w), {w});
+  }, "Wr");
+  test::expect_error([&] { evaluate_reference(Wr, {{Y, random_tensor(Y, 26)}}); },
+                     {"'Wr' reads 'Y' at [-128]"});
 }
 
 TEST(Reference, InputMistakesAreErrors) {
