@@ -5,6 +5,7 @@
 #include "compiler/lower/LoweredFunc.h"
 #include "runtime/interp/Executor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <sstream>
@@ -43,18 +44,27 @@ inline std::string exact_gemm_mismatch(const LoweredModule &m, int64_t M, int64_
       interp::HostBuffer::from_doubles(Float(32), std::vector<double>(M * N, NAN));
   interp::execute(m, {&A, &B, &C});
   std::vector<double> c = C.to_doubles();
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < N; ++j) {
-      double ref = 0;
-      for (int64_t k = 0; k < K; ++k)
-        ref += at(i, k) * bt(k, j);
-      if (c[i * N + j] != ref) {
+  // C's rows from B's rows (K x N, contiguous): each element still sums its terms in the order
+  // of k.
+  std::vector<double> bkn(static_cast<size_t>(K * N)), ref(static_cast<size_t>(N));
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t j = 0; j < N; ++j)
+      bkn[size_t(k * N + j)] = bt(k, j);
+  for (int64_t i = 0; i < M; ++i) {
+    std::fill(ref.begin(), ref.end(), 0.0);
+    for (int64_t k = 0; k < K; ++k) {
+      const double x = at(i, k), *row = &bkn[size_t(k * N)];
+      for (int64_t j = 0; j < N; ++j)
+        ref[size_t(j)] += x * row[j];
+    }
+    for (int64_t j = 0; j < N; ++j)
+      if (c[i * N + j] != ref[size_t(j)]) {
         std::ostringstream os;
-        os << "C[" << i << ", " << j << "] = " << c[i * N + j] << ", expected " << ref
+        os << "C[" << i << ", " << j << "] = " << c[i * N + j] << ", expected " << ref[size_t(j)]
            << " (M=" << M << " N=" << N << " K=" << K << ")";
         return os.str();
       }
-    }
+  }
   return "";
 }
 
