@@ -671,18 +671,22 @@ private:
     const size_t n = r.mins.size();
     for (size_t k = 0; k < n; ++k)
       ax[k].i = r.mins[k];
-    while (true) {
+    do {
       if (!r.cond || r.cond->eval(fr).i)
         acc = combine(acc, r.source->eval(fr));
-      size_t k = n;
-      for (; k > 0; --k) {
-        if (++ax[k - 1].i < r.ends[k - 1])
-          break;
-        ax[k - 1].i = r.mins[k - 1];
-      }
-      if (k == 0)
-        return acc;
+    } while (advance(r, ax, n));
+    return acc;
+  }
+
+  /// The next point of the first `n` reduce axes (`ax`, the last fastest); false, every axis
+  /// back at its min, after the last.
+  static bool advance(const ReduceLoop &r, Scalar *ax, size_t n) {
+    for (size_t k = n; k > 0; --k) {
+      if (++ax[k - 1].i < r.ends[k - 1])
+        return true;
+      ax[k - 1].i = r.mins[k - 1];
     }
+    return false;
   }
 
   /// A float sum whose source is r.dot: the outer axes as reduce_loop walks them, the last one
@@ -696,7 +700,7 @@ private:
     const int64_t lo = r.mins[last], hi = r.ends[last] - 1;
     for (size_t a = 0; a < last; ++a)
       ax[a].i = r.mins[a];
-    while (true) {
+    do {
       int64_t xo, xs, yo, ys;
       if (dot.x.locate(fr, k, lo, hi, xo, xs) && dot.y.locate(fr, k, lo, hi, yo, ys)) {
         const Scalar *x = dot.x.t->values.data() + xo, *y = dot.y.t->values.data() + yo;
@@ -721,15 +725,8 @@ private:
         for (fr[k].i = lo; fr[k].i <= hi; ++fr[k].i)
           acc += r.source->eval(fr).f;
       }
-      size_t a = last;
-      for (; a > 0; --a) {
-        if (++ax[a - 1].i < r.ends[a - 1])
-          break;
-        ax[a - 1].i = r.mins[a - 1];
-      }
-      if (a == 0)
-        return float_value(acc);
-    }
+    } while (advance(r, ax, last));
+    return float_value(acc);
   }
 
   /// One output element of a reduction. Floats combine in double; integers wrap to the type.
