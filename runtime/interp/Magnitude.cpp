@@ -1,5 +1,6 @@
 #include "runtime/interp/Magnitude.h"
 
+#include "compiler/ir/IREquality.h"
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
 #include "compiler/ir/Intrinsics.h"
@@ -228,5 +229,12 @@ private:
 } // namespace
 
 Tensor magnitude_of(const Tensor &t) { return MagnitudeBuilder().of(t); }
+
+Expr absolute_operand(const Expr &e) {
+  const auto *m = e.as<Max>();
+  const auto *neg = m ? m->b.as<Sub>() : nullptr;
+  std::optional<double> zero = neg ? as_const_float(neg->a) : std::nullopt;
+  return zero && *zero == 0 && structural_equal(m->a, neg->b) ? m->a : Expr();
+}
 
 } // namespace tessel

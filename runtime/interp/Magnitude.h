@@ -23,4 +23,8 @@ namespace tessel {
 /// tessel::Error.
 Tensor magnitude_of(const Tensor &t);
 
+/// x where `e` is |x| as magnitude_of writes it (max(x, 0 - x) in float64), else undefined: for
+/// an evaluator that runs those absolute values without evaluating the expression.
+Expr absolute_operand(const Expr &e);
+
 } // namespace tessel

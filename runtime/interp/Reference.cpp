@@ -7,7 +7,6 @@
 // call per term: that is most of what every executor test's check costs.
 #include "runtime/interp/Reference.h"
 
-#include "compiler/ir/IREquality.h"
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
 #include "compiler/ir/Intrinsics.h"
@@ -16,6 +15,7 @@
 #include "compiler/te/Operation.h"
 #include "runtime/Half.h"
 #include "runtime/interp/HalfFloat.h"
+#include "runtime/interp/Magnitude.h"
 #include "runtime/interp/Machine.h"
 
 #include <llvm/ADT/ArrayRef.h>
@@ -971,14 +971,10 @@ std::unique_ptr<DotProduct> BodyCompiler::dot_product(const Expr &source, const 
   if (!mul || !source.type().is_float())
     return nullptr;
   auto operand = [&](Expr e, DotOperand &o) {
-    // |v| as the magnitudes' definitions write it (Magnitude.cpp): max(v, 0 - v).
-    if (const auto *m = e.as<Max>()) {
-      const auto *neg = m->b.as<Sub>();
-      std::optional<double> zero = neg ? as_const_float(neg->a) : std::nullopt;
-      if (!zero || *zero != 0 || !structural_equal(m->a, neg->b))
-        return false;
+    // |v| as the magnitudes' definitions write it.
+    if (Expr v = absolute_operand(e); v.defined()) {
       o.absolute = true;
-      e = m->a;
+      e = v;
     }
     // A widening cast of an exact value is the value (compile_cast skips it too).
     while (const auto *c = e.as<Cast>()) {

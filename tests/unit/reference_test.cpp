@@ -239,10 +239,12 @@ TEST(Reference, OutOfRangeReadIsAnErrorNamingTensorAndIndex) {
 // and wrapped indices are still reported as the element-by-element evaluation reports them.
 TEST(Reference, DotProductsOverTheLastAxis) {
   const int64_t H = 4, S = 6, D = 16;
-  Tensor Q = placeholder({H, S, D}, Float(16), "Q"), K = placeholder({H / 2, 2 * S + 1, D}, BFloat(16), "K");
+  Tensor Q = placeholder({H, S, D}, Float(16), "Q");
+  Tensor K = placeholder({H / 2, 2 * S + 1, D}, BFloat(16), "K");
   IterVar d = reduce_axis({0, D}, "d");
   Tensor Sc = compute({H, S, S}, [&](Var h, Var i, Var j) {
-    return sum(Q(h, i, d).astype(Float(32)) * K(h / 2, 2 * j + 1, int(D - 1) - Expr(d)).astype(Float(32)), {d});
+    Expr key = K(h / 2, 2 * j + 1, int(D - 1) - Expr(d)).astype(Float(32));
+    return sum(Q(h, i, d).astype(Float(32)) * key, {d});
   }, "Sc");
   HostTensor q = random_tensor(Q, 21), k = random_tensor(K, 22);
   std::vector<double> sc = evaluate_reference(Sc, {{Q, q}, {K, k}});
