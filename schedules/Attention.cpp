@@ -520,8 +520,9 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   }
   }
   // Causal, on every path: the key blocks every query of the block sees run without the mask,
-  // which only the diagonal blocks then evaluate.
-  if (a.causal && !a.overlap) // (the overlap takes a loop of one body)
+  // which only the diagonal blocks then evaluate (with the overlap, a branch around the mask's
+  // statement: its loop keeps one body).
+  if (a.causal)
     s[o_last].specialize(t);
 
   ScheduledProgram prog{s, {Q, K, V, O}, 3, 0};

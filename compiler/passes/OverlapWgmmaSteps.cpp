@@ -209,8 +209,7 @@ private:
     }
     if (fences.size() != 2 || commits.size() != 2)
       fail("its body must issue two wgmma groups (it issues ", fences.size(),
-           " at its top level; a loop that Stage::specialize split into two bodies is not "
-           "taken): mark the loop whose steps run both contractions");
+           " at its top level): mark the loop whose steps run both contractions");
     auto wait0 = [&](size_t i) {
       if (i >= list.size() || !is_intrinsic_stmt(list[i], intrinsic::wgmma_wait))
         fail("each wgmma group must be followed by its wgmma_wait");

@@ -13,8 +13,11 @@
 #include "compiler/support/Error.h"
 
 #include <llvm/ADT/DenseMap.h>
+#include <llvm/ADT/DenseSet.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -26,6 +29,7 @@ namespace tessel {
 namespace {
 
 constexpr const char *kSpecialize = "pragma_specialize";
+constexpr const char *kOverlapSteps = "pragma_overlap_steps"; // overlap_wgmma_steps' mark
 
 // Where a variable's value comes from, as seen from inside the specialized loop.
 enum class VarKind { Uniform, Bounded };
@@ -140,24 +144,36 @@ protected:
         }
       return IRMutator::visit(op);
     }
+    if (op->key == kOverlapSteps)
+      if (const auto *iv = std::get_if<IterVar>(&op->node))
+        overlapped_.insert(iv->var().get());
     if (op->key != kSpecialize)
       return IRMutator::visit(op);
     const auto *iv = std::get_if<IterVar>(&op->node);
     internal_check(iv) << "specialize without its IterVar";
     const Var t = iv->var();
+    // A loop whose steps overlap_wgmma_steps rotates must keep one body: its statements are
+    // unswitched one by one (the overlap's attr may sit outside this one or inside it).
+    bool overlapped = overlapped_.count(t.get()) != 0;
+    post_order_visit(op->body, [&](const IRNode *n) {
+      if (const auto *a = llvm::dyn_cast<AttrStmt>(n); a && a->key == kOverlapSteps)
+        if (const auto *o = std::get_if<IterVar>(&a->node); o && o->var().same_as(t))
+          overlapped = true;
+    });
     // The loop of t, wherever passes placed it inside the attr (a pipeline's prologue before it).
     struct Finder : IRMutator {
       Specializer &self;
       const Var &t;
-      Finder(Specializer &s, const Var &v) : self(s), t(v) {}
+      bool per_statement;
+      Finder(Specializer &s, const Var &v, bool p) : self(s), t(v), per_statement(p) {}
       Stmt visit(const For *f) override {
         if (!f->loop_var.same_as(t))
           return IRMutator::visit(f);
         Stmt body = self.mutate(f->body); // loops marked inside it first
         return For::make(f->loop_var, f->min, f->extent, f->for_kind,
-                         self.specialized(t, body), f->thread_tag);
+                         self.specialized(f, body, per_statement), f->thread_tag);
       }
-    } finder(*this, t);
+    } finder(*this, t, overlapped);
     return finder.mutate(op->body);
   }
 
@@ -189,8 +205,11 @@ protected:
   }
 
 private:
-  // `body` of the loop of t, unswitched on the predicate its conditions give (or unchanged).
-  Stmt specialized(const Var &t, const Stmt &body) {
+  // `body` of `loop`, without the conditions that hold on all of its iterations, unswitched on
+  // the predicate the other conditions give (as a whole, or statement by statement when
+  // `per_statement`), or unchanged.
+  Stmt specialized(const For *loop, const Stmt &body, bool per_statement) {
+    const Var &t = loop->loop_var;
     // The loops inside t: never uniform; bounded by their ranges' bounds where those are
     // finite (a column loop of extent min(row - 16 t + 1, 16) runs below 16).
     InnerLoops inner;
@@ -209,11 +228,11 @@ private:
           it->second = std::nullopt;
       }
     });
-    std::map<std::pair<int64_t, std::string>, Split> groups; // one predicate per (a, U)
-    std::vector<Expr> dropped;
+    std::vector<Expr> always, dropped; // atoms true on every iteration; on those P selects
+    std::vector<std::vector<Split>> dropped_splits; // each dropped atom's, normalized
     for (const Expr &c : conditions_of(body)) {
       for (const Expr &atom : conjuncts(c)) {
-        if (contains(dropped, atom))
+        if (contains(always, atom) || contains(dropped, atom))
           continue;
         std::optional<std::vector<Expr>> diffs = sufficient_differences(atom);
         if (!diffs)
@@ -238,77 +257,194 @@ private:
         }
         if (!ok || !about_t)
           continue;
-        for (Split s : splits) {
-          arith::LinearForm u = s.uniform;
-          int64_t c0 = u.constant + s.least;
-          u.constant = 0;
-          // a t + U + c0 >= 0 over the integers, divided by the gcd g of a and U's
-          // coefficients, is (a / g) t + U / g + floor(c0 / g) >= 0: comparisons of one block
-          // at different scales (t * 64 and t * 128 against the rows) fall in one group.
+        if (std::all_of(splits.begin(), splits.end(),
+                        [&](const Split &s) { return holds_on_every_step(loop, s); })) {
+          always.push_back(atom); // a causal fold's per-row guard inside its triangular loop
+          continue;
+        }
+        for (Split &s : splits) {
+          // a t + U + least >= 0 over the integers, divided by the gcd g of a and U's
+          // coefficients, is (a / g) t + U / g + floor((U's constant + least) / g) >= 0:
+          // comparisons of one block at different scales (t * 64 and t * 128 against the rows)
+          // fall in one group below.
+          int64_t c0 = s.uniform.constant + s.least;
+          s.uniform.constant = 0;
           int64_t g = std::abs(s.a);
-          for (const auto &[atom, coeff] : u.terms)
+          for (const auto &[atom, coeff] : s.uniform.terms)
             g = std::gcd(g, std::abs(coeff));
           if (g > 1) {
             s.a /= g;
-            for (auto &term : u.terms)
+            for (auto &term : s.uniform.terms)
               term.second /= g;
             c0 = arith::floordiv_int(c0, g);
           }
-          auto key = std::make_pair(s.a, to_string(arith::to_expr(u)));
-          auto [it, fresh] = groups.try_emplace(key, s);
-          it->second.uniform = u;
-          it->second.least = fresh ? c0 : std::min(it->second.least, c0);
+          s.least = c0;
         }
         dropped.push_back(atom);
+        dropped_splits.push_back(std::move(splits));
       }
     }
+    const Stmt kept = always.empty() ? body : Drop(always).mutate(body);
     if (dropped.empty())
-      return body;
-    Expr predicate;
-    for (const auto &[key, s] : groups) {
-      Expr p = make_const(t.type(), s.a) * t + arith::to_expr(s.uniform) +
-                   make_const(t.type(), s.least) >=
-               make_zero(t.type());
-      predicate = predicate.defined() ? predicate && p : p;
+      return kept;
+    // P for the dropped atoms of `x` (all of them: none given): a t + U + min least >= 0 for
+    // each (a, U) among their splits.
+    auto predicate_of = [&](const Stmt &x) {
+      const std::vector<Expr> atoms = x.defined() ? dropped_in(x, dropped) : dropped;
+      std::map<std::pair<int64_t, std::string>, Split> groups; // one predicate per (a, U)
+      for (size_t i = 0; i < dropped.size(); ++i) {
+        if (!contains(atoms, dropped[i]))
+          continue;
+        for (const Split &s : dropped_splits[i]) {
+          auto key = std::make_pair(s.a, to_string(arith::to_expr(s.uniform)));
+          auto [it, fresh] = groups.try_emplace(key, s);
+          it->second.least = std::min(it->second.least, s.least);
+        }
+      }
+      Expr predicate;
+      for (const auto &[key, s] : groups) {
+        Expr p = make_const(t.type(), s.a) * t + arith::to_expr(s.uniform) +
+                     make_const(t.type(), s.least) >=
+                 make_zero(t.type());
+        predicate = predicate.defined() ? predicate && p : p;
+      }
+      return arith::simplify(predicate);
+    };
+    Drop drop(dropped);
+    if (!per_statement)
+      return IfThenElse::make(predicate_of(Stmt()), with_fresh_bindings(drop.mutate(kept)),
+                              kept);
+    // Each run of statements that hold a dropped condition gets its own branch (the unrolled
+    // elements of a mask one branch); the body stays one sequence of statements (what
+    // overlap_wgmma_steps cuts at its wgmma groups). Allocations, lets and attrs around
+    // statements are looked through.
+    auto holds_dropped = [&](const Stmt &x) { return !dropped_in(x, dropped).empty(); };
+    // An if whose own condition alone holds the atoms is left as it is: a branch around it
+    // would only test P instead (a producer's guard of its refills).
+    auto needs_branch = [&](const Stmt &x) {
+      if (const auto *i = x.as<IfThenElse>())
+        return holds_dropped(i->then_case) ||
+               (i->else_case.defined() && holds_dropped(i->else_case));
+      return holds_dropped(x);
+    };
+    auto branch = [&](const Stmt &x) {
+      return IfThenElse::make(predicate_of(x), with_fresh_bindings(drop.mutate(x)), x);
+    };
+    std::function<Stmt(const Stmt &)> unswitch;
+    auto whole = [&](const Stmt &x) { // x unswitched, or branched around when a statement
+      Stmt y = unswitch(x);
+      return y.same_as(x) && needs_branch(x) ? branch(x) : y;
+    };
+    unswitch = [&](const Stmt &s) -> Stmt {
+      if (!holds_dropped(s))
+        return s;
+      if (const auto *q = s.as<Seq>()) {
+        // A run takes statements of its kind between two of its own too (a mask's elements
+        // that every query sees), so that the mask is one branch.
+        std::vector<Stmt> out, run, between;
+        auto flush = [&] {
+          if (!run.empty())
+            out.push_back(branch(Seq::make(std::move(run))));
+          run.clear();
+          out.insert(out.end(), between.begin(), between.end());
+          between.clear();
+        };
+        for (const Stmt &x : q->stmts) {
+          Stmt y = unswitch(x);
+          if (y.same_as(x) && needs_branch(x)) { // a statement to branch around
+            run.insert(run.end(), between.begin(), between.end());
+            between.clear();
+            run.push_back(x);
+          } else if (y.same_as(x) && !run.empty() && same_kind(run.back(), x)) {
+            between.push_back(x);
+          } else {
+            flush();
+            out.push_back(y);
+          }
+        }
+        flush();
+        return Seq::make(std::move(out));
+      }
+      if (const auto *l = s.as<LetStmt>(); l && !holds_dropped(Evaluate::make(l->value)))
+        return LetStmt::make(l->var, l->value, whole(l->body));
+      if (const auto *a = s.as<Allocate>())
+        return Allocate::make(a->buffer_var, a->dtype, a->extents, a->scope, whole(a->body));
+      if (const auto *a = s.as<AttrStmt>(); a && !holds_dropped(Evaluate::make(a->value)))
+        return AttrStmt::make(a->node, a->key, a->value, whole(a->body));
+      return s; // a statement for the caller's run (or the body itself: branched below)
+    };
+    return whole(kept);
+  }
+
+  // Whether a t + U + least >= 0 (`s`) holds for every t of `loop`'s range: at its first t
+  // when a > 0, at its last when a < 0, by the linear forms of U and the range's bounds.
+  static bool holds_on_every_step(const For *loop, const Split &s) {
+    const Expr t = s.a > 0 ? loop->min : loop->min + loop->extent - 1;
+    arith::LinearForm f = arith::linear_form(make_const(t.type(), s.a) * t);
+    f.add(s.uniform, 1);
+    f.constant += s.least;
+    return f.is_constant() && f.constant >= 0;
+  }
+
+  // `s` with the atoms of `atoms` taken out of its conditions (a condition left with none is
+  // true: its if becomes its then-case, its select the true value).
+  struct Drop : IRMutator {
+    const std::vector<Expr> &atoms;
+    explicit Drop(const std::vector<Expr> &a) : atoms(a) {}
+    Expr cond(const Expr &c) {
+      std::vector<Expr> kept;
+      for (const Expr &p : conjuncts(c))
+        if (!contains(atoms, p))
+          kept.push_back(p);
+      Expr out = const_true();
+      for (const Expr &k : kept)
+        out = is_one(out) ? k : out && k;
+      return out;
     }
-    struct Drop : IRMutator {
-      const std::vector<Expr> &atoms;
-      explicit Drop(const std::vector<Expr> &a) : atoms(a) {}
-      Expr cond(const Expr &c) {
-        std::vector<Expr> kept;
-        for (const Expr &p : conjuncts(c))
-          if (!contains(atoms, p))
-            kept.push_back(p);
-        Expr out = const_true();
-        for (const Expr &k : kept)
-          out = is_one(out) ? k : out && k;
-        return out;
-      }
-      Stmt visit(const IfThenElse *op) override {
-        Stmt then_case = mutate(op->then_case);
-        Stmt else_case = op->else_case.defined() ? mutate(op->else_case) : op->else_case;
-        Expr c = cond(op->condition);
-        if (is_one(c))
-          return then_case;
-        return IfThenElse::make(c, then_case, else_case);
-      }
-      Expr visit(const Select *op) override {
-        Expr c = cond(op->condition);
-        return is_one(c) ? mutate(op->true_value)
-                         : Select::make(c, mutate(op->true_value), mutate(op->false_value));
-      }
-      Expr visit(const Call *op) override {
-        if (!op->is_intrinsic(intrinsic::if_then_else))
-          return IRMutator::visit(op);
-        Expr c = cond(op->args[0]);
-        if (is_one(c))
-          return mutate(op->args[1]);
-        return Call::make(op->type, op->name, {c, mutate(op->args[1]), mutate(op->args[2])},
-                          op->call_kind);
-      }
-    } drop(dropped);
-    return IfThenElse::make(arith::simplify(predicate), with_fresh_bindings(drop.mutate(body)),
-                            body);
+    Stmt visit(const IfThenElse *op) override {
+      Stmt then_case = mutate(op->then_case);
+      Stmt else_case = op->else_case.defined() ? mutate(op->else_case) : op->else_case;
+      Expr c = cond(op->condition);
+      if (is_one(c))
+        return then_case;
+      return IfThenElse::make(c, then_case, else_case);
+    }
+    Expr visit(const Select *op) override {
+      Expr c = cond(op->condition);
+      return is_one(c) ? mutate(op->true_value)
+                       : Select::make(c, mutate(op->true_value), mutate(op->false_value));
+    }
+    Expr visit(const Call *op) override {
+      if (!op->is_intrinsic(intrinsic::if_then_else))
+        return IRMutator::visit(op);
+      Expr c = cond(op->args[0]);
+      if (is_one(c))
+        return mutate(op->args[1]);
+      return Call::make(op->type, op->name, {c, mutate(op->args[1]), mutate(op->args[2])},
+                        op->call_kind);
+    }
+  };
+
+  // Whether a and b are writes of one kind: calls of one intrinsic (a fragment's elements
+  // set one by one) or stores into one buffer.
+  static bool same_kind(const Stmt &a, const Stmt &b) {
+    const auto *ea = a.as<Evaluate>(), *eb = b.as<Evaluate>();
+    if (ea && eb) {
+      const auto *ca = ea->value.as<Call>(), *cb = eb->value.as<Call>();
+      return ca && cb && ca->name == cb->name;
+    }
+    const auto *sa = a.as<BufferStore>(), *sb = b.as<BufferStore>();
+    return sa && sb && sa->buffer.same_as(sb->buffer);
+  }
+
+  // The atoms of `atoms` among the conditions of `s`.
+  static std::vector<Expr> dropped_in(const Stmt &s, const std::vector<Expr> &atoms) {
+    std::vector<Expr> out;
+    for (const Expr &c : conditions_of(s))
+      for (const Expr &atom : conjuncts(c))
+        if (contains(atoms, atom) && !contains(out, atom))
+          out.push_back(atom);
+    return out;
   }
 
   static bool contains(const std::vector<Expr> &v, const Expr &e) {
@@ -402,6 +538,7 @@ private:
   }
 
   llvm::DenseMap<const Variable *, VarKind> kinds_;
+  llvm::DenseSet<const Variable *> overlapped_; // loops marked by Stage::overlap_steps
   llvm::DenseMap<const Variable *, std::pair<int64_t, int64_t>> ranges_;
   std::optional<Var> wgmma_thread_, mma_lane_;
 };

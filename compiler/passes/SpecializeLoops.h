@@ -21,7 +21,17 @@ namespace tessel {
 /// each is divided by the gcd of a and U's coefficients (t * 64 and t * 128 against one block's
 /// rows give one bound). P is uniform, so every thread takes the same branch (barriers inside
 /// stay matched). A causal mask evaluated on every key block becomes a branch taken on the
-/// diagonal blocks only. Any form in, same form out; the attrs are consumed.
+/// diagonal blocks only.
+///
+/// A dropped condition whose predicate holds on every iteration of the loop's range (at its
+/// first t when a > 0, at its last when a < 0, by the linear forms of U and the range's bounds)
+/// is dropped from both copies and makes no branch (a causal fold's row guard inside its
+/// triangular loop). A loop also marked by Stage::overlap_steps keeps one body, since
+/// overlap_wgmma_steps cuts it at its wgmma groups: each run of statements holding a dropped
+/// condition (looking through allocations, lets and attrs; statements of one kind between two
+/// of the run join it) is unswitched on the predicate of its own conditions, and an if whose
+/// own condition alone holds them stays as it is. Any form in, same form out; the attrs are
+/// consumed.
 Stmt specialize_loops(Stmt s);
 
 } // namespace tessel

@@ -260,7 +260,8 @@ public:
   /// mask's, a boundary guard's) run a copy of the body without them, decided by a predicate
   /// of `iv` and the block the compiler derives; the other iterations run the body as written.
   /// E.g. causal attention's fold over key blocks evaluates its mask in the diagonal blocks
-  /// only.
+  /// only. Comparisons that hold on every iteration are dropped without a branch; a loop also
+  /// marked overlap_steps keeps one body, the branch around the statements that compare.
   Stage &specialize(const IterVar &iv);
   /// The two warpgroups of the block (threadIdx.y) issue the wgmma groups of `iv`'s loop in
   /// turns (FlashAttention-3's ping-pong; order_wgmma_turns): warpgroup 1's k-th group after

@@ -96,3 +96,37 @@ TEST(SpecializeLoops, CausalAttentionMasksTheDiagonalBlocksOnly) {
   EXPECT_EQ(count_of(unmasked, "wgmma_thread_id(), 4) * 2 <"), 0) << unmasked;
   EXPECT_GT(count_of(ir.substr(other), "if_then_else("), 0) << ir;
 }
+
+// Causal attention with the overlap inside a warpgroup (overlap_steps), 128 queries and 128 keys
+// a block: the loop keeps one body (the overlap cuts it at its two wgmma groups), so the branch
+// goes around the mask's statements alone, taken on the diagonal block (step t's softmax is key
+// block t + 1's: t <= x - 2 in the rotated loop, 1 <= x in the prologue's block 0); the rows'
+// guards, which hold on every step of the triangular loop, are gone from both copies (o then
+// takes P V onto itself unguarded: one set of registers). Checked on the executor.
+TEST(SpecializeLoops, OverlappedStepsBranchAroundTheMaskOnly) {
+  AttentionParams a;
+  a.B = 1, a.H = 1, a.Hkv = 1, a.Sq = 512, a.Sk = 512, a.D = 128, a.causal = true;
+  a.block_keys = 128, a.block_queries = 128, a.tensor_cores = a.wgmma = a.tma = true;
+  a.overlap = a.accumulate_o = true, a.stages = 3;
+  ScheduledProgram p = attention(a, Float(16));
+  const std::string ir = to_string(lower(p.schedule, p.args));
+  const size_t prologue = ir.find("  if (1 <= blockIdx.x) {\n    @wgmma_reg_set(Smask, 0, 128, 0, "
+                                  "@wgmma_reg(S, 0, 128, 0))");
+  ASSERT_NE(prologue, std::string::npos) << ir;
+  const size_t loop = ir.find("for (t: int32, 0, blockIdx.x) {", prologue);
+  ASSERT_NE(loop, std::string::npos) << ir;
+  const size_t branch = ir.find("    if (t <= blockIdx.x - 2) {\n      @wgmma_reg_set(Smask, 0, "
+                                "128, 0, @wgmma_reg(S, 0, 128, 0))",
+                                loop);
+  ASSERT_NE(branch, std::string::npos) << ir;
+  const std::string body = ir.substr(loop);
+  EXPECT_EQ(count_of(body, "} else {"), 1) << body; // the mask's, nothing else branched
+  EXPECT_EQ(count_of(body, "@wgmma_commit()"), 3) << body; // the loop's two, the epilogue's P V
+  EXPECT_EQ(count_of(ir, "if (t * 128 <="), 0) << ir;      // no row guard
+  const size_t other = ir.find("\n    } else {\n", branch);
+  ASSERT_NE(other, std::string::npos) << ir;
+  EXPECT_EQ(count_of(ir.substr(branch, other - branch), "if_then_else("), 0) << ir;
+  EXPECT_GT(count_of(ir.substr(other), "if_then_else("), 0) << ir;
+  CheckResult r = check_on_cpu(p.schedule, p.args, 3);
+  EXPECT_TRUE(r.compare.ok) << r.str();
+}
