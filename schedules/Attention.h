@@ -119,9 +119,10 @@ ScheduledProgram attention_decode(const AttentionParams &p, DataType dtype,
 
 /// Whether FlashAttention-3's overlap inside a warpgroup (AttentionParams::overlap) is the
 /// path's choice for `a`: where it measured faster, the wgmma step with two warpgroups (128
-/// queries a block) at D = 128, not causal, its ring by TMA, no ping-pong or warp roles (H200:
-/// 1.88 against 1.98 ms at B=8 H=16 S=4096; at D = 64 slower; causal untimed). Callers then set
-/// overlap and accumulate_o and give the ring 3 stages.
+/// queries a block) at D = 128, causal only with key blocks of 128 too (the mask then one
+/// branch on the diagonal block), its ring by TMA, no ping-pong or warp roles (H200, B=8 H=16
+/// S=4096: 1.88 against 1.98 ms, causal 1.13 against 1.20-1.27; at D = 64 slower). Callers then
+/// set overlap and accumulate_o and give the ring 3 stages.
 bool overlap_pays(const AttentionParams &a);
 
 /// The registry's choice of kernel for `a` (its shape; the block sizes and path are filled in):
