@@ -298,7 +298,7 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
       << " stage(s)";
   user_check(!a.accumulate_o || a.wgmma, "attention")
       << "P V accumulated onto o (ACC=1) is the wgmma schedule's (TC=2)";
-  user_check(!a.overlap || (a.wgmma && a.accumulate_o && !a.warp_roles), "attention")
+  user_check(!a.overlap || (a.wgmma && a.accumulate_o), "attention")
       << "the overlap inside a warpgroup (OVL=1) takes the wgmma schedule (TC=2) with P V onto "
          "o (accumulate_o), without warp roles (WS=0)";
   user_check(!a.warp_roles || a.tma, "attention")
@@ -806,10 +806,19 @@ ScheduledProgram attention_decode(const AttentionParams &a, DataType dtype,
 
 bool overlap_pays(const AttentionParams &a) {
   // Causal where the mask is one branch on the diagonal block (key blocks as tall as the query
-  // blocks; H200, bench/RESULTS.md 2026-11-28 19:40: 1.13 ms against 1.20-1.27 without).
+  // blocks; H200, bench/RESULTS.md 2026-11-28 19:30: 1.05 ms against 1.23 without).
   return a.wgmma && a.D == 128 && a.block_queries == 128 &&
-         (!a.causal || a.block_keys == a.block_queries) && a.tma && !a.ping_pong &&
-         !a.warp_roles;
+         (!a.causal || a.block_keys == a.block_queries) && a.tma;
+}
+
+AttentionParams take_overlap(AttentionParams a, bool keep_roles) {
+  a.overlap = a.accumulate_o = true;
+  a.stages = std::max<int64_t>(a.stages, 3); // a slot holds one step's V and the next's K
+  if (!keep_roles) {
+    a.warp_roles = true;
+    a.ping_pong = !a.causal;
+  }
+  return a;
 }
 
 AttentionParams attention_path(AttentionParams a, int64_t tc, int64_t block_queries,
@@ -845,7 +854,9 @@ ScheduleEntry attention_entry() {
       "sharing K's and V's tiles; D 64, 128 or 256; K's and V's tiles in a ring of STAGES, by "
       "TMA on mbarriers (TMA 1, the default: on the wgmma path with STAGES > 1) or cp.async "
       "(TMA 0; SLACK 1 refills a slot a key block after its release: STAGES >= 3); PP 1: two "
-      "warpgroups issue their GEMMs in turns; WS 1: a producer warpgroup fills the TMA ring), "
+      "warpgroups issue their GEMMs in turns; WS 1: a producer warpgroup fills the TMA ring; "
+      "PP and WS 2, their default: with the overlap below, WS 1 and PP 1 when not causal, "
+      "else 0), "
       "0: CUDA cores, 3 (the default): 2 on a Hopper GPU where its schedule takes the shape, "
       "else 1. BK and BQ 0 (the default): the path's (wgmma: 128 and 128 where they fit, WMMA "
       "and CUDA cores: 16 and 64). LSE 1: a second output LSE (B, H, SQ), float32, the rows' "
@@ -853,17 +864,17 @@ ScheduleEntry attention_entry() {
       "instead of a separate accumulator. OVL 1 (wgmma; implies ACC 1): the next key block's "
       "Q K^T issued with this block's P V and its softmax run beside it (FlashAttention-3's "
       "overlap inside a warpgroup), 0: not, 2 (the default): where it measured faster (wgmma, "
-      "D 128, BQ 128, causal only with BK 128, PP 0, WS 0). STAGES 0 (the default): 3 with the overlap, "
+      "D 128, BQ 128, causal only with BK 128). STAGES 0 (the default): 3 with the overlap, "
       "else 2. REV 1: the blocks in reverse, each head's query blocks longest first (0, the "
       "default: in order)";
   e.default_shape = {{"B", 1},   {"H", 4},      {"HKV", 4},  {"SQ", 256}, {"SK", 256}, {"D", 64},
                      {"CAUSAL", 0}, {"BSHD", 1}, {"BK", 0}, {"BQ", 0},  {"TC", 3},
-                     {"STAGES", 0}, {"PP", 0}, {"TMA", 1}, {"SLACK", 0}, {"WS", 0}, {"LSE", 0},
+                     {"STAGES", 0}, {"PP", 2}, {"TMA", 1}, {"SLACK", 0}, {"WS", 2}, {"LSE", 0},
                      {"ACC", 0},   {"OVL", 2},     {"REV", 0}};
   e.nonnegative = {"CAUSAL", "BSHD", "TC",  "BK",  "BQ",  "PP",     "TMA",
                    "SLACK",  "WS",   "LSE", "ACC", "OVL", "STAGES", "REV"};
-  e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"TC", {0, 1, 2, 3}}, {"PP", {0, 1}},
-               {"TMA", {0, 1}},       {"SLACK", {0, 1}}, {"WS", {0, 1}},
+  e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"TC", {0, 1, 2, 3}}, {"PP", {0, 1, 2}},
+               {"TMA", {0, 1}},       {"SLACK", {0, 1}}, {"WS", {0, 1, 2}},
                {"LSE", {0, 1}}, {"ACC", {0, 1}}, {"OVL", {0, 1, 2}}, {"REV", {0, 1}}};
   e.dtypes = {Float(16), BFloat(16)};
   e.knobs = {{"BK", {16, 32, 64, 128}},
@@ -880,16 +891,20 @@ ScheduleEntry attention_entry() {
     shape.stages = stages ? stages : 2;
     AttentionParams a = attention_path(shape, p.at("TC"), p.at("BQ"), p.at("BK"), hopper_gpu());
     a.tma = a.tma && p.at("TMA") != 0; // the path's TMA ring unless TMA=0
-    a.ping_pong = p.at("PP") != 0;
+    // PP, WS and OVL 2 (their defaults): the path's.
+    const int64_t pp = p.at("PP"), ws = p.at("WS"), overlap = p.at("OVL");
+    a.ping_pong = pp == 1;
     a.slack = p.at("SLACK");
-    a.warp_roles = p.at("WS") != 0;
+    a.warp_roles = ws == 1;
     a.lse = p.at("LSE") != 0;
     a.reverse_blocks = p.at("REV") != 0;
-    const int64_t overlap = p.at("OVL"); // 2 (the default): the path's
-    a.overlap = overlap == 1 || (overlap == 2 && overlap_pays(a));
-    a.accumulate_o = p.at("ACC") != 0 || a.overlap;
-    if (!stages && a.overlap) // a slot holds one step's V and the next step's K
-      a.stages = 3;
+    a.accumulate_o = p.at("ACC") != 0;
+    if (overlap == 1 || (overlap == 2 && overlap_pays(a))) {
+      const bool roles_given = pp != 2 || ws != 2;
+      a = take_overlap(a, roles_given);
+      if (stages) // the ring as given
+        a.stages = stages;
+    }
     return attention(a, dtype);
   };
   return e;

@@ -120,10 +120,16 @@ ScheduledProgram attention_decode(const AttentionParams &p, DataType dtype,
 /// Whether FlashAttention-3's overlap inside a warpgroup (AttentionParams::overlap) is the
 /// path's choice for `a`: where it measured faster, the wgmma step with two warpgroups (128
 /// queries a block) at D = 128, causal only with key blocks of 128 too (the mask then one
-/// branch on the diagonal block), its ring by TMA, no ping-pong or warp roles (H200, B=8 H=16
-/// S=4096: 1.88 against 1.98 ms, causal 1.13 against 1.20-1.27; at D = 64 slower). Callers then
-/// set overlap and accumulate_o and give the ring 3 stages.
+/// branch on the diagonal block), its ring by TMA (H200, B=8 H=16 S=4096: 1.88 against 1.98
+/// ms, causal 1.05 against 1.23; at D = 64 slower). Callers then take_overlap(a).
 bool overlap_pays(const AttentionParams &a);
+
+/// `a` with the overlap inside a warpgroup and what measured fastest with it (H200, bench/
+/// RESULTS.md 2026-11-28 20:15): P V onto o, a ring of 3, a producer warpgroup issuing the
+/// ring's TMA boxes (warp_roles: 1.81 against 1.88 ms, causal 1.02 against 1.07), and, not
+/// causal, the consumers' turns (ping_pong: 1.79; causal 1.03, so off). `keep_roles` keeps
+/// a's warp_roles and ping_pong as given (the user chose them).
+AttentionParams take_overlap(AttentionParams a, bool keep_roles = false);
 
 /// The registry's choice of kernel for `a` (its shape; the block sizes and path are filled in):
 /// tc 0 CUDA cores, 1 WMMA, 2 wgmma, 3 the best for the GPU: wgmma on Hopper (`hopper`) where

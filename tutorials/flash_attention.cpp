@@ -64,10 +64,8 @@ int main(int argc, char **argv) {
     // The registry's path: wgmma on a Hopper GPU where it takes the shape, else WMMA.
     const int64_t path = !tensor_cores ? 0 : wgmma ? 3 : 1;
     AttentionParams a = attention_path(shape, path, 0, 0, hopper_gpu());
-    if (overlap_pays(a)) { // the next key block's Q K^T issued with this block's P V
-      a.overlap = a.accumulate_o = true;
-      a.stages = 3;
-    }
+    if (overlap_pays(a)) // the next key block's Q K^T issued with this block's P V, a
+      a = take_overlap(a); // producer warpgroup, the consumers' turns when not causal
     std::cout << "// path: " << (a.wgmma ? "wgmma" : a.tensor_cores ? "WMMA" : "CUDA cores")
               << ", " << a.block_queries << " queries and " << a.block_keys
               << " keys a block\n";

@@ -501,12 +501,21 @@ TEST(FusedAttention, OverlapStepsRotateTheFold) {
     CheckResult r = check_on_cpu(q.schedule, q.args, 3);
     EXPECT_TRUE(r.compare.ok) << r.str();
   }
-  expect_error(
-      [&] {
-        wgmma_attention({1, 256, 256, 2, 2, 64, false}, 64, 3, Float(16), 128,
-                        {true, false, 0, true, false, true});
-      },
-      {"overlap inside a warpgroup (OVL=1)", "without warp roles"});
+  // With a producer warpgroup (FlashAttention-3's roles; the registry's default at D = 128):
+  // the consumers' loop rotated, the producer's refills in its own; not causal in turns too.
+  for (bool causal : {false, true}) {
+    AttentionShape a{1, 512, 512, 2, 1, 128, causal};
+    SCOPED_TRACE(describe(a, 128) + " wgmma, overlapped steps, producer warpgroup" +
+                 (causal ? "" : ", in turns"));
+    ScheduledProgram q =
+        wgmma_attention(a, 128, 3, Float(16), 128, {true, !causal, 0, true, false, true});
+    const std::string ir = to_string(lower(q.schedule, q.args));
+    const size_t producer = ir.find("if (threadIdx.y == 2) {\n    @setmaxnreg(40, 0)");
+    ASSERT_NE(producer, std::string::npos) << ir;
+    EXPECT_NE(ir.find("@wgmma_wait(1, S)", producer), std::string::npos) << ir;
+    CheckResult r = check_on_cpu(q.schedule, q.args, 3);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
   // K's and V's ring by cp.async (TMA=0): the next step's copies would overwrite the slot P V
   // still reads.
   ScheduledProgram c = wgmma_attention({1, 64, 256, 1, 1, 64, false}, 64, 3, Float(16), 64,
@@ -1102,18 +1111,21 @@ TEST(FusedAttention, GpuMatchesTheReference) {
       CheckResult w = check_on_gpu(p.schedule, p.args, 3);
       EXPECT_TRUE(w.compare.ok) << w.str();
     }
-    // The overlap inside a warpgroup (OVL=1; the registry's default at D = 128 non-causal),
-    // causal with 4 query blocks (triangular loops of 1 to 4 steps), and not; with ping-pong.
+    // The overlap inside a warpgroup (OVL=1), causal with 4 query blocks (triangular loops of
+    // 1 to 4 steps), and not; with ping-pong; with a producer warpgroup (the registry's default
+    // at D = 128: in turns when not causal).
     for (bool causal : {true, false})
-      for (bool turns : {false, true}) {
-        AttentionShape a{1, 512, 512, 4, 2, 128, causal};
-        SCOPED_TRACE(describe(a, 128) + " wgmma, 128 queries a block, overlapped steps" +
-                     (turns ? " in turns (ping-pong)" : ""));
-        ScheduledProgram p =
-            wgmma_attention(a, 128, 3, Float(16), 128, {true, turns, 0, false, false, true});
-        CheckResult w = check_on_gpu(p.schedule, p.args, 3);
-        EXPECT_TRUE(w.compare.ok) << w.str();
-      }
+      for (bool turns : {false, true})
+        for (bool roles : {false, true}) {
+          AttentionShape a{1, 512, 512, 4, 2, 128, causal};
+          SCOPED_TRACE(describe(a, 128) + " wgmma, 128 queries a block, overlapped steps" +
+                       (turns ? " in turns (ping-pong)" : "") +
+                       (roles ? ", producer warpgroup" : ""));
+          ScheduledProgram p =
+              wgmma_attention(a, 128, 3, Float(16), 128, {true, turns, 0, roles, false, true});
+          CheckResult w = check_on_gpu(p.schedule, p.args, 3);
+          EXPECT_TRUE(w.compare.ok) << w.str();
+        }
     // With the rows' logsumexp as a second output.
     {
       AttentionShape a{1, 256, 256, 4, 2, 128, true};
