@@ -2,7 +2,8 @@
 // the block's (a triangular mask) runs the iterations every thread passes without the
 // comparison, decided by a predicate of the loop and the block; conditions the pass cannot
 // decide stay; the results match float64 on the executor; causal attention evaluates its mask
-// on the diagonal key blocks only.
+// on the diagonal key blocks only, with the overlap inside a warpgroup too (a branch around the
+// mask's statements; the row guards that hold on every step dropped).
 #include "TestUtil.h"
 #include "compiler/tessel.h"
 #include "runtime/Check.h"
