@@ -1,5 +1,6 @@
 #include "schedules/Conv2dTc.h"
 
+#include "compiler/lower/LaunchLimits.h"
 #include "compiler/support/Error.h"
 #include "compiler/te/Compute.h"
 #include "schedules/Epilogues.h"
@@ -288,13 +289,24 @@ namespace {
 // loop: on the H100 (y float16, two alternated runs) res5 0.0782 -> 0.0749 ms, stride 2
 // 0.1185 -> 0.1164, res3 (256x128 too) 0.0955 -> 0.0962; not the seed conv's 128x256 (0.156 ->
 // 0.166), nor grids that are not persistent (batch 8).
-void ping_pong_by_default(GemmWgmmaTiles &t) {
+// Strided (unless `stages_given`), their ring 6 deep where it fits: x, stride^2 times the
+// output's pixels, comes from DRAM more (L2 hit 69% against res3's 90%) and the deeper ring
+// covers its latency. H200, 3x3 stride 2 256x56x56 128->128 y fp16, sustained_ab in three calls
+// (bench/RESULTS.md 2026-11-28): 0.1003 / 0.1163 / 0.1141 ms against 4 stages' 0.1173 /
+// 0.1176-0.1203 / 0.1181; res3 and res5 (stride 1) were slower at 5-7 stages.
+void ping_pong_by_default(const Conv2dTcShape &sh, GemmWgmmaTiles &t, bool stages_given = false) {
   if (!t.persistent || t.block_n != 128 || t.warpgroups_n != 1)
     return;
   t.ping_pong = true;
   t.block_m = 128;
   t.warpgroups_m = 1;
   t.wgmma_n = 0;
+  if (sh.stride > 1 && !stages_given) {
+    GemmWgmmaTiles deeper = t;
+    deeper.stages = std::max(t.stages, 6);
+    if (deeper.shared_bytes() <= max_shared_bytes_per_block("sm_90") - 1024) // and barriers
+      t = deeper;
+  }
 }
 
 // conv2d_wgmma's tiles before ping_pong_by_default: cooperative warpgroups.
@@ -323,7 +335,7 @@ GemmWgmmaTiles cooperative_conv_tiles(const Conv2dTcShape &sh) {
 
 GemmWgmmaTiles conv2d_wgmma_tiles(const Conv2dTcShape &sh) {
   GemmWgmmaTiles t = cooperative_conv_tiles(sh);
-  ping_pong_by_default(t);
+  ping_pong_by_default(sh, t);
   return t;
 }
 
@@ -438,7 +450,7 @@ std::pair<Conv2dTcShape, GemmWgmmaTiles> wgmma_conv_from_knobs(const ShapeParams
   // PP=0: ping-pong where ping_pong_by_default says and the tiles are the default ones; PP=1:
   // ping-pong consumers, each warpgroup a whole tile (128 x 128 unless BM / BN say); PP=2: not.
   if (get("PP") == 0 && !get("BM") && !get("BN"))
-    ping_pong_by_default(t);
+    ping_pong_by_default(sh, t, get("S") != 0);
   if (get("PP") == 1) {
     t.ping_pong = true;
     t.block_m = get("BM") ? int(get("BM")) : 128;

@@ -446,9 +446,10 @@ TEST(Conv2dWgmma, PersistentMatchesDirectConvolution) {
 
 // Ping-pong consumers (the default for persistent blocks 128 wide; knob PP): two warpgroups
 // take the tiles of a persistent conv in turn, each a whole 128 x 128 tile, here 8 tiles over
-// 3 blocks, stride 1 and 2, y in float16. ResNet's res5 and the stride-2 conv at batch 256 get
-// them by default, the seed conv (128 x 256 blocks) and batch 8 (not persistent) do not; the
-// registry's PP=2 and explicit tiles keep cooperative warpgroups.
+// 3 blocks, stride 1 and 2 (a ring of 6 there), y in float16. ResNet's res5 and the stride-2
+// conv at batch 256 get them by default (the strided one with a ring of 6), the seed conv
+// (128 x 256 blocks) and batch 8 (not persistent) do not; the registry's PP=2 and explicit
+// tiles keep cooperative warpgroups.
 TEST(Conv2dWgmma, PingPongMatchesDirectConvolution) {
   GemmWgmmaTiles t{.block_m = 128, .block_n = 128, .block_k = 64, .warpgroups_m = 1,
                    .stages = 4, .tma = true, .warp_specialized = true, .persistent = true,
@@ -458,7 +459,9 @@ TEST(Conv2dWgmma, PingPongMatchesDirectConvolution) {
                      .out_channels = 128, .kernel = 3, .pad = 1, .stride = stride,
                      .out_dtype = Float(16)};
     SCOPED_TRACE("stride " + std::to_string(stride));
-    expect_direct_conv(conv2d_wgmma(sh, t), sh);
+    GemmWgmmaTiles ring = t;
+    ring.stages = stride == 2 ? 6 : 4; // strided: the default's deeper ring
+    expect_direct_conv(conv2d_wgmma(sh, ring), sh);
   }
   auto tiles = [](int n, int hw, int c, int k, int stride) {
     return conv2d_wgmma_tiles(Conv2dTcShape{.batch = n, .height = hw, .width = hw,
@@ -472,6 +475,8 @@ TEST(Conv2dWgmma, PingPongMatchesDirectConvolution) {
     EXPECT_EQ(d.block_n, 128);
     EXPECT_EQ(d.warpgroups_m, 1);
   }
+  EXPECT_EQ(strided.stages, 6); // x from DRAM more: a deeper ring
+  EXPECT_LT(res5.stages, 6);
   EXPECT_FALSE(tiles(256, 14, 256, 512, 1).ping_pong); // the seed conv: 128 x 256
   EXPECT_FALSE(tiles(8, 14, 256, 512, 1).ping_pong);   // under a wave
   const ScheduleEntry &e = find_schedule("conv2d_wgmma");
