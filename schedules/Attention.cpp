@@ -300,7 +300,7 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
       << "P V accumulated onto o (ACC=1) is the wgmma schedule's (TC=2)";
   user_check(!a.overlap || (a.wgmma && a.accumulate_o), "attention")
       << "the overlap inside a warpgroup (OVL=1) takes the wgmma schedule (TC=2) with P V onto "
-         "o (accumulate_o), without warp roles (WS=0)";
+         "o (accumulate_o)";
   user_check(!a.warp_roles || a.tma, "attention")
       << "warp roles (WS=1: a producer warpgroup issuing K's and V's fills) need the wgmma "
          "schedule's TMA ring (TC=2, TMA=1, STAGES >= 2)";
@@ -811,13 +811,11 @@ bool overlap_pays(const AttentionParams &a) {
          (!a.causal || a.block_keys == a.block_queries) && a.tma;
 }
 
-AttentionParams take_overlap(AttentionParams a, bool keep_roles) {
+AttentionParams take_overlap(AttentionParams a) {
   a.overlap = a.accumulate_o = true;
   a.stages = std::max<int64_t>(a.stages, 3); // a slot holds one step's V and the next's K
-  if (!keep_roles) {
-    a.warp_roles = true;
-    a.ping_pong = !a.causal;
-  }
+  a.warp_roles = true;
+  a.ping_pong = !a.causal;
   return a;
 }
 
@@ -900,10 +898,13 @@ ScheduleEntry attention_entry() {
     a.reverse_blocks = p.at("REV") != 0;
     a.accumulate_o = p.at("ACC") != 0;
     if (overlap == 1 || (overlap == 2 && overlap_pays(a))) {
-      const bool roles_given = pp != 2 || ws != 2;
-      a = take_overlap(a, roles_given);
-      if (stages) // the ring as given
+      a = take_overlap(a);
+      if (stages) // the ring, the turns and the producer as given
         a.stages = stages;
+      if (pp != 2)
+        a.ping_pong = pp == 1;
+      if (ws != 2)
+        a.warp_roles = ws == 1;
     }
     return attention(a, dtype);
   };

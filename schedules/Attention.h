@@ -127,9 +127,8 @@ bool overlap_pays(const AttentionParams &a);
 /// `a` with the overlap inside a warpgroup and what measured fastest with it (H200, bench/
 /// RESULTS.md 2026-11-28 20:15): P V onto o, a ring of 3, a producer warpgroup issuing the
 /// ring's TMA boxes (warp_roles: 1.81 against 1.88 ms, causal 1.02 against 1.07), and, not
-/// causal, the consumers' turns (ping_pong: 1.79; causal 1.03, so off). `keep_roles` keeps
-/// a's warp_roles and ping_pong as given (the user chose them).
-AttentionParams take_overlap(AttentionParams a, bool keep_roles = false);
+/// causal, the consumers' turns (ping_pong: 1.79; causal 1.03, so off).
+AttentionParams take_overlap(AttentionParams a);
 
 /// The registry's choice of kernel for `a` (its shape; the block sizes and path are filled in):
 /// tc 0 CUDA cores, 1 WMMA, 2 wgmma, 3 the best for the GPU: wgmma on Hopper (`hopper`) where
