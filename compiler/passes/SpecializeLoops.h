@@ -30,8 +30,8 @@ namespace tessel {
 /// overlap_wgmma_steps cuts it at its wgmma groups: each run of statements holding a dropped
 /// condition (looking through allocations, lets and attrs; statements of one kind between two
 /// of the run join it) is unswitched on the predicate of its own conditions, and an if whose
-/// own condition alone holds them stays as it is. Any form in, same form out; the attrs are
-/// consumed.
+/// own condition alone holds them stays as it is. Any form in, same form out; the specialize
+/// attrs are consumed (overlap_steps' are left to its pass).
 Stmt specialize_loops(Stmt s);
 
 } // namespace tessel
