@@ -1,6 +1,5 @@
 #include "schedules/Conv2dTc.h"
 
-#include "compiler/lower/LaunchLimits.h"
 #include "compiler/support/Error.h"
 #include "compiler/te/Compute.h"
 #include "schedules/Epilogues.h"
@@ -289,7 +288,7 @@ namespace {
 // loop: on the H100 (y float16, two alternated runs) res5 0.0782 -> 0.0749 ms, stride 2
 // 0.1185 -> 0.1164, res3 (256x128 too) 0.0955 -> 0.0962; not the seed conv's 128x256 (0.156 ->
 // 0.166), nor grids that are not persistent (batch 8).
-// Strided (unless `stages_given`), their ring 6 deep where it fits: x, stride^2 times the
+// Strided (unless `stages_given`), their ring up to 6 deep (128 x 128 tiles: 6 fit): x, stride^2 times the
 // output's pixels, comes from DRAM more (L2 hit 69% against res3's 90%) and the deeper ring
 // covers its latency. H200, 3x3 stride 2 256x56x56 128->128 y fp16, sustained_ab in three calls
 // (bench/RESULTS.md 2026-11-28): 0.1003 / 0.1163 / 0.1141 ms against 4 stages' 0.1173 /
@@ -301,12 +300,8 @@ void ping_pong_by_default(const Conv2dTcShape &sh, GemmWgmmaTiles &t, bool stage
   t.block_m = 128;
   t.warpgroups_m = 1;
   t.wgmma_n = 0;
-  if (sh.stride > 1 && !stages_given) {
-    GemmWgmmaTiles deeper = t;
-    deeper.stages = std::max(t.stages, 6);
-    if (deeper.shared_bytes() <= max_shared_bytes_per_block("sm_90") - 1024) // and barriers
-      t = deeper;
-  }
+  if (sh.stride > 1 && !stages_given)
+    t = deepest_ring(t, 6);
 }
 
 // conv2d_wgmma's tiles before ping_pong_by_default: cooperative warpgroups.

@@ -43,9 +43,10 @@ bool fits(int64_t M, int64_t N, int64_t K, const GemmWgmmaTiles &t, bool partial
   }
 }
 
-// `t` with as many stages, up to 8, as a block's shared memory holds beside 1 KiB (barriers).
-GemmWgmmaTiles deepest_ring(GemmWgmmaTiles t) {
-  while (t.stages < 8) {
+} // namespace
+
+GemmWgmmaTiles deepest_ring(GemmWgmmaTiles t, int max_stages) {
+  while (t.stages < max_stages) {
     GemmWgmmaTiles deeper = t;
     ++deeper.stages;
     if (deeper.shared_bytes() > max_shared_bytes_per_block("sm_90") - 1024)
@@ -54,6 +55,8 @@ GemmWgmmaTiles deepest_ring(GemmWgmmaTiles t) {
   }
   return t;
 }
+
+namespace {
 
 } // namespace
 

@@ -132,6 +132,9 @@ void check_last_wave_split(const std::string &context, const GemmWgmmaTiles &t);
 /// without tma_store.
 void check_tma_store_fits(const std::string &context, int64_t M, int64_t N,
                           const GemmWgmmaTiles &tiles, DataType out);
+/// `tiles` with as many stages, up to `max_stages`, as a block's shared memory holds beside
+/// 1 KiB (barriers); never fewer than it has.
+GemmWgmmaTiles deepest_ring(GemmWgmmaTiles tiles, int max_stages = 8);
 /// The most stages (from tiles.stages down to 2) whose ring fits in a block's shared memory
 /// beside the staging tile of tma_store, for outputs of `out_bytes` bytes an element.
 int tma_store_stages(const GemmWgmmaTiles &tiles, int out_bytes);
