@@ -516,6 +516,16 @@ TEST(FusedAttention, OverlapStepsRotateTheFold) {
     CheckResult r = check_on_cpu(q.schedule, q.args, 3);
     EXPECT_TRUE(r.compare.ok) << r.str();
   }
+  // The overlap puts the rescale of o into P V's accumulation: without P V onto o it is
+  // refused, by name.
+  {
+    AttentionParams a;
+    a.B = 1, a.H = 1, a.Hkv = 1, a.Sq = 64, a.Sk = 256, a.D = 64;
+    a.block_keys = 64, a.block_queries = 64, a.tensor_cores = a.wgmma = a.tma = true;
+    a.stages = 3, a.overlap = true;
+    expect_error([&] { attention(a, Float(16)); },
+                 {"attention", "overlap inside a warpgroup (OVL=1)", "P V onto o (accumulate_o)"});
+  }
   // K's and V's ring by cp.async (TMA=0): the next step's copies would overwrite the slot P V
   // still reads.
   ScheduledProgram c = wgmma_attention({1, 64, 256, 1, 1, 64, false}, 64, 3, Float(16), 64,
