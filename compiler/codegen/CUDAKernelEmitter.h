@@ -33,6 +33,7 @@ struct ModuleNeeds {
   bool fast_exp2 = false;   ///< tessel_fast_exp2f (fast_exp2)
   bool tma = false;        ///< tessel_tensor_map, tessel_mbarrier_*, tessel_tma_load_*
   bool block_flags = false; ///< tessel_flag_release / tessel_flag_wait
+  bool stream_loads = false; ///< tessel_ld_stream (Stage::stream_loads)
 };
 
 /// The module preamble of the flags between blocks (CodeGenCUDAFlags.cpp).
@@ -255,6 +256,7 @@ private:
   llvm::DenseMap<const Variable *, DataType> mma_dtype_;
   /// Argument buffers that the kernel writes (the others are `const`).
   llvm::DenseSet<const Variable *> written_;
+  int stream_loads_ = 0; ///< depth of attr::stream_loads around the statement emitted
   /// Loop, thread and let variables known to be >= 0.
   llvm::DenseSet<const Variable *> non_negative_;
   /// The most an integer variable can be, where known: thread and block indices (the launch's

@@ -423,6 +423,12 @@ void CUDAKernelEmitter::emit_attr(const AttrStmt *op) {
           << " in the IR but " << launch_extent(f_.launch, tag) << " in the launch config";
     return emit_stmt(op->body);
   }
+  if (op->key == attr::stream_loads) {
+    ++stream_loads_;
+    emit_stmt(op->body);
+    --stream_loads_;
+    return;
+  }
   internal_check(op->key != attr::virtual_thread)
       << "virtual_thread attribute reached CUDA codegen; virtual threads must be lowered first";
   // storage_scope, storage_alignment, pragmas, pipeline_scope: nothing to emit.
@@ -600,6 +606,26 @@ __device__ __forceinline__ float tessel_fast_exp2f(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
+}
+)";
+  }
+  if (needs.stream_loads) {
+    // A load that does not allocate in L1 (Stage::stream_loads), from memory the kernel does
+    // not write (.nc); T is a 4-, 8- or 16-byte vector type.
+    os << R"(
+template <typename T>
+__device__ __forceinline__ T tessel_ld_stream(const void *p) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16, "4, 8 or 16 bytes");
+  T v;
+  unsigned *u = reinterpret_cast<unsigned *>(&v);
+  if constexpr (sizeof(T) == 16)
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+        : "=r"(u[0]), "=r"(u[1]), "=r"(u[2]), "=r"(u[3]) : "l"(p));
+  else if constexpr (sizeof(T) == 8)
+    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];\n" : "=r"(u[0]), "=r"(u[1]) : "l"(p));
+  else
+    asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];\n" : "=r"(u[0]) : "l"(p));
+  return v;
 }
 )";
   }

@@ -131,14 +131,20 @@ std::string CUDAKernelEmitter::vector_ref(const Buffer &b, const Expr &index, bo
   const auto *ramp = index.as<Ramp>();
   internal_check(ramp) << "vector access without a Ramp index";
   std::string type = vector_type(b.dtype().with_lanes(ramp->lanes));
-  std::string ptr = "*(" + std::string(is_const ? "const " : "") + type + "*)";
   Expr base = ramp->base;
   if (b->elem_offset.defined() && !is_zero(b->elem_offset))
     base = b->elem_offset + base;
-  if (is_zero(base))
-    return ptr + buffer_name(b);
   // Integer offsets reassociate with pointer arithmetic, so the base needs no parentheses.
-  return ptr + "(" + buffer_name(b) + " + " + print(base, PrecAdd, false) + ")";
+  std::string addr = buffer_name(b);
+  if (!is_zero(base))
+    addr += " + " + print(base, PrecAdd, false);
+  // A read-only global buffer read inside a Stage::stream_loads stage: not allocated in L1.
+  if (is_const && stream_loads_ > 0 && b.scope() == "global" && !written_.count(data_var(b))) {
+    needs_.stream_loads = true;
+    return "tessel_ld_stream<" + type + ">(" + addr + ")";
+  }
+  return "*(" + std::string(is_const ? "const " : "") + type + "*)" +
+         (is_zero(base) ? addr : "(" + addr + ")");
 }
 
 void CUDAKernelEmitter::hoist_vector_loads(const Expr &value) {

@@ -330,6 +330,10 @@ inline constexpr const char *bulk_copy = "bulk_copy";
 /// first): the fill never writes the tile's other elements, the same in every fill, so
 /// inject_pipeline zeroes the stage's ring once before the first fill (and consumes the attr).
 inline constexpr const char *bulk_copy_clipped = "bulk_copy_clipped";
+/// node: the stage's buffer; value: 1. Around the nest of a stage that asked for
+/// Stage::stream_loads (schedule_ops): CUDA codegen emits its vector loads of read-only global
+/// buffers as ld.global.nc.L1::no_allocate.
+inline constexpr const char *stream_loads = "stream_loads";
 /// node: the stage's buffer (Form 1) or storage var (Form 2); around the nest of a stage that
 /// asked for Stage::warp_specialize (schedule_ops); value: 1 for ping-pong consumers
 /// (ConsumerRoles::ping_pong), 0 for cooperative ones:

@@ -712,6 +712,8 @@ Stmt schedule_ops(const ScheduleNode *sch, const StageBodies &bodies, const Doma
       nest = AttrStmt::make(
           *t, attr::thread_extent,
           Expr(int(threads.launch(s, t->thread_tag(), *as_const_int(t->dom().extent)))), nest);
+    if (s->stream_loads)
+      nest = AttrStmt::make(buf, attr::stream_loads, Expr(1), nest);
     if (s->bulk_copy && s->scope == "global") {
       // A TMA store: the stage's copy out of a shared tile, one box per block (lower_bulk_copy).
       nest = AttrStmt::make(buf, attr::bulk_copy, Expr(0), nest);

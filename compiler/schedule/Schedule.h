@@ -221,6 +221,13 @@ public:
   /// (cp.async.bulk.wait_group.read) before the tile is written again; boxes past the
   /// tensor's edges are clipped by the hardware, so a guarded tail needs no guard.
   Stage &bulk_copy();
+  /// Reads this stage's global inputs as a stream: its vector loads (4, 8 or 16 bytes a thread)
+  /// of buffers the kernel does not write are emitted as ld.global.nc.L1::no_allocate, which
+  /// does not allocate lines in L1. For data a block reads once (a key/value cache): a load
+  /// that allocates holds its L1 line until the data arrive, so where shared memory takes most
+  /// of the SM's L1 the lines left bound the bytes in flight. Scalar loads, copies to shared
+  /// memory (cp.async.cg already bypasses L1) and the CPU executor are unaffected.
+  Stage &stream_loads();
   /// bulk_copy for the implicit-GEMM input tile of a convolution: this stage is A(m, rk) =
   /// x[n, oh + r - pad, ow + s - pad, c] (zero outside x) of an NHWC input x, with m = (n * P +
   /// oh) * Q + ow and rk = (r * S + s) * C + c as `conv` says; each K step of the tile (its
@@ -361,6 +368,7 @@ public:
   int pipeline_stages = 1; ///< 1: not pipelined
   int pipeline_slack = 0;  ///< Stage::pipeline's slack
   bool bulk_copy = false;  ///< Stage::bulk_copy
+  bool stream_loads = false; ///< Stage::stream_loads
   std::optional<Im2colCopy> im2col; ///< Stage::bulk_copy_im2col
   std::vector<IterVar> env_threads;
   bool warp_specialized = false; ///< Stage::warp_specialize

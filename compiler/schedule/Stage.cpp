@@ -594,6 +594,23 @@ Stage &Stage::bulk_copy() {
   return *this;
 }
 
+Stage &Stage::stream_loads() {
+  const auto *op = n_->op.as<ComputeOpNode>();
+  user_check(op, "stream_loads")
+      << "stage '" << name() << "' is not a computed stage; stream_loads marks the loads of a "
+         "stage that reads global memory (a cache_read copy into registers, say)";
+  bool reads_global = false;
+  for (const Tensor &t : op->input_tensors()) {
+    auto it = n_->schedule->stage_map.find(t.op().get());
+    reads_global |= it == n_->schedule->stage_map.end() || it->second->scope == "global";
+  }
+  user_check(reads_global, "stream_loads")
+      << "stage '" << name() << "' reads no tensor in global memory; stream_loads applies to "
+         "loads from global memory (call it on the copy that reads the global tensor)";
+  n_->stream_loads = true;
+  return *this;
+}
+
 Stage &Stage::bulk_copy_im2col(const Im2colCopy &conv) {
   user_check(conv.out_height > 0 && conv.out_width > 0 && conv.channels > 0 &&
                  conv.kernel_h > 0 && conv.kernel_w > 0 && conv.pad >= 0,

@@ -199,6 +199,19 @@ TEST(ScheduleErrors, SlackOfACpAsyncRing) {
                {"slack (1) is a TMA ring's", "bulk_copy"});
 }
 
+// stream_loads marks loads from global memory: a copy of a shared tile, or a placeholder, has
+// none to mark.
+TEST(ScheduleErrors, StreamLoadsNeedAReadOfGlobalMemory) {
+  Gemm t;
+  Tensor AS = t.s.cache_read(t.g.A, "shared", {t.g.C});
+  Tensor AL = t.s.cache_read(AS, "local", {t.g.C});
+  expect_error([&] { t.s[AL].stream_loads(); },
+               {"stage 'A.shared.local'", "reads no tensor in global memory",
+                "the copy that reads the global tensor"});
+  expect_error([&] { t.s[t.g.B].stream_loads(); }, {"stage 'B'", "not a computed stage"});
+  t.s[AS].stream_loads(); // reads A in global memory
+}
+
 TEST(ScheduleErrors, LowerArguments) {
   Gemm t;
   expect_error([&] { lower(t.s, {t.g.A, t.g.C}); },
