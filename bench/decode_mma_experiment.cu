@@ -1,7 +1,7 @@
 // Decoding on Tensor Cores, written by hand to measure it before building it (2026-11-29; the
-// result is in docs/ATTENTION.md "What is left" 2 and bench/RESULTS.md 2026-11-29 00:00: as fast as
-// the generated CUDA-core kernel once that one's loads skip L1, 0.535 against 0.531 ms on an H200;
-// the limit is the bytes in flight, not the instructions).
+// result is in docs/ATTENTION.md "What is left" 2 and bench/RESULTS.md 2026-11-29 00:00: in one
+// H200 call 0.538 ms against the generated CUDA-core kernel's 0.549, and 0.525 once that one's
+// loads skip L1; the limit is the bytes in flight, not the instructions).
 //
 // attention_decode's first kernel at B=16, H=32, HKV=8, SQ=1, D=128, SPLIT=512 (the launch stays
 // the generated one: a block of 16 x 8 threads per (chunk, batch, key/value head)): each warp
