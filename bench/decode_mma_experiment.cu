@@ -1,5 +1,5 @@
 // Decoding on Tensor Cores, written by hand to measure it before building it (2026-11-29; the
-// result is in docs/ATTENTION.md "What is left" 2 and bench/RESULTS.md 2026-11-29 00:00: in one
+// result is in docs/ATTENTION.md "What is left" 2 and bench/RESULTS.md 2026-11-28/29 23:50: in one
 // H200 call 0.538 ms against the generated CUDA-core kernel's 0.549, and 0.525 once that one's
 // loads skip L1; the limit is the bytes in flight, not the instructions).
 //
