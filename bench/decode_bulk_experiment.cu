@@ -1,0 +1,202 @@
+// Decoding on Tensor Cores fed by TMA, written by hand (2026-11-29; bench/RESULTS.md 2026-11-29
+// 00:25): bench/decode_mma_experiment.cu with each warp's ring filled by cp.async.bulk, one
+// 256-byte row a lane (16 lanes a tile of 16 rows), completing on an mbarrier a slot, in the
+// dynamic shared memory of the RING=2 launches (RING=2,ROWS=4: 64 KiB, NS=3; RING=2: 112 KiB,
+// NS=6). On an H200: NS=3 0.544 ms, NS=6 0.882, the generated CUDA-core kernel 0.528-0.532 in
+// the same call: bytes in flight without registers do not make it faster.
+//
+//   tessel cuda attention_decode --shape B=16,H=32,HKV=8,SQ=1,SK=32768,D=128,RING=2,ROWS=4 > g.cu
+//   (echo '#define NS 3'; cat bench/decode_bulk_experiment.cu;
+//    sed -n '/void __launch_bounds__(128) attention_decode(/,$p' g.cu) > t.cu
+//   tessel run attention_decode --shape B=16,H=32,HKV=8,SQ=1,SK=32768,D=128,RING=2,ROWS=4 --cuda t.cu --no-check
+#include <cuda_fp16.h>
+#ifndef NB
+#define NB 16
+#endif
+#ifndef SK
+#define SK 32768
+#endif
+#ifndef NS
+#define NS 2
+#endif
+#define HKV 8
+#define G 4
+#define HQ (HKV * G)
+#define D 128
+#define CHUNK 512
+#define KSTR (HKV * D)
+#define RSTR 136  /* a slot's row stride in halves: 256 + 16 bytes */
+#define SLOT (16 * RSTR)
+#ifndef CACHEHINT
+#define CACHEHINT ""
+#endif
+
+__device__ __forceinline__ void mma16816(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ unsigned movtrans(unsigned x) {
+  unsigned y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(y) : "r"(x));
+  return y;
+}
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+  __half2 h = __floats2half2_rn(lo, hi);
+  return *(unsigned *)&h;
+}
+__device__ __forceinline__ void ldsm4(unsigned a[4], const half *p) {
+  unsigned s = (unsigned)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3]) : "r"(s));
+}
+__device__ __forceinline__ void ldsm4t(unsigned a[4], const half *p) {
+  unsigned s = (unsigned)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3]) : "r"(s));
+}
+extern "C" __global__ void __launch_bounds__(128) attention_decode_lse(const half* __restrict__ Q, const half* __restrict__ K, const half* __restrict__ V, const half* __restrict__ O, float* __restrict__ lse, float* __restrict__ op) {
+  extern __shared__ __align__(128) unsigned char dyn_smem[];
+  half (*ring)[NS][SLOT] = reinterpret_cast<half (*)[NS][SLOT]>(dyn_smem);
+  __shared__ __align__(8) unsigned long long bars[4][NS];
+  __shared__ float red_m[4][8], red_l[4][8];
+  __shared__ float ored[G][D];
+  const int tid = threadIdx.y * 16 + threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int grp = lane >> 2, c = lane & 3;
+  const int bid = blockIdx.x, hkv = bid % HKV, b = bid / HKV % NB, p = bid / (HKV * NB);
+  const half *Kb = K + (size_t)b * SK * KSTR + (size_t)(p * CHUNK + warp * 128) * KSTR + hkv * D;
+  const half *Vb = V + (size_t)b * SK * KSTR + (size_t)(p * CHUNK + warp * 128) * KSTR + hkv * D;
+  half (*my)[SLOT] = ring[warp];
+  // Tiles 0-7 are K's, 8-15 V's, 16 keys each.
+  unsigned long long *mybar = bars[warp];
+  if (lane == 0)
+    for (int i = 0; i < NS; ++i)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"((unsigned)__cvta_generic_to_shared(&mybar[i])) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  __syncwarp();
+  auto issue = [&](int i) {
+    if (i >= 16) return;
+    const unsigned bar = (unsigned)__cvta_generic_to_shared(&mybar[i % NS]);
+    if (lane == 0)
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], 4096;" :: "r"(bar) : "memory");
+    __syncwarp();
+    if (lane < 16) {
+      const half *src = (i < 8 ? Kb : Vb) + ((i % 8) * 16 + lane) * KSTR;
+      const unsigned dst = (unsigned)__cvta_generic_to_shared(my[i % NS] + lane * RSTR);
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 256, [%2];"
+                   :: "r"(dst), "l"(src), "r"(bar) : "memory");
+    }
+  };
+  auto wait = [&](int i) {
+    const unsigned bar = (unsigned)__cvta_generic_to_shared(&mybar[i % NS]);
+    const unsigned parity = (i / NS) & 1;
+    unsigned done = 0;
+    while (!done)
+      asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+                   : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  };
+#pragma unroll
+  for (int i = 0; i < NS; ++i) issue(i);
+  // Q^T as B fragments (k-step ks: head-dim elements 16ks + 2c, +1, +8, +9 of query grp).
+  unsigned qb[8][2];
+  const unsigned *Qw = (const unsigned *)(Q + (size_t)b * HQ * D + (hkv * G + (grp < G ? grp : 0)) * D);
+#pragma unroll
+  for (int ks = 0; ks < 8; ++ks) {
+    qb[ks][0] = grp < G ? Qw[ks * 8 + c] : 0u;
+    qb[ks][1] = grp < G ? Qw[ks * 8 + 4 + c] : 0u;
+  }
+  float s[8][4];
+#pragma unroll
+  for (int t = 0; t < 8; ++t) {
+    wait(t);
+    const half *sl = my[t % NS];
+    s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < 8; ++ks) {
+      unsigned a[4];
+      ldsm4(a, sl + (lane % 16) * RSTR + ks * 16 + (lane / 16) * 8);
+      mma16816(s[t], a, qb[ks][0], qb[ks][1]);
+    }
+    __syncwarp();
+    issue(t + NS);
+  }
+  const float sl2 = 0.088388346f * 1.44269504f;
+  float mx0 = __int_as_float(0xff800000), mx1 = mx0;
+#pragma unroll
+  for (int t = 0; t < 8; ++t) {
+    mx0 = fmaxf(mx0, fmaxf(s[t][0], s[t][2]));
+    mx1 = fmaxf(mx1, fmaxf(s[t][1], s[t][3]));
+  }
+#pragma unroll
+  for (int o = 4; o < 32; o <<= 1) {
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o));
+  }
+  float l0 = 0.f, l1 = 0.f;
+  unsigned pb[8][2];
+#pragma unroll
+  for (int t = 0; t < 8; ++t) {
+    float e0 = exp2f((s[t][0] - mx0) * sl2), e1 = exp2f((s[t][1] - mx1) * sl2);
+    float e2 = exp2f((s[t][2] - mx0) * sl2), e3 = exp2f((s[t][3] - mx1) * sl2);
+    l0 += e0 + e2;
+    l1 += e1 + e3;
+    pb[t][0] = movtrans(pack2(e0, e1));
+    pb[t][1] = movtrans(pack2(e2, e3));
+  }
+#pragma unroll
+  for (int o = 4; o < 32; o <<= 1) {
+    l0 += __shfl_xor_sync(0xffffffffu, l0, o);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, o);
+  }
+  if (grp == 0) {
+    red_m[warp][2 * c] = mx0 * 0.088388346f; red_m[warp][2 * c + 1] = mx1 * 0.088388346f;
+    red_l[warp][2 * c] = l0; red_l[warp][2 * c + 1] = l1;
+  }
+  // O^T = V^T P^T: m-tile mt holds head-dim rows 16mt + grp and 16mt + grp + 8.
+  float oc[8][4];
+#pragma unroll
+  for (int mt = 0; mt < 8; ++mt) oc[mt][0] = oc[mt][1] = oc[mt][2] = oc[mt][3] = 0.f;
+#pragma unroll
+  for (int t = 0; t < 8; ++t) {
+    wait(t + 8);
+    const half *sl = my[(t + 8) % NS];
+#pragma unroll
+    for (int mt = 0; mt < 8; ++mt) {
+      unsigned a[4];
+      ldsm4t(a, sl + ((lane % 8) + 8 * (lane / 16)) * RSTR + 16 * mt + 8 * ((lane / 8) % 2));
+      mma16816(oc[mt], a, pb[t][0], pb[t][1]);
+    }
+    __syncwarp();
+    issue(t + 8 + NS);
+  }
+  __syncthreads();
+  float sc[2];
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int q = 2 * c + j;
+    float mm = __int_as_float(0xff800000);
+    for (int w2 = 0; w2 < 4; ++w2) mm = fmaxf(mm, red_m[w2][q]);
+    float L = 0.f;
+    for (int w2 = 0; w2 < 4; ++w2) L += red_l[w2][q] * __expf(red_m[w2][q] - mm);
+    sc[j] = __expf(red_m[warp][q] - mm) / L;
+    if (q < G && warp == 0 && grp == 0)
+      lse[(size_t)p * NB * HQ + b * HQ + hkv * G + q] = mm + logf(L);
+  }
+  for (int w2 = 0; w2 < 4; ++w2) {
+    if (warp == w2 && c < G / 2) {
+#pragma unroll
+      for (int mt = 0; mt < 8; ++mt) {
+        const int d0 = 16 * mt + grp, d1 = d0 + 8;
+        if (w2 == 0) {
+          ored[2 * c][d0] = oc[mt][0] * sc[0]; ored[2 * c + 1][d0] = oc[mt][1] * sc[1];
+          ored[2 * c][d1] = oc[mt][2] * sc[0]; ored[2 * c + 1][d1] = oc[mt][3] * sc[1];
+        } else {
+          ored[2 * c][d0] += oc[mt][0] * sc[0]; ored[2 * c + 1][d0] += oc[mt][1] * sc[1];
+          ored[2 * c][d1] += oc[mt][2] * sc[0]; ored[2 * c + 1][d1] += oc[mt][3] * sc[1];
+        }
+      }
+    }
+    __syncthreads();
+  }
+  float *opb = op + (size_t)p * NB * HQ * D + (size_t)b * HQ * D + hkv * G * D;
+  for (int e = tid; e < G * D; e += 128) opb[e] = ored[e / D][e % D];
+}
