@@ -27,9 +27,6 @@
 #define KSTR (HKV * D)
 #define RSTR 136  /* a slot's row stride in halves: 256 + 16 bytes */
 #define SLOT (16 * RSTR)
-#ifndef CACHEHINT
-#define CACHEHINT ""
-#endif
 
 __device__ __forceinline__ void mma16816(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
