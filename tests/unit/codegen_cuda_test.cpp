@@ -160,6 +160,39 @@ CHECK-NEXT: }
   expect_compiles(src);
 }
 
+// Inside a stream_loads attr (Stage::stream_loads) the vector loads of buffers the kernel does
+// not write skip L1 (tessel_ld_stream: 16, 8 and 4 bytes); a buffer it writes, and loads outside
+// the attr, keep the plain load. The helper compiles for every size.
+TEST(CodeGenCUDA, StreamLoadsSkipL1) {
+  Buffer A = flat_buffer("A", Float(32), 1024), H = flat_buffer("H", Float(16), 1024),
+         C = flat_buffer("C", Float(32), 1024), E = flat_buffer("E", Float(16), 1024),
+         W = flat_buffer("W", Float(32), 1024);
+  IterVar tx = thread_axis("threadIdx.x");
+  auto ramp = [&](int lanes, int offset = 0) {
+    Expr base = tx.var() * lanes;
+    return Ramp::make(offset ? base + offset : base, 1, lanes);
+  };
+  Stmt streamed = AttrStmt::make(
+      A, attr::stream_loads, Expr(1),
+      Seq::make({store(C, ramp(4), load(A, ramp(4))), store(E, ramp(4), load(H, ramp(4))),
+                 store(E, ramp(2, 512), load(H, ramp(2))),
+                 store(W, ramp(4), load(W, ramp(4)))}));
+  Stmt plain = store(C, ramp(4, 512), load(A, ramp(4)));
+  Stmt body = launch_thread(tx, 128, Seq::make({streamed, plain}));
+  std::string src = codegen(kernel("stream", {A, H, C, E, W}, body, {1, 1, 1}, {128, 1, 1}));
+  expect_filecheck(src, R"(
+CHECK: __device__ __forceinline__ T tessel_ld_stream(const void *p) {
+CHECK: stream(const float* __restrict__ A, const half* __restrict__ H, float* __restrict__ C, half* __restrict__ E, float* __restrict__ W) {
+CHECK-NEXT:   *(float4*)(C + ((int)threadIdx.x) * 4) = tessel_ld_stream<float4>(A + ((int)threadIdx.x) * 4);
+CHECK-NEXT:   *(uint2*)(E + ((int)threadIdx.x) * 4) = tessel_ld_stream<uint2>(H + ((int)threadIdx.x) * 4);
+CHECK-NEXT:   *(unsigned int*)(E + ((int)threadIdx.x) * 2 + 512) = tessel_ld_stream<unsigned int>(H + ((int)threadIdx.x) * 2);
+CHECK-NEXT:   *(float4*)(W + ((int)threadIdx.x) * 4) = *(const float4*)(W + ((int)threadIdx.x) * 4);
+CHECK-NEXT:   *(float4*)(C + ((int)threadIdx.x) * 4 + 512) = *(const float4*)(A + ((int)threadIdx.x) * 4);
+CHECK-NEXT: }
+)");
+  expect_compiles(src);
+}
+
 TEST(CodeGenCUDA, VectorAccessFallsBackToLanesWhenUnaligned) {
   Buffer A = flat_buffer("A", Float(32), 1028), B = flat_buffer("B", Float(32), 1028);
   IterVar tx = thread_axis("threadIdx.x");
