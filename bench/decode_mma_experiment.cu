@@ -1,29 +1,38 @@
-// Decoding on Tensor Cores, written by hand to measure it before building it (2026-11-29; the
-// result is in docs/ATTENTION.md "What is left" 2 and bench/RESULTS.md 2026-11-28/29 23:50: in one
-// H200 call 0.538 ms against the generated CUDA-core kernel's 0.549, and 0.525 once that one's
-// loads skip L1; the limit is the bytes in flight, not the instructions).
+// Decoding on Tensor Cores, written by hand to measure it before building it (2026-11-29;
+// docs/ATTENTION.md "What is left" 2, bench/RESULTS.md 2026-11-28/29 23:50 and 2026-11-29 00:25).
+// On an H200, in one call, 0.538 ms against the generated CUDA-core kernel's 0.549, and 0.525
+// once that one's loads skip L1; filled by TMA (BULK=1) 0.544 ms with 3 slots a warp, 0.882 with
+// 6, against the generated 0.528-0.532: the instructions are not the limit, nor are the bytes in
+// flight that registers or a ring of shared memory can hold.
 //
 // attention_decode's first kernel at B=16, H=32, HKV=8, SQ=1, D=128, SPLIT=512 (the launch stays
 // the generated one: a block of 16 x 8 threads per (chunk, batch, key/value head)): each warp
-// takes 128 of the chunk's keys, 16 at a time through its own ring of NS cp.async slots (rows
-// padded to 272 bytes: ldmatrix without bank conflicts). Scores transposed, S^T = K Q^T on
-// mma.sync m16n8k16 (the keys as M from ldmatrix, the group's 4 queries padded to 8 as N); the
-// warp's softmax down the fragments' rows; P to P^T's B fragments by movmatrix.trans;
-// O^T = V^T P^T (V's tile by ldmatrix.trans); the 4 warps' states merged in shared memory into
-// the chunk's lse and normalized op, as the generated kernel writes them. The second kernel (the
-// merge) is appended from `tessel cuda`:
+// takes 128 of the chunk's keys, 16 at a time through its own ring of NS slots (rows padded to
+// 272 bytes: ldmatrix without bank conflicts), filled by cp.async, 16 bytes a lane (BULK=0, the
+// ring static: NS=2), or by cp.async.bulk, one 256-byte row a lane, completing on an mbarrier a
+// slot (BULK=1, the ring in the dynamic shared memory of a RING=2 launch: RING=2,ROWS=4 64 KiB,
+// NS=3; RING=2 112 KiB, NS=6). Scores transposed, S^T = K Q^T on mma.sync m16n8k16 (the keys as
+// M from ldmatrix, the group's 4 queries padded to 8 as N); the warp's softmax down the
+// fragments' rows; P to P^T's B fragments by movmatrix.trans; O^T = V^T P^T (V's tile by
+// ldmatrix.trans); the 4 warps' states merged in shared memory into the chunk's lse and
+// normalized op, as the generated kernel writes them. The second kernel (the merge) is appended
+// from `tessel cuda`:
 //
 //   tessel cuda attention_decode --shape B=16,H=32,HKV=8,SQ=1,SK=32768,D=128 > g.cu
 //   (cat bench/decode_mma_experiment.cu; sed -n '/void __launch_bounds__(128) attention_decode(/,$p' g.cu) > t.cu
 //   tessel run attention_decode --shape B=16,H=32,HKV=8,SQ=1,SK=32768,D=128 --cuda t.cu --no-check
 //
-// With -DNB=2 -DSK=2048 prepended (#define) it checks against float64 at that shape.
+// BULK=1: `#define BULK 1` and `#define NS 3` first, and RING=2,ROWS=4 in both shapes. With
+// NB=2 and SK=2048 defined first it checks against float64 at that shape.
 #include <cuda_fp16.h>
 #ifndef NB
 #define NB 16
 #endif
 #ifndef SK
 #define SK 32768
+#endif
+#ifndef BULK
+#define BULK 0
 #endif
 #ifndef NS
 #define NS 2
@@ -36,9 +45,6 @@
 #define KSTR (HKV * D)
 #define RSTR 136  /* a slot's row stride in halves: 256 + 16 bytes */
 #define SLOT (16 * RSTR)
-#ifndef CACHEHINT
-#define CACHEHINT ""
-#endif
 
 __device__ __forceinline__ void mma16816(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
@@ -68,13 +74,19 @@ __device__ __forceinline__ void copy_tile(half *slot, const half *src, int lane)
   for (int i = 0; i < 8; ++i) {
     const int chunk = i * 32 + lane, r = chunk / 16, cc = chunk % 16;
     unsigned s = (unsigned)__cvta_generic_to_shared(slot + r * RSTR + cc * 8);
-    asm volatile("cp.async.cg.shared.global" CACHEHINT " [%0], [%1], 16;" :: "r"(s), "l"(src + r * KSTR + cc * 8) : "memory");
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(s), "l"(src + r * KSTR + cc * 8) : "memory");
   }
 }
 
 
 extern "C" __global__ void __launch_bounds__(128) attention_decode_lse(const half* __restrict__ Q, const half* __restrict__ K, const half* __restrict__ V, const half* __restrict__ O, float* __restrict__ lse, float* __restrict__ op) {
+#if BULK
+  extern __shared__ __align__(128) unsigned char dyn_smem[];
+  half (*ring)[NS][SLOT] = reinterpret_cast<half (*)[NS][SLOT]>(dyn_smem);
+  __shared__ __align__(8) unsigned long long bars[4][NS];
+#else
   __shared__ __align__(128) half ring[4][NS][SLOT];
+#endif
   __shared__ float red_m[4][8], red_l[4][8];
   __shared__ float ored[G][D];
   const int tid = threadIdx.y * 16 + threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -84,10 +96,45 @@ extern "C" __global__ void __launch_bounds__(128) attention_decode_lse(const hal
   const half *Vb = V + (size_t)b * SK * KSTR + (size_t)(p * CHUNK + warp * 128) * KSTR + hkv * D;
   half (*my)[SLOT] = ring[warp];
   // Tiles 0-7 are K's, 8-15 V's, 16 keys each.
+#if BULK
+  unsigned long long *mybar = bars[warp];
+  if (lane == 0)
+    for (int i = 0; i < NS; ++i)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"((unsigned)__cvta_generic_to_shared(&mybar[i])) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  __syncwarp();
+  auto issue = [&](int i) {
+    if (i >= 16) return;
+    const unsigned bar = (unsigned)__cvta_generic_to_shared(&mybar[i % NS]);
+    if (lane == 0)
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], 4096;" :: "r"(bar) : "memory");
+    __syncwarp();
+    if (lane < 16) {
+      const half *src = (i < 8 ? Kb : Vb) + ((i % 8) * 16 + lane) * KSTR;
+      const unsigned dst = (unsigned)__cvta_generic_to_shared(my[i % NS] + lane * RSTR);
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 256, [%2];"
+                   :: "r"(dst), "l"(src), "r"(bar) : "memory");
+    }
+  };
+  auto wait = [&](int i) {
+    const unsigned bar = (unsigned)__cvta_generic_to_shared(&mybar[i % NS]);
+    const unsigned parity = (i / NS) & 1;
+    unsigned done = 0;
+    while (!done)
+      asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+                   : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  };
+#else
   auto issue = [&](int i) {
     if (i < 16) copy_tile(my[i % NS], (i < 8 ? Kb : Vb) + (i % 8) * 16 * KSTR, lane);
     asm volatile("cp.async.commit_group;" ::: "memory");
   };
+  auto wait = [&](int) {
+    asm volatile("cp.async.wait_group %0;" :: "n"(NS - 1) : "memory");
+    __syncwarp();
+  };
+#endif
 #pragma unroll
   for (int i = 0; i < NS; ++i) issue(i);
   // Q^T as B fragments (k-step ks: head-dim elements 16ks + 2c, +1, +8, +9 of query grp).
@@ -101,8 +148,7 @@ extern "C" __global__ void __launch_bounds__(128) attention_decode_lse(const hal
   float s[8][4];
 #pragma unroll
   for (int t = 0; t < 8; ++t) {
-    asm volatile("cp.async.wait_group %0;" :: "n"(NS - 1) : "memory");
-    __syncwarp();
+    wait(t);
     const half *sl = my[t % NS];
     s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.f;
 #pragma unroll
@@ -152,8 +198,7 @@ extern "C" __global__ void __launch_bounds__(128) attention_decode_lse(const hal
   for (int mt = 0; mt < 8; ++mt) oc[mt][0] = oc[mt][1] = oc[mt][2] = oc[mt][3] = 0.f;
 #pragma unroll
   for (int t = 0; t < 8; ++t) {
-    asm volatile("cp.async.wait_group %0;" :: "n"(NS - 1) : "memory");
-    __syncwarp();
+    wait(t + 8);
     const half *sl = my[(t + 8) % NS];
 #pragma unroll
     for (int mt = 0; mt < 8; ++mt) {
