@@ -318,6 +318,13 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
          "256; got "
       << a.block_queries << " queries a block, Sq = " << a.Sq << ", D = " << a.D << ", "
       << a.block_keys << " keys a block: change them, or use WMMA (TC=1)";
+  user_check(!a.persistent_blocks || (a.warp_roles && !a.causal && !a.reverse_blocks),
+             "attention")
+      << "a persistent grid (PB=" << a.persistent_blocks << ") takes the wgmma schedule with a "
+      << "producer warpgroup (TC=2, WS=1 or the overlap's default) and the same key blocks in "
+      << "every tile (not causal, not reversed); got "
+      << (!a.warp_roles ? "no producer warpgroup" : a.causal ? "CAUSAL=1" : "REV=1")
+      << ": drop PB";
   const int g = int(a.H / a.Hkv), bk = int(a.block_keys), off = int(a.Sk - a.Sq);
   const int64_t T = a.Sk / a.block_keys, Bk = a.block_keys;
   // The wgmma schedule's tensors of the step are query-major (a warpgroup's rows are its
@@ -461,8 +468,13 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   auto [b, h, i, dd] = s[O].axes<4>();
   auto [io, ii] = s[O].split(i, a.block_queries);
   s[O].reorder({b, h, io, ii, dd});
-  IterVar block = s[O].fuse(s[O].fuse(b, h), io);
-  s[O].bind(block, thread_axis("blockIdx.x"));
+  IterVar block = io; // a persistent grid walks the tiles (b h, io) in order
+  if (a.persistent_blocks) {
+    s[O].persistent(s[O].fuse(b, h), io, 1, a.persistent_blocks);
+  } else {
+    block = s[O].fuse(s[O].fuse(b, h), io);
+    s[O].bind(block, thread_axis("blockIdx.x"));
+  }
   if (a.reverse_blocks) // each head's query blocks longest first (causal: the last are short)
     s[O].reverse(block);
   if (a.wgmma) {
@@ -867,13 +879,15 @@ ScheduleEntry attention_entry() {
       "overlap inside a warpgroup), 0: not, 2 (the default): where it measured faster (wgmma, "
       "D 128, BQ 128, causal only with BK 128). STAGES 0 (the default): 3 with the overlap, "
       "else 2. REV 1: the blocks in reverse, each head's query blocks longest first (0, the "
-      "default: in order)";
+      "default: in order). PB > 0 (wgmma with a producer warpgroup, not causal): a persistent "
+      "grid of PB blocks walking the (batch x head, query block) tiles in order (0, the "
+      "default: a block a tile)";
   e.default_shape = {{"B", 1},   {"H", 4},      {"HKV", 4},  {"SQ", 256}, {"SK", 256}, {"D", 64},
                      {"CAUSAL", 0}, {"BSHD", 1}, {"BK", 0}, {"BQ", 0},  {"TC", 3},
                      {"STAGES", 0}, {"PP", 2}, {"TMA", 1}, {"SLACK", 0}, {"WS", 2}, {"LSE", 0},
-                     {"ACC", 0},   {"OVL", 2},     {"REV", 0}};
+                     {"ACC", 0},   {"OVL", 2},     {"REV", 0}, {"PB", 0}};
   e.nonnegative = {"CAUSAL", "BSHD", "TC",  "BK",  "BQ",  "PP",     "TMA",
-                   "SLACK",  "WS",   "LSE", "ACC", "OVL", "STAGES", "REV"};
+                   "SLACK",  "WS",   "LSE", "ACC", "OVL", "STAGES", "REV", "PB"};
   e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"TC", {0, 1, 2, 3}}, {"PP", {0, 1, 2}},
                {"TMA", {0, 1}},       {"SLACK", {0, 1}}, {"WS", {0, 1, 2}},
                {"LSE", {0, 1}}, {"ACC", {0, 1}}, {"OVL", {0, 1, 2}}, {"REV", {0, 1}}};
@@ -885,7 +899,8 @@ ScheduleEntry attention_entry() {
              {"TMA", {0, 1}},
              {"SLACK", {0, 1}},
              {"WS", {0, 1}},
-             {"OVL", {0, 1}}};
+             {"OVL", {0, 1}},
+             {"PB", {0, 132}}};
   e.build = [](const ShapeParams &p, DataType dtype) {
     AttentionParams shape = attention_shape(p);
     const int64_t stages = p.at("STAGES"); // 0: the path's
@@ -899,6 +914,7 @@ ScheduleEntry attention_entry() {
     a.warp_roles = ws == 1;
     a.lse = p.at("LSE") != 0;
     a.reverse_blocks = p.at("REV") != 0;
+    a.persistent_blocks = p.at("PB");
     a.accumulate_o = p.at("ACC") != 0;
     if (overlap == 1 || (overlap == 2 && overlap_pays(a))) {
       a = take_overlap(a);

@@ -68,6 +68,10 @@ struct AttentionParams {
   /// 2026-11-28: level at D = 128 (1.26-1.27 ms either way), 29% slower at D = 64 (0.624
   /// against 0.484 ms, not understood): off by default.
   bool reverse_blocks = false;
+  /// wgmma with warp roles, not causal: a persistent grid of this many blocks (Stage::persistent
+  /// on the (b h, query block) tiles; 0: a block a tile), its producer filling the next tile's
+  /// first slots while the consumers finish this one.
+  int64_t persistent_blocks = 0;
 };
 
 /// The online softmax's fold over the key blocks of `t`: the running max `m`, sum `l` (fold

@@ -523,8 +523,13 @@ protected:
         auto whole = whole_steps_.find(op);
         auto steps = whole != whole_steps_.end() ? std::optional<int64_t>(whole->second)
                                                  : as_const_int(op->extent);
-        internal_check(steps.has_value()) << "persistent ring over a loop of extent "
-                                          << op->extent;
+        user_check(steps.has_value(), "persistent")
+            << "the TMA ring of '" << here[0]->alloc->buffer_var->name << "' over "
+            << op->loop_var << " runs across the tiles of a persistent stage, but its loop's "
+            << "extent (" << op->extent << ") varies from tile to tile (a triangular loop, e.g. "
+            << "causal attention's key blocks); a persistent ring counts its slots from the "
+            << "block's first tile and needs the same number of steps in every tile: drop "
+            << "persistent for this stage";
         ring_base_[op] = tiles_.back().iteration * make_const(op->loop_var.type(), *steps);
       }
       return bulk_pipeline(op, here, stages, here[0]->warp_roles);

@@ -547,6 +547,47 @@ TEST(FusedAttention, OverlapStepsRotateTheFold) {
   expect_error([&] { lower(u.schedule, u.args); }, {"overlap_steps", "was not found"});
 }
 
+// A persistent grid (PB): fewer blocks than tiles, each walking (b h, query block) tiles in
+// order; the producer's TMA ring runs across a block's tiles (its slots and parities counted
+// from the block's first tile), Q's shared tile rewritten only after both warpgroups are done
+// with it. The registry's default at D = 128 (overlap, producer warpgroup, turns) and D = 64
+// with grouped heads and the logsumexp, on the executor; a causal fold's key loop, whose
+// length varies from tile to tile, is refused by name.
+TEST(FusedAttention, PersistentGridWalksTheTiles) {
+  struct Case {
+    AttentionShape shape;
+    int64_t bk, bq;
+    WgmmaOptions o;
+  };
+  AttentionShape gqa{1, 256, 256, 4, 1, 64, false};
+  gqa.lse = true;
+  for (const Case &c : {Case{{1, 512, 512, 2, 2, 128, false}, 128, 128,
+                             {true, true, 0, true, false, true}},
+                        Case{gqa, 64, 64, {true, false, 0, true}}}) {
+    AttentionParams a = c.shape;
+    a.persistent_blocks = 3;
+    SCOPED_TRACE(describe(c.shape, c.bk) + " wgmma, persistent grid of 3 blocks");
+    ScheduledProgram q = wgmma_attention(a, c.bk, c.o.overlap ? 3 : 2, Float(16), c.bq, c.o);
+    const std::string ir = to_string(lower(q.schedule, q.args));
+    EXPECT_NE(ir.find("\"thread_extent\" = 3;"), std::string::npos) << ir;
+    EXPECT_NE(ir.find("let O.tile: int32 = O.tile_iter * 3 + blockIdx.x"), std::string::npos)
+        << ir;
+    // The ring's slots continue from tile to tile: the step is counted from the block's first
+    // (4 steps a tile on 3 slots; on 2 slots a tile starts at slot 0 and parity 0 anyway).
+    if (c.o.overlap)
+      EXPECT_NE(ir.find("@mbarrier_wait(@address_of(t_empty[floormod(O.tile_iter * 4 + t, 3)])"),
+                std::string::npos)
+          << ir;
+    CheckResult r = check_on_cpu(q.schedule, q.args, 3);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
+  AttentionParams causal = AttentionShape{1, 256, 256, 2, 2, 128, true};
+  causal.persistent_blocks = 3;
+  expect_error(
+      [&] { wgmma_attention(causal, 128, 3, Float(16), 128, {true, false, 0, true, false, true}); },
+      {"attention", "persistent grid (PB=3)", "not causal", "got CAUSAL=1"});
+}
+
 // Ping-pong consumer roles take a stage computed by one warpgroup; attention's fold with two
 // warpgroups bound inside the block's work is refused by split_warp_roles, naming the stage.
 TEST(FusedAttention, PingPongRolesOfTwoInnerWarpgroupsIsAnError) {
@@ -1137,6 +1178,16 @@ TEST(FusedAttention, GpuMatchesTheReference) {
           CheckResult w = check_on_gpu(p.schedule, p.args, 3);
           EXPECT_TRUE(w.compare.ok) << w.str();
         }
+    // A persistent grid of 3 blocks over 8 tiles (the registry's default at D = 128 otherwise).
+    {
+      AttentionParams a = AttentionShape{1, 512, 512, 2, 2, 128, false};
+      a.persistent_blocks = 3;
+      SCOPED_TRACE(describe(a, 128) + " wgmma, overlapped steps in turns, persistent grid of 3");
+      ScheduledProgram p =
+          wgmma_attention(a, 128, 3, Float(16), 128, {true, true, 0, true, false, true});
+      CheckResult w = check_on_gpu(p.schedule, p.args, 3);
+      EXPECT_TRUE(w.compare.ok) << w.str();
+    }
     // With the rows' logsumexp as a second output.
     {
       AttentionShape a{1, 256, 256, 4, 2, 128, true};
