@@ -190,6 +190,8 @@ run_step() {
           "${once[@]}" &&
         sanitize_all attention --shape B=1,H=2,HKV=1,SQ=256,SK=512,D=128,TC=2 "${once[@]}" &&
         sanitize_all attention --shape B=1,H=4,HKV=1,SQ=512,SK=512,D=128,TC=2,PB=3 "${once[@]}" &&
+        sanitize_all attention --shape B=1,H=2,HKV=1,SQ=512,SK=512,D=128,TC=2,PB=6,LW=4 \
+          "${once[@]}" &&
         sanitize_all attention_decode --shape B=1,H=4,HKV=2,SQ=2,SK=1024,D=128,SPLIT=256,CAUSAL=1 \
           "${once[@]}" &&
         sanitize_all attention_decode --shape B=1,H=4,HKV=2,SK=1024,D=128,SPLIT=256,RING=2 \

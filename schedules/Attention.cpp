@@ -259,15 +259,28 @@ std::vector<Tensor> online_softmax(const IterVar &t, const Tensor &m, const Tens
   auto alpha = [&](const std::vector<Var> &v) {
     return exponential(state(m, {v.begin(), v.begin() + long(rows)}) - step(m_new, v, rows));
   };
+  // Two parts' states (m, l, o) merged: each part's sums rescaled to the larger max (a part
+  // that saw no key, m = -inf, weighs 0).
+  auto weight = [exponential](const Expr &m_part, const Expr &m_both) {
+    return select(m_part == Expr(-INFINITY), Expr(0.0f), exponential(m_part - m_both));
+  };
+  auto merged = [weight](size_t k) {
+    return [weight, k](const std::vector<Expr> &a, const std::vector<Expr> &b) {
+      Expr m_both = max(a[0], b[0]);
+      return k == 0 ? m_both : a[k] * weight(a[0], m_both) + b[k] * weight(b[0], m_both);
+    };
+  };
   return fold(t,
-              {{m, Expr(-INFINITY), [&](auto &v) { return step(m_new, v, rows); }},
+              {{m, Expr(-INFINITY), [&](auto &v) { return step(m_new, v, rows); }, merged(0)},
                {l, Expr(0.0f),
-                [&](auto &v) { return state(l, v) * alpha(v) + step(rowsum, v, rows); }},
+                [&](auto &v) { return state(l, v) * alpha(v) + step(rowsum, v, rows); },
+                merged(1)},
                {o, Expr(0.0f),
                 [&](auto &v) {
                   return pv_holds_o ? step(PV, v, rows + 1)
                                     : state(o, v) * alpha(v) + step(PV, v, rows + 1);
-                }}},
+                },
+                merged(2)}},
               name, std::move(where));
 }
 
@@ -324,7 +337,10 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
       << "producer warpgroup (TC=2, WS=1 or the overlap's default) and the same key blocks in "
       << "every tile (not causal, not reversed); got "
       << (!a.warp_roles ? "no producer warpgroup" : a.causal ? "CAUSAL=1" : "REV=1")
-      << ": drop PB";
+      << ": drop PB and LW";
+  user_check(a.last_wave_parts < 2 || a.persistent_blocks, "attention")
+      << "splitting the last round's tiles (LW=" << a.last_wave_parts
+      << ") takes a persistent grid (PB)";
   const int g = int(a.H / a.Hkv), bk = int(a.block_keys), off = int(a.Sk - a.Sq);
   const int64_t T = a.Sk / a.block_keys, Bk = a.block_keys;
   // The wgmma schedule's tensors of the step are query-major (a warpgroup's rows are its
@@ -503,6 +519,8 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
       if (warpgroups > 1)
         s[LSE].bind(s[LSE].split(s[LSE].op_axis(2), 64).first, ty);
     }
+    if (a.last_wave_parts > 1)
+      fold_stage.split_last_wave(t, int(a.last_wave_parts));
     if (a.ping_pong)
       fold_stage.ping_pong(t);
     if (a.overlap)
@@ -819,6 +837,9 @@ ScheduledProgram attention_decode(const AttentionParams &a, DataType dtype,
   return prog;
 }
 
+// A persistent grid's blocks: the SMs of an H100 or H200.
+constexpr int64_t kPersistentBlocks = 132;
+
 bool overlap_pays(const AttentionParams &a) {
   // Causal where the mask is one branch on the diagonal block (key blocks as tall as the query
   // blocks; H200, bench/RESULTS.md 2026-11-28 19:30: 1.05 ms against 1.23 without).
@@ -880,14 +901,17 @@ ScheduleEntry attention_entry() {
       "D 128, BQ 128, causal only with BK 128). STAGES 0 (the default): 3 with the overlap, "
       "else 2. REV 1: the blocks in reverse, each head's query blocks longest first (0, the "
       "default: in order). PB > 0 (wgmma with a producer warpgroup, not causal): a persistent "
-      "grid of PB blocks walking the (batch x head, query block) tiles in order (0, the "
-      "default: a block a tile)";
+      "grid of PB blocks walking the (batch x head, query block) tiles in order; LW > 1: its "
+      "last round's tiles split by their key blocks into up to LW parts on the blocks the "
+      "round leaves idle, the parts' softmax states merged (on PB blocks, or 132); LW 1: not "
+      "split; PB and LW 0 (the default): a block a tile, or where OVL's default takes the "
+      "overlap, not causal, with the producer: PB 132 and LW 8";
   e.default_shape = {{"B", 1},   {"H", 4},      {"HKV", 4},  {"SQ", 256}, {"SK", 256}, {"D", 64},
                      {"CAUSAL", 0}, {"BSHD", 1}, {"BK", 0}, {"BQ", 0},  {"TC", 3},
                      {"STAGES", 0}, {"PP", 2}, {"TMA", 1}, {"SLACK", 0}, {"WS", 2}, {"LSE", 0},
-                     {"ACC", 0},   {"OVL", 2},     {"REV", 0}, {"PB", 0}};
+                     {"ACC", 0},   {"OVL", 2},     {"REV", 0}, {"PB", 0}, {"LW", 0}};
   e.nonnegative = {"CAUSAL", "BSHD", "TC",  "BK",  "BQ",  "PP",     "TMA",
-                   "SLACK",  "WS",   "LSE", "ACC", "OVL", "STAGES", "REV", "PB"};
+                   "SLACK",  "WS",   "LSE", "ACC", "OVL", "STAGES", "REV", "PB", "LW"};
   e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"TC", {0, 1, 2, 3}}, {"PP", {0, 1, 2}},
                {"TMA", {0, 1}},       {"SLACK", {0, 1}}, {"WS", {0, 1, 2}},
                {"LSE", {0, 1}}, {"ACC", {0, 1}}, {"OVL", {0, 1, 2}}, {"REV", {0, 1}}};
@@ -900,7 +924,8 @@ ScheduleEntry attention_entry() {
              {"SLACK", {0, 1}},
              {"WS", {0, 1}},
              {"OVL", {0, 1}},
-             {"PB", {0, 132}}};
+             {"PB", {0, 132}},
+             {"LW", {1, 8, 16}}};
   e.build = [](const ShapeParams &p, DataType dtype) {
     AttentionParams shape = attention_shape(p);
     const int64_t stages = p.at("STAGES"); // 0: the path's
@@ -914,7 +939,12 @@ ScheduleEntry attention_entry() {
     a.warp_roles = ws == 1;
     a.lse = p.at("LSE") != 0;
     a.reverse_blocks = p.at("REV") != 0;
-    a.persistent_blocks = p.at("PB");
+    const int64_t blocks = p.at("PB"), last_wave = p.at("LW");
+    a.persistent_blocks = blocks;
+    if (last_wave > 1) { // a split last round walks a persistent grid
+      a.last_wave_parts = last_wave;
+      a.persistent_blocks = blocks ? blocks : kPersistentBlocks;
+    }
     a.accumulate_o = p.at("ACC") != 0;
     if (overlap == 1 || (overlap == 2 && overlap_pays(a))) {
       a = take_overlap(a);
@@ -924,6 +954,14 @@ ScheduleEntry attention_entry() {
         a.ping_pong = pp == 1;
       if (ws != 2)
         a.warp_roles = ws == 1;
+      // Not causal (every tile the same key blocks), with the producer warpgroup: a persistent
+      // grid whose last round's tiles are split by their key blocks over the idle SMs (H200,
+      // bench/RESULTS.md 2026-11-29 04:05: 1.73 ms against 1.76 at B=8 H=16 S=4096 D=128).
+      if (overlap == 2 && !blocks && !last_wave && !a.causal && a.warp_roles &&
+          !a.reverse_blocks) {
+        a.persistent_blocks = kPersistentBlocks;
+        a.last_wave_parts = 8;
+      }
     }
     return attention(a, dtype);
   };

@@ -72,6 +72,11 @@ struct AttentionParams {
   /// on the (b h, query block) tiles; 0: a block a tile), its producer filling the next tile's
   /// first slots while the consumers finish this one.
   int64_t persistent_blocks = 0;
+  /// With persistent_blocks: the last round's tiles (fewer than the grid) split by their key
+  /// blocks into up to this many parts on the blocks the round leaves idle
+  /// (Stage::split_last_wave on the fold axis; the parts' (m, l, o) merged by the online
+  /// softmax's merge); 0 or 1: not split.
+  int64_t last_wave_parts = 0;
 };
 
 /// The online softmax's fold over the key blocks of `t`: the running max `m`, sum `l` (fold

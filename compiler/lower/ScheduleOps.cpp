@@ -271,6 +271,16 @@ private:
     for (int sk : f->store_order)
       stores.push_back(store_state(size_t(sk), root_value, "", parts.update[size_t(sk)]));
     Stmt update = update_loops(s, k, leaf_value, Seq::make(stores), cond);
+    // Split over a persistent kernel's last wave: the parts' states are merged after the steps.
+    if (const IterVarAttr *a = k < leaves.size() ? s->find_attr(leaves[k]) : nullptr;
+        a && split_last_wave_parts(*a)) {
+      std::vector<Expr> merge;
+      for (int sk : f->store_order) // (merged in the order the updates are stored)
+        merge.insert(merge.end(), {bufs[size_t(sk)]->data, f->merge_a[size_t(sk)],
+                                   f->merge_b[size_t(sk)], f->merge[size_t(sk)]});
+      update = AttrStmt::make(Expr(leaves[k].var()), attr::fold_merge,
+                              Call::make(Handle(), "tuple", merge, Call::PureIntrinsic), update);
+    }
 
     Stmt init = init_nest(s, k, leaf_value, [&](const VarMap &init_root) {
       std::vector<Stmt> inits;
@@ -473,6 +483,9 @@ private:
       auto [begin, end] = split_ranges_.lookup(attr_iv.get());
       Var v = loop_iv.var();
       Stmt loop = For::make(v, begin, end - begin, ForKind::Serial, body);
+      for (const auto &[key, value] : a->pragmas) // (its other marks: overlap_steps, ping_pong)
+        if (key != "split_last_wave")
+          loop = AttrStmt::make(attr_iv, std::string(attr::pragma_prefix) + key, value, loop);
       return AttrStmt::make(Expr(v), attr::last_wave_steps, make_const(v.type(), extent), loop);
     }
     Stmt loop;

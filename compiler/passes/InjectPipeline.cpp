@@ -593,7 +593,11 @@ protected:
     if (op->key == attr::tile_loop)
       return tile_loop(op);
     if (op->key == attr::last_wave_steps) {
-      if (const auto *f = op->body.as<For>())
+      Stmt loop = op->body; // (under the loop's pragmas: overlap_steps, ping_pong)
+      for (const AttrStmt *a = loop.as<AttrStmt>();
+           a && a->key.rfind(attr::pragma_prefix, 0) == 0; a = loop.as<AttrStmt>())
+        loop = a->body;
+      if (const auto *f = loop.as<For>())
         whole_steps_[f] = *as_const_int(op->value);
       return mutate(op->body);
     }

@@ -26,8 +26,12 @@ namespace tessel {
 /// threads' registers), so a flag per warp suffices. The workspaces (the parts' float32 sums,
 /// the int32 flags; a flag is lowered again by its wait, so the flags start and end a launch
 /// at 0) are appended to `workspaces`. Ping-pong consumers and a tile stored otherwise than by
-/// wgmma_store are user errors. Form 2 in, Form 2 out; the attrs (and attr::last_wave_steps
-/// that no TMA ring consumed) are consumed.
+/// wgmma_store are user errors. A fold's steps split instead (attr::fold_merge around them):
+/// after them, a part past the first leaves every state's registers in a workspace, raises its
+/// warps' flags and skips the rest of the tile; the first part of a split tile waits for each
+/// later part in order and merges its states into its own by the fold's merge, then goes on.
+/// Form 2 in, Form 2 out; the attrs (and attr::last_wave_steps that no TMA ring consumed, and
+/// attr::fold_merge of tiles left whole) are consumed.
 Stmt reduce_last_wave_parts(Stmt s, std::vector<Buffer> *workspaces);
 
 } // namespace tessel

@@ -292,9 +292,14 @@ public:
   /// block waits for them, adds them in order (deterministic) and stores the tile
   /// (reduce_last_wave_parts). E.g. 1376 tiles on 132 blocks: 10 whole rounds, then 56 tiles
   /// in halves of K on 112 blocks. The tile must be stored from a wgmma accumulator by
-  /// wgmma_store (not through a TMA store); no clusters, no ping-pong consumers. The waiting blocks have the higher blockIdx, so a
-  /// machine that runs the blocks in order (the executor) never waits; on the GPU the
-  /// persistent grid must be resident at once (one block per SM), as any persistent grid.
+  /// wgmma_store (not through a TMA store); no clusters, no ping-pong consumers. `iv` may
+  /// also be a fold's axis (this stage a fold whose states all have a merge,
+  /// FoldState::merge): the parts past the first then leave every state's registers (scopes
+  /// wgmma.rows and wgmma.accumulator) and skip the rest of the tile, and the first part merges
+  /// them into its own in order before it goes on (attention's online softmax over key blocks).
+  /// The waiting blocks have the higher blockIdx, so a machine that runs the blocks in order
+  /// (the executor) never waits; on the GPU the persistent grid must be resident at once (one
+  /// block per SM), as any persistent grid.
   Stage &split_last_wave(const IterVar &iv, int max_parts = 8);
   /// Replaces the loops from `iv` inward by the tensor intrinsic's body.
   Stage &tensorize(const IterVar &iv, std::shared_ptr<const TensorIntrin> intrin);

@@ -324,10 +324,15 @@ Stage &Stage::overlap_steps(const IterVar &iv) {
 
 Stage &Stage::split_last_wave(const IterVar &iv, int max_parts) {
   check_leaf(n_, iv, "split_last_wave");
-  user_check(iv.iter_type() == IterVarType::CommReduce, "split_last_wave")
+  const auto *fold = op().as<FoldOpNode>();
+  user_check(iv.iter_type() == IterVarType::CommReduce || (fold && iv.same_as(fold->fold_axis)),
+             "split_last_wave")
       << "stage '" << name() << "', axis '" << iv.name()
       << "' is not a reduction axis; split_last_wave splits the reduction of the last round's "
          "tiles: give the reduction loop that walks the K steps (its TMA ring's loop)";
+  user_check(!fold || !fold->merge.empty(), "split_last_wave")
+      << "fold '" << name() << "' has no merge of two parts' states; give each state a merge "
+         "(FoldState::merge) to split its steps over the last wave";
   const IterVarAttr *a = n_->find_attr(iv);
   user_check(!a || (a->for_kind == ForKind::Serial && !a->bind_thread.defined()),
              "split_last_wave")

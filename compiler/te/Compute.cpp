@@ -363,9 +363,54 @@ std::vector<Tensor> fold(const IterVar &axis, std::vector<FoldState> states, std
         << t.shape()[0];
   }
 
+  // The merge of two parts' states, where every state has one: over a scalar Var a state and
+  // part.
+  std::vector<Var> merge_a, merge_b;
+  std::vector<Expr> merge;
+  if (llvm::all_of(states, [](const FoldState &st) { return st.merge != nullptr; })) {
+    std::vector<Expr> a, b;
+    for (const FoldState &st : states) {
+      merge_a.emplace_back(st.state.name() + ".a", st.state.dtype());
+      merge_b.emplace_back(st.state.name() + ".b", st.state.dtype());
+      a.push_back(merge_a.back());
+      b.push_back(merge_b.back());
+    }
+    llvm::DenseSet<const Variable *> allowed;
+    for (size_t k = 0; k < n; ++k) {
+      allowed.insert(merge_a[k].get());
+      allowed.insert(merge_b[k].get());
+    }
+    for (size_t k = 0; k < n; ++k) {
+      const FoldState &st = states[k];
+      Expr e = st.merge(a, b);
+      for (const Var &v : free_vars(e))
+        for (size_t j = 0; j < n; ++j)
+          user_check(j == k || extra_axis[j].empty() ||
+                         (!v.same_as(merge_a[j]) && !v.same_as(merge_b[j])),
+                     "fold")
+              << "state '" << st.state.name() << "' of " << context << ": its merge reads state '"
+              << tensors[j].name() << "', which has axes of its own; a merge reads, besides its "
+              << "own state, states of the shared axes only";
+      user_check(e.defined() && e.type().is_scalar() && !e.type().is_handle(), "fold")
+          << "state '" << st.state.name() << "' of " << context
+          << ": the merge must be a scalar value";
+      user_check(tensors_read(e).empty() &&
+                     llvm::all_of(free_vars(e), [&](const Var &v) { return allowed.count(v.get()); }),
+                 "fold")
+          << "state '" << st.state.name() << "' of " << context
+          << ": the merge reads only the two parts' states (its arguments a and b)";
+      merge.push_back(e.type() == st.state.dtype() ? e : cast(st.state.dtype(), e));
+    }
+  } else {
+    user_check(llvm::none_of(states, [](const FoldState &st) { return st.merge != nullptr; }),
+               "fold")
+        << context << ": some states have a merge and some do not; give every state one, or none";
+  }
+
   Operation op(new FoldOpNode(std::move(name), std::move(shared_axis), axis, where,
                               std::move(tensors), std::move(extra_axis), std::move(init),
-                              std::move(update), std::move(order)));
+                              std::move(update), std::move(order), std::move(merge_a),
+                              std::move(merge_b), std::move(merge)));
   std::vector<Tensor> out;
   for (size_t k = 0; k < n; ++k)
     out.push_back(op.output(int(k)));

@@ -66,11 +66,18 @@ IterVar fold_axis(std::array<Expr, 2> begin_end, std::string name);
 Tensor fold_state(std::vector<Expr> shape, DataType dtype, std::string name);
 
 /// One state of a fold: its value before the first step (a constant) and after each step (a
-/// function of its indices: the fold's shared axes, then its own).
+/// function of its indices: the fold's shared axes, then its own). `merge`, optional: the
+/// state's value after two consecutive ranges of steps, from each range's final values of every
+/// state at one element (`a`: the earlier range's, `b`: the later's, in the order of the
+/// states; a state of lower rank at the element's shared indices). With a merge on every
+/// state, a fold's steps can be split over blocks and the parts merged
+/// (Stage::split_last_wave on the fold axis). The online softmax's: m = max(m_a, m_b), o and
+/// l each part's times exp(m_part - m).
 struct FoldState {
   Tensor state;
   Expr init;
   std::function<Expr(const std::vector<Var> &)> update;
+  std::function<Expr(const std::vector<Expr> &a, const std::vector<Expr> &b)> merge = nullptr;
 };
 
 /// Carries `states` over the steps of `axis` (made with fold_axis) in order, and returns their

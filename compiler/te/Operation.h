@@ -88,11 +88,14 @@ class FoldOpNode : public OperationNode {
 public:
   FoldOpNode(std::string name, std::vector<IterVar> axis, IterVar fold_axis, Expr where,
              std::vector<Tensor> states, std::vector<std::vector<IterVar>> extra_axis,
-             std::vector<Expr> init, std::vector<Expr> update, std::vector<int> store_order)
+             std::vector<Expr> init, std::vector<Expr> update, std::vector<int> store_order,
+             std::vector<Var> merge_a = {}, std::vector<Var> merge_b = {},
+             std::vector<Expr> merge = {})
       : OperationNode(OperationKind::Fold, std::move(name)), axis(std::move(axis)),
         fold_axis(std::move(fold_axis)), where(std::move(where)), states(std::move(states)),
         extra_axis(std::move(extra_axis)), init(std::move(init)), update(std::move(update)),
-        store_order(std::move(store_order)) {}
+        store_order(std::move(store_order)), merge_a(std::move(merge_a)),
+        merge_b(std::move(merge_b)), merge(std::move(merge)) {}
 
   const std::vector<IterVar> axis;
   const IterVar fold_axis;
@@ -105,6 +108,11 @@ public:
   const std::vector<Expr> update; ///< per state, over its axes (and fold_axis)
   /// The order the updates are stored in: a state read by another's update after it.
   const std::vector<int> store_order;
+  /// The merge of two parts' final states (FoldState::merge), per state, over one scalar Var a
+  /// state and part (merge_a[k]: state k of the earlier part, merge_b[k]: of the later); empty
+  /// when a state has none.
+  const std::vector<Var> merge_a, merge_b;
+  const std::vector<Expr> merge;
 
   int num_outputs() const override { return int(states.size()); }
   DataType output_dtype(int i) const override { return states[size_t(i)].dtype(); }

@@ -581,11 +581,35 @@ TEST(FusedAttention, PersistentGridWalksTheTiles) {
     CheckResult r = check_on_cpu(q.schedule, q.args, 3);
     EXPECT_TRUE(r.compare.ok) << r.str();
   }
+  // The last round's tiles split by their key blocks (Stage::split_last_wave on the fold
+  // axis): 8 tiles on 6 blocks leave 2 for the last round, each in 3 parts of its 4 key blocks;
+  // the later parts hand their (m, l, o) registers over and stop, the first merges them in
+  // order (the online softmax's merge) and stores the tile. 7 blocks: one tile in 4 parts.
+  for (int64_t blocks : {6, 7}) {
+    AttentionParams a = AttentionShape{1, 512, 512, 2, 2, 128, false};
+    a.persistent_blocks = blocks;
+    a.last_wave_parts = 8;
+    SCOPED_TRACE(describe(a, 128) + " persistent grid of " + std::to_string(blocks) +
+                 ", the last round split");
+    ScheduledProgram q =
+        wgmma_attention(a, 128, 3, Float(16), 128, {true, true, 0, true, false, true});
+    const std::string ir = to_string(lower(q.schedule, q.args));
+    const size_t give = ir.find("if (0 < O.part) {"), take = ir.find("@flag_wait(", give),
+                 rest = ir.find("if (O.part == 0) {", take);
+    ASSERT_NE(give, std::string::npos) << ir;
+    EXPECT_NE(ir.find("O.last_wave_states[", give), std::string::npos) << ir;
+    EXPECT_NE(ir.find("@flag_release(", give), std::string::npos) << ir;
+    ASSERT_NE(take, std::string::npos) << ir;
+    EXPECT_NE(ir.find("@wgmma_row_set(m, ", take), std::string::npos) << ir;
+    EXPECT_NE(rest, std::string::npos) << ir; // the later parts store nothing
+    CheckResult r = check_on_cpu(q.schedule, q.args, 3);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
   AttentionParams causal = AttentionShape{1, 256, 256, 2, 2, 128, true};
   causal.persistent_blocks = 3;
   expect_error(
       [&] { wgmma_attention(causal, 128, 3, Float(16), 128, {true, false, 0, true, false, true}); },
-      {"attention", "persistent grid (PB=3)", "not causal", "got CAUSAL=1"});
+      {"attention", "persistent grid (PB=3)", "not causal", "got CAUSAL=1: drop PB and LW"});
 }
 
 // Ping-pong consumer roles take a stage computed by one warpgroup; attention's fold with two
@@ -1089,6 +1113,25 @@ TEST(FusedAttention, MistakesAreClearErrors) {
                    "f");
       },
       {"read each other's values before the step"});
+  // A merge on some states only; a merge of a row state reading a state with axes of its own.
+  auto keep = [](const std::vector<Expr> &a, const std::vector<Expr> &) { return a[0]; };
+  expect_error(
+      [&] {
+        (void)fold(t,
+                   {{m, Expr(0.0f), [&](auto &v) { return m(v[0]); }, keep},
+                    {o, Expr(0.0f), [&](auto &v) { return o(v[0], v[1]); }}},
+                   "f");
+      },
+      {"some states have a merge and some do not"});
+  expect_error(
+      [&] {
+        (void)fold(t,
+                   {{m, Expr(0.0f), [&](auto &v) { return m(v[0]); },
+                     [](const std::vector<Expr> &a, const std::vector<Expr> &) { return a[1]; }},
+                    {o, Expr(0.0f), [&](auto &v) { return o(v[0], v[1]); }, keep}},
+                   "f");
+      },
+      {"its merge reads state 'o', which has axes of its own"});
   // The fold axis cannot be split; a step tensor left outside the fold is refused.
   Tensor step = compute(
       {4, 8}, [&](Var tb, Var i) { return m(i) + X(tb, i, 0); }, "step");
@@ -1097,6 +1140,9 @@ TEST(FusedAttention, MistakesAreClearErrors) {
       {8}, [&](Var i) { return r[0](i) * 1.0f; }, "out");
   Schedule s = create_schedule({out});
   expect_error([&] { (void)s[r[0]].split(t, 2); }, {"is a fold axis"});
+  // Its steps split over a persistent kernel's last wave need a merge of the parts' states.
+  expect_error([&] { (void)s[r[0]].split_last_wave(t); },
+               {"fold 'f' has no merge of two parts' states", "FoldState::merge"});
   s[step].compute_root().set_scope("global");
   expect_error([&] { (void)lower(s, {X, out}); }, {"s[step].compute_at(s[f], t)"});
 }
@@ -1178,11 +1224,14 @@ TEST(FusedAttention, GpuMatchesTheReference) {
           CheckResult w = check_on_gpu(p.schedule, p.args, 3);
           EXPECT_TRUE(w.compare.ok) << w.str();
         }
-    // A persistent grid of 3 blocks over 8 tiles (the registry's default at D = 128 otherwise).
-    {
+    // A persistent grid of 3 blocks over 8 tiles, and of 6 with the last round's 2 tiles split
+    // in 3 parts of their key blocks (the registry's default at D = 128 otherwise).
+    for (int64_t blocks : {3, 6}) {
       AttentionParams a = AttentionShape{1, 512, 512, 2, 2, 128, false};
-      a.persistent_blocks = 3;
-      SCOPED_TRACE(describe(a, 128) + " wgmma, overlapped steps in turns, persistent grid of 3");
+      a.persistent_blocks = blocks;
+      a.last_wave_parts = blocks == 6 ? 4 : 0;
+      SCOPED_TRACE(describe(a, 128) + " wgmma, overlapped steps in turns, persistent grid of " +
+                   std::to_string(blocks) + (a.last_wave_parts ? ", last wave split" : ""));
       ScheduledProgram p =
           wgmma_attention(a, 128, 3, Float(16), 128, {true, true, 0, true, false, true});
       CheckResult w = check_on_gpu(p.schedule, p.args, 3);
