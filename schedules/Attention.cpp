@@ -956,7 +956,7 @@ ScheduleEntry attention_entry() {
         a.warp_roles = ws == 1;
       // Not causal (every tile the same key blocks), with the producer warpgroup: a persistent
       // grid whose last round's tiles are split by their key blocks over the idle SMs (H200,
-      // bench/RESULTS.md 2026-11-29 04:05: 1.73 ms against 1.76 at B=8 H=16 S=4096 D=128).
+      // bench/RESULTS.md 2026-11-29 04:00: 1.73 ms against 1.76 at B=8 H=16 S=4096 D=128).
       if (overlap == 2 && !blocks && !last_wave && !a.causal && a.warp_roles &&
           !a.reverse_blocks) {
         a.persistent_blocks = kPersistentBlocks;

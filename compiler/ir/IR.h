@@ -370,8 +370,9 @@ inline constexpr const char *last_wave_steps = "last_wave_steps";
 /// node: the fold axis' loop variable of a fold split by Stage::split_last_wave; value:
 /// tuple(data_0, a_0, b_0, merge_0, data_1, ...): per state in the fold's store order, its
 /// buffer's data variable and its merge (FoldState::merge) over the scalar variables a_k (the
-/// earlier part's state k) and b_k (the later part's). Around the fold's steps (schedule_ops): reduce_last_wave_parts merges the
-/// parts' states after them (and consumes the attr).
+/// earlier part's state k) and b_k (the later part's). Around the fold's steps
+/// (schedule_ops): reduce_last_wave_parts merges the parts' states after them (and consumes
+/// the attr).
 inline constexpr const char *fold_merge = "fold_merge";
 /// node: the blockIdx IterVar of a clustered block axis (Stage::cluster); value: the cluster's
 /// size along it. Just inside that axis' thread_extent (schedule_ops): the kernel's blocks are

@@ -382,23 +382,23 @@ std::vector<Tensor> fold(const IterVar &axis, std::vector<FoldState> states, std
     }
     for (size_t k = 0; k < n; ++k) {
       const FoldState &st = states[k];
+      const std::string sname = "state '" + st.state.name() + "' of " + context;
       Expr e = st.merge(a, b);
-      for (const Var &v : free_vars(e))
+      user_check(e.defined() && e.type().is_scalar() && !e.type().is_handle(), "fold")
+          << sname << ": the merge must be a scalar value";
+      const std::vector<Var> used = free_vars(e);
+      user_check(tensors_read(e).empty() &&
+                     llvm::all_of(used, [&](const Var &v) { return allowed.count(v.get()); }),
+                 "fold")
+          << sname << ": the merge reads only the two parts' states (its arguments a and b)";
+      for (const Var &v : used)
         for (size_t j = 0; j < n; ++j)
           user_check(j == k || extra_axis[j].empty() ||
                          (!v.same_as(merge_a[j]) && !v.same_as(merge_b[j])),
                      "fold")
-              << "state '" << st.state.name() << "' of " << context << ": its merge reads state '"
-              << tensors[j].name() << "', which has axes of its own; a merge reads, besides its "
-              << "own state, states of the shared axes only";
-      user_check(e.defined() && e.type().is_scalar() && !e.type().is_handle(), "fold")
-          << "state '" << st.state.name() << "' of " << context
-          << ": the merge must be a scalar value";
-      user_check(tensors_read(e).empty() &&
-                     llvm::all_of(free_vars(e), [&](const Var &v) { return allowed.count(v.get()); }),
-                 "fold")
-          << "state '" << st.state.name() << "' of " << context
-          << ": the merge reads only the two parts' states (its arguments a and b)";
+              << sname << ": its merge reads state '" << tensors[j].name()
+              << "', which has axes of its own; a merge reads, besides its own state, states of "
+                 "the shared axes only";
       merge.push_back(e.type() == st.state.dtype() ? e : cast(st.state.dtype(), e));
     }
   } else {

@@ -574,10 +574,11 @@ TEST(FusedAttention, PersistentGridWalksTheTiles) {
         << ir;
     // The ring's slots continue from tile to tile: the step is counted from the block's first
     // (4 steps a tile on 3 slots; on 2 slots a tile starts at slot 0 and parity 0 anyway).
-    if (c.o.overlap)
+    if (c.o.overlap) {
       EXPECT_NE(ir.find("@mbarrier_wait(@address_of(t_empty[floormod(O.tile_iter * 4 + t, 3)])"),
                 std::string::npos)
           << ir;
+    }
     CheckResult r = check_on_cpu(q.schedule, q.args, 3);
     EXPECT_TRUE(r.compare.ok) << r.str();
   }
