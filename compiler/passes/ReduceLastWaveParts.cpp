@@ -111,6 +111,7 @@ private:
     Var var;
     int64_t extent = 1;
   };
+  using PartSlot = std::function<Expr(const Expr &q, int64_t regs, const Expr &reg)>;
 
   Stmt split_tile(const AttrStmt *op) {
     const auto *t = op->value.as<Call>();
@@ -156,9 +157,14 @@ private:
       return Call::make(Handle(), intrinsic::address_of, {BufferLoad::make(flags, {i})},
                         Call::PureIntrinsic);
     };
+    // Register `reg` of the `regs` a thread hands over, in part q's share of a workspace
+    // (coalesced: register-major, the block's threads minor).
+    PartSlot part_slot = [&](const Expr &q, int64_t regs, const Expr &reg) {
+      return (first_of(q) * make_const(Int(32), regs) + reg) * make_const(Int(32), threads) + tid;
+    };
     if (fold)
-      return merge_fold_parts(body, fold, part, tail, flags, base, tiles, parts, threads, tid,
-                              first_of, flag);
+      return merge_fold_parts(body, fold, part, tail, flags, base, tiles, parts, threads,
+                              part_slot, flag);
 
     // Registers a thread holds (the one accumulator the tile's stores read).
     const Variable *acc = nullptr;
@@ -182,9 +188,7 @@ private:
     // Part q's registers in the workspace.
     auto registers = [&](const Expr &q, bool add, const Stmt &x) {
       PartRegisters::Slot at = [&, q](const Call *store, const Expr &r) {
-        Expr reg = store->args[1] * floordiv(store->args[2], 2) + r;
-        return (first_of(q) * make_const(Int(32), regs) + reg) * make_const(Int(32), threads) +
-               tid;
+        return part_slot(q, regs, store->args[1] * floordiv(store->args[2], 2) + r);
       };
       return remove_no_op(PartRegisters(sums, add, at).mutate(x));
     };
@@ -210,8 +214,8 @@ private:
   // what the same thread of the later part wrote.
   Stmt merge_fold_parts(const Stmt &body, const AttrStmt *fold, const Expr &part,
                         const Expr &tail, const Buffer &flags, const std::string &base,
-                        int64_t tiles, int64_t parts, int64_t threads, const Expr &tid,
-                        const std::function<Expr(const Expr &)> &first_of,
+                        int64_t tiles, int64_t parts, int64_t threads,
+                        const PartSlot &part_slot,
                         const std::function<Expr(const Expr &)> &flag) {
     const auto *t = fold->value.as<Call>();
     internal_check(t && t->args.size() % 4 == 0) << "fold_merge attr without its states";
@@ -273,9 +277,8 @@ private:
                                       {st.data, tile, make_const(Int(32), st.n), r, v});
     };
     auto at = [&](const Expr &q, const State &st, const Expr &tile, const Expr &r) {
-      Expr reg = make_const(Int(32), st.offset) + tile * make_const(Int(32), st.count) + r;
-      return (first_of(q) * make_const(Int(32), regs) + reg) * make_const(Int(32), threads) +
-             tid;
+      return part_slot(q, regs,
+                       make_const(Int(32), st.offset) + tile * make_const(Int(32), st.count) + r);
     };
     // Over each state's registers (unrolled): body(state, tile, register, its row's half).
     auto each = [&](const std::function<Stmt(const State &, const Expr &, const Expr &,
