@@ -611,6 +611,11 @@ TEST(FusedAttention, PersistentGridWalksTheTiles) {
   expect_error(
       [&] { wgmma_attention(causal, 128, 3, Float(16), 128, {true, false, 0, true, false, true}); },
       {"attention", "persistent grid (PB=3)", "not causal", "got CAUSAL=1: drop PB and LW"});
+  AttentionParams split = AttentionShape{1, 256, 256, 2, 2, 128, false};
+  split.last_wave_parts = 8;
+  expect_error(
+      [&] { wgmma_attention(split, 128, 3, Float(16), 128, {true, true, 0, true, false, true}); },
+      {"attention", "splitting the last round's tiles (LW=8) takes a persistent grid (PB)"});
 }
 
 // Ping-pong consumer roles take a stage computed by one warpgroup; attention's fold with two
