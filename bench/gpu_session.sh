@@ -188,6 +188,8 @@ run_step() {
           "${once[@]}" &&
         sanitize_all attention --shape B=1,H=2,HKV=1,SQ=512,SK=512,D=128,TC=2,OVL=1,PP=1 \
           "${once[@]}" &&
+        sanitize_all attention --shape B=1,H=2,HKV=1,SQ=512,SK=512,D=128,CAUSAL=1,TC=2 \
+          "${once[@]}" &&
         sanitize_all attention --shape B=1,H=2,HKV=1,SQ=256,SK=512,D=128,TC=2 "${once[@]}" &&
         sanitize_all attention --shape B=1,H=4,HKV=1,SQ=512,SK=512,D=128,TC=2,PB=3 "${once[@]}" &&
         sanitize_all attention --shape B=1,H=2,HKV=1,SQ=512,SK=512,D=128,TC=2,PB=6,LW=4 \

@@ -851,7 +851,10 @@ AttentionParams take_overlap(AttentionParams a) {
   a.overlap = a.accumulate_o = true;
   a.stages = std::max<int64_t>(a.stages, 3); // a slot holds one step's V and the next's K
   a.warp_roles = true;
-  a.ping_pong = !a.causal;
+  // In turns, but causal in order (H200, bench/RESULTS.md 2026-11-28 19:30: slower); causal
+  // longest first, in turns (2026-11-29 07:40: 0.981-0.985 ms against 0.998-1.002 in order,
+  // either alone level).
+  a.ping_pong = !a.causal || a.reverse_blocks;
   return a;
 }
 
@@ -889,8 +892,8 @@ ScheduleEntry attention_entry() {
       "TMA on mbarriers (TMA 1, the default: on the wgmma path with STAGES > 1) or cp.async "
       "(TMA 0; SLACK 1 refills a slot a key block after its release: STAGES >= 3); PP 1: two "
       "warpgroups issue their GEMMs in turns; WS 1: a producer warpgroup fills the TMA ring; "
-      "PP and WS 2, their default: with the overlap below, WS 1 and PP 1 when not causal, "
-      "else 0), "
+      "PP and WS 2, their default: with the overlap below, WS 1 and PP 1 (causal: PP 1 "
+      "reversed, see REV, else 0), else 0), "
       "0: CUDA cores, 3 (the default): 2 on a Hopper GPU where its schedule takes the shape, "
       "else 1. BK and BQ 0 (the default): the path's (wgmma: 128 and 128 where they fit, WMMA "
       "and CUDA cores: 16 and 64). LSE 1: a second output LSE (B, H, SQ), float32, the rows' "
@@ -899,8 +902,9 @@ ScheduleEntry attention_entry() {
       "Q K^T issued with this block's P V and its softmax run beside it (FlashAttention-3's "
       "overlap inside a warpgroup), 0: not, 2 (the default): where it measured faster (wgmma, "
       "D 128, BQ 128, causal only with BK 128). STAGES 0 (the default): 3 with the overlap, "
-      "else 2. REV 1: the blocks in reverse, each head's query blocks longest first (0, the "
-      "default: in order). PB > 0 (wgmma with a producer warpgroup, not causal): a persistent "
+      "else 2. REV 1: the blocks in reverse, each head's query blocks longest first, 0: in "
+      "order, 2 (the default): reversed where the overlap's default takes a causal fold (and "
+      "then in turns). PB > 0 (wgmma with a producer warpgroup, not causal): a persistent "
       "grid of PB blocks walking the (batch x head, query block) tiles in order; LW > 1: its "
       "last round's tiles split by their key blocks into up to LW parts on the blocks the "
       "round leaves idle, the parts' softmax states merged (on PB blocks, or 132); LW 1: not "
@@ -909,12 +913,12 @@ ScheduleEntry attention_entry() {
   e.default_shape = {{"B", 1},   {"H", 4},      {"HKV", 4},  {"SQ", 256}, {"SK", 256}, {"D", 64},
                      {"CAUSAL", 0}, {"BSHD", 1}, {"BK", 0}, {"BQ", 0},  {"TC", 3},
                      {"STAGES", 0}, {"PP", 2}, {"TMA", 1}, {"SLACK", 0}, {"WS", 2}, {"LSE", 0},
-                     {"ACC", 0},   {"OVL", 2},     {"REV", 0}, {"PB", 0}, {"LW", 0}};
+                     {"ACC", 0},   {"OVL", 2},     {"REV", 2}, {"PB", 0}, {"LW", 0}};
   e.nonnegative = {"CAUSAL", "BSHD", "TC",  "BK",  "BQ",  "PP",     "TMA",
                    "SLACK",  "WS",   "LSE", "ACC", "OVL", "STAGES", "REV", "PB", "LW"};
   e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"TC", {0, 1, 2, 3}}, {"PP", {0, 1, 2}},
                {"TMA", {0, 1}},       {"SLACK", {0, 1}}, {"WS", {0, 1, 2}},
-               {"LSE", {0, 1}}, {"ACC", {0, 1}}, {"OVL", {0, 1, 2}}, {"REV", {0, 1}}};
+               {"LSE", {0, 1}}, {"ACC", {0, 1}}, {"OVL", {0, 1, 2}}, {"REV", {0, 1, 2}}};
   e.dtypes = {Float(16), BFloat(16)};
   e.knobs = {{"BK", {16, 32, 64, 128}},
              {"BQ", {32, 64, 128}},
@@ -938,7 +942,8 @@ ScheduleEntry attention_entry() {
     a.slack = p.at("SLACK");
     a.warp_roles = ws == 1;
     a.lse = p.at("LSE") != 0;
-    a.reverse_blocks = p.at("REV") != 0;
+    const int64_t reverse = p.at("REV"); // 2 (the default): the overlap's choice below
+    a.reverse_blocks = reverse == 1;
     const int64_t blocks = p.at("PB"), last_wave = p.at("LW");
     a.persistent_blocks = blocks;
     if (last_wave > 1) { // a split last round walks a persistent grid
@@ -947,6 +952,8 @@ ScheduleEntry attention_entry() {
     }
     a.accumulate_o = p.at("ACC") != 0;
     if (overlap == 1 || (overlap == 2 && overlap_pays(a))) {
+      if (overlap == 2 && reverse == 2 && a.causal)
+        a.reverse_blocks = true;
       a = take_overlap(a);
       if (stages) // the ring, the turns and the producer as given
         a.stages = stages;

@@ -516,6 +516,25 @@ TEST(FusedAttention, OverlapStepsRotateTheFold) {
     CheckResult r = check_on_cpu(q.schedule, q.args, 3);
     EXPECT_TRUE(r.compare.ok) << r.str();
   }
+  // The registry's causal default at D = 128 (REV 2, PP 2): the query blocks longest first,
+  // the consumers in turns.
+  {
+    const ScheduleEntry &e = find_schedule("attention");
+    ScheduledProgram q = e.build(resolve_shape(e, {{"B", 1},
+                                                   {"H", 2},
+                                                   {"HKV", 1},
+                                                   {"SQ", 512},
+                                                   {"SK", 512},
+                                                   {"D", 128},
+                                                   {"CAUSAL", 1},
+                                                   {"TC", 2}}),
+                                 Float(16));
+    const std::string ir = to_string(lower(q.schedule, q.args));
+    EXPECT_NE(ir.find(".rev: int32 = 7 - blockIdx.x"), std::string::npos) << ir;
+    EXPECT_NE(ir.find("@named_barrier_sync(threadIdx.y + 5, 256)"), std::string::npos) << ir;
+    CheckResult r = check_on_cpu(q.schedule, q.args, 3);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
   // The overlap puts the rescale of o into P V's accumulation: without P V onto o it is
   // refused, by name.
   {
@@ -1230,6 +1249,16 @@ TEST(FusedAttention, GpuMatchesTheReference) {
           CheckResult w = check_on_gpu(p.schedule, p.args, 3);
           EXPECT_TRUE(w.compare.ok) << w.str();
         }
+    // Causal longest first, in turns (the registry's causal default at D = 128).
+    {
+      AttentionParams a = AttentionShape{1, 512, 512, 2, 1, 128, true};
+      a.reverse_blocks = true;
+      SCOPED_TRACE(describe(a, 128) + " wgmma, overlapped steps in turns, longest first");
+      ScheduledProgram p =
+          wgmma_attention(a, 128, 3, Float(16), 128, {true, true, 0, true, false, true});
+      CheckResult w = check_on_gpu(p.schedule, p.args, 3);
+      EXPECT_TRUE(w.compare.ok) << w.str();
+    }
     // A persistent grid of 3 blocks over 8 tiles, and of 6 with the last round's 2 tiles split
     // in 3 parts of their key blocks (the registry's default at D = 128 otherwise).
     for (int64_t blocks : {3, 6}) {
