@@ -460,15 +460,31 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
         {a.B, a.H, a.Sq},
         [&](Var b, Var h, Var i) { return natural_max(b, h, i) + log(l_last(b, h, i)); }, "LSE",
         {"b", "h", "i"});
-  // O = o / l in Q's type (for wgmma the quotient a tensor of its own, in the registers).
+  // O = o / l in Q's type.
   auto quotient = [&](Var b, Var h, Var i, Var dd) {
     if (a.lse)
       return o_last(b, h, i, dd) * exp(natural_max(b, h, i) - LSE(b, h, i));
     return o_last(b, h, i, dd) / l_last(b, h, i);
   };
-  Tensor O32;
-  if (a.wgmma)
-    O32 = compute({a.B, a.H, a.Sq, a.D}, quotient, "O32", {"b", "h", "i", "d"});
+  // wgmma: the quotient a tensor of its own, in the registers, o times a factor of its row
+  // computed once (2 a thread, in wgmma.rows), 1 / l or exp(m ln 2 - LSE): not a division
+  // (an IEEE one is a dozen instructions) nor an exp an element (H200, bench/RESULTS.md
+  // 2026-11-29 07:20: the epilogue was 5% of the D = 128 kernel).
+  Tensor O32, row_factor;
+  if (a.wgmma) {
+    row_factor = compute(
+        {a.B, a.H, a.Sq},
+        [&](Var b, Var h, Var i) {
+          if (a.lse)
+            return exp(natural_max(b, h, i) - LSE(b, h, i));
+          return Expr(1.0f) / l_last(b, h, i);
+        },
+        "row_factor", {"b", "h", "i"});
+    O32 = compute(
+        {a.B, a.H, a.Sq, a.D},
+        [&](Var b, Var h, Var i, Var dd) { return o_last(b, h, i, dd) * row_factor(b, h, i); },
+        "O32", {"b", "h", "i", "d"});
+  }
   Tensor O = compute(
       {a.B, a.H, a.Sq, a.D},
       [&](Var b, Var h, Var i, Var dd) {
@@ -512,6 +528,7 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
                    m_last, l_last, O32, tx, ty, warpgroups, a.D, Bk, dtype,
                    int(a.stages), a.tma, int(a.slack), a.warp_roles);
     s[O32].compute_at(s[O], wg);
+    s[row_factor].compute_at(s[O], wg).set_scope("wgmma.rows");
     if (a.accumulate_o)
       s[alpha].compute_at(fold_stage, t).set_scope("wgmma.rows");
     if (a.lse) { // each warpgroup its rows (LSE is global: read at wg, its region is the block's)
