@@ -469,7 +469,7 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   // wgmma: the quotient a tensor of its own, in the registers, o times a factor of its row
   // computed once (2 a thread, in wgmma.rows), 1 / l or exp(m ln 2 - LSE): not a division
   // (an IEEE one is a dozen instructions) nor an exp an element (H200, bench/RESULTS.md
-  // 2026-11-29 07:20: the epilogue was 5% of the D = 128 kernel).
+  // 2026-11-29 06:40: the epilogue was 5% of the D = 128 kernel).
   Tensor O32, row_factor;
   if (a.wgmma) {
     row_factor = compute(
@@ -869,7 +869,7 @@ AttentionParams take_overlap(AttentionParams a) {
   a.stages = std::max<int64_t>(a.stages, 3); // a slot holds one step's V and the next's K
   a.warp_roles = true;
   // In turns, but causal in order (H200, bench/RESULTS.md 2026-11-28 19:30: slower); causal
-  // longest first, in turns (2026-11-29 07:40: 0.981-0.985 ms against 0.998-1.002 in order,
+  // longest first, in turns (2026-11-29 06:40: 0.981-0.985 ms against 0.998-1.002 in order,
   // either alone level).
   a.ping_pong = !a.causal || a.reverse_blocks;
   return a;
