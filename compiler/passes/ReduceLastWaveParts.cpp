@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <set>
 
 namespace tessel {
 
@@ -227,6 +228,20 @@ private:
       bool rows = false;
       int64_t n = 0, offset = 0, count = 0;
     };
+    // The registers' forms in the tile's work: an accumulator's columns, the row states.
+    std::map<const Variable *, int64_t> columns;
+    std::set<const Variable *> row_states;
+    post_order_visit(body, [&](const IRNode *node) {
+      const auto *c = llvm::dyn_cast<Call>(node);
+      if (!c || c->args.empty())
+        return;
+      const Variable *v = c->args[0].as<Variable>();
+      if (c->is_intrinsic(intrinsic::wgmma_reg) || c->is_intrinsic(intrinsic::wgmma_reg_set))
+        columns[v] = *as_const_int(c->args[2]);
+      else if (c->is_intrinsic(intrinsic::wgmma_row) ||
+               c->is_intrinsic(intrinsic::wgmma_row_set))
+        row_states.insert(v);
+    });
     std::vector<State> states;
     int64_t regs = 0, row_tiles = -1;
     for (size_t i = 0; i < t->args.size(); i += 4) {
@@ -237,17 +252,9 @@ private:
           << "state '" << st.data.name() << "' of the fold split over the last wave is not in a "
           << "warpgroup's registers (scope wgmma.rows or wgmma.accumulator); split_last_wave "
              "hands a fold's states between blocks from those registers";
-      post_order_visit(body, [&](const IRNode *node) {
-        const auto *c = llvm::dyn_cast<Call>(node);
-        if (c && (c->is_intrinsic(intrinsic::wgmma_reg) ||
-                  c->is_intrinsic(intrinsic::wgmma_reg_set)) &&
-            c->args[0].same_as(st.data))
-          st.n = *as_const_int(c->args[2]);
-        if (c && (c->is_intrinsic(intrinsic::wgmma_row) ||
-                  c->is_intrinsic(intrinsic::wgmma_row_set)) &&
-            c->args[0].same_as(st.data))
-          st.rows = true;
-      });
+      auto n = columns.find(st.data.get());
+      st.n = n != columns.end() ? n->second : 0;
+      st.rows = row_states.count(st.data.get()) > 0;
       const int64_t tiles_of_state = st.rows ? size->second / 64 : size->second / 64 / st.n;
       internal_check(st.rows != (st.n > 0) && tiles_of_state > 0 &&
                      (row_tiles < 0 || row_tiles == tiles_of_state))
