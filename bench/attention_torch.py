@@ -6,12 +6,15 @@ transposed views, as FlashAttention users do): torch's cuDNN, FlashAttention-2 a
 memory-efficient backends timed with CUDA events (median of --repeat runs after warm-up), and
 `tessel run attention` (prefill) or `tessel run attention_decode` (one query against a long
 KV cache) on the same shape (its own process, random inputs, --no-check) between them, for
---rounds rounds. Decoding rows also give the KV cache's read rate (GB/s).
+--rounds rounds. Decoding rows also give the KV cache's read rate (GB/s). Each round prints
+tessel's speed over cuDNN's and over the fastest backend's of that round (x cuDNN, x best:
+above 1 is faster), and each shape their min, median and max over the rounds.
 
   python3 bench/attention_torch.py --tessel .gpu/tessel [--rounds 2] [--repeat 20] [--only decode]
 """
 import argparse
 import re
+import statistics
 import subprocess
 
 import torch
@@ -95,13 +98,15 @@ def main():
         rate = (lambda ms: f"{kv_bytes(B, HKV, Sk, D) / ms / 1e6:.0f} GB/s") if kind == "decode" \
             else (lambda ms: f"{f / ms / 1e9:.1f} TFLOP/s")
         name = f"B={B} H={H} HKV={HKV} Sq={Sq} Sk={Sk} D={D}{' causal' if causal else ''}"
+        to_cudnn, to_best = [], []  # tessel's speed over each round's: cuDNN's, the fastest's
         for r in range(args.rounds):
-            row = []
+            row, torch_ms = [], {}
             for label, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
                                    ("flash2", SDPBackend.FLASH_ATTENTION),
                                    ("efficient", SDPBackend.EFFICIENT_ATTENTION)):
                 try:
                     ms = time_sdpa(backend, B, H, HKV, Sq, Sk, D, causal, args.repeat)
+                    torch_ms[label] = ms
                     row.append(f"{label} {ms:.4f} ms ({rate(ms)})")
                 except RuntimeError as e:
                     row.append(f"{label} failed: {str(e).splitlines()[0]}")
@@ -110,7 +115,18 @@ def main():
                                   args.knobs if kind == "decode" else args.prefill_knobs,
                                   args.tessel_args)
             row.append(f"tessel {ms:.4f} ms ({rate(ms)})" if ms else f"tessel failed: {log}")
+            if ms and torch_ms:
+                if "cudnn" in torch_ms:
+                    to_cudnn.append(torch_ms["cudnn"] / ms)
+                to_best.append(min(torch_ms.values()) / ms)
+                row.append(f"x cuDNN {to_cudnn[-1]:.3f}" if "cudnn" in torch_ms else "x cuDNN -")
+                row.append(f"x best {to_best[-1]:.3f}")
             print(f"{name} round {r}: " + "; ".join(row), flush=True)
+        for label, ratios in (("cuDNN", to_cudnn), ("the fastest torch backend", to_best)):
+            if ratios:
+                ratios = sorted(ratios)
+                print(f"{name}: tessel / {label} over {len(ratios)} rounds: min {ratios[0]:.3f}, "
+                      f"median {statistics.median(ratios):.3f}, max {ratios[-1]:.3f}", flush=True)
 
 
 if __name__ == "__main__":
