@@ -460,10 +460,14 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
         {a.B, a.H, a.Sq},
         [&](Var b, Var h, Var i) { return natural_max(b, h, i) + log(l_last(b, h, i)); }, "LSE",
         {"b", "h", "i"});
+  // With LSE, a row's 1 / l as exp(m ln 2 - LSE).
+  auto lse_factor = [&](Var b, Var h, Var i) {
+    return exp(natural_max(b, h, i) - LSE(b, h, i));
+  };
   // O = o / l in Q's type.
   auto quotient = [&](Var b, Var h, Var i, Var dd) {
     if (a.lse)
-      return o_last(b, h, i, dd) * exp(natural_max(b, h, i) - LSE(b, h, i));
+      return o_last(b, h, i, dd) * lse_factor(b, h, i);
     return o_last(b, h, i, dd) / l_last(b, h, i);
   };
   // wgmma: the quotient a tensor of its own, in the registers, o times a factor of its row
@@ -475,9 +479,7 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
     row_factor = compute(
         {a.B, a.H, a.Sq},
         [&](Var b, Var h, Var i) {
-          if (a.lse)
-            return exp(natural_max(b, h, i) - LSE(b, h, i));
-          return Expr(1.0f) / l_last(b, h, i);
+          return a.lse ? lse_factor(b, h, i) : Expr(1.0f) / l_last(b, h, i);
         },
         "row_factor", {"b", "h", "i"});
     O32 = compute(
