@@ -14,6 +14,7 @@
 #include <llvm/ADT/StringSet.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -164,6 +165,14 @@ private:
   bool emit_async_copy(const Call *op);
   /// thread_allreduce (CodeGenCUDAReduce.cpp); false for other calls.
   bool emit_thread_allreduce(const Call *op);
+  /// The combiner of a thread_allreduce, as CUDA: combine(a, b).
+  using Combine = std::function<std::string(const std::string &, const std::string &)>;
+  /// One value (`ref`, an lvalue) across the `x` threads of threadIdx.x.
+  void emit_one_allreduce(const std::string &ref, const std::string &type, int64_t x,
+                          const Combine &combine);
+  /// The n values base[0..n) together (n a power of two up to x, x at most 32).
+  void emit_batched_allreduce(const std::string &base, const std::string &type, int64_t x,
+                              int64_t n, const Combine &combine);
 
   // ---- WMMA (CodeGenCUDAWmma.cpp) ---------------------------------------------------------
   void analyze_fragments();

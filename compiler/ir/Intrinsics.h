@@ -13,11 +13,13 @@ inline constexpr const char *address_of = "address_of";
 inline constexpr const char *access_ptr = "access_ptr";
 /// bitwise_xor(a, b): a ^ b of two integers (PureIntrinsic; the swizzled shared layouts).
 inline constexpr const char *bitwise_xor = "bitwise_xor";
-/// thread_allreduce(combiner, address_of(acc[i]), extent): every thread of the block calls it;
-/// the values at acc[i] (a local buffer) of the threads that differ only in threadIdx.x are
-/// combined ("sum", "max" or "min") and the result stored back in each. `extent` is blockDim.x,
-/// a power of two: shuffles within warps (xor butterfly), then, past 32 threads, the warps'
-/// results through shared memory in warp order, between two barriers.
+/// thread_allreduce(combiner, address_of(acc[i]), extent[, count]): every thread of the block
+/// calls it; the values at acc[i] (a local buffer) of the threads that differ only in threadIdx.x
+/// are combined ("sum", "max" or "min") and the result stored back in each. `extent` is
+/// blockDim.x, a power of two: shuffles within warps (xor butterfly), then, past 32 threads, the
+/// warps' results through shared memory in warp order, between two barriers. With `count` (1 if
+/// absent), acc[i], ..., acc[i + count - 1] are combined each on its own, in one exchange
+/// within a warp (CodeGenCUDAReduce.cpp).
 inline constexpr const char *thread_allreduce = "thread_allreduce";
 
 // Asynchronous global -> shared copies (PTX cp.async, sm_80 and later), issued per thread.

@@ -296,7 +296,11 @@ private:
   // threadIdx.x (warp shuffles, then a shared-memory step across warps) into every one of them,
   // and the store takes it: every thread for a 'local' stage (each holds its own copy), the
   // thread with threadIdx.x = 0 otherwise. The collective is reached by every thread: guards
-  // stay on the update and the store.
+  // stay on the update and the store. The innermost data-parallel loops that
+  // batched_leaves_begin admits are batched: each thread folds every one of their outputs into
+  // its own register first (init and update loops over them), one @thread_allreduce combines
+  // the registers together (fewer shuffles: CodeGenCUDAReduce.cpp), then the stores loop over
+  // them.
   Stmt build_cross_thread(const StageNode *s) {
     const auto *c = s->op.as<ComputeOpNode>();
     const auto *red = bodies_.body.lookup(s).as<Reduce>();
@@ -346,10 +350,20 @@ private:
     for (const IterVar &iv : c->axis)
       data_idx.push_back(root_value.lookup(iv.var().get()));
 
-    Buffer acc = Buffer::make(s->op.name() + ".red", buf.dtype(), {Expr(1)}, "local");
-    Expr acc0 = BufferLoad::make(acc, {Expr(0)});
+    // The batched leaves [b, k): a register each of their iterations, acc[slot].
+    const size_t b = batched_leaves_begin(s, k, extent);
+    Expr slot = Expr(0);
+    int64_t count = 1;
+    for (size_t i = b; i < k; ++i) {
+      const int64_t e = const_extent(dom_, leaves[i]);
+      slot = slot * int(e) + leaves[i].var();
+      count *= e;
+    }
+    Buffer acc = Buffer::make(s->op.name() + ".red", buf.dtype(), {Expr(int(count))}, "local");
+    Expr acc_slot = BufferLoad::make(acc, {slot});
     Stmt update = BufferStore::make(
-        acc, Reduce::combine(red->combiner, acc0, substitute(tb->source, root_value)), {Expr(0)});
+        acc, Reduce::combine(red->combiner, acc_slot, substitute(tb->source, root_value)),
+        {slot});
     if (Expr cond = substitute(tb->condition, root_value); !is_one(cond))
       update = IfThenElse::make(cond, update);
     std::vector<IterVar> all_roots = c->axis;
@@ -358,27 +372,82 @@ private:
     for (size_t i = serial.size(); i-- > 0;)
       update = make_loop(s, serial[i], serial[i], update, true);
 
-    Stmt init = BufferStore::make(acc, Reduce::identity(red->combiner, buf.dtype()), {Expr(0)});
+    Stmt init = BufferStore::make(acc, Reduce::identity(red->combiner, buf.dtype()), {slot});
     const char *combiner = red->combiner == Reduce::Sum ? "sum"
                            : red->combiner == Reduce::Max ? "max"
                                                            : "min";
-    Stmt allreduce = Evaluate::make(Call::make(
-        Handle(), intrinsic::thread_allreduce,
-        {StringImm::make(combiner),
-         Call::make(Handle(), intrinsic::address_of, {acc0}, Call::Intrinsic), Expr(int(extent))},
-        Call::Intrinsic));
+    std::vector<Expr> args = {
+        StringImm::make(combiner),
+        Call::make(Handle(), intrinsic::address_of, {BufferLoad::make(acc, {Expr(0)})},
+                   Call::Intrinsic),
+        Expr(int(extent))};
+    if (count > 1)
+      args.push_back(Expr(int(count)));
+    Stmt allreduce =
+        Evaluate::make(Call::make(Handle(), intrinsic::thread_allreduce, args, Call::Intrinsic));
     std::vector<Expr> store_guards = guards(s, c->axis, leaf_value);
     if (s->scope != "local")
       store_guards.push_back(thread.var() == make_zero(thread.var().type()));
     // The threads' combined value onto the reduction's initial value (init=), once.
     Expr result = tb->init.defined()
-                      ? Reduce::combine(red->combiner, substitute(tb->init, root_value), acc0)
-                      : acc0;
+                      ? Reduce::combine(red->combiner, substitute(tb->init, root_value), acc_slot)
+                      : acc_slot;
     Stmt store = guard(BufferStore::make(buf, result, data_idx), store_guards);
-    Stmt nest = BufferRealize::make(acc, {Range(Expr(0), Expr(1))},
-                                    Seq::make({init, update, allreduce, store}));
+    if (b == k) {
+      Stmt nest = BufferRealize::make(acc, {Range(Expr(0), Expr(1))},
+                                      Seq::make({init, update, allreduce, store}));
+      nest = make_loop(s, bound, bound, nest, true);
+      return wrap_loops(s, leaves, 0, k, nest, true);
+    }
+    // Init and store on ".init" / ".store" copies of the batched loops, the update on the loops
+    // themselves.
+    auto copy_loops = [&](Stmt body, const char *suffix) {
+      VarMap fresh;
+      std::vector<Var> vars;
+      for (size_t i = b; i < k; ++i) {
+        vars.emplace_back(leaves[i].name() + suffix);
+        fresh[leaves[i].var().get()] = vars.back();
+      }
+      body = substitute(body, fresh);
+      for (size_t i = k; i-- > b;)
+        body = For::make(vars[i - b], 0, int(const_extent(dom_, leaves[i])), ForKind::Unrolled,
+                         body);
+      return body;
+    };
+    update = wrap_loops(s, leaves, b, k, update, true);
+    Stmt nest = BufferRealize::make(
+        acc, {Range(Expr(0), Expr(int(count)))},
+        Seq::make({copy_loops(init, ".init"), update, allreduce, copy_loops(store, ".store")}));
     nest = make_loop(s, bound, bound, nest, true);
-    return wrap_loops(s, leaves, 0, k, nest, true);
+    return wrap_loops(s, leaves, 0, b, nest, true);
+  }
+
+  // Where the leaves batched by build_cross_thread begin (k: none): the innermost of the
+  // stage's data-parallel leaves [0, k), outwards while each is a plain loop (serial or
+  // unrolled, no thread, pragma or reversal, no stage computed at it, not a tile of a
+  // rasterized stage) of a power-of-two extent, and their iterations together at most the
+  // `threads` a warp's shuffles combine (a reduction across more threads is not batched).
+  size_t batched_leaves_begin(const StageNode *s, size_t k, int64_t threads) {
+    if (threads > 32 || s->rasterization)
+      return k;
+    size_t b = k;
+    for (int64_t count = 1; b > 0; --b) {
+      const IterVar &iv = s->leaf_iter_vars[b - 1];
+      const IterVarAttr *a = s->find_attr(iv);
+      if (a && (a->bind_thread.defined() || !a->pragmas.empty() || a->reversed.defined() ||
+                a->tensorize || (a->for_kind != ForKind::Serial && a->for_kind != ForKind::Unrolled)))
+        break;
+      const int64_t e = const_extent(dom_, iv);
+      if ((e & (e - 1)) != 0 || count * e > threads)
+        break;
+      bool attached = false;
+      for (const auto &st : sch_->stages)
+        attached |= st->attach_stage == s && st->attach_ivar.same_as(iv);
+      if (attached)
+        break;
+      count *= e;
+    }
+    return b;
   }
 
   // Conditions that keep a store inside the stage's range and the tensor's shape, and on the

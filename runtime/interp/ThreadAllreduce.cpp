@@ -2,7 +2,9 @@
 // threadIdx.x, in the order the generated CUDA combines (CodeGenCUDAReduce.cpp): an xor
 // butterfly within each warp, then the warps' results in warp order. Every thread of the block
 // takes part: with independent warps it is a block collective (WarpSync.cpp), computed when the
-// last warp arrives.
+// last warp arrives. With a count, the values acc[i], ..., acc[i + count - 1] of each thread are
+// combined each on its own, in that order (the CUDA's batched exchange combines each over the
+// same pairs).
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/IRPrinter.h"
 #include "compiler/ir/Intrinsics.h"
@@ -19,9 +21,9 @@ namespace {
 
 class ThreadAllreduceCode : public StmtCode {
 public:
-  ThreadAllreduceCode(Expr src, PtrArg acc, std::string combiner, int64_t extent)
+  ThreadAllreduceCode(Expr src, PtrArg acc, std::string combiner, int64_t extent, int64_t count)
       : src_(std::move(src)), acc_(std::move(acc)), combiner_(std::move(combiner)),
-        extent_(extent) {}
+        extent_(extent), count_(count) {}
 
   void exec(Machine &M, const Mask &m) override {
     if (!M.warps)
@@ -38,21 +40,25 @@ public:
     const Val *index = acc_.index->eval(M, m);
     index_.resize(M.n_threads);
     m.each([&](uint32_t t) {
-      user_check(index[t].i >= 0 && index[t].i < mem.size, "interp")
-          << "thread_allreduce: index " << index[t].i << " outside '" << mem.name << "' (size "
-          << mem.size << ") by " << M.where(t);
+      user_check(index[t].i >= 0 && index[t].i + count_ <= mem.size, "interp")
+          << "thread_allreduce: elements " << index[t].i << " to " << index[t].i + count_ - 1
+          << " outside '" << mem.name << "' (size " << mem.size << ") by " << M.where(t);
       index_[t] = index[t].i;
     });
-    block_collective(M, m, "thread_allreduce", [&] { reduce(M); });
+    block_collective(M, m, "thread_allreduce", [&] {
+      for (int64_t e = 0; e < count_; ++e)
+        reduce(M, e);
+    });
   }
 
 private:
-  /// Combines every thread's element, all threads having arrived.
-  void reduce(Machine &M) {
+  /// Combines every thread's element `e` (of the count from its index), all threads having
+  /// arrived.
+  void reduce(Machine &M, int64_t e) {
     Memory &mem = *acc_.mem;
     const uint32_t n = M.n_threads, x = uint32_t(extent_);
     auto element = [&](uint32_t t) -> Val & {
-      return mem.data[size_t(t) * size_t(mem.size) + size_t(index_[t])];
+      return mem.data[size_t(t) * size_t(mem.size) + size_t(index_[t] + e)];
     };
     std::vector<Val> v(n);
     for (uint32_t t = 0; t < n; ++t)
@@ -98,16 +104,20 @@ private:
   PtrArg acc_;
   std::string combiner_;
   int64_t extent_;
+  int64_t count_;
   std::vector<int64_t> index_; ///< per thread: the element of acc it combines
 };
 
 } // namespace
 
 StmtPtr compile_thread_allreduce(Compiler &C, const Call *call) {
-  const auto *combiner = call->args.size() == 3 ? call->args[0].as<StringImm>() : nullptr;
-  auto extent = call->args.size() == 3 ? as_const_int(call->args[2]) : std::nullopt;
-  user_check(combiner && extent, "interp")
-      << "thread_allreduce takes (\"sum\" | \"max\" | \"min\", address_of(acc[i]), extent), got "
+  const bool arity = call->args.size() == 3 || call->args.size() == 4;
+  const auto *combiner = arity ? call->args[0].as<StringImm>() : nullptr;
+  auto extent = arity ? as_const_int(call->args[2]) : std::nullopt;
+  auto count = call->args.size() == 4 ? as_const_int(call->args[3]) : std::optional<int64_t>(1);
+  user_check(combiner && extent && count && *count >= 1, "interp")
+      << "thread_allreduce takes (\"sum\" | \"max\" | \"min\", address_of(acc[i]), extent[, "
+         "count]), got "
       << Expr(call);
   const std::string &name = combiner->value;
   user_check(name == "sum" || name == "max" || name == "min", "interp")
@@ -118,7 +128,7 @@ StmtPtr compile_thread_allreduce(Compiler &C, const Call *call) {
       << " threads of threadIdx.x needs the whole axis (blockDim.x = " << C.M.launch.block[0]
       << ") and a power of two";
   return std::make_unique<ThreadAllreduceCode>(Expr(call), compile_pointer(C, call, call->args[1]),
-                                               name, x);
+                                               name, x, *count);
 }
 
 } // namespace tessel::interp
