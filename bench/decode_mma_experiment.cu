@@ -24,6 +24,19 @@
 //
 // BULK=1: `#define BULK 1` and `#define NS 3` first, and RING=2,ROWS=4 in both shapes. With
 // NB=2 and SK=2048 defined first it checks against float64 at that shape.
+//
+// STREAM=1 (written 2026-11-29, fifth session; not yet run: no device time was left): long
+// chunks, each warp streaming its quarter through a ring in the launch's dynamic shared memory
+// with an online softmax (below). SPLIT=4096 launches 1024 blocks with 144 KiB each (one an SM,
+// NS=8: 139 KiB), SPLIT=2048 2048 blocks with 80 KiB (two an SM, NS=4); the merge kernel is the
+// generated one for that SPLIT:
+//
+//   S=B=16,H=32,HKV=8,SQ=1,SK=32768,D=128
+//   tessel cuda attention_decode --shape $S,SPLIT=4096 > g.cu
+//   (printf '#define STREAM 1\n#define CHUNK 4096\n#define NS 8\n'; cat bench/decode_mma_experiment.cu;
+//    sed -n '/void __launch_bounds__(128) attention_decode(/,$p' g.cu) > s.cu
+//   tessel run attention_decode --shape $S,SPLIT=4096 --cuda s.cu        # checked against float64
+//   (SPLIT=2048: CHUNK 2048, NS 4.)
 #include <cuda_fp16.h>
 #ifndef NB
 #define NB 16
@@ -41,7 +54,12 @@
 #define G 4
 #define HQ (HKV * G)
 #define D 128
+#ifndef CHUNK
 #define CHUNK 512
+#endif
+#ifndef STREAM
+#define STREAM 0
+#endif
 #define KSTR (HKV * D)
 #define RSTR 136  /* a slot's row stride in halves: 256 + 16 bytes */
 #define SLOT (16 * RSTR)
@@ -79,6 +97,130 @@ __device__ __forceinline__ void copy_tile(half *slot, const half *src, int lane)
 }
 
 
+#if STREAM
+// STREAM=1: each warp streams its quarter of the block's chunk (CHUNK keys) through its own ring
+// of NS 16-row tiles, K's and V's in turn, with an online softmax (its running max, sum and
+// O^T rescaled every 16 keys) instead of a pass over K then one over V; the 4 warps' states
+// merged at the end into the chunk's lse and normalized op, as above. Meant for long chunks
+// (few blocks, each loading without a pause, as cuDNN's decoding kernel does: one block of 4
+// warps an SM streaming a (batch, head)'s keys, 4.63 TB/s on an H200 under ncu).
+extern "C" __global__ void __launch_bounds__(128) attention_decode_lse(const half* __restrict__ Q, const half* __restrict__ K, const half* __restrict__ V, const half* __restrict__ O, float* __restrict__ lse, float* __restrict__ op) {
+  extern __shared__ __align__(128) unsigned char dyn_smem[];
+  half (*ring)[NS][SLOT] = reinterpret_cast<half (*)[NS][SLOT]>(dyn_smem);
+  __shared__ float red_m[4][8], red_l[4][8];
+  __shared__ float ored[G][D];
+  const int tid = threadIdx.y * 16 + threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int grp = lane >> 2, c = lane & 3;
+  const int bid = blockIdx.x, hkv = bid % HKV, b = bid / HKV % NB, p = bid / (HKV * NB);
+  constexpr int KEYS = CHUNK / 4, STEPS = KEYS / 16;
+  const size_t first = (size_t)b * SK * KSTR + (size_t)(p * CHUNK + warp * KEYS) * KSTR + hkv * D;
+  const half *Kb = K + first, *Vb = V + first;
+  half (*my)[SLOT] = ring[warp];
+  // Tile i: K's rows of step i / 2 (i even) or V's (i odd).
+  auto issue = [&](int i) {
+    if (i < 2 * STEPS) copy_tile(my[i % NS], ((i & 1) ? Vb : Kb) + (size_t)(i >> 1) * 16 * KSTR, lane);
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  };
+  auto wait = [&]() {
+    asm volatile("cp.async.wait_group %0;" :: "n"(NS - 1) : "memory");
+    __syncwarp();
+  };
+#pragma unroll
+  for (int i = 0; i < NS; ++i) issue(i);
+  unsigned qb[8][2];
+  const unsigned *Qw = (const unsigned *)(Q + (size_t)b * HQ * D + (hkv * G + (grp < G ? grp : 0)) * D);
+#pragma unroll
+  for (int ks = 0; ks < 8; ++ks) {
+    qb[ks][0] = grp < G ? Qw[ks * 8 + c] : 0u;
+    qb[ks][1] = grp < G ? Qw[ks * 8 + 4 + c] : 0u;
+  }
+  const float sl2 = 0.088388346f * 1.44269504f;
+  // The running max of queries 2c and 2c + 1 (raw scores), this lane's part of their sums.
+  float m0 = __int_as_float(0xff800000), m1 = m0, l0 = 0.f, l1 = 0.f;
+  float oc[8][4];
+#pragma unroll
+  for (int mt = 0; mt < 8; ++mt) oc[mt][0] = oc[mt][1] = oc[mt][2] = oc[mt][3] = 0.f;
+  for (int st = 0; st < STEPS; ++st) {
+    wait();
+    const half *kl = my[(2 * st) % NS];
+    float s[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int ks = 0; ks < 8; ++ks) {
+      unsigned a[4];
+      ldsm4(a, kl + (lane % 16) * RSTR + ks * 16 + (lane / 16) * 8);
+      mma16816(s, a, qb[ks][0], qb[ks][1]);
+    }
+    __syncwarp();
+    issue(2 * st + NS);
+    float t0 = fmaxf(s[0], s[2]), t1 = fmaxf(s[1], s[3]);
+#pragma unroll
+    for (int o = 4; o < 32; o <<= 1) {
+      t0 = fmaxf(t0, __shfl_xor_sync(0xffffffffu, t0, o));
+      t1 = fmaxf(t1, __shfl_xor_sync(0xffffffffu, t1, o));
+    }
+    const float n0 = fmaxf(m0, t0), n1 = fmaxf(m1, t1);
+    const float a0 = exp2f((m0 - n0) * sl2), a1 = exp2f((m1 - n1) * sl2);
+    m0 = n0;
+    m1 = n1;
+    const float e0 = exp2f((s[0] - n0) * sl2), e1 = exp2f((s[1] - n1) * sl2);
+    const float e2 = exp2f((s[2] - n0) * sl2), e3 = exp2f((s[3] - n1) * sl2);
+    l0 = l0 * a0 + (e0 + e2);
+    l1 = l1 * a1 + (e1 + e3);
+    const unsigned p0 = movtrans(pack2(e0, e1)), p1 = movtrans(pack2(e2, e3));
+    wait();
+    const half *vl = my[(2 * st + 1) % NS];
+#pragma unroll
+    for (int mt = 0; mt < 8; ++mt) {
+      oc[mt][0] *= a0; oc[mt][1] *= a1; oc[mt][2] *= a0; oc[mt][3] *= a1;
+      unsigned a[4];
+      ldsm4t(a, vl + ((lane % 8) + 8 * (lane / 16)) * RSTR + 16 * mt + 8 * ((lane / 8) % 2));
+      mma16816(oc[mt], a, p0, p1);
+    }
+    __syncwarp();
+    issue(2 * st + 1 + NS);
+  }
+#pragma unroll
+  for (int o = 4; o < 32; o <<= 1) {
+    l0 += __shfl_xor_sync(0xffffffffu, l0, o);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, o);
+  }
+  if (grp == 0) {
+    red_m[warp][2 * c] = m0; red_m[warp][2 * c + 1] = m1;
+    red_l[warp][2 * c] = l0; red_l[warp][2 * c + 1] = l1;
+  }
+  __syncthreads();
+  float sc[2];
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int q = 2 * c + j;
+    float mm = __int_as_float(0xff800000);
+    for (int w2 = 0; w2 < 4; ++w2) mm = fmaxf(mm, red_m[w2][q]);
+    float L = 0.f;
+    for (int w2 = 0; w2 < 4; ++w2) L += red_l[w2][q] * exp2f((red_m[w2][q] - mm) * sl2);
+    sc[j] = exp2f((red_m[warp][q] - mm) * sl2) / L;
+    if (q < G && warp == 0 && grp == 0)
+      lse[(size_t)p * NB * HQ + b * HQ + hkv * G + q] = mm * 0.088388346f + logf(L);
+  }
+  for (int w2 = 0; w2 < 4; ++w2) {
+    if (warp == w2 && c < G / 2) {
+#pragma unroll
+      for (int mt = 0; mt < 8; ++mt) {
+        const int d0 = 16 * mt + grp, d1 = d0 + 8;
+        if (w2 == 0) {
+          ored[2 * c][d0] = oc[mt][0] * sc[0]; ored[2 * c + 1][d0] = oc[mt][1] * sc[1];
+          ored[2 * c][d1] = oc[mt][2] * sc[0]; ored[2 * c + 1][d1] = oc[mt][3] * sc[1];
+        } else {
+          ored[2 * c][d0] += oc[mt][0] * sc[0]; ored[2 * c + 1][d0] += oc[mt][1] * sc[1];
+          ored[2 * c][d1] += oc[mt][2] * sc[0]; ored[2 * c + 1][d1] += oc[mt][3] * sc[1];
+        }
+      }
+    }
+    __syncthreads();
+  }
+  float *opb = op + (size_t)p * NB * HQ * D + (size_t)b * HQ * D + hkv * G * D;
+  for (int e = tid; e < G * D; e += 128) opb[e] = ored[e / D][e % D];
+}
+#else
 extern "C" __global__ void __launch_bounds__(128) attention_decode_lse(const half* __restrict__ Q, const half* __restrict__ K, const half* __restrict__ V, const half* __restrict__ O, float* __restrict__ lse, float* __restrict__ op) {
 #if BULK
   extern __shared__ __align__(128) unsigned char dyn_smem[];
@@ -241,3 +383,4 @@ extern "C" __global__ void __launch_bounds__(128) attention_decode_lse(const hal
   float *opb = op + (size_t)p * NB * HQ * D + (size_t)b * HQ * D + hkv * G * D;
   for (int e = tid; e < G * D; e += 128) opb[e] = ored[e / D][e % D];
 }
+#endif
