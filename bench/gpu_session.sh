@@ -65,6 +65,10 @@
 #             decoding shape (ROWS 8, VROWS 0; PF 1 with ROWS 8 and 4; SPLIT 256), unchecked (not
 #             among the default
 #             steps: it needs torch)
+#   decode_stream  bench/decode_mma_experiment.cu's STREAM=1 hand kernel (each warp streaming
+#             a long chunk with an online softmax) at the decoding shape with SPLIT 4096
+#             and 2048, each checked against float64, then beside torch's backends, then the
+#             registry's default (not among the default steps: it needs torch)
 #   profile   ncu --set full on one launch of gemm_tc at 4096^3 and of conv2d_wgmma on ResNet's
 #             res3 with a float16 y (if ncu is there), unchecked
 #             (tessel run --no-check: the float64 reference takes too long on the CPU): the
@@ -265,6 +269,23 @@ run_step() {
           ./tessel run attention_decode --shape B=16,H=32,HKV=8,SK=32768,D=128,$knobs \
             --no-check --number 5 --repeat 20 || return 1
         done ;;
+    decode_stream)
+      local shape=B=16,H=32,HKV=8,SQ=1,SK=32768,D=128 split ns f
+      for split in 4096 2048; do
+        ns=$((split == 4096 ? 8 : 4)) f="$out/decode_stream$split.cu"
+        { printf '#define STREAM 1\n#define CHUNK %s\n#define NS %s\n' $split $ns
+          cat "$here/bench/decode_mma_experiment.cu"
+          ./tessel cuda attention_decode --shape $shape,SPLIT=$split |
+            sed -n '/void __launch_bounds__(128) attention_decode(/,$p'
+        } >"$f" &&
+          echo "decode_mma_experiment.cu STREAM=1 CHUNK=$split NS=$ns (checked against float64):" &&
+          ./tessel run attention_decode --shape $shape,SPLIT=$split --cuda "$f" --number 1 \
+            --repeat 3 &&
+          python3 "$here/bench/attention_torch.py" --tessel ./tessel --only decode --rows 3 \
+            --rounds 2 --knobs ,SPLIT=$split --tessel-args "--cuda $f" || return 1
+      done &&
+        echo "the registry's default beside:" &&
+        python3 "$here/bench/attention_torch.py" --tessel ./tessel --only decode --rows 3 --rounds 2 ;;
     *) echo "unknown step '$step'"; return 1 ;;
   esac >"$log" 2>&1
   status=$?
