@@ -426,12 +426,14 @@ private:
   // stage's data-parallel leaves [0, k), outwards while each is a plain loop (serial or
   // unrolled, no thread, pragma or reversal, no stage computed at it, not a tile of a
   // rasterized stage) of a power-of-two extent, and their iterations together at most the
-  // `threads` a warp's shuffles combine (a reduction across more threads is not batched).
+  // `threads` a warp's shuffles combine (a reduction across more threads is not batched);
+  // loops of one iteration alone are not batched.
   size_t batched_leaves_begin(const StageNode *s, size_t k, int64_t threads) {
     if (threads > 32 || s->rasterization)
       return k;
     size_t b = k;
-    for (int64_t count = 1; b > 0; --b) {
+    int64_t count = 1;
+    for (; b > 0; --b) {
       const IterVar &iv = s->leaf_iter_vars[b - 1];
       const IterVarAttr *a = s->find_attr(iv);
       if (a && (a->bind_thread.defined() || !a->pragmas.empty() || a->reversed.defined() ||
@@ -447,7 +449,7 @@ private:
         break;
       count *= e;
     }
-    return b;
+    return count > 1 ? b : k;
   }
 
   // Conditions that keep a store inside the stage's range and the tensor's shape, and on the
