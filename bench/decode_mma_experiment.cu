@@ -97,6 +97,69 @@ __device__ __forceinline__ void copy_tile(half *slot, const half *src, int lane)
 }
 
 
+// The group's queries as Q^T's B fragments (k-step ks: head-dim elements 16 ks + 2c, +1, +8, +9
+// of query lane / 4; the queries past G zero).
+__device__ __forceinline__ void load_q(unsigned (&qb)[8][2], const half *Q, int b, int hkv,
+                                       int lane) {
+  const int grp = lane >> 2, c = lane & 3;
+  const unsigned *Qw = (const unsigned *)(Q + (size_t)b * HQ * D + (hkv * G + (grp < G ? grp : 0)) * D);
+#pragma unroll
+  for (int ks = 0; ks < 8; ++ks) {
+    qb[ks][0] = grp < G ? Qw[ks * 8 + c] : 0u;
+    qb[ks][1] = grp < G ? Qw[ks * 8 + 4 + c] : 0u;
+  }
+}
+// The block's 4 warps' states merged: each warp's max of the raw scores of queries 2c and 2c + 1
+// (m0, m1; c = lane % 4), this lane's part of their sums of exponentials (l0, l1) and its
+// unnormalized O^T in oc (m-tile mt: head-dim rows 16 mt + lane / 4 and + 8), through red_m,
+// red_l and ored in shared memory, into the chunk's logsumexp (lse_g: the group's G queries)
+// and its normalized output (op_g: G x D).
+__device__ __forceinline__ void store_chunk(float m0, float m1, float l0, float l1,
+                                            float (*red_m)[8], float (*red_l)[8],
+                                            float (*ored)[D], const float (&oc)[8][4], int warp,
+                                            int lane, float *lse_g, float *op_g) {
+  const int grp = lane >> 2, c = lane & 3, tid = warp * 32 + lane;
+#pragma unroll
+  for (int o = 4; o < 32; o <<= 1) {
+    l0 += __shfl_xor_sync(0xffffffffu, l0, o);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, o);
+  }
+  if (grp == 0) {
+    red_m[warp][2 * c] = m0 * 0.088388346f; red_m[warp][2 * c + 1] = m1 * 0.088388346f;
+    red_l[warp][2 * c] = l0; red_l[warp][2 * c + 1] = l1;
+  }
+  __syncthreads();
+  float sc[2];
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int q = 2 * c + j;
+    float mm = __int_as_float(0xff800000);
+    for (int w2 = 0; w2 < 4; ++w2) mm = fmaxf(mm, red_m[w2][q]);
+    float L = 0.f;
+    for (int w2 = 0; w2 < 4; ++w2) L += red_l[w2][q] * __expf(red_m[w2][q] - mm);
+    sc[j] = __expf(red_m[warp][q] - mm) / L;
+    if (q < G && warp == 0 && grp == 0)
+      lse_g[q] = mm + logf(L);
+  }
+  for (int w2 = 0; w2 < 4; ++w2) {
+    if (warp == w2 && c < G / 2) {
+#pragma unroll
+      for (int mt = 0; mt < 8; ++mt) {
+        const int d0 = 16 * mt + grp, d1 = d0 + 8;
+        if (w2 == 0) {
+          ored[2 * c][d0] = oc[mt][0] * sc[0]; ored[2 * c + 1][d0] = oc[mt][1] * sc[1];
+          ored[2 * c][d1] = oc[mt][2] * sc[0]; ored[2 * c + 1][d1] = oc[mt][3] * sc[1];
+        } else {
+          ored[2 * c][d0] += oc[mt][0] * sc[0]; ored[2 * c + 1][d0] += oc[mt][1] * sc[1];
+          ored[2 * c][d1] += oc[mt][2] * sc[0]; ored[2 * c + 1][d1] += oc[mt][3] * sc[1];
+        }
+      }
+    }
+    __syncthreads();
+  }
+  for (int e = tid; e < G * D; e += 128) op_g[e] = ored[e / D][e % D];
+}
+
 #if STREAM
 // STREAM=1: each warp streams its quarter of the block's chunk (CHUNK keys) through its own ring
 // of NS 16-row tiles, K's and V's in turn, with an online softmax (its running max, sum and
@@ -128,12 +191,7 @@ extern "C" __global__ void __launch_bounds__(128) attention_decode_lse(const hal
 #pragma unroll
   for (int i = 0; i < NS; ++i) issue(i);
   unsigned qb[8][2];
-  const unsigned *Qw = (const unsigned *)(Q + (size_t)b * HQ * D + (hkv * G + (grp < G ? grp : 0)) * D);
-#pragma unroll
-  for (int ks = 0; ks < 8; ++ks) {
-    qb[ks][0] = grp < G ? Qw[ks * 8 + c] : 0u;
-    qb[ks][1] = grp < G ? Qw[ks * 8 + 4 + c] : 0u;
-  }
+  load_q(qb, Q, b, hkv, lane);
   const float sl2 = 0.088388346f * 1.44269504f;
   // The running max of queries 2c and 2c + 1 (raw scores), this lane's part of their sums.
   float m0 = __int_as_float(0xff800000), m1 = m0, l0 = 0.f, l1 = 0.f;
@@ -179,46 +237,8 @@ extern "C" __global__ void __launch_bounds__(128) attention_decode_lse(const hal
     __syncwarp();
     issue(2 * st + 1 + NS);
   }
-#pragma unroll
-  for (int o = 4; o < 32; o <<= 1) {
-    l0 += __shfl_xor_sync(0xffffffffu, l0, o);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, o);
-  }
-  if (grp == 0) {
-    red_m[warp][2 * c] = m0; red_m[warp][2 * c + 1] = m1;
-    red_l[warp][2 * c] = l0; red_l[warp][2 * c + 1] = l1;
-  }
-  __syncthreads();
-  float sc[2];
-#pragma unroll
-  for (int j = 0; j < 2; ++j) {
-    const int q = 2 * c + j;
-    float mm = __int_as_float(0xff800000);
-    for (int w2 = 0; w2 < 4; ++w2) mm = fmaxf(mm, red_m[w2][q]);
-    float L = 0.f;
-    for (int w2 = 0; w2 < 4; ++w2) L += red_l[w2][q] * exp2f((red_m[w2][q] - mm) * sl2);
-    sc[j] = exp2f((red_m[warp][q] - mm) * sl2) / L;
-    if (q < G && warp == 0 && grp == 0)
-      lse[(size_t)p * NB * HQ + b * HQ + hkv * G + q] = mm * 0.088388346f + logf(L);
-  }
-  for (int w2 = 0; w2 < 4; ++w2) {
-    if (warp == w2 && c < G / 2) {
-#pragma unroll
-      for (int mt = 0; mt < 8; ++mt) {
-        const int d0 = 16 * mt + grp, d1 = d0 + 8;
-        if (w2 == 0) {
-          ored[2 * c][d0] = oc[mt][0] * sc[0]; ored[2 * c + 1][d0] = oc[mt][1] * sc[1];
-          ored[2 * c][d1] = oc[mt][2] * sc[0]; ored[2 * c + 1][d1] = oc[mt][3] * sc[1];
-        } else {
-          ored[2 * c][d0] += oc[mt][0] * sc[0]; ored[2 * c + 1][d0] += oc[mt][1] * sc[1];
-          ored[2 * c][d1] += oc[mt][2] * sc[0]; ored[2 * c + 1][d1] += oc[mt][3] * sc[1];
-        }
-      }
-    }
-    __syncthreads();
-  }
-  float *opb = op + (size_t)p * NB * HQ * D + (size_t)b * HQ * D + hkv * G * D;
-  for (int e = tid; e < G * D; e += 128) opb[e] = ored[e / D][e % D];
+  store_chunk(m0, m1, l0, l1, red_m, red_l, ored, oc, warp, lane, lse + (size_t)p * NB * HQ + b * HQ + hkv * G,
+              op + (size_t)p * NB * HQ * D + (size_t)b * HQ * D + hkv * G * D);
 }
 #else
 extern "C" __global__ void __launch_bounds__(128) attention_decode_lse(const half* __restrict__ Q, const half* __restrict__ K, const half* __restrict__ V, const half* __restrict__ O, float* __restrict__ lse, float* __restrict__ op) {
@@ -279,14 +299,8 @@ extern "C" __global__ void __launch_bounds__(128) attention_decode_lse(const hal
 #endif
 #pragma unroll
   for (int i = 0; i < NS; ++i) issue(i);
-  // Q^T as B fragments (k-step ks: head-dim elements 16ks + 2c, +1, +8, +9 of query grp).
   unsigned qb[8][2];
-  const unsigned *Qw = (const unsigned *)(Q + (size_t)b * HQ * D + (hkv * G + (grp < G ? grp : 0)) * D);
-#pragma unroll
-  for (int ks = 0; ks < 8; ++ks) {
-    qb[ks][0] = grp < G ? Qw[ks * 8 + c] : 0u;
-    qb[ks][1] = grp < G ? Qw[ks * 8 + 4 + c] : 0u;
-  }
+  load_q(qb, Q, b, hkv, lane);
   float s[8][4];
 #pragma unroll
   for (int t = 0; t < 8; ++t) {
@@ -325,15 +339,6 @@ extern "C" __global__ void __launch_bounds__(128) attention_decode_lse(const hal
     pb[t][0] = movtrans(pack2(e0, e1));
     pb[t][1] = movtrans(pack2(e2, e3));
   }
-#pragma unroll
-  for (int o = 4; o < 32; o <<= 1) {
-    l0 += __shfl_xor_sync(0xffffffffu, l0, o);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, o);
-  }
-  if (grp == 0) {
-    red_m[warp][2 * c] = mx0 * 0.088388346f; red_m[warp][2 * c + 1] = mx1 * 0.088388346f;
-    red_l[warp][2 * c] = l0; red_l[warp][2 * c + 1] = l1;
-  }
   // O^T = V^T P^T: m-tile mt holds head-dim rows 16mt + grp and 16mt + grp + 8.
   float oc[8][4];
 #pragma unroll
@@ -351,36 +356,7 @@ extern "C" __global__ void __launch_bounds__(128) attention_decode_lse(const hal
     __syncwarp();
     issue(t + 8 + NS);
   }
-  __syncthreads();
-  float sc[2];
-#pragma unroll
-  for (int j = 0; j < 2; ++j) {
-    const int q = 2 * c + j;
-    float mm = __int_as_float(0xff800000);
-    for (int w2 = 0; w2 < 4; ++w2) mm = fmaxf(mm, red_m[w2][q]);
-    float L = 0.f;
-    for (int w2 = 0; w2 < 4; ++w2) L += red_l[w2][q] * __expf(red_m[w2][q] - mm);
-    sc[j] = __expf(red_m[warp][q] - mm) / L;
-    if (q < G && warp == 0 && grp == 0)
-      lse[(size_t)p * NB * HQ + b * HQ + hkv * G + q] = mm + logf(L);
-  }
-  for (int w2 = 0; w2 < 4; ++w2) {
-    if (warp == w2 && c < G / 2) {
-#pragma unroll
-      for (int mt = 0; mt < 8; ++mt) {
-        const int d0 = 16 * mt + grp, d1 = d0 + 8;
-        if (w2 == 0) {
-          ored[2 * c][d0] = oc[mt][0] * sc[0]; ored[2 * c + 1][d0] = oc[mt][1] * sc[1];
-          ored[2 * c][d1] = oc[mt][2] * sc[0]; ored[2 * c + 1][d1] = oc[mt][3] * sc[1];
-        } else {
-          ored[2 * c][d0] += oc[mt][0] * sc[0]; ored[2 * c + 1][d0] += oc[mt][1] * sc[1];
-          ored[2 * c][d1] += oc[mt][2] * sc[0]; ored[2 * c + 1][d1] += oc[mt][3] * sc[1];
-        }
-      }
-    }
-    __syncthreads();
-  }
-  float *opb = op + (size_t)p * NB * HQ * D + (size_t)b * HQ * D + hkv * G * D;
-  for (int e = tid; e < G * D; e += 128) opb[e] = ored[e / D][e % D];
+  store_chunk(mx0, mx1, l0, l1, red_m, red_l, ored, oc, warp, lane, lse + (size_t)p * NB * HQ + b * HQ + hkv * G,
+              op + (size_t)p * NB * HQ * D + (size_t)b * HQ * D + hkv * G * D);
 }
 #endif
