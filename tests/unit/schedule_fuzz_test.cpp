@@ -20,6 +20,7 @@
 
 #include <cstdlib>
 #include <random>
+#include <regex>
 #include <sstream>
 
 using namespace tessel;
@@ -299,7 +300,7 @@ std::vector<uint64_t> fuzz_seeds() { return test::random_seeds(300, 20261124); }
 } // namespace
 
 TEST(ScheduleFuzz, RandomProgramsAndSchedulesAreCorrectOrRefused) {
-  int ran = 0, refused = 0;
+  int ran = 0, refused = 0, batched = 0;
   for (uint64_t seed : fuzz_seeds()) {
     Fuzzer f(seed);
     Program p = random_program(f);
@@ -319,6 +320,12 @@ TEST(ScheduleFuzz, RandomProgramsAndSchedulesAreCorrectOrRefused) {
         schedule_caches(f, s, p, o, cl);
       std::vector<Tensor> args = p.inputs;
       args.push_back(p.out);
+      // Reductions across threads whose inner loops combine in one exchange (with a count).
+      static const std::regex with_count(
+          R"(@thread_allreduce\("[a-z]+", @address_of\([^)]*\), [0-9]+, [0-9]+\))");
+      const std::string ir = to_string(lower(s, args));
+      batched += int(std::distance(std::sregex_iterator(ir.begin(), ir.end(), with_count),
+                                   std::sregex_iterator()));
       CheckResult r = check_on_cpu(s, args, p.inputs.size(), seed);
       EXPECT_TRUE(r.compare.ok) << "seed " << seed << ": " << p.what << "\n"
                                 << f.log.str() << r.str() << "\nreplay: " << replay;
@@ -339,10 +346,15 @@ TEST(ScheduleFuzz, RandomProgramsAndSchedulesAreCorrectOrRefused) {
                     << p.what << "\n" << f.log.str() << "replay: " << replay;
     }
   }
-  std::cout << "  " << ran << " cases ran and matched, " << refused << " refused\n";
+  std::cout << "  " << ran << " cases ran and matched, " << refused << " refused; "
+            << batched << " batched allreduces\n";
   // The generator must mostly draw schedules tessel takes, or it tests little. (Not of one
   // replayed seed: a refusal, printed above, is then the answer.)
   if (!test::replaying_one_seed()) {
     EXPECT_GT(ran, 2 * refused);
+  }
+  // The fixed set draws batched reductions across threads (ScheduleOps' batched_leaves_begin).
+  if (!std::getenv("TESSEL_RANDOM_CASES") && !test::replaying_one_seed()) {
+    EXPECT_GT(batched, 0);
   }
 }
