@@ -65,6 +65,9 @@
 #             decoding shape (ROWS 8, VROWS 0; PF 1 with ROWS 8 and 4; SPLIT 256), unchecked (not
 #             among the default
 #             steps: it needs torch)
+#   profile_decode_vendor  ncu (launch, occupancy, speed of light, memory, scheduler and warp
+#             state sections) on cuDNN's decoding kernel through torch's SDPA and on ours, at the
+#             issue's decoding shape (not among the default steps: it needs torch)
 #   decode_stream  bench/decode_mma_experiment.cu's STREAM=1 hand kernel (each warp streaming
 #             a long chunk with an online softmax) at the issue's decoding shape with SPLIT 4096
 #             and 2048, each checked against float64, then beside torch's backends, then the
@@ -269,6 +272,28 @@ run_step() {
           ./tessel run attention_decode --shape B=16,H=32,HKV=8,SK=32768,D=128,$knobs \
             --no-check --number 5 --repeat 20 || return 1
         done ;;
+    profile_decode_vendor)
+      # cuDNN's decoder (torch's SDPA, cuDNN backend) and ours under the same ncu sections.
+      local sections="--section LaunchStats --section Occupancy --section SpeedOfLight
+        --section MemoryWorkloadAnalysis --section SchedulerStats --section WarpStateStats"
+      cat >"$out/sdpa_decode.py" <<'PY'
+import torch, torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+B, H, HKV, Sk, D = 16, 32, 8, 32768, 128
+q = torch.randn(B, 1, H, D, device="cuda", dtype=torch.float16)
+k = torch.randn(B, Sk, HKV, D, device="cuda", dtype=torch.float16)
+v = torch.randn(B, Sk, HKV, D, device="cuda", dtype=torch.float16)
+with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+    for _ in range(3):
+        F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                       enable_gqa=True)
+torch.cuda.synchronize()
+PY
+      ncu --clock-control none $sections --target-processes all --launch-skip 3 --launch-count 6 \
+        python3 "$out/sdpa_decode.py" &&
+        ncu --clock-control none $sections -k regex:attention_decode --launch-skip 2 \
+          --launch-count 2 ./tessel run attention_decode \
+          --shape B=16,H=32,HKV=8,SQ=1,SK=32768,D=128 --no-check --number 1 --repeat 3 ;;
     decode_stream)
       local shape=B=16,H=32,HKV=8,SQ=1,SK=32768,D=128 split ns f
       for split in 4096 2048; do
