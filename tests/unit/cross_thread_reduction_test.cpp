@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 using namespace tessel;
 
 namespace {
@@ -45,6 +47,27 @@ RowReduce row_reduce(int64_t rows, int64_t cols, int threads, const char *combin
   r.s[r.B].bind(ki, thread_axis("threadIdx.x"));
   (void)ko;
   return r;
+}
+
+// C = A - rowsum(A), one block per row of 1000 on 128 threads; B, the row's sum, computed in the
+// block (local), its reduction split by `threads` and bound to threadIdx.x.
+std::tuple<Tensor, Tensor, Schedule> row_minus_sum(int threads) {
+  Tensor A = placeholder({8, 1000}, Float(32), "A");
+  IterVar k = reduce_axis({0, 1000}, "k");
+  Tensor B = compute({8}, [&](Var i) { return sum(A(i, k), {k}); }, "B");
+  Tensor C = compute({8, 1000}, [&](Var i, Var j) { return A(i, j) - B(i); }, "C");
+  Schedule s = create_schedule({C});
+  auto [ci, cj] = s[C].axes<2>();
+  auto [cjo, cji] = s[C].split(cj, 128);
+  s[C].bind(ci, thread_axis("blockIdx.x"));
+  s[C].bind(cji, thread_axis("threadIdx.x"));
+  s[B].compute_at(s[C], ci);
+  s[B].set_scope("local");
+  auto [ko, ki] = s[B].split(s[B].reduce_axis()[0], threads);
+  s[B].bind(ki, thread_axis("threadIdx.x"));
+  (void)cjo;
+  (void)ko;
+  return {A, C, s};
 }
 
 } // namespace
@@ -163,21 +186,7 @@ TEST(CrossThreadReductionGpu, RowsOfABlockMatchTheReference) {
 // A row's sum computed inside the kernel that uses it (C = A - rowsum(A), one block per row):
 // B is local, so every thread keeps the combined sum and no barrier or shared copy follows.
 TEST(CrossThreadReduction, LocalResultFeedsTheSameKernel) {
-  Tensor A = placeholder({8, 1000}, Float(32), "A");
-  IterVar k = reduce_axis({0, 1000}, "k");
-  Tensor B = compute({8}, [&](Var i) { return sum(A(i, k), {k}); }, "B");
-  Tensor C = compute({8, 1000}, [&](Var i, Var j) { return A(i, j) - B(i); }, "C");
-  Schedule s = create_schedule({C});
-  auto [ci, cj] = s[C].axes<2>();
-  auto [cjo, cji] = s[C].split(cj, 128);
-  s[C].bind(ci, thread_axis("blockIdx.x"));
-  s[C].bind(cji, thread_axis("threadIdx.x"));
-  s[B].compute_at(s[C], ci);
-  s[B].set_scope("local");
-  auto [ko, ki] = s[B].split(s[B].reduce_axis()[0], 128);
-  s[B].bind(ki, thread_axis("threadIdx.x"));
-  (void)cjo;
-  (void)ko;
+  auto [A, C, s] = row_minus_sum(128);
   LoweredModule m = lower(s, {A, C});
   ASSERT_EQ(m.funcs.size(), 1u);
   std::string ir = to_string(m);
@@ -238,21 +247,7 @@ TEST(CrossThreadReduction, Errors) {
   test::expect_error([&] { lower(r.s, {r.A, r.B}); },
                      {"stage 'B'", "data-parallel loops must all come before", "reorder it outwards"});
   // 64 threads reduce while the block has 128 (another stage binds threadIdx.x with 128).
-  Tensor A = placeholder({8, 1000}, Float(32), "A");
-  IterVar k = reduce_axis({0, 1000}, "k");
-  Tensor B = compute({8}, [&](Var i) { return sum(A(i, k), {k}); }, "B");
-  Tensor C = compute({8, 1000}, [&](Var i, Var j) { return A(i, j) - B(i); }, "C");
-  Schedule s = create_schedule({C});
-  auto [ci, cj] = s[C].axes<2>();
-  auto [cjo, cji] = s[C].split(cj, 128);
-  s[C].bind(ci, thread_axis("blockIdx.x"));
-  s[C].bind(cji, thread_axis("threadIdx.x"));
-  s[B].compute_at(s[C], ci);
-  s[B].set_scope("local");
-  auto [ko, ki] = s[B].split(s[B].reduce_axis()[0], 64);
-  s[B].bind(ki, thread_axis("threadIdx.x"));
-  (void)cjo;
-  (void)ko;
+  auto [A, C, s] = row_minus_sum(64);
   test::expect_error([&] { lower(s, {A, C}); },
                      {"stage 'B'", "across 64 threads of threadIdx.x", "launches 128"});
 }
