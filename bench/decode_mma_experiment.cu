@@ -36,7 +36,8 @@
 //   (printf '#define STREAM 1\n#define CHUNK 4096\n#define NS 8\n'; cat bench/decode_mma_experiment.cu;
 //    sed -n '/void __launch_bounds__(128) attention_decode(/,$p' g.cu) > s.cu
 //   tessel run attention_decode --shape $S,SPLIT=4096 --cuda s.cu        # checked against float64
-//   (SPLIT=2048: CHUNK 2048, NS 4.)
+//   (SPLIT=2048: CHUNK 2048, NS 4. `#define KT 2`: one softmax step a 32 keys.)
+//   bench/gpu_session.sh run decode_stream   # all three, checked, then beside torch
 #include <cuda_fp16.h>
 #ifndef NB
 #define NB 16
@@ -59,6 +60,9 @@
 #endif
 #ifndef STREAM
 #define STREAM 0
+#endif
+#ifndef KT
+#define KT 1 /* STREAM=1: 16-key tiles a softmax step (the running max and O^T rescaled once) */
 #endif
 #define KSTR (HKV * D)
 #define RSTR 136  /* a slot's row stride in halves: 256 + 16 bytes */
@@ -162,8 +166,8 @@ __device__ __forceinline__ void store_chunk(float m0, float m1, float l0, float 
 
 #if STREAM
 // STREAM=1: each warp streams its quarter of the block's chunk (CHUNK keys) through its own ring
-// of NS 16-row tiles, K's and V's in turn, with an online softmax (its running max, sum and
-// O^T rescaled every 16 keys) instead of a pass over K then one over V; the 4 warps' states
+// of NS 16-row tiles, a step's KT tiles of K then its KT of V, with an online softmax (its
+// running max, sum and O^T rescaled every 16 KT keys) instead of a pass over K then one over V; the 4 warps' states
 // merged at the end into the chunk's lse and normalized op, as above. Meant for long chunks
 // (few blocks, each loading without a pause, as cuDNN's decoding kernel does: one block of 4
 // warps an SM streaming a (batch, head)'s keys, 4.63 TB/s on an H200 under ncu).
@@ -175,13 +179,14 @@ extern "C" __global__ void __launch_bounds__(128) attention_decode_lse(const hal
   const int tid = threadIdx.y * 16 + threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int grp = lane >> 2, c = lane & 3;
   const int bid = blockIdx.x, hkv = bid % HKV, b = bid / HKV % NB, p = bid / (HKV * NB);
-  constexpr int KEYS = CHUNK / 4, STEPS = KEYS / 16;
+  constexpr int KEYS = CHUNK / 4, STEPS = KEYS / (16 * KT);
   const size_t first = (size_t)b * SK * KSTR + (size_t)(p * CHUNK + warp * KEYS) * KSTR + hkv * D;
   const half *Kb = K + first, *Vb = V + first;
   half (*my)[SLOT] = ring[warp];
-  // Tile i: K's rows of step i / 2 (i even) or V's (i odd).
+  // Tile i, in the order they are consumed: a step's KT tiles of K's rows, then its KT of V's.
   auto issue = [&](int i) {
-    if (i < 2 * STEPS) copy_tile(my[i % NS], ((i & 1) ? Vb : Kb) + (size_t)(i >> 1) * 16 * KSTR, lane);
+    const int step = i / (2 * KT), r = i % (2 * KT), t = step * KT + r % KT;
+    if (step < STEPS) copy_tile(my[i % NS], (r >= KT ? Vb : Kb) + (size_t)t * 16 * KSTR, lane);
     asm volatile("cp.async.commit_group;" ::: "memory");
   };
   auto wait = [&]() {
@@ -199,43 +204,65 @@ extern "C" __global__ void __launch_bounds__(128) attention_decode_lse(const hal
 #pragma unroll
   for (int mt = 0; mt < 8; ++mt) oc[mt][0] = oc[mt][1] = oc[mt][2] = oc[mt][3] = 0.f;
   for (int st = 0; st < STEPS; ++st) {
-    wait();
-    const half *kl = my[(2 * st) % NS];
-    float s[4] = {0.f, 0.f, 0.f, 0.f};
+    const int i0 = 2 * KT * st;
+    float s[KT][4];
 #pragma unroll
-    for (int ks = 0; ks < 8; ++ks) {
-      unsigned a[4];
-      ldsm4(a, kl + (lane % 16) * RSTR + ks * 16 + (lane / 16) * 8);
-      mma16816(s, a, qb[ks][0], qb[ks][1]);
+    for (int u = 0; u < KT; ++u) {
+      wait();
+      const half *kl = my[(i0 + u) % NS];
+      s[u][0] = s[u][1] = s[u][2] = s[u][3] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < 8; ++ks) {
+        unsigned a[4];
+        ldsm4(a, kl + (lane % 16) * RSTR + ks * 16 + (lane / 16) * 8);
+        mma16816(s[u], a, qb[ks][0], qb[ks][1]);
+      }
+      __syncwarp();
+      issue(i0 + u + NS);
     }
-    __syncwarp();
-    issue(2 * st + NS);
-    float t0 = fmaxf(s[0], s[2]), t1 = fmaxf(s[1], s[3]);
+    float t0 = m0, t1 = m1;
+#pragma unroll
+    for (int u = 0; u < KT; ++u) {
+      t0 = fmaxf(t0, fmaxf(s[u][0], s[u][2]));
+      t1 = fmaxf(t1, fmaxf(s[u][1], s[u][3]));
+    }
 #pragma unroll
     for (int o = 4; o < 32; o <<= 1) {
       t0 = fmaxf(t0, __shfl_xor_sync(0xffffffffu, t0, o));
       t1 = fmaxf(t1, __shfl_xor_sync(0xffffffffu, t1, o));
     }
-    const float n0 = fmaxf(m0, t0), n1 = fmaxf(m1, t1);
-    const float a0 = exp2f((m0 - n0) * sl2), a1 = exp2f((m1 - n1) * sl2);
-    m0 = n0;
-    m1 = n1;
-    const float e0 = exp2f((s[0] - n0) * sl2), e1 = exp2f((s[1] - n1) * sl2);
-    const float e2 = exp2f((s[2] - n0) * sl2), e3 = exp2f((s[3] - n1) * sl2);
-    l0 = l0 * a0 + (e0 + e2);
-    l1 = l1 * a1 + (e1 + e3);
-    const unsigned p0 = movtrans(pack2(e0, e1)), p1 = movtrans(pack2(e2, e3));
-    wait();
-    const half *vl = my[(2 * st + 1) % NS];
+    const float a0 = exp2f((m0 - t0) * sl2), a1 = exp2f((m1 - t1) * sl2);
+    m0 = t0;
+    m1 = t1;
+    l0 *= a0;
+    l1 *= a1;
+    unsigned pf[KT][2];
+#pragma unroll
+    for (int u = 0; u < KT; ++u) {
+      const float e0 = exp2f((s[u][0] - t0) * sl2), e1 = exp2f((s[u][1] - t1) * sl2);
+      const float e2 = exp2f((s[u][2] - t0) * sl2), e3 = exp2f((s[u][3] - t1) * sl2);
+      l0 += e0 + e2;
+      l1 += e1 + e3;
+      pf[u][0] = movtrans(pack2(e0, e1));
+      pf[u][1] = movtrans(pack2(e2, e3));
+    }
 #pragma unroll
     for (int mt = 0; mt < 8; ++mt) {
       oc[mt][0] *= a0; oc[mt][1] *= a1; oc[mt][2] *= a0; oc[mt][3] *= a1;
-      unsigned a[4];
-      ldsm4t(a, vl + ((lane % 8) + 8 * (lane / 16)) * RSTR + 16 * mt + 8 * ((lane / 8) % 2));
-      mma16816(oc[mt], a, p0, p1);
     }
-    __syncwarp();
-    issue(2 * st + 1 + NS);
+#pragma unroll
+    for (int u = 0; u < KT; ++u) {
+      wait();
+      const half *vl = my[(i0 + KT + u) % NS];
+#pragma unroll
+      for (int mt = 0; mt < 8; ++mt) {
+        unsigned a[4];
+        ldsm4t(a, vl + ((lane % 8) + 8 * (lane / 16)) * RSTR + 16 * mt + 8 * ((lane / 8) % 2));
+        mma16816(oc[mt], a, pf[u][0], pf[u][1]);
+      }
+      __syncwarp();
+      issue(i0 + KT + u + NS);
+    }
   }
   store_chunk(m0, m1, l0, l1, red_m, red_l, ored, oc, warp, lane, lse + (size_t)p * NB * HQ + b * HQ + hkv * G,
               op + (size_t)p * NB * HQ * D + (size_t)b * HQ * D + hkv * G * D);

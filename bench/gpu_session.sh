@@ -69,9 +69,10 @@
 #             state sections) on cuDNN's decoding kernel through torch's SDPA and on ours, at the
 #             issue's decoding shape (not among the default steps: it needs torch)
 #   decode_stream  bench/decode_mma_experiment.cu's STREAM=1 hand kernel (each warp streaming
-#             a long chunk with an online softmax) at the issue's decoding shape with SPLIT 4096
-#             and 2048, each checked against float64, then beside torch's backends, then the
-#             registry's default (not among the default steps: it needs torch)
+#             a long chunk with an online softmax) at the issue's decoding shape: SPLIT 4096 with
+#             1 and 2 tiles a softmax step, SPLIT 2048, each checked against float64, then beside
+#             torch's backends, then the registry's default (not among the default steps: it
+#             needs torch)
 #   profile   ncu --set full on one launch of gemm_tc at 4096^3 and of conv2d_wgmma on ResNet's
 #             res3 with a float16 y (if ncu is there), unchecked
 #             (tessel run --no-check: the float64 reference takes too long on the CPU): the
@@ -295,19 +296,21 @@ PY
           --launch-count 2 ./tessel run attention_decode \
           --shape B=16,H=32,HKV=8,SQ=1,SK=32768,D=128 --no-check --number 1 --repeat 3 ;;
     decode_stream)
-      local shape=B=16,H=32,HKV=8,SQ=1,SK=32768,D=128 split ns f
-      for split in 4096 2048; do
-        ns=$((split == 4096 ? 8 : 4)) f="$out/decode_stream$split.cu"
-        { printf '#define STREAM 1\n#define CHUNK %s\n#define NS %s\n' $split $ns
+      local shape=B=16,H=32,HKV=8,SQ=1,SK=32768,D=128 v split ns kt f
+      for v in 4096:8:1 4096:8:2 2048:4:1; do # chunk (SPLIT), ring slots a warp, tiles a step
+        IFS=: read -r split ns kt <<<"$v"
+        f="$out/decode_stream_${split}_kt$kt.cu"
+        { printf '#define STREAM 1\n#define CHUNK %s\n#define NS %s\n#define KT %s\n' $split $ns $kt
           cat "$here/bench/decode_mma_experiment.cu"
           ./tessel cuda attention_decode --shape $shape,SPLIT=$split |
             sed -n '/void __launch_bounds__(128) attention_decode(/,$p'
         } >"$f" &&
-          echo "decode_mma_experiment.cu STREAM=1 CHUNK=$split NS=$ns (checked against float64):" &&
+          echo "decode_mma_experiment.cu STREAM=1 CHUNK=$split NS=$ns KT=$kt (checked against float64):" &&
           ./tessel run attention_decode --shape $shape,SPLIT=$split --cuda "$f" --number 1 \
             --repeat 3 &&
           python3 "$here/bench/attention_torch.py" --tessel ./tessel --only decode --rows 3 \
-            --rounds 2 --knobs ,SPLIT=$split --tessel-args "--cuda $f" || return 1
+            --rounds 2 --knobs ,SPLIT=$split --tessel-args "--cuda $f" ||
+          echo "decode_mma_experiment.cu STREAM=1 $v: failed (above)"
       done &&
         echo "the registry's default beside:" &&
         python3 "$here/bench/attention_torch.py" --tessel ./tessel --only decode --rows 3 --rounds 2 ;;
