@@ -167,8 +167,8 @@ __device__ __forceinline__ void store_chunk(float m0, float m1, float l0, float 
 #if STREAM
 // STREAM=1: each warp streams its quarter of the block's chunk (CHUNK keys) through its own ring
 // of NS 16-row tiles, a step's KT tiles of K then its KT of V, with an online softmax (its
-// running max, sum and O^T rescaled every 16 KT keys) instead of a pass over K then one over V; the 4 warps' states
-// merged at the end into the chunk's lse and normalized op, as above. Meant for long chunks
+// running max, sum and O^T rescaled every 16 KT keys) instead of a pass over K then one over V;
+// the 4 warps' states merged at the end into the chunk's lse and normalized op, as above. Meant for long chunks
 // (few blocks, each loading without a pause, as cuDNN's decoding kernel does: one block of 4
 // warps an SM streaming a (batch, head)'s keys, 4.63 TB/s on an H200 under ncu).
 extern "C" __global__ void __launch_bounds__(128) attention_decode_lse(const half* __restrict__ Q, const half* __restrict__ K, const half* __restrict__ V, const half* __restrict__ O, float* __restrict__ lse, float* __restrict__ op) {
@@ -177,7 +177,6 @@ extern "C" __global__ void __launch_bounds__(128) attention_decode_lse(const hal
   __shared__ float red_m[4][8], red_l[4][8];
   __shared__ float ored[G][D];
   const int tid = threadIdx.y * 16 + threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int grp = lane >> 2, c = lane & 3;
   const int bid = blockIdx.x, hkv = bid % HKV, b = bid / HKV % NB, p = bid / (HKV * NB);
   constexpr int KEYS = CHUNK / 4, STEPS = KEYS / (16 * KT);
   const size_t first = (size_t)b * SK * KSTR + (size_t)(p * CHUNK + warp * KEYS) * KSTR + hkv * D;
