@@ -121,13 +121,18 @@ struct BatchedRows {
   int per_block;
   const char *combiner;
   int count; // of the batched allreduce; 0: not batched
+  DataType dtype = Float(32); // of A and B (the accumulator's: float16 exchanges halves)
 };
-const std::vector<BatchedRows> kBatchedRows = {
-    {16, 4, "sum", 4}, {10, 4, "max", 4}, {12, 2, "sum", 2}, {9, 3, "sum", 0}};
+const std::vector<BatchedRows> kBatchedRows = {{16, 4, "sum", 4},
+                                               {10, 4, "max", 4},
+                                               {12, 2, "sum", 2},
+                                               {9, 3, "sum", 0},
+                                               {8, 4, "max", 4, Float(16)},
+                                               {8, 2, "sum", 2, Float(16)}};
 
 RowReduce batched_rows(const BatchedRows &c) {
   RowReduce r;
-  r.A = placeholder({c.rows, 100}, Float(32), "A");
+  r.A = placeholder({c.rows, 100}, c.dtype, "A");
   IterVar k = reduce_axis({0, 100}, "k");
   r.B = compute({c.rows}, [&](Var i) {
     return std::string(c.combiner) == "sum" ? sum(r.A(i, k), {k}) : max(r.A(i, k), {k});
@@ -144,7 +149,7 @@ RowReduce batched_rows(const BatchedRows &c) {
 
 std::string trace(const BatchedRows &c) {
   return std::to_string(c.rows) + " rows, " + std::to_string(c.per_block) + " a block, " +
-         c.combiner;
+         c.combiner + ", " + c.dtype.str();
 }
 
 } // namespace
