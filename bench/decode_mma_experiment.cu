@@ -101,6 +101,43 @@ __device__ __forceinline__ void copy_tile(half *slot, const half *src, int lane)
 }
 
 
+// S^T of a slot's 16 keys: s (keys lane / 4 and + 8, queries 2 (lane % 4) and + 1) = K Q^T.
+__device__ __forceinline__ void scores(float (&s)[4], const half *slot, const unsigned (&qb)[8][2],
+                                       int lane) {
+  s[0] = s[1] = s[2] = s[3] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < 8; ++ks) {
+    unsigned a[4];
+    ldsm4(a, slot + (lane % 16) * RSTR + ks * 16 + (lane / 16) * 8);
+    mma16816(s, a, qb[ks][0], qb[ks][1]);
+  }
+}
+// O^T += V^T P^T over a slot's 16 keys (m-tile mt: head-dim rows 16 mt + lane / 4 and + 8),
+// P^T's B fragment (p0, p1).
+__device__ __forceinline__ void add_pv(float (&oc)[8][4], const half *slot, unsigned p0,
+                                       unsigned p1, int lane) {
+#pragma unroll
+  for (int mt = 0; mt < 8; ++mt) {
+    unsigned a[4];
+    ldsm4t(a, slot + ((lane % 8) + 8 * (lane / 16)) * RSTR + 16 * mt + 8 * ((lane / 8) % 2));
+    mma16816(oc[mt], a, p0, p1);
+  }
+}
+// The max of queries 2 (lane % 4) and + 1 over the keys of n S^T tiles, onto m0 and m1: each
+// lane's two keys a tile, then the 8 lanes of its column.
+template <int N>
+__device__ __forceinline__ void max_over_keys(float &m0, float &m1, const float (&s)[N][4]) {
+#pragma unroll
+  for (int t = 0; t < N; ++t) {
+    m0 = fmaxf(m0, fmaxf(s[t][0], s[t][2]));
+    m1 = fmaxf(m1, fmaxf(s[t][1], s[t][3]));
+  }
+#pragma unroll
+  for (int o = 4; o < 32; o <<= 1) {
+    m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, o));
+    m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, o));
+  }
+}
 // The group's queries as Q^T's B fragments (k-step ks: head-dim elements 16 ks + 2c, +1, +8, +9
 // of query lane / 4; the queries past G zero).
 __device__ __forceinline__ void load_q(unsigned (&qb)[8][2], const half *Q, int b, int hkv,
@@ -209,27 +246,12 @@ extern "C" __global__ void __launch_bounds__(128) attention_decode_lse(const hal
     for (int u = 0; u < KT; ++u) {
       wait();
       const half *kl = my[(i0 + u) % NS];
-      s[u][0] = s[u][1] = s[u][2] = s[u][3] = 0.f;
-#pragma unroll
-      for (int ks = 0; ks < 8; ++ks) {
-        unsigned a[4];
-        ldsm4(a, kl + (lane % 16) * RSTR + ks * 16 + (lane / 16) * 8);
-        mma16816(s[u], a, qb[ks][0], qb[ks][1]);
-      }
+      scores(s[u], kl, qb, lane);
       __syncwarp();
       issue(i0 + u + NS);
     }
     float t0 = m0, t1 = m1;
-#pragma unroll
-    for (int u = 0; u < KT; ++u) {
-      t0 = fmaxf(t0, fmaxf(s[u][0], s[u][2]));
-      t1 = fmaxf(t1, fmaxf(s[u][1], s[u][3]));
-    }
-#pragma unroll
-    for (int o = 4; o < 32; o <<= 1) {
-      t0 = fmaxf(t0, __shfl_xor_sync(0xffffffffu, t0, o));
-      t1 = fmaxf(t1, __shfl_xor_sync(0xffffffffu, t1, o));
-    }
+    max_over_keys(t0, t1, s);
     const float a0 = exp2f((m0 - t0) * sl2), a1 = exp2f((m1 - t1) * sl2);
     m0 = t0;
     m1 = t1;
@@ -253,12 +275,7 @@ extern "C" __global__ void __launch_bounds__(128) attention_decode_lse(const hal
     for (int u = 0; u < KT; ++u) {
       wait();
       const half *vl = my[(i0 + KT + u) % NS];
-#pragma unroll
-      for (int mt = 0; mt < 8; ++mt) {
-        unsigned a[4];
-        ldsm4t(a, vl + ((lane % 8) + 8 * (lane / 16)) * RSTR + 16 * mt + 8 * ((lane / 8) % 2));
-        mma16816(oc[mt], a, pf[u][0], pf[u][1]);
-      }
+      add_pv(oc, vl, pf[u][0], pf[u][1], lane);
       __syncwarp();
       issue(i0 + KT + u + NS);
     }
@@ -332,28 +349,13 @@ extern "C" __global__ void __launch_bounds__(128) attention_decode_lse(const hal
   for (int t = 0; t < 8; ++t) {
     wait(t);
     const half *sl = my[t % NS];
-    s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.f;
-#pragma unroll
-    for (int ks = 0; ks < 8; ++ks) {
-      unsigned a[4];
-      ldsm4(a, sl + (lane % 16) * RSTR + ks * 16 + (lane / 16) * 8);
-      mma16816(s[t], a, qb[ks][0], qb[ks][1]);
-    }
+    scores(s[t], sl, qb, lane);
     __syncwarp();
     issue(t + NS);
   }
   const float sl2 = 0.088388346f * 1.44269504f;
   float mx0 = __int_as_float(0xff800000), mx1 = mx0;
-#pragma unroll
-  for (int t = 0; t < 8; ++t) {
-    mx0 = fmaxf(mx0, fmaxf(s[t][0], s[t][2]));
-    mx1 = fmaxf(mx1, fmaxf(s[t][1], s[t][3]));
-  }
-#pragma unroll
-  for (int o = 4; o < 32; o <<= 1) {
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o));
-  }
+  max_over_keys(mx0, mx1, s);
   float l0 = 0.f, l1 = 0.f;
   unsigned pb[8][2];
 #pragma unroll
@@ -373,12 +375,7 @@ extern "C" __global__ void __launch_bounds__(128) attention_decode_lse(const hal
   for (int t = 0; t < 8; ++t) {
     wait(t + 8);
     const half *sl = my[(t + 8) % NS];
-#pragma unroll
-    for (int mt = 0; mt < 8; ++mt) {
-      unsigned a[4];
-      ldsm4t(a, sl + ((lane % 8) + 8 * (lane / 16)) * RSTR + 16 * mt + 8 * ((lane / 8) % 2));
-      mma16816(oc[mt], a, pb[t][0], pb[t][1]);
-    }
+    add_pv(oc, sl, pb[t][0], pb[t][1], lane);
     __syncwarp();
     issue(t + 8 + NS);
   }
