@@ -25,18 +25,25 @@
 // BULK=1: `#define BULK 1` and `#define NS 3` first, and RING=2,ROWS=4 in both shapes. With
 // NB=2 and SK=2048 defined first it checks against float64 at that shape.
 //
-// STREAM=1 (written 2026-11-29, fifth session; not yet run: no device time was left): long
-// chunks, each warp streaming its quarter through a ring in the launch's dynamic shared memory
-// with an online softmax (below). SPLIT=4096 launches 1024 blocks with 144 KiB each (one an SM,
-// NS=8: 139 KiB), SPLIT=2048 2048 blocks with 80 KiB (two an SM, NS=4); the merge kernel is the
-// generated one for that SPLIT:
+// STREAM=1 (written 2026-11-29, fifth session; run in the sixth, bench/RESULTS.md 2026-11-29
+// 13:30-14:00): long chunks, each warp streaming its quarter through a ring in the launch's
+// dynamic shared memory with an online softmax (below). SPLIT=4096 launches 1024 blocks with
+// 144 KiB each (one an SM, NS=8: 139 KiB), SPLIT=2048 2048 blocks with 80 KiB (two an SM,
+// NS=4); the merge kernel is the generated one for that SPLIT. PARTS=n: only a head's first n
+// chunks work, each over SK / n keys (PARTS=1 with SPLIT=4096: cuDNN's 128 blocks, one a
+// (batch, key/value head)); INTERLEAVE=1: the warps' 16-key tiles interleaved, so that a block
+// reads its keys front to back. On an H200 all correct against float64 and all slower than the
+// generated kernel (0.524-0.548 ms against 0.518-0.522): under ncu this form's cp.async makes
+// 2.6 times the L2 requests (44 M against 16.9 M, a third of its sectors hits) for the same
+// 2.15 GB from DRAM.
 //
 //   S=B=16,H=32,HKV=8,SQ=1,SK=32768,D=128
 //   tessel cuda attention_decode --shape $S,SPLIT=4096 > g.cu
 //   (printf '#define STREAM 1\n#define CHUNK 4096\n#define NS 8\n'; cat bench/decode_mma_experiment.cu;
 //    sed -n '/void __launch_bounds__(128) attention_decode(/,$p' g.cu) > s.cu
 //   tessel run attention_decode --shape $S,SPLIT=4096 --cuda s.cu        # checked against float64
-//   (SPLIT=2048: CHUNK 2048, NS 4. `#define KT 2`: one softmax step a 32 keys.)
+//   (SPLIT=2048: CHUNK 2048, NS 4. `#define KT 2`: one softmax step a 32 keys. `#define
+//   PARTS 1`, `#define INTERLEAVE 1`: as above.)
 //   bench/gpu_session.sh run decode_stream   # all three, checked, then beside torch
 #include <cuda_fp16.h>
 #ifndef NB
@@ -60,6 +67,12 @@
 #endif
 #ifndef STREAM
 #define STREAM 0
+#endif
+#ifndef PARTS
+#define PARTS 0 /* STREAM=1: n > 0 - a head's first n chunks stream SK / n keys each, the rest idle */
+#endif
+#ifndef INTERLEAVE
+#define INTERLEAVE 0 /* STREAM=1: 1 - the warps' tiles interleaved, 0 - each warp a quarter */
 #endif
 #ifndef KT
 #define KT 1 /* STREAM=1: 16-key tiles a softmax step (the running max and O^T rescaled once) */
@@ -215,14 +228,34 @@ extern "C" __global__ void __launch_bounds__(128) attention_decode_lse(const hal
   __shared__ float ored[G][D];
   const int tid = threadIdx.y * 16 + threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int bid = blockIdx.x, hkv = bid % HKV, b = bid / HKV % NB, p = bid / (HKV * NB);
-  constexpr int KEYS = CHUNK / 4, STEPS = KEYS / (16 * KT);
-  const size_t first = (size_t)b * SK * KSTR + (size_t)(p * CHUNK + warp * KEYS) * KSTR + hkv * D;
+#if PARTS
+  // Only the first PARTS chunks of a head work, each streaming SK / PARTS keys; the others
+  // leave an empty state (lse -inf, op 0), which the merge weighs by exp(-inf) = 0.
+  if (p >= PARTS) {
+    if (tid < G) lse[(size_t)p * NB * HQ + b * HQ + hkv * G + tid] = __int_as_float(0xff800000);
+    for (int e = tid; e < G * D; e += 128) op[(size_t)p * NB * HQ * D + (size_t)b * HQ * D + hkv * G * D + e] = 0.f;
+    return;
+  }
+  constexpr int SPAN = SK / PARTS;
+#else
+  constexpr int SPAN = CHUNK;
+#endif
+  constexpr int KEYS = SPAN / 4, STEPS = KEYS / (16 * KT);
+#if INTERLEAVE
+  // The warps' 16-key tiles interleaved (warp w the block's tiles w, w + 4, ...): the block
+  // reads its span front to back, as one stream of K's rows and one of V's.
+  const size_t first = (size_t)b * SK * KSTR + (size_t)(p * SPAN + warp * 16) * KSTR + hkv * D;
+  constexpr int TSTRIDE = 64;
+#else
+  const size_t first = (size_t)b * SK * KSTR + (size_t)(p * SPAN + warp * KEYS) * KSTR + hkv * D;
+  constexpr int TSTRIDE = 16;
+#endif
   const half *Kb = K + first, *Vb = V + first;
   half (*my)[SLOT] = ring[warp];
   // Tile i, in the order they are consumed: a step's KT tiles of K's rows, then its KT of V's.
   auto issue = [&](int i) {
     const int step = i / (2 * KT), r = i % (2 * KT), t = step * KT + r % KT;
-    if (step < STEPS) copy_tile(my[i % NS], (r >= KT ? Vb : Kb) + (size_t)t * 16 * KSTR, lane);
+    if (step < STEPS) copy_tile(my[i % NS], (r >= KT ? Vb : Kb) + (size_t)t * TSTRIDE * KSTR, lane);
     asm volatile("cp.async.commit_group;" ::: "memory");
   };
   auto wait = [&]() {
