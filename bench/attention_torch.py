@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Fused attention against torch's SDPA backends on the GPU machine, in one run, alternating.
 
-For each shape of issue 26 (fp16, Q/K/V as (B, S, H, D) buffers passed to SDPA as (B, H, S, D)
-transposed views, as FlashAttention users do): torch's cuDNN, FlashAttention-2 and
+For each shape of issue 26 and head dim 256 causal and not (fp16, Q/K/V as (B, S, H, D)
+buffers passed to SDPA as (B, H, S, D) transposed views, as FlashAttention users do): torch's cuDNN, FlashAttention-2 and
 memory-efficient backends timed with CUDA events (median of --repeat runs after warm-up), and
 `tessel run attention` (prefill) or `tessel run attention_decode` (one query against a long
 KV cache) on the same shape (its own process, random inputs, --no-check) between them, for
@@ -27,6 +27,8 @@ SHAPES = [  # kind, B, H, HKV, Sq, Sk, D, causal
     ("prefill", 16, 16, 16, 2048, 2048, 64, False),
     ("decode", 16, 32, 8, 1, 32768, 128, False),
     ("decode", 64, 32, 8, 1, 8192, 128, False),
+    ("prefill", 4, 16, 16, 4096, 4096, 256, False),
+    ("prefill", 4, 16, 16, 4096, 4096, 256, True),
 ]
 
 

@@ -43,8 +43,8 @@
 #             tutorial at batch 32, attention (WMMA and wgmma, causal; the wgmma ring by TMA,
 #             with ping-pong, with a producer warpgroup, with the rows' logsumexp, with P V
 #             onto o, with the overlap inside a warpgroup: causal over 4 query blocks and the
-#             default at D=128) and attention_decode (ring, prefetched); racecheck on
-#             gemm_shared at 256^3. One timed launch each (tessel run --number 1 --repeat 1)
+#             default at D=128; the defaults at D=256, causal and not) and attention_decode
+#             (ring, prefetched); racecheck on gemm_shared at 256^3. One timed launch each (tessel run --number 1 --repeat 1)
 #             after the check's run and the warm-up
 #   sanitize_hopper  the same three tools on issue 25's kernels (apart, so that each step fits
 #             a 600 s call): gemm_wgmma with warp roles over 16 K steps, persistent with TMA
@@ -57,10 +57,10 @@
 #             decoding's first kernel: details, and stall samples per SASS line as CSV (not
 #             among the default steps)
 #   attention fused attention and decoding against torch's SDPA backends
-#             (bench/attention_torch.py, 2 rounds, the registry's default path; then the prefill rows
-#             without and with the overlap inside a warpgroup (OVL=0, OVL=1, with ping-pong:
-#             causal too), with a
-#             producer warpgroup, with the rows' logsumexp written),
+#             (bench/attention_torch.py, 2 rounds, the registry's default path; then issue
+#             26's three prefill rows without and with the overlap inside a warpgroup (OVL=0,
+#             OVL=1, with ping-pong: causal too), with a producer warpgroup, with the rows'
+#             logsumexp written),
 #             then attention_decode's knobs at the issue's
 #             decoding shape (ROWS 8, VROWS 0; PF 1 with ROWS 8 and 4; SPLIT 256), unchecked (not
 #             among the default
@@ -199,6 +199,9 @@ run_step() {
         sanitize_all attention --shape B=1,H=2,HKV=1,SQ=512,SK=512,D=128,CAUSAL=1,TC=2 \
           "${once[@]}" &&
         sanitize_all attention --shape B=1,H=2,HKV=1,SQ=256,SK=512,D=128,TC=2 "${once[@]}" &&
+        sanitize_all attention --shape B=1,H=2,HKV=1,SQ=256,SK=256,D=256,TC=2 "${once[@]}" &&
+        sanitize_all attention --shape B=1,H=2,HKV=1,SQ=256,SK=256,D=256,CAUSAL=1,TC=2 \
+          "${once[@]}" &&
         sanitize_all attention --shape B=1,H=4,HKV=1,SQ=512,SK=512,D=128,TC=2,PB=3 "${once[@]}" &&
         sanitize_all attention --shape B=1,H=2,HKV=1,SQ=512,SK=512,D=128,TC=2,PB=6,LW=4 \
           "${once[@]}" &&
@@ -266,7 +269,7 @@ run_step() {
           echo "attention prefill $knobs (the default on Hopper: TC=2, TMA=1; OVL on at D=128"
           echo "non-causal, with STAGES=3):"
           python3 "$here/bench/attention_torch.py" --tessel ./tessel --rounds 1 --repeat 20 \
-            --only prefill --prefill-knobs ,$knobs || return 1
+            --rows 0,1,2 --prefill-knobs ,$knobs || return 1
         done &&
         for knobs in ROWS=8 VROWS=0 PF=1,ROWS=8 PF=1,ROWS=4 SPLIT=256; do
           echo "attention_decode $knobs:"

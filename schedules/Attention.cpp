@@ -860,20 +860,37 @@ ScheduledProgram attention_decode(const AttentionParams &a, DataType dtype,
 constexpr int64_t kPersistentBlocks = 132;
 
 bool overlap_pays(const AttentionParams &a) {
-  // Causal where the mask is one branch on the diagonal block (key blocks as tall as the query
-  // blocks; H200, bench/RESULTS.md 2026-11-28 19:30: 1.05 ms against 1.23 without).
-  return a.wgmma && a.D == 128 && a.block_queries == 128 &&
-         (!a.causal || a.block_keys == a.block_queries) && a.tma;
+  if (!a.wgmma || !a.tma)
+    return false;
+  // D = 128: causal where the mask is one branch on the diagonal block (key blocks as tall as
+  // the query blocks; H200, bench/RESULTS.md 2026-11-28 19:30: 1.05 ms against 1.23 without).
+  if (a.D == 128)
+    return a.block_queries == 128 && (!a.causal || a.block_keys == a.block_queries);
+  // D = 256 with one warpgroup a block (H200, bench/RESULTS.md 2026-11-29 14:00, B=4 H=16
+  // S=4096: causal 1.11 ms against 1.15 with the producer alone, not causal 2.05 against 2.10).
+  return a.D == 256 && a.block_queries == 64;
 }
 
 AttentionParams take_overlap(AttentionParams a) {
   a.overlap = a.accumulate_o = true;
   a.stages = std::max<int64_t>(a.stages, 3); // a slot holds one step's V and the next's K
   a.warp_roles = true;
-  // In turns, but causal in order (H200, bench/RESULTS.md 2026-11-28 19:30: slower); causal
-  // longest first, in turns (2026-11-29 06:40: 0.981-0.985 ms against 0.998-1.002 in order,
-  // either alone level).
-  a.ping_pong = !a.causal || a.reverse_blocks;
+  // In turns where a block has two warpgroups, but causal in order (H200, bench/RESULTS.md
+  // 2026-11-28 19:30: slower); causal longest first, in turns (2026-11-29 06:40: 0.981-0.985
+  // ms against 0.998-1.002 in order, either alone level).
+  a.ping_pong = a.block_queries == 128 && (!a.causal || a.reverse_blocks);
+  return a;
+}
+
+bool turns_pay(const AttentionParams &a) {
+  // H200, bench/RESULTS.md 2026-11-29 14:00, B=4 H=16 S=4096 D=256: 1.70 ms against 1.78 with
+  // the producer alone, 1.84 with neither, 2.05 for the overlap with 64 queries a block (which
+  // with 128 overflows shared memory); causal, 128 queries a block spill registers.
+  return a.wgmma && a.tma && a.D == 256 && a.block_queries == 128 && !a.causal;
+}
+
+AttentionParams take_turns(AttentionParams a) {
+  a.accumulate_o = a.warp_roles = a.ping_pong = true;
   return a;
 }
 
@@ -887,11 +904,67 @@ AttentionParams attention_path(AttentionParams a, int64_t tc, int64_t block_quer
   a.wgmma = tc == 2;
   a.tma = a.wgmma && a.stages > 1;
   if (a.wgmma) {
-    a.block_queries = block_queries ? block_queries : a.D == 128 && a.Sq % 128 == 0 ? 128 : 64;
+    // Two warpgroups a block at D = 128, and at D = 256 when not causal (where 128 queries
+    // spill registers).
+    const bool two_groups = a.D == 128 || (a.D == 256 && !a.causal);
+    a.block_queries = block_queries ? block_queries : two_groups && a.Sq % 128 == 0 ? 128 : 64;
     a.block_keys = block_keys ? block_keys : a.D <= 128 && a.Sk % 128 == 0 ? 128 : 64;
   } else {
     a.block_queries = block_queries ? block_queries : 64;
     a.block_keys = block_keys ? block_keys : 16;
+  }
+  return a;
+}
+
+AttentionParams attention_choice(const ShapeParams &p, bool hopper) {
+  AttentionParams shape = attention_shape(p);
+  const int64_t stages = p.at("STAGES"); // 0: the path's
+  shape.stages = stages ? stages : 2;
+  AttentionParams a = attention_path(shape, p.at("TC"), p.at("BQ"), p.at("BK"), hopper);
+  a.tma = a.tma && p.at("TMA") != 0; // the path's TMA ring unless TMA=0
+  // PP, WS, ACC and OVL 2 (their defaults): the path's.
+  const int64_t pp = p.at("PP"), ws = p.at("WS"), acc = p.at("ACC"), overlap = p.at("OVL");
+  a.ping_pong = pp == 1;
+  a.slack = p.at("SLACK");
+  a.warp_roles = ws == 1;
+  a.lse = p.at("LSE") != 0;
+  const int64_t reverse = p.at("REV"); // 2 (the default): the overlap's choice below
+  a.reverse_blocks = reverse == 1;
+  const int64_t blocks = p.at("PB"), last_wave = p.at("LW");
+  a.persistent_blocks = blocks;
+  if (last_wave > 1) { // a split last round walks a persistent grid
+    a.last_wave_parts = last_wave;
+    a.persistent_blocks = blocks ? blocks : kPersistentBlocks;
+  }
+  // P V onto o at D = 256, where a separate accumulator (128 registers a thread) spills (H200,
+  // bench/RESULTS.md 2026-11-29 14:00: 2.67 ms against 3.44 with 64 queries a block).
+  a.accumulate_o = acc == 1 || (acc == 2 && a.wgmma && a.D == 256);
+  if (overlap == 1 || (overlap == 2 && overlap_pays(a))) {
+    if (overlap == 2 && reverse == 2 && a.causal && a.block_queries == 128)
+      a.reverse_blocks = true;
+    a = take_overlap(a);
+    if (stages) // the ring, the turns and the producer as given
+      a.stages = stages;
+    if (pp != 2)
+      a.ping_pong = pp == 1;
+    if (ws != 2)
+      a.warp_roles = ws == 1;
+    // Not causal (every tile the same key blocks), with the producer warpgroup: a persistent
+    // grid whose last round's tiles are split by their key blocks over the idle SMs (H200,
+    // bench/RESULTS.md 2026-11-29 04:00: 1.73 ms against 1.76 at B=8 H=16 S=4096 D=128).
+    if (overlap == 2 && !blocks && !last_wave && !a.causal && a.warp_roles &&
+        !a.reverse_blocks && a.D == 128) {
+      a.persistent_blocks = kPersistentBlocks;
+      a.last_wave_parts = 8;
+    }
+  } else if (turns_pay(a)) {
+    a = take_turns(a); // then P V onto o, the turns and the producer as given
+    if (acc != 2)
+      a.accumulate_o = acc == 1;
+    if (pp != 2)
+      a.ping_pong = pp == 1;
+    if (ws != 2)
+      a.warp_roles = ws == 1;
   }
   return a;
 }
@@ -912,32 +985,35 @@ ScheduleEntry attention_entry() {
       "(TMA 0; SLACK 1 refills a slot a key block after its release: STAGES >= 3); PP 1: two "
       "warpgroups issue their GEMMs in turns; WS 1: a producer warpgroup fills the TMA ring; "
       "PP and WS 2, their default: with the overlap below WS 1 and PP 1 (causal: PP 1 with "
-      "the blocks reversed, REV), else 0), "
+      "the blocks reversed, REV), at D 256 not causal with BQ 128 both 1, else 0), "
       "0: CUDA cores, 3 (the default): 2 on a Hopper GPU where its schedule takes the shape, "
-      "else 1. BK and BQ 0 (the default): the path's (wgmma: 128 and 128 where they fit, WMMA "
+      "else 1. BK and BQ 0 (the default): the path's (wgmma: 128 and 128 where they fit, but "
+      "BQ 64 at D 64 and causal at D 256, BK 64 at D 256; WMMA "
       "and CUDA cores: 16 and 64). LSE 1: a second output LSE (B, H, SQ), float32, the rows' "
       "natural logsumexp for a backward pass. ACC 1 (wgmma): P V accumulated onto o rescaled "
-      "instead of a separate accumulator. OVL 1 (wgmma; implies ACC 1): the next key block's "
+      "instead of a separate accumulator, 0: not, 2 (the default): at D 256 and with the "
+      "overlap. OVL 1 (wgmma; implies ACC 1): the next key block's "
       "Q K^T issued with this block's P V and its softmax run beside it (FlashAttention-3's "
       "overlap inside a warpgroup), 0: not, 2 (the default): where it measured faster (wgmma, "
-      "D 128, BQ 128, causal only with BK 128). STAGES 0 (the default): 3 with the overlap, "
+      "D 128 with BQ 128, causal only with BK 128; D 256 with BQ 64). STAGES 0 (the default): "
+      "3 with the overlap, "
       "else 2. REV 1: the blocks in reverse, each head's query blocks longest first, 0: in "
-      "order, 2 (the default): reversed where the overlap's default takes a causal fold (and "
-      "then in turns). PB > 0 (wgmma with a producer warpgroup, not causal): a persistent "
+      "order, 2 (the default): reversed where the overlap's default takes a causal fold of BQ "
+      "128 (and then in turns). PB > 0 (wgmma with a producer warpgroup, not causal): a persistent "
       "grid of PB blocks walking the (batch x head, query block) tiles in order; LW > 1: its "
       "last round's tiles split by their key blocks into up to LW parts on the blocks the "
       "round leaves idle, the parts' softmax states merged (on PB blocks, or 132); LW 1: not "
       "split; PB and LW 0 (the default): a block a tile, or where OVL's default takes the "
-      "overlap, not causal, with the producer: PB 132 and LW 8";
+      "overlap at D 128, not causal, with the producer: PB 132 and LW 8";
   e.default_shape = {{"B", 1},   {"H", 4},      {"HKV", 4},  {"SQ", 256}, {"SK", 256}, {"D", 64},
                      {"CAUSAL", 0}, {"BSHD", 1}, {"BK", 0}, {"BQ", 0},  {"TC", 3},
                      {"STAGES", 0}, {"PP", 2}, {"TMA", 1}, {"SLACK", 0}, {"WS", 2}, {"LSE", 0},
-                     {"ACC", 0},   {"OVL", 2},     {"REV", 2}, {"PB", 0}, {"LW", 0}};
+                     {"ACC", 2},   {"OVL", 2},     {"REV", 2}, {"PB", 0}, {"LW", 0}};
   e.nonnegative = {"CAUSAL", "BSHD", "TC",  "BK",  "BQ",  "PP",     "TMA",
                    "SLACK",  "WS",   "LSE", "ACC", "OVL", "STAGES", "REV", "PB", "LW"};
   e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"TC", {0, 1, 2, 3}}, {"PP", {0, 1, 2}},
                {"TMA", {0, 1}},       {"SLACK", {0, 1}}, {"WS", {0, 1, 2}},
-               {"LSE", {0, 1}}, {"ACC", {0, 1}}, {"OVL", {0, 1, 2}}, {"REV", {0, 1, 2}}};
+               {"LSE", {0, 1}}, {"ACC", {0, 1, 2}}, {"OVL", {0, 1, 2}}, {"REV", {0, 1, 2}}};
   e.dtypes = {Float(16), BFloat(16)};
   e.knobs = {{"BK", {16, 32, 64, 128}},
              {"BQ", {32, 64, 128}},
@@ -950,46 +1026,7 @@ ScheduleEntry attention_entry() {
              {"PB", {0, 132}},
              {"LW", {1, 8, 16}}};
   e.build = [](const ShapeParams &p, DataType dtype) {
-    AttentionParams shape = attention_shape(p);
-    const int64_t stages = p.at("STAGES"); // 0: the path's
-    shape.stages = stages ? stages : 2;
-    AttentionParams a = attention_path(shape, p.at("TC"), p.at("BQ"), p.at("BK"), hopper_gpu());
-    a.tma = a.tma && p.at("TMA") != 0; // the path's TMA ring unless TMA=0
-    // PP, WS and OVL 2 (their defaults): the path's.
-    const int64_t pp = p.at("PP"), ws = p.at("WS"), overlap = p.at("OVL");
-    a.ping_pong = pp == 1;
-    a.slack = p.at("SLACK");
-    a.warp_roles = ws == 1;
-    a.lse = p.at("LSE") != 0;
-    const int64_t reverse = p.at("REV"); // 2 (the default): the overlap's choice below
-    a.reverse_blocks = reverse == 1;
-    const int64_t blocks = p.at("PB"), last_wave = p.at("LW");
-    a.persistent_blocks = blocks;
-    if (last_wave > 1) { // a split last round walks a persistent grid
-      a.last_wave_parts = last_wave;
-      a.persistent_blocks = blocks ? blocks : kPersistentBlocks;
-    }
-    a.accumulate_o = p.at("ACC") != 0;
-    if (overlap == 1 || (overlap == 2 && overlap_pays(a))) {
-      if (overlap == 2 && reverse == 2 && a.causal)
-        a.reverse_blocks = true;
-      a = take_overlap(a);
-      if (stages) // the ring, the turns and the producer as given
-        a.stages = stages;
-      if (pp != 2)
-        a.ping_pong = pp == 1;
-      if (ws != 2)
-        a.warp_roles = ws == 1;
-      // Not causal (every tile the same key blocks), with the producer warpgroup: a persistent
-      // grid whose last round's tiles are split by their key blocks over the idle SMs (H200,
-      // bench/RESULTS.md 2026-11-29 04:00: 1.73 ms against 1.76 at B=8 H=16 S=4096 D=128).
-      if (overlap == 2 && !blocks && !last_wave && !a.causal && a.warp_roles &&
-          !a.reverse_blocks) {
-        a.persistent_blocks = kPersistentBlocks;
-        a.last_wave_parts = 8;
-      }
-    }
-    return attention(a, dtype);
+    return attention(attention_choice(p, hopper_gpu()), dtype);
   };
   return e;
 }

@@ -127,27 +127,44 @@ ScheduledProgram attention_decode(const AttentionParams &p, DataType dtype,
                                   const DecodeSchedule &k = {});
 
 /// Whether FlashAttention-3's overlap inside a warpgroup (AttentionParams::overlap) is the
-/// path's choice for `a`: where it measured faster, the wgmma step with two warpgroups (128
-/// queries a block) at D = 128, causal only with key blocks of 128 too (the mask then one
-/// branch on the diagonal block), its ring by TMA (H200, B=8 H=16 S=4096: 1.88 against 1.98
-/// ms, causal 1.05 against 1.23; at D = 64 slower). Callers then take_overlap(a).
+/// path's choice for `a`: where it measured faster, the wgmma step with its ring by TMA, at
+/// D = 128 with two warpgroups (128 queries a block), causal only with key blocks of 128 too
+/// (the mask then one branch on the diagonal block) (H200, B=8 H=16 S=4096: 1.88 against 1.98
+/// ms, causal 1.05 against 1.23; at D = 64 slower), and at D = 256 with one (64 queries a
+/// block: causal 1.11 against 1.15 ms). Callers then take_overlap(a).
 bool overlap_pays(const AttentionParams &a);
 
 /// `a` with the overlap inside a warpgroup and what measured fastest with it (H200, bench/
 /// RESULTS.md 2026-11-28 20:15): P V onto o, a ring of 3, a producer warpgroup issuing the
 /// ring's TMA boxes (warp_roles: 1.81 against 1.88 ms, causal 1.02 against 1.07), and, not
-/// causal, the consumers' turns (ping_pong: 1.79; causal 1.03, so off).
+/// causal and with two warpgroups a block, the consumers' turns (ping_pong: 1.79; causal
+/// 1.03, so off).
 AttentionParams take_overlap(AttentionParams a);
+
+/// Whether two consumer warpgroups in turns with a producer warpgroup, P V onto o
+/// (take_turns), is the path's choice for `a` where the overlap is not: the wgmma step with
+/// its ring by TMA at D = 256, 128 queries a block, not causal (H200, B=4 H=16 S=4096: 1.70
+/// ms against 3.44 with neither; the overlap's ring of 3 overflows shared memory there).
+bool turns_pay(const AttentionParams &a);
+
+/// `a` with P V onto o, a producer warpgroup and the consumers' turns.
+AttentionParams take_turns(AttentionParams a);
 
 /// The registry's choice of kernel for `a` (its shape; the block sizes and path are filled in):
 /// tc 0 CUDA cores, 1 WMMA, 2 wgmma, 3 the best for the GPU: wgmma on Hopper (`hopper`) where
 /// its schedule takes the shape, else WMMA. Block sizes of 0 take the path's: wgmma 128 queries
-/// at D = 128 (64 otherwise or where Sq is no multiple of 128) and 128 keys at D <= 128 (64 at
-/// D = 256 or where Sk is no multiple of 128), the fastest measured at D = 64 and 128
-/// (docs/ATTENTION.md; D = 256 untimed); WMMA and CUDA cores 64 and 16. wgmma's ring (with
+/// at D = 128 and at D = 256 not causal (64 otherwise or where Sq is no multiple of 128) and
+/// 128 keys at D <= 128 (64 at D = 256 or where Sk is no multiple of 128), the fastest
+/// measured (docs/ATTENTION.md); WMMA and CUDA cores 64 and 16. wgmma's ring (with
 /// `a.stages` > 1) by TMA.
 AttentionParams attention_path(AttentionParams a, int64_t tc, int64_t block_queries,
                                int64_t block_keys, bool hopper);
+
+/// The registered `attention`'s kernel for the shape and knobs `p` (every key of its default
+/// shape): attention_path's, then the knobs left at 2 (ACC, OVL, PP, WS, REV) filled in as the
+/// overlap (overlap_pays) or the turns (turns_pay) measured fastest. `hopper`: TC 3 takes the
+/// wgmma step.
+AttentionParams attention_choice(const ShapeParams &p, bool hopper);
 
 ScheduleEntry attention_entry();
 ScheduleEntry attention_decode_entry();

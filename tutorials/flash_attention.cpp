@@ -66,6 +66,8 @@ int main(int argc, char **argv) {
     AttentionParams a = attention_path(shape, path, 0, 0, hopper_gpu());
     if (overlap_pays(a)) // the next key block's Q K^T issued with this block's P V, a
       a = take_overlap(a); // producer warpgroup, the consumers' turns when not causal
+    else if (turns_pay(a)) // D = 256 not causal: a producer warpgroup, the consumers' turns,
+      a = take_turns(a);   // P V onto o
     // (`tessel run attention` also walks causal blocks longest first, then in turns, and
     // puts a non-causal fold on a persistent grid whose last round is split: REV, PB, LW.)
     std::cout << "// path: " << (a.wgmma ? "wgmma" : a.tensor_cores ? "WMMA" : "CUDA cores")

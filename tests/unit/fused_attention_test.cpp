@@ -275,6 +275,10 @@ TEST(FusedAttention, RegistryPathByGpu) {
   EXPECT_EQ(w.block_keys, 16);
   a.D = 256;
   EXPECT_EQ(attention_path(a, 3, 0, 0, true).block_keys, 64);
+  EXPECT_EQ(attention_path(a, 3, 0, 0, true).block_queries, 128);
+  a.causal = true; // 128 queries a block spill registers there
+  EXPECT_EQ(attention_path(a, 3, 0, 0, true).block_queries, 64);
+  a.causal = false;
   a.D = 16;
   EXPECT_FALSE(attention_path(a, 3, 0, 0, true).wgmma);
   a.D = 64;
@@ -290,6 +294,50 @@ TEST(FusedAttention, RegistryPathByGpu) {
   ScheduledProgram p = e.build(resolve_shape(e, {}), Float(16));
   EXPECT_NE(to_string(lower(p.schedule, p.args)).find(hopper_gpu() ? "@wgmma_mma(" : "wmma_mma_sync"),
             std::string::npos);
+}
+
+// The registry's kernel at D = 256 on Hopper: not causal, two warpgroups in turns (128 queries
+// a block) with a producer warpgroup, P V onto o; causal, 64 queries a block with the overlap
+// inside the warpgroup and the producer, in order. The knobs given are kept. Both compile for
+// sm_90a without spills (a separate P V accumulator spilled 572 bytes) and match float64 on
+// the executor.
+TEST(FusedAttention, RegistryHeadDim256) {
+  const ScheduleEntry &e = find_schedule("attention");
+  auto choice = [&](ShapeParams over) {
+    over.insert({{"TC", 2}, {"D", 256}, {"H", 1}, {"HKV", 1}, {"SQ", 128}, {"SK", 128}});
+    return attention_choice(resolve_shape(e, over), /*hopper=*/true);
+  };
+  AttentionParams turns = choice({});
+  EXPECT_TRUE(turns.wgmma && turns.tma && turns.accumulate_o && turns.warp_roles &&
+              turns.ping_pong && !turns.overlap);
+  EXPECT_EQ(turns.block_queries, 128);
+  EXPECT_EQ(turns.block_keys, 64);
+  EXPECT_EQ(turns.stages, 2);
+  AttentionParams causal = choice({{"CAUSAL", 1}});
+  EXPECT_TRUE(causal.overlap && causal.accumulate_o && causal.warp_roles && !causal.ping_pong &&
+              !causal.reverse_blocks);
+  EXPECT_EQ(causal.block_queries, 64);
+  EXPECT_EQ(causal.stages, 3);
+  AttentionParams given = choice({{"ACC", 0}, {"PP", 0}});
+  EXPECT_TRUE(!given.accumulate_o && !given.ping_pong && given.warp_roles);
+  EXPECT_TRUE(choice({{"BQ", 64}}).overlap); // one warpgroup: the overlap, not the turns
+  EXPECT_FALSE(choice({{"TC", 1}}).accumulate_o); // WMMA: no o to accumulate onto
+
+  for (const AttentionParams &a : {turns, causal}) {
+    SCOPED_TRACE(a.causal ? "causal" : "not causal");
+    ScheduledProgram p = attention(a, Float(16));
+    CheckResult r = check_on_cpu(p.schedule, p.args, 3);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+    AttentionParams big = a;
+    big.B = 4, big.H = big.Hkv = 16, big.Sq = big.Sk = 4096;
+    ScheduledProgram q = attention(big, Float(16));
+    CompileOptions o;
+    o.arch = "sm_90a";
+    CompiledKernel k = nvrtc_compile(codegen_cuda(lower(q.schedule, q.args)), nvrtc_options(o),
+                                     "attention_d256.cu");
+    ASSERT_FALSE(k.cubin.empty()) << k.log;
+    EXPECT_EQ(k.kernels.at(0).spill_store_bytes, 0) << k.log;
+  }
 }
 
 // Its kernel: no shared memory for S or P (registers: the scores, the rows' values, P's A
@@ -1278,6 +1326,19 @@ TEST(FusedAttention, GpuMatchesTheReference) {
       a.lse = true;
       SCOPED_TRACE(describe(a, 128) + " wgmma, 128 queries a block, TMA, LSE");
       ScheduledProgram p = wgmma_attention(a, 128, 2, Float(16), 128, {true});
+      CheckResult w = check_on_gpu(p.schedule, p.args, 3);
+      EXPECT_TRUE(w.compare.ok) << w.str();
+    }
+    // The registry's kernels at D = 256 (RegistryHeadDim256): not causal, two warpgroups in
+    // turns with a producer, P V onto o; causal, the overlap with 64 queries a block; bfloat16.
+    for (int64_t causal : {0, 1}) {
+      const ScheduleEntry &e = find_schedule("attention");
+      AttentionParams a = attention_choice(
+          resolve_shape(e, {{"B", 1}, {"H", 4}, {"HKV", 2}, {"SQ", 256}, {"SK", 384}, {"D", 256},
+                            {"CAUSAL", causal}, {"TC", 2}}),
+          true);
+      SCOPED_TRACE(describe(a, a.block_keys) + " the registry's wgmma kernel at D = 256");
+      ScheduledProgram p = attention(a, BFloat(16));
       CheckResult w = check_on_gpu(p.schedule, p.args, 3);
       EXPECT_TRUE(w.compare.ok) << w.str();
     }
