@@ -35,7 +35,11 @@
 // reads its keys front to back. On an H200 all correct against float64 and all slower than the
 // generated kernel (0.524-0.548 ms against 0.518-0.522): under ncu this form's cp.async makes
 // 2.6 times the L2 requests (44 M against 16.9 M, a third of its sectors hits) for the same
-// 2.15 GB from DRAM.
+// 2.15 GB from DRAM. cuDNN's decoder issues the same instruction (LDGSTS.E.BYPASS.128, 512
+// bytes a warp) at 4 L2 requests and 16 sectors each; ours lands rows padded to 272 bytes, so
+// a row's 128-byte pieces straddle shared memory's 128-byte lines. SWZ=1 (not yet run: the
+// session's device time was spent) keeps rows of 256 bytes with their 16-byte chunks swizzled
+// instead, every chunk at its global alignment: `bench/gpu_session.sh run decode_stream`.
 //
 //   S=B=16,H=32,HKV=8,SQ=1,SK=32768,D=128
 //   tessel cuda attention_decode --shape $S,SPLIT=4096 > g.cu
@@ -43,7 +47,7 @@
 //    sed -n '/void __launch_bounds__(128) attention_decode(/,$p' g.cu) > s.cu
 //   tessel run attention_decode --shape $S,SPLIT=4096 --cuda s.cu        # checked against float64
 //   (SPLIT=2048: CHUNK 2048, NS 4. `#define KT 2`: one softmax step a 32 keys. `#define
-//   PARTS 1`, `#define INTERLEAVE 1`: as above.)
+//   PARTS 1`, `#define INTERLEAVE 1`, `#define SWZ 1`: as above.)
 //   bench/gpu_session.sh run decode_stream   # all three, checked, then beside torch
 #include <cuda_fp16.h>
 #ifndef NB
@@ -78,8 +82,26 @@
 #define KT 1 /* STREAM=1: 16-key tiles a softmax step (the running max and O^T rescaled once) */
 #endif
 #define KSTR (HKV * D)
-#define RSTR 136  /* a slot's row stride in halves: 256 + 16 bytes */
+#ifndef SWZ
+#define SWZ 0
+#endif
+#if SWZ
+// SWZ=1: rows of 256 bytes, their 16-byte chunks XOR-swizzled by the row (chunk c of row r at
+// c ^ (r % 8)): every chunk keeps its global alignment in shared memory, and ldmatrix's 8 rows
+// of one chunk fall in 8 different bank groups. cp.async only (BULK=1 copies whole rows).
+#if BULK
+#error "SWZ=1 takes cp.async (BULK=0)"
+#endif
+#define RSTR 128
+#else
+#define RSTR 136  /* a slot's row stride in halves: 256 + 16 bytes (padded against conflicts) */
+#endif
 #define SLOT (16 * RSTR)
+// Where 16-byte chunk c (0-15) of a slot's row r lies, in halves from the slot's start.
+__device__ __forceinline__ int chunk_at(int r, int c) { return r * RSTR + (SWZ ? c ^ (r % 8) : c) * 8; }
+// Chunk c + 2k of a row from chunk_at(r, c), c 0 or 1: an XOR of the offset's bits 4-6 when
+// swizzled (so no offset a k is kept live), else a sum.
+__device__ __forceinline__ int chunk_step(int at, int k) { return SWZ ? at ^ (16 * k) : at + 16 * k; }
 
 __device__ __forceinline__ void mma16816(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
@@ -108,7 +130,7 @@ __device__ __forceinline__ void copy_tile(half *slot, const half *src, int lane)
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     const int chunk = i * 32 + lane, r = chunk / 16, cc = chunk % 16;
-    unsigned s = (unsigned)__cvta_generic_to_shared(slot + r * RSTR + cc * 8);
+    unsigned s = (unsigned)__cvta_generic_to_shared(slot + chunk_at(r, cc));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(s), "l"(src + r * KSTR + cc * 8) : "memory");
   }
 }
@@ -121,7 +143,7 @@ __device__ __forceinline__ void scores(float (&s)[4], const half *slot, const un
 #pragma unroll
   for (int ks = 0; ks < 8; ++ks) {
     unsigned a[4];
-    ldsm4(a, slot + (lane % 16) * RSTR + ks * 16 + (lane / 16) * 8);
+    ldsm4(a, slot + chunk_step(chunk_at(lane % 16, lane / 16), ks));
     mma16816(s, a, qb[ks][0], qb[ks][1]);
   }
 }
@@ -132,7 +154,7 @@ __device__ __forceinline__ void add_pv(float (&oc)[8][4], const half *slot, unsi
 #pragma unroll
   for (int mt = 0; mt < 8; ++mt) {
     unsigned a[4];
-    ldsm4t(a, slot + ((lane % 8) + 8 * (lane / 16)) * RSTR + 16 * mt + 8 * ((lane / 8) % 2));
+    ldsm4t(a, slot + chunk_step(chunk_at((lane % 8) + 8 * (lane / 16), (lane / 8) % 2), mt));
     mma16816(oc[mt], a, p0, p1);
   }
 }

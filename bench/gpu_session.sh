@@ -69,10 +69,11 @@
 #             state sections) on cuDNN's decoding kernel through torch's SDPA and on ours, at the
 #             issue's decoding shape (not among the default steps: it needs torch)
 #   decode_stream  bench/decode_mma_experiment.cu's STREAM=1 hand kernel (each warp streaming
-#             a long chunk with an online softmax) at the issue's decoding shape: SPLIT 4096 with
-#             1 and 2 tiles a softmax step, SPLIT 2048, each checked against float64, then beside
-#             torch's backends, then the registry's default (not among the default steps: it
-#             needs torch)
+#             a long chunk with an online softmax) at the issue's decoding shape: in cuDNN's
+#             geometry (PARTS=1: 128 working blocks) with the padded rows and with swizzled
+#             ones (SWZ=1), SPLIT 4096 and 2048 swizzled, each checked against float64, then
+#             beside torch's backends, then the registry's default (not among the default
+#             steps: it needs torch)
 #   profile   ncu --set full on one launch of gemm_tc at 4096^3 and of conv2d_wgmma on ResNet's
 #             res3 with a float16 y (if ncu is there), unchecked
 #             (tessel run --no-check: the float64 reference takes too long on the CPU): the
@@ -299,16 +300,20 @@ PY
           --launch-count 2 ./tessel run attention_decode \
           --shape B=16,H=32,HKV=8,SQ=1,SK=32768,D=128 --no-check --number 1 --repeat 3 ;;
     decode_stream)
-      local shape=B=16,H=32,HKV=8,SQ=1,SK=32768,D=128 v split ns kt f
-      for v in 4096:8:1 4096:8:2 2048:4:1; do # chunk (SPLIT), ring slots a warp, tiles a step
-        IFS=: read -r split ns kt <<<"$v"
-        f="$out/decode_stream_${split}_kt$kt.cu"
+      local shape=B=16,H=32,HKV=8,SQ=1,SK=32768,D=128 v split ns kt parts swz f
+      # chunk (SPLIT), ring slots a warp, tiles a softmax step, PARTS (1: only a head's first
+      # chunk works, over all its keys: cuDNN's 128 blocks), SWZ (1: swizzled unpadded rows)
+      for v in 4096:8:1:1:0 4096:8:1:1:1 4096:8:1:0:1 2048:4:1:0:1; do
+        IFS=: read -r split ns kt parts swz <<<"$v"
+        f="$out/decode_stream_${split}_kt${kt}_parts${parts}_swz$swz.cu"
         { printf '#define STREAM 1\n#define CHUNK %s\n#define NS %s\n#define KT %s\n' $split $ns $kt
+          printf '#define PARTS %s\n#define SWZ %s\n' $parts $swz
           cat "$here/bench/decode_mma_experiment.cu"
           ./tessel cuda attention_decode --shape $shape,SPLIT=$split |
             sed -n '/void __launch_bounds__(128) attention_decode(/,$p'
         } >"$f" &&
-          echo "decode_mma_experiment.cu STREAM=1 CHUNK=$split NS=$ns KT=$kt (checked against float64):" &&
+          echo "decode_mma_experiment.cu STREAM=1 CHUNK=$split NS=$ns KT=$kt PARTS=$parts SWZ=$swz" \
+            "(checked against float64):" &&
           ./tessel run attention_decode --shape $shape,SPLIT=$split --cuda "$f" --number 1 \
             --repeat 3 &&
           python3 "$here/bench/attention_torch.py" --tessel ./tessel --only decode --rows 3 \
