@@ -147,10 +147,26 @@ int64_t element_count(const std::vector<int64_t> &shape) {
 
 CheckProblem make_check_problem(const std::vector<Tensor> &args, size_t num_inputs, uint64_t seed,
                                 size_t samples) {
+  return make_check_problem(args, num_inputs, seed, samples, {});
+}
+
+CheckProblem make_check_problem(const std::vector<Tensor> &args, size_t num_inputs, uint64_t seed,
+                                size_t samples,
+                                const std::map<size_t, std::vector<double>> &given) {
   check_arity(args, num_inputs);
+  for (const auto &[i, values] : given)
+    internal_check(i < num_inputs &&
+                   int64_t(values.size()) == element_count(constant_shape(args[i])))
+        << "given values for argument " << i << " (" << values.size() << " of them) of "
+        << num_inputs << " inputs";
   std::vector<HostTensor> inputs;
-  for (size_t i = 0; i < num_inputs; ++i)
-    inputs.push_back(random_tensor(args[i], seed + i));
+  for (size_t i = 0; i < num_inputs; ++i) {
+    auto it = given.find(i);
+    if (it == given.end())
+      inputs.push_back(random_tensor(args[i], seed + i));
+    else
+      inputs.push_back(HostTensor{args[i].dtype(), constant_shape(args[i]), it->second});
+  }
   return make_check_problem(args, std::move(inputs), seed, samples);
 }
 
@@ -349,10 +365,9 @@ CheckResult check_on_cpu_unguarded(const Schedule &s, const std::vector<Tensor> 
 }
 
 CheckResult check_on_gpu_unguarded(const Schedule &s, const std::vector<Tensor> &args,
-                                   size_t num_inputs, const std::optional<TimeOptions> &timing,
-                                   uint64_t seed, const Target &target,
-                                   const LowerOptions &options) {
-  CheckProblem p = make_check_problem(args, num_inputs, seed);
+                                   const CheckProblem &p, const std::optional<TimeOptions> &timing,
+                                   const Target &target, const LowerOptions &options) {
+  const size_t num_inputs = p.inputs.size();
   Module m = build(s, args, target, options);
   std::vector<DeviceArray> arrays;
   for (size_t i = 0; i < p.inputs.size(); ++i)
@@ -405,7 +420,17 @@ CheckResult check_on_gpu(const Schedule &s, const std::vector<Tensor> &args, siz
                          const Target &target, const LowerOptions &options) {
   check_host_memory(args, "check_on_gpu");
   return host_memory_guarded("check_on_gpu", [&] {
-    return check_on_gpu_unguarded(s, args, num_inputs, timing, seed, target, options);
+    return check_on_gpu_unguarded(s, args, make_check_problem(args, num_inputs, seed), timing,
+                                  target, options);
+  });
+}
+
+CheckResult check_on_gpu(const Schedule &s, const std::vector<Tensor> &args,
+                         const CheckProblem &p, const std::optional<TimeOptions> &timing,
+                         const Target &target, const LowerOptions &options) {
+  check_host_memory(args, "check_on_gpu");
+  return host_memory_guarded("check_on_gpu", [&] {
+    return check_on_gpu_unguarded(s, args, p, timing, target, options);
   });
 }
 

@@ -8,6 +8,7 @@
 #include "runtime/interp/Executor.h"
 #include "runtime/interp/ResultCheck.h"
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,6 +68,11 @@ struct CheckProblem {
 /// (the first and last elements among them), else at all of them.
 CheckProblem make_check_problem(const std::vector<Tensor> &args, size_t num_inputs, uint64_t seed,
                                 size_t samples = 0);
+/// The same with the values of some inputs given (ScheduledProgram::given_inputs: by argument
+/// index, row-major), the others drawn from `seed`.
+CheckProblem make_check_problem(const std::vector<Tensor> &args, size_t num_inputs, uint64_t seed,
+                                size_t samples,
+                                const std::map<size_t, std::vector<double>> &given);
 /// The problem of `args` on the given `inputs` (one per input, of its type and shape): data a
 /// random draw cannot make (sequence offsets, indices); `seed` draws the samples.
 CheckProblem make_check_problem(const std::vector<Tensor> &args, std::vector<HostTensor> inputs,
@@ -96,5 +102,10 @@ CheckResult check_on_gpu(const Schedule &s, const std::vector<Tensor> &args, siz
                          const std::optional<TimeOptions> &timing = std::nullopt,
                          uint64_t seed = 1, const Target &target = {},
                          const LowerOptions &options = {});
+/// check_on_gpu on the problem `p` of `args` (make_check_problem).
+CheckResult check_on_gpu(const Schedule &s, const std::vector<Tensor> &args,
+                         const CheckProblem &p,
+                         const std::optional<TimeOptions> &timing = std::nullopt,
+                         const Target &target = {}, const LowerOptions &options = {});
 
 } // namespace tessel

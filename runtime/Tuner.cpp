@@ -320,7 +320,8 @@ TuneSummary tune(const TuneOptions &o) {
         << " (leave out the extra outputs, e.g. attention's LSE=0, to tune it)";
   if (reference_program)
     problem_data = make_check_problem(reference_program->args, reference_program->num_inputs,
-                                      /*seed=*/1, o.cpu ? 0 : o.samples);
+                                      /*seed=*/1, o.cpu ? 0 : o.samples,
+                                      reference_program->given_inputs);
   std::optional<Runner> runner;
   if (problem_data)
     runner.emplace(*problem_data, o.cpu);

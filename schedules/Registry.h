@@ -25,6 +25,10 @@ struct ScheduledProgram {
   size_t num_inputs = 0;
   /// Floating-point operations of one run (2 per multiply-add), for TFLOP/s.
   double flops = 0;
+  /// The values of inputs a random draw cannot make (sequence offsets), by argument index:
+  /// row-major, exact in the input's type, as many as its shape holds. Checks, `tessel run`
+  /// and the tuner give them; every other input is drawn at random.
+  std::map<size_t, std::vector<double>> given_inputs;
 };
 
 struct ScheduleEntry {

@@ -344,7 +344,9 @@ int report_check(const Selected &sel, const CheckResult &r, const std::string &w
 int cmd_interpret() {
   Selected sel = select_schedule("cpu"); // records of `tessel tune --cpu`
   const ScheduledProgram &p = sel.program;
-  return report_check(sel, check_on_cpu(p.schedule, p.args, p.num_inputs),
+  return report_check(sel,
+                      check_on_cpu(p.schedule, p.args,
+                                   make_check_problem(p.args, p.num_inputs, 1, 0, p.given_inputs)),
                       "on the CPU executor vs float64 reference");
 }
 
@@ -392,6 +394,9 @@ std::vector<DeviceArray> random_device_args(const ScheduledProgram &p) {
     const Tensor &t = p.args[i];
     if (i >= p.num_inputs)
       arrays.emplace_back(t.dtype(), constant_shape(t));
+    else if (auto given = p.given_inputs.find(i); given != p.given_inputs.end())
+      arrays.push_back(device_array(HostTensor{t.dtype(), constant_shape(t), given->second},
+                                    t.strides()));
     else if (std::optional<DeviceArray> a = fast_random_device_array(t, i + 1))
       arrays.push_back(std::move(*a));
     else
@@ -442,8 +447,9 @@ int cmd_run() {
   if (p.flops > 2e10)
     llvm::errs() << "tessel: note: the float64 reference of this shape (" << llvm::format("%.0f", p.flops / 1e9)
                  << " GFLOP) takes a long time on the CPU; --no-check only times the kernel\n";
-  CheckResult r = check_on_gpu(p.schedule, p.args, p.num_inputs, timing, 1, selected_target(),
-                               named_after(sel));
+  CheckResult r =
+      check_on_gpu(p.schedule, p.args, make_check_problem(p.args, p.num_inputs, 1, 0, p.given_inputs),
+                   timing, selected_target(), named_after(sel));
   if (r.time)
     print_time(*r.time);
   return report_check(sel, r, "on the GPU vs float64 reference");
