@@ -43,8 +43,9 @@
 #             tutorial at batch 32, attention (WMMA and wgmma, causal; the wgmma ring by TMA,
 #             with ping-pong, with a producer warpgroup, with the rows' logsumexp, with P V
 #             onto o, with the overlap inside a warpgroup: causal over 4 query blocks and the
-#             default at D=128; the defaults at D=256, causal and not) and attention_decode
-#             (ring, prefetched); racecheck on gemm_shared at 256^3. One timed launch each (tessel run --number 1 --repeat 1)
+#             default at D=128; the defaults at D=256, causal and not), attention_varlen
+#             (packed sequences, causal) and attention_decode (ring, prefetched); racecheck
+#             on gemm_shared at 256^3. One timed launch each (tessel run --number 1 --repeat 1)
 #             after the check's run and the warm-up
 #   sanitize_hopper  the same three tools on issue 25's kernels (apart, so that each step fits
 #             a 600 s call): gemm_wgmma with warp roles over 16 K steps, persistent with TMA
@@ -202,6 +203,8 @@ run_step() {
         sanitize_all attention --shape B=1,H=2,HKV=1,SQ=256,SK=512,D=128,TC=2 "${once[@]}" &&
         sanitize_all attention --shape B=1,H=2,HKV=1,SQ=256,SK=256,D=256,TC=2 "${once[@]}" &&
         sanitize_all attention --shape B=1,H=2,HKV=1,SQ=256,SK=256,D=256,CAUSAL=1,TC=2 \
+          "${once[@]}" &&
+        sanitize_all attention_varlen --shape B=3,H=2,HKV=1,LMAX=128,MINLEN=17,D=64,CAUSAL=1 \
           "${once[@]}" &&
         sanitize_all attention --shape B=1,H=4,HKV=1,SQ=512,SK=512,D=128,TC=2,PB=3 "${once[@]}" &&
         sanitize_all attention --shape B=1,H=2,HKV=1,SQ=512,SK=512,D=128,TC=2,PB=6,LW=4 \

@@ -284,8 +284,48 @@ std::vector<Tensor> online_softmax(const IterVar &t, const Tensor &m, const Tens
               name, std::move(where));
 }
 
+// Packed sequences (a.packed_tokens > 0): Q, K and V as (tokens, heads, D) buffers, the B
+// sequences one after another, `offsets` (B + 1, int32) where each starts; returns the
+// operands as (B, heads, Sq, D) tensors of each sequence's tokens, zero past its end (a read
+// guarded by the length, which copies inline as a predicated load).
+std::array<Tensor, 3> packed_operands(const AttentionParams &a, DataType dtype,
+                                      const Tensor &offsets, std::array<Tensor, 3> &packed) {
+  user_check(dtype == Float(16) || dtype == BFloat(16), "attention")
+      << "Q, K and V are float16 or bfloat16, not " << dtype;
+  user_check(a.Hkv > 0 && a.H % a.Hkv == 0, "attention")
+      << "the " << a.Hkv << " key/value heads must divide the " << a.H << " query heads";
+  auto gather = [&](int64_t H, const char *name) {
+    Tensor x = placeholder({a.packed_tokens, H, a.D}, dtype, name);
+    Tensor g = compute(
+        {a.B, H, a.Sq, a.D},
+        [&](Var b, Var h, Var i, Var d) {
+          return if_then_else(i < offsets(b + 1) - offsets(b), x(offsets(b) + i, h, d),
+                              make_zero(dtype));
+        },
+        std::string(name) + "_seq", {"b", "h", "i", "d"});
+    return std::pair{x, g};
+  };
+  auto [q, qg] = gather(a.H, "Q");
+  auto [k, kg] = gather(a.Hkv, "K");
+  auto [v, vg] = gather(a.Hkv, "V");
+  packed = {q, k, v};
+  return {qg, kg, vg};
+}
+
 ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
-  auto [Q, K, V] = attention_operands(a, dtype, "attention");
+  const bool packed = a.packed_tokens > 0;
+  user_check(!packed || (a.Sq == a.Sk && !a.wgmma && !a.lse), "attention")
+      << "packed sequences (" << a.packed_tokens << " tokens) take as many queries as keys a "
+      << "sequence (Sq = Sk: its longest), the WMMA or CUDA-core step (TC=1 or 0; the wgmma "
+         "step reads whole tiles by TMA) and no logsumexp output (LSE=0); got Sq = "
+      << a.Sq << ", Sk = " << a.Sk << (a.wgmma ? ", the wgmma step" : "")
+      << (a.lse ? ", LSE=1" : "");
+  Tensor offsets;
+  std::array<Tensor, 3> packed_args;
+  if (packed)
+    offsets = placeholder({a.B + 1}, Int(32), "offsets");
+  auto [Q, K, V] = packed ? packed_operands(a, dtype, offsets, packed_args)
+                          : attention_operands(a, dtype, "attention");
   user_check(a.block_keys > 0 && a.Sk % a.block_keys == 0, "attention")
       << "the " << a.Sk << " keys are walked in blocks of " << a.block_keys
       << ", which must divide them: choose a block of keys (BK) that does";
@@ -370,8 +410,15 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   // The softmax in base 2 (FlashAttention's): the scores' scale times log2 e, so that a
   // probability is one multiply-add and the special-function unit's 2^x (fast_exp2).
   const float scale = float(std::numbers::log2e / std::sqrt(double(a.D)));
-  // Where query i sees key j.
-  auto visible = [&](const Expr &i, const Expr &j) { return a.causal ? j <= i + off : Expr(); };
+  // Where query i of sequence b sees key j (packed: the keys of its sequence).
+  auto visible = [&](const Expr &b, const Expr &i, const Expr &j) {
+    Expr seen = a.causal ? j <= i + off : Expr();
+    if (packed) {
+      Expr inside = j < offsets(b + 1) - offsets(b);
+      seen = seen.defined() ? (inside && seen) : inside;
+    }
+    return seen;
+  };
 
   // A step: block t of keys. Its scores and their row max read no state; the new running max,
   // the probabilities, their row sum and their product with V's block read the running max m.
@@ -393,10 +440,10 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   // Causal, the scores of the keys a query does not see are -inf (FlashAttention's mask):
   // the row max is over all of them and their probabilities 2^-inf = 0.
   Tensor Sm = S;
-  if (a.causal)
+  if (a.causal || packed)
     Sm = step_compute(
         [&](Var tb, Var b, Var h, Var i, Var j) {
-          return if_then_else(visible(i, tb * bk + j), at(S, tb, b, h, i, j), -INFINITY);
+          return if_then_else(visible(b, i, tb * bk + j), at(S, tb, b, h, i, j), -INFINITY);
         },
         "Smask");
   IterVar j1 = reduce_axis({0, Bk}, "j1");
@@ -492,12 +539,26 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
       [&](Var b, Var h, Var i, Var dd) {
         return (a.wgmma ? O32(b, h, i, dd) : quotient(b, h, i, dd)).astype(dtype);
       },
-      "O", {"b", "h", "i", "d"});
+      packed ? "O_seq" : "O", {"b", "h", "i", "d"});
+  // Packed: each token's row of O gathered from its sequence's (a second kernel). Token n's
+  // sequence is the number of sequences that end at or before it.
+  Tensor seq, O_packed;
+  if (packed) {
+    IterVar bs = reduce_axis({0, a.B}, "bs");
+    seq = compute(
+        {a.packed_tokens},
+        [&](Var n) { return sum(if_then_else(offsets(bs + 1) <= n, 1, 0), {bs}); }, "seq",
+        {"n"});
+    O_packed = compute(
+        {a.packed_tokens, a.H, a.D},
+        [&](Var n, Var h, Var dd) { return O(seq(n), h, n - offsets(seq(n)), dd); }, "O",
+        {"n", "h", "d"});
+  }
 
   // A block per (b, h, block_queries queries), a thread per query; the fold per thread in
   // registers, the block's row max (and, on CUDA cores, scores) at its axis with the rest of
   // the step.
-  Schedule s = create_schedule({O});
+  Schedule s = create_schedule({packed ? O_packed : O});
   IterVar tx = thread_axis("threadIdx.x");
   auto [b, h, i, dd] = s[O].axes<4>();
   auto [io, ii] = s[O].split(i, a.block_queries);
@@ -547,7 +608,7 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
     if (a.causal) // S masked in the registers
       s[Sm].compute_at(fold_stage, t).set_scope("wgmma.accumulator");
   } else {
-  if (a.causal) // S masked where read
+  if (a.causal || packed) // S masked where read
     s[Sm].compute_inline();
   auto [iy, ix] = s[O].split(ii, 32);
   IterVar ty = thread_axis("threadIdx.y");
@@ -571,8 +632,32 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   // Causal, on every path: the key blocks every query of the block sees run without the mask,
   // which only the diagonal blocks then evaluate (with the overlap, a branch around the mask's
   // statement: its loop keeps one body).
-  if (a.causal)
+  if (a.causal && !packed)
     s[o_last].specialize(t);
+
+  if (packed) {
+    // The gathers inline where Q, K and V are read (their shared tiles' copies, predicated by
+    // the sequence's length); O's rows of the padded grid gathered per token: a block a token,
+    // its sequence found once, 8 columns (16 bytes) a thread, up to 256 threads.
+    for (const Tensor &x : {Q, K, V})
+      s[x].compute_inline();
+    auto [n, h, dd] = s[O_packed].axes<3>();
+    auto [row, cols] = s[O_packed].split(s[O_packed].fuse(h, dd), 8);
+    int64_t threads = 256;
+    while ((a.H * a.D / 8) % threads != 0)
+      threads /= 2;
+    auto [rounds, lanes] = s[O_packed].split(row, threads);
+    s[O_packed].bind(n, thread_axis("blockIdx.x"));
+    s[O_packed].bind(lanes, thread_axis("threadIdx.x"));
+    s[O_packed].vectorize(cols);
+    (void)rounds;
+    s[seq].compute_at(s[O_packed], n).set_scope("local");
+    ScheduledProgram prog{s, {packed_args[0], packed_args[1], packed_args[2], offsets, O_packed},
+                          4, 0};
+    // The padded grid's work; the registry counts the sequences' own (their lengths are data).
+    prog.flops = 4.0 * double(a.B * a.H * a.D) * double(a.Sq) * double(a.Sk);
+    return prog;
+  }
 
   ScheduledProgram prog{s, {Q, K, V, O}, 3, 0};
   if (a.lse)
@@ -1027,6 +1112,64 @@ ScheduleEntry attention_entry() {
              {"LW", {1, 8, 16}}};
   e.build = [](const ShapeParams &p, DataType dtype) {
     return attention(attention_choice(p, hopper_gpu()), dtype);
+  };
+  return e;
+}
+
+std::vector<int64_t> packed_lengths(int64_t sequences, int64_t longest, int64_t shortest) {
+  user_check(shortest >= 1 && shortest <= longest, "attention_varlen")
+      << "the sequences' lengths run from MINLEN to LMAX: 1 <= MINLEN <= LMAX, got MINLEN = "
+      << shortest << " and LMAX = " << longest;
+  std::vector<int64_t> lengths;
+  for (int64_t b = 0; b < sequences; ++b)
+    lengths.push_back(longest - (longest - shortest) * b / std::max<int64_t>(sequences - 1, 1));
+  return lengths;
+}
+
+ScheduleEntry attention_varlen_entry() {
+  ScheduleEntry e;
+  e.name = "attention_varlen";
+  e.description =
+      "fused attention over packed sequences, as serving engines pass them: Q (N x H x D), K "
+      "and V (N x HKV x D) hold B sequences one after another (N tokens in all), an int32 "
+      "input `offsets` (B + 1) where each starts; O (N x H x D) packed likewise; each sequence "
+      "attends to its own keys (CAUSAL 1: to those up to its query). The sequences' lengths "
+      "run from LMAX (the first) down to MINLEN (the last), evenly; `tessel run` and the checks "
+      "give those offsets. attention's fold over a padded (sequence, head, LMAX) grid, K's and "
+      "V's tiles copied with the keys past a sequence's end zeroed and masked, then a kernel "
+      "gathering each token's row of O. TC 1: the step's contractions on WMMA (BQ 32, 64 or "
+      "128 queries a block, dividing LMAX; BK a multiple of 16 dividing it), 0: CUDA cores, 3 "
+      "(the default): 1. BQ and BK 0: the path's (64 and 16).";
+  e.default_shape = {{"B", 3},      {"H", 4},      {"HKV", 2}, {"LMAX", 128}, {"MINLEN", 40},
+                     {"D", 64},     {"CAUSAL", 0}, {"TC", 3},  {"BQ", 0},     {"BK", 0}};
+  e.nonnegative = {"CAUSAL", "TC", "BQ", "BK"};
+  e.choices = {{"CAUSAL", {0, 1}}, {"TC", {0, 1, 3}}};
+  e.dtypes = {Float(16), BFloat(16)};
+  e.knobs = {{"BK", {16, 32, 64}}, {"BQ", {32, 64, 128}}};
+  e.build = [](const ShapeParams &p, DataType dtype) {
+    const std::vector<int64_t> lengths =
+        packed_lengths(p.at("B"), p.at("LMAX"), p.at("MINLEN"));
+    AttentionParams shape;
+    shape.B = p.at("B");
+    shape.H = p.at("H");
+    shape.Hkv = p.at("HKV");
+    shape.Sq = shape.Sk = p.at("LMAX");
+    shape.D = p.at("D");
+    shape.causal = p.at("CAUSAL") != 0;
+    std::vector<double> offsets = {0};
+    double pairs = 0;
+    for (int64_t len : lengths) {
+      offsets.push_back(offsets.back() + double(len));
+      pairs += shape.causal ? double(len) * double(len + 1) / 2 : double(len) * double(len);
+    }
+    shape.packed_tokens = int64_t(offsets.back());
+    const int64_t tc = p.at("TC");
+    AttentionParams a =
+        attention_path(shape, tc == 3 ? 1 : tc, p.at("BQ"), p.at("BK"), /*hopper=*/false);
+    ScheduledProgram prog = attention(a, dtype);
+    prog.given_inputs[3] = std::move(offsets);
+    prog.flops = 4.0 * double(a.H * a.D) * pairs;
+    return prog;
   };
   return e;
 }

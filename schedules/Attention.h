@@ -56,6 +56,13 @@ struct AttentionParams {
   /// A second output LSE (B, H, Sq), float32: each query's logsumexp of its scaled scores
   /// (natural log), what a backward pass recomputes the probabilities from.
   bool lse = false;
+  /// > 0: packed sequences, as serving engines pass them: Q, K and V (tokens, heads, D) buffers
+  /// of this many tokens, the B sequences one after another, an input `offsets` (B + 1, int32:
+  /// where each starts, then the total) after them, O (tokens, H, D) packed likewise; Sq = Sk is
+  /// the longest sequence. Each sequence attends to its own keys (causal: those up to its
+  /// query). The WMMA or CUDA-core step (a padded (sequence, head, query) grid whose copies of
+  /// K and V are predicated by the length), then a kernel gathering each token's row of O.
+  int64_t packed_tokens = 0;
   /// wgmma: P V's accumulator starts from o rescaled (a reduction from an initial value) and
   /// becomes o, instead of a separate accumulator added to o (64 registers fewer at D = 128).
   bool accumulate_o = false;
@@ -167,6 +174,10 @@ AttentionParams attention_path(AttentionParams a, int64_t tc, int64_t block_quer
 AttentionParams attention_choice(const ShapeParams &p, bool hopper);
 
 ScheduleEntry attention_entry();
+/// Packed sequences' lengths as `attention_varlen` makes them: from `longest` (the first) down
+/// to `shortest` (the last), evenly.
+std::vector<int64_t> packed_lengths(int64_t sequences, int64_t longest, int64_t shortest);
+ScheduleEntry attention_varlen_entry();
 ScheduleEntry attention_decode_entry();
 
 } // namespace tessel

@@ -30,7 +30,7 @@ const std::map<std::string, ScheduleEntry> &schedule_registry() {
                             conv2d_tensorcore_tutorial_entry(), conv2d_wgmma_entry(),
                             conv2d_bias_relu_entry(), conv2d_tc_entry(), conv2d_grouped_entry(),
                             softmax_entry(), layernorm_entry(), attention_entry(),
-                            attention_decode_entry()})
+                            attention_varlen_entry(), attention_decode_entry()})
       r.emplace(e.name, std::move(e));
     return r;
   }();

@@ -85,6 +85,46 @@ ScheduledProgram wgmma_attention(AttentionParams a, int64_t Bk, int64_t stages =
   return attention(a, dtype);
 }
 
+// The largest |got - want| / (1 + |want|) of `got`, O of packed sequences (token, head,
+// column), against attention computed per sequence in float64 from packed Q (token, H, D), K
+// and V (token, Hkv, D) and the sequences' offsets (B + 1); causal: each query sees its
+// sequence's keys up to itself.
+double packed_attention_error(const std::vector<double> &offsets, int64_t H, int64_t Hkv,
+                              int64_t D, bool causal, const std::vector<double> &q,
+                              const std::vector<double> &k, const std::vector<double> &v,
+                              const std::vector<double> &got) {
+  auto at = [&](const std::vector<double> &x, int64_t heads, int64_t tok, int64_t hh,
+                int64_t e) { return x[size_t((tok * heads + hh) * D + e)]; };
+  const int64_t g = H / Hkv;
+  const double scale = 1.0 / std::sqrt(double(D));
+  double worst = 0;
+  for (size_t b = 0; b + 1 < offsets.size(); ++b) {
+    const int64_t begin = int64_t(offsets[b]), len = int64_t(offsets[b + 1]) - begin;
+    for (int64_t hh = 0; hh < H; ++hh)
+      for (int64_t i = 0; i < len; ++i) {
+        const int64_t seen = causal ? i + 1 : len;
+        std::vector<double> w(static_cast<size_t>(seen));
+        double mx = -INFINITY, sum_w = 0;
+        for (int64_t j = 0; j < seen; ++j) {
+          double dot = 0;
+          for (int64_t e = 0; e < D; ++e)
+            dot += at(q, H, begin + i, hh, e) * at(k, Hkv, begin + j, hh / g, e);
+          mx = std::max(mx, w[size_t(j)] = dot * scale);
+        }
+        for (double &x : w)
+          sum_w += (x = std::exp(x - mx));
+        for (int64_t e = 0; e < D; ++e) {
+          double want = 0;
+          for (int64_t j = 0; j < seen; ++j)
+            want += w[size_t(j)] / sum_w * at(v, Hkv, begin + j, hh / g, e);
+          double x = got[size_t(((begin + i) * H + hh) * D + e)];
+          worst = std::max(worst, std::abs(x - want) / (1 + std::abs(want)));
+        }
+      }
+  }
+  return worst;
+}
+
 } // namespace
 
 // The fold's float64 reference is attention's (the textbook's, computed here), and the fused
@@ -1114,37 +1154,54 @@ TEST(FusedAttention, PackedVariableLengthSequences) {
   expect_error([&] { make_check_problem(args, wrong); },
                {"the values given for input 'offsets' are not of its type and shape"});
   CheckProblem p = make_check_problem(args, inputs);
-  // Attention per sequence, causal, in float64.
-  auto at = [&](const HostTensor &x, int64_t heads, int64_t tok, int64_t hh, int64_t e) {
-    return x.values[size_t((tok * heads + hh) * D + e)];
-  };
-  double worst = 0;
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t begin = int64_t(offsets.values[size_t(b)]), len = lengths[size_t(b)];
-    for (int64_t hh = 0; hh < H; ++hh)
-      for (int64_t i = 0; i < len; ++i) {
-        std::vector<double> w(size_t(i + 1));
-        double mx = -INFINITY, sum_w = 0;
-        for (int64_t j = 0; j <= i; ++j) {
-          double dot = 0;
-          for (int64_t e = 0; e < D; ++e)
-            dot += at(inputs[0], H, begin + i, hh, e) * at(inputs[1], Hkv, begin + j, hh / g, e);
-          mx = std::max(mx, w[size_t(j)] = dot * double(scale));
-        }
-        for (double &x : w)
-          sum_w += (x = std::exp(x - mx));
-        for (int64_t e = 0; e < D; ++e) {
-          double want = 0;
-          for (int64_t j = 0; j <= i; ++j)
-            want += w[size_t(j)] / sum_w * at(inputs[2], Hkv, begin + j, hh / g, e);
-          double got = p.reference[size_t(((begin + i) * H + hh) * D + e)];
-          worst = std::max(worst, std::abs(got - want) / (1 + std::abs(want)));
-        }
-      }
-  }
-  EXPECT_LT(worst, 1.0 / 1024);
+  EXPECT_LT(packed_attention_error(offsets.values, H, Hkv, D, /*causal=*/true, inputs[0].values,
+                                   inputs[1].values, inputs[2].values, p.reference),
+            1.0 / 1024);
   CheckResult r = check_on_cpu(s, args, p);
   EXPECT_TRUE(r.compare.ok) << r.str();
+}
+
+// The registered form (attention_varlen): Q, K, V packed, the offsets given by the entry (its
+// lengths from LMAX down to MINLEN), O packed. Its float64 reference is attention per sequence
+// (checked here against one computed from the packed inputs), and its kernels (the fold on
+// WMMA or CUDA cores over the padded grid, K's and V's copies predicated by the lengths, then
+// O gathered per token) match it on the executor: grouped-query heads, causal and not.
+TEST(FusedAttention, RegisteredPackedSequences) {
+  const ScheduleEntry &e = find_schedule("attention_varlen");
+  EXPECT_EQ(packed_lengths(3, 48, 16), (std::vector<int64_t>{48, 32, 16}));
+  EXPECT_EQ(packed_lengths(1, 48, 16), (std::vector<int64_t>{48}));
+  for (int64_t tc : {1, 0})
+    for (int64_t causal : {0, 1}) {
+      const int64_t H = 4, Hkv = 2, D = 16;
+      ScheduledProgram p = e.build(resolve_shape(e, {{"B", 3}, {"H", H}, {"HKV", Hkv},
+                                                     {"LMAX", 64}, {"MINLEN", 16}, {"D", D},
+                                                     {"CAUSAL", causal}, {"TC", tc},
+                                                     {"BQ", 32}}),
+                                   Float(16));
+      SCOPED_TRACE((tc ? "WMMA" : "CUDA cores") + std::string(causal ? ", causal" : ""));
+      ASSERT_EQ(p.num_inputs, 4u);
+      EXPECT_EQ(p.given_inputs.at(3), (std::vector<double>{0, 64, 104, 120}));
+      EXPECT_EQ(constant_shape(p.args[0]), (std::vector<int64_t>{120, H, D}));
+      EXPECT_EQ(constant_shape(p.args.back()), (std::vector<int64_t>{120, H, D}));
+      CheckProblem problem = make_check_problem(p.args, p.num_inputs, 5, 0, p.given_inputs);
+      EXPECT_LT(packed_attention_error(problem.inputs[3].values, H, Hkv, D, causal,
+                                       problem.inputs[0].values, problem.inputs[1].values,
+                                       problem.inputs[2].values, problem.reference),
+                1.0 / 1024);
+      CheckResult r = check_on_cpu(p.schedule, p.args, problem);
+      EXPECT_TRUE(r.compare.ok) << r.str();
+    }
+  // What it does not take, by name.
+  expect_error([] {
+    AttentionParams a{2, 64, 64, 2, 2, 64, false};
+    a.packed_tokens = 100;
+    a.tensor_cores = a.wgmma = true;
+    a.block_queries = 64;
+    a.block_keys = 64;
+    attention(a, Float(16));
+  }, {"packed sequences (100 tokens)", "the wgmma step"});
+  expect_error([&] { e.build(resolve_shape(e, {{"MINLEN", 200}}), Float(16)); },
+               {"1 <= MINLEN <= LMAX", "MINLEN = 200"});
 }
 
 // What the fold refuses, and how it says so.
@@ -1342,6 +1399,17 @@ TEST(FusedAttention, GpuMatchesTheReference) {
       CheckResult w = check_on_gpu(p.schedule, p.args, 3);
       EXPECT_TRUE(w.compare.ok) << w.str();
     }
+  }
+  // Packed sequences (attention_varlen, WMMA): 256 down to 33 tokens, causal and not.
+  for (int64_t causal : {0, 1}) {
+    const ScheduleEntry &e = find_schedule("attention_varlen");
+    ScheduledProgram p = e.build(resolve_shape(e, {{"B", 3}, {"H", 4}, {"HKV", 2}, {"LMAX", 256},
+                                                   {"MINLEN", 33}, {"D", 128}, {"CAUSAL", causal}}),
+                                 Float(16));
+    SCOPED_TRACE(std::string("packed sequences") + (causal ? ", causal" : ""));
+    CheckResult w = check_on_gpu(p.schedule, p.args,
+                                 make_check_problem(p.args, p.num_inputs, 1, 0, p.given_inputs));
+    EXPECT_TRUE(w.compare.ok) << w.str();
   }
   // Decoding (attention_decode): grouped-query, causal with a few queries, head dim 256 in
   // bfloat16; K and V straight to registers (and prefetched a stretch ahead), and through a
