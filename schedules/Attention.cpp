@@ -489,9 +489,18 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
       },
       "PV", {"t", "b", "h", "i", "d"});
 
+  // The blocks holding a key the query sees: causal, those up to its own; packed, those
+  // inside its sequence (a loop bound read from the offsets).
   std::function<Expr(const std::vector<Var> &)> where;
-  if (a.causal) // the blocks holding a key the query sees
-    where = [&](const std::vector<Var> &v) { return t * bk <= v[2] + off; };
+  if (a.causal || packed)
+    where = [&](const std::vector<Var> &v) {
+      Expr seen = a.causal ? t * bk <= v[2] + off : Expr();
+      if (packed) {
+        Expr inside = t * bk < offsets(v[0] + 1) - offsets(v[0]);
+        seen = seen.defined() ? (inside && seen) : inside;
+      }
+      return seen;
+    };
   std::vector<Tensor> state =
       online_softmax(t, m, l, o, m_new, rowsum, PV, "softmax", where, fast_exp2,
                      a.accumulate_o);

@@ -341,8 +341,19 @@ std::vector<Tensor> fold(const IterVar &axis, std::vector<FoldState> states, std
       user_check(allowed.count(v.get()), "fold")
           << context << ": `where` uses '" << v.name()
           << "', which is neither a shared axis nor the fold's axis";
-    user_check(tensors_read(where).empty(), "fold")
-        << context << ": `where` reads a tensor; it must be a condition on the indices";
+    // A tensor it reads (a sequence's length from offsets) is read at the shared axes only:
+    // the same for every step, so that the skipped steps are a bound of the loop.
+    post_order_visit(where, [&](const IRNode *n) {
+      const auto *load = llvm::dyn_cast<TensorLoad>(n);
+      if (!load)
+        return;
+      for (const Expr &index : load->indices)
+        user_check(!uses_var(index, [&](const Variable *v) { return v == axis.var().get(); }),
+                   "fold")
+            << context << ": `where` reads '" << load->tensor.name() << "' at " << index
+            << ", which depends on the fold's axis '" << axis.var().name()
+            << "'; read tensors at the shared axes only";
+    });
   }
 
   // The tensors of the step: those reading a state hold one slice per step.

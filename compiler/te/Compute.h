@@ -84,8 +84,9 @@ struct FoldState {
 /// final values, one tensor per state (named as the state). The states share their leading
 /// axes (those of the state of lowest rank); at each step every state takes its update at
 /// once: the updates, and the tensors of the step, read the states' values before the step.
-/// `where` (over the shared axes; it may read the fold axis) skips steps: the loop over `axis`
-/// runs only over the steps it can hold for (ReduceBounds), the rest of them guarded. The
+/// `where` (over the shared axes; it may read the fold axis, and tensors at the shared axes: a
+/// sequence's length from its offsets) skips steps: the loop over `axis` runs only over the
+/// steps it can hold for (ReduceBounds), the rest of them guarded. The
 /// online softmax of attention over blocks of keys t, with S(t, i, j) the scores of block t,
 /// rowmax(t, i) = max(S(t, i, j), {j}), m_new(t, i) = max(m(i), rowmax(t, i)), P(t, i, j) =
 /// exp(S(t, i, j) - m_new(t, i)), and PV(t, i, d) = sum(P(t, i, j) * V(t * Bk + j, d), {j}):

@@ -1164,8 +1164,9 @@ TEST(FusedAttention, PackedVariableLengthSequences) {
 // The registered form (attention_varlen): Q, K, V packed, the offsets given by the entry (its
 // lengths from LMAX down to MINLEN), O packed. Its float64 reference is attention per sequence
 // (checked here against one computed from the packed inputs), and its kernels (the fold on
-// WMMA or CUDA cores over the padded grid, K's and V's copies predicated by the lengths, then
-// O gathered per token) match it on the executor: grouped-query heads, causal and not.
+// WMMA or CUDA cores over the padded grid, K's and V's copies predicated by the lengths, the
+// key loop bounded by them, then O gathered per token) match it on the executor: grouped-query
+// heads, causal and not.
 TEST(FusedAttention, RegisteredPackedSequences) {
   const ScheduleEntry &e = find_schedule("attention_varlen");
   EXPECT_EQ(packed_lengths(3, 48, 16), (std::vector<int64_t>{48, 32, 16}));
@@ -1190,6 +1191,10 @@ TEST(FusedAttention, RegisteredPackedSequences) {
                 1.0 / 1024);
       CheckResult r = check_on_cpu(p.schedule, p.args, problem);
       EXPECT_TRUE(r.compare.ok) << r.str();
+      // The key blocks past a sequence's end are not walked: the loop's bound is read from the
+      // offsets.
+      const std::string ir = to_string(lower(p.schedule, p.args));
+      EXPECT_NE(ir.find("for (t: int32, 0, max(min(floordiv(offsets["), std::string::npos) << ir;
     }
   // What it does not take, by name.
   expect_error([] {
@@ -1233,6 +1238,14 @@ TEST(FusedAttention, MistakesAreClearErrors) {
         (void)fold(t, {{m, Expr(0.0f), [&](auto &v) { return bad(v[0]); }}}, "f");
       },
       {"its first axis must be the fold's steps"});
+  // A `where` reading a tensor at the fold's axis (at the shared axes it is a loop bound).
+  Tensor lengths = placeholder({8}, Int(32), "lengths");
+  expect_error(
+      [&] {
+        (void)fold(t, {{m, Expr(0.0f), [&](auto &v) { return m(v[0]); }}}, "f",
+                   [&](const std::vector<Var> &) { return lengths(t.var()) > 0; });
+      },
+      {"`where` reads 'lengths' at t", "depends on the fold's axis 't'"});
   // Two states that read each other's old values.
   Tensor l = fold_state({8}, Float(32), "l");
   expect_error(
