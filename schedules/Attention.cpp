@@ -210,12 +210,17 @@ void schedule_wgmma(Schedule &s, const StepTensors &x, Stage fold, const IterVar
 
 // Q, K and V of attention's programs: (B, H, S, D) views, of (B, S, H, D) buffers read through
 // their strides when `a.bshd`; checks what both programs take of them.
-std::array<Tensor, 3> attention_operands(const AttentionParams &a, DataType dtype,
-                                         const char *context) {
+// What both programs (and packed sequences) take of Q's, K's and V's type and heads.
+void check_operands(const AttentionParams &a, DataType dtype, const char *context) {
   user_check(dtype == Float(16) || dtype == BFloat(16), context)
       << "Q, K and V are float16 or bfloat16, not " << dtype;
   user_check(a.Hkv > 0 && a.H % a.Hkv == 0, context)
       << "the " << a.Hkv << " key/value heads must divide the " << a.H << " query heads";
+}
+
+std::array<Tensor, 3> attention_operands(const AttentionParams &a, DataType dtype,
+                                         const char *context) {
+  check_operands(a, dtype, context);
   auto view = [&](int64_t S, int64_t H, const char *name) {
     if (!a.bshd)
       return placeholder({a.B, H, S, a.D}, dtype, name);
@@ -290,10 +295,7 @@ std::vector<Tensor> online_softmax(const IterVar &t, const Tensor &m, const Tens
 // guarded by the length, which copies inline as a predicated load).
 std::array<Tensor, 3> packed_operands(const AttentionParams &a, DataType dtype,
                                       const Tensor &offsets, std::array<Tensor, 3> &packed) {
-  user_check(dtype == Float(16) || dtype == BFloat(16), "attention")
-      << "Q, K and V are float16 or bfloat16, not " << dtype;
-  user_check(a.Hkv > 0 && a.H % a.Hkv == 0, "attention")
-      << "the " << a.Hkv << " key/value heads must divide the " << a.H << " query heads";
+  check_operands(a, dtype, "attention");
   auto gather = [&](int64_t H, const char *name) {
     Tensor x = placeholder({a.packed_tokens, H, a.D}, dtype, name);
     Tensor g = compute(
@@ -410,14 +412,15 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   // The softmax in base 2 (FlashAttention's): the scores' scale times log2 e, so that a
   // probability is one multiply-add and the special-function unit's 2^x (fast_exp2).
   const float scale = float(std::numbers::log2e / std::sqrt(double(a.D)));
+  // Conditions of the causal mask and of packed sequences' lengths, either of them undefined
+  // where it does not apply: both, or the one that does.
+  auto conjoin = [](const Expr &x, const Expr &y) {
+    return !x.defined() ? y : !y.defined() ? x : x && y;
+  };
+  auto length = [&](const Expr &b) { return offsets(b + 1) - offsets(b); }; // packed
   // Where query i of sequence b sees key j (packed: the keys of its sequence).
   auto visible = [&](const Expr &b, const Expr &i, const Expr &j) {
-    Expr seen = a.causal ? j <= i + off : Expr();
-    if (packed) {
-      Expr inside = j < offsets(b + 1) - offsets(b);
-      seen = seen.defined() ? (inside && seen) : inside;
-    }
-    return seen;
+    return conjoin(a.causal ? j <= i + off : Expr(), packed ? j < length(b) : Expr());
   };
 
   // A step: block t of keys. Its scores and their row max read no state; the new running max,
@@ -494,12 +497,8 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   std::function<Expr(const std::vector<Var> &)> where;
   if (a.causal || packed)
     where = [&](const std::vector<Var> &v) {
-      Expr seen = a.causal ? t * bk <= v[2] + off : Expr();
-      if (packed) {
-        Expr inside = t * bk < offsets(v[0] + 1) - offsets(v[0]);
-        seen = seen.defined() ? (inside && seen) : inside;
-      }
-      return seen;
+      return conjoin(a.causal ? t * bk <= v[2] + off : Expr(),
+                     packed ? t * bk < length(v[0]) : Expr());
     };
   std::vector<Tensor> state =
       online_softmax(t, m, l, o, m_new, rowsum, PV, "softmax", where, fast_exp2,
@@ -641,7 +640,7 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   // Causal, on every path: the key blocks every query of the block sees run without the mask,
   // which only the diagonal blocks then evaluate (with the overlap, a branch around the mask's
   // statement: its loop keeps one body).
-  if (a.causal && !packed)
+  if (a.causal)
     s[o_last].specialize(t);
 
   if (packed) {
@@ -655,11 +654,10 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
     int64_t threads = 256;
     while ((a.H * a.D / 8) % threads != 0)
       threads /= 2;
-    auto [rounds, lanes] = s[O_packed].split(row, threads);
+    IterVar lanes = s[O_packed].split(row, threads).second;
     s[O_packed].bind(n, thread_axis("blockIdx.x"));
     s[O_packed].bind(lanes, thread_axis("threadIdx.x"));
     s[O_packed].vectorize(cols);
-    (void)rounds;
     s[seq].compute_at(s[O_packed], n).set_scope("local");
     ScheduledProgram prog{s, {packed_args[0], packed_args[1], packed_args[2], offsets, O_packed},
                           4, 0};
