@@ -328,8 +328,10 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
     offsets = placeholder({a.B + 1}, Int(32), "offsets");
   auto [Q, K, V] = packed ? packed_operands(a, dtype, offsets, packed_args)
                           : attention_operands(a, dtype, "attention");
+  // Packed, a sequence's queries and keys are padded to the longest (the entry's LMAX).
+  const std::string longest = packed ? " (LMAX, the longest sequence)" : "";
   user_check(a.block_keys > 0 && a.Sk % a.block_keys == 0, "attention")
-      << "the " << a.Sk << " keys are walked in blocks of " << a.block_keys
+      << "the " << a.Sk << " keys" << longest << " are walked in blocks of " << a.block_keys
       << ", which must divide them: choose a block of keys (BK) that does";
   user_check(!a.causal || a.Sk >= a.Sq, "attention")
       << "causal attention aligns the last query with the last key, so every query sees a "
@@ -342,8 +344,8 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
       << "the Tensor Core schedule (WMMA, 16x16x16 fragments, a warp per 32 queries) takes "
          "32, 64 or 128 queries a block, a number of queries that is a multiple of it, and a "
          "head dim and block of keys that are multiples of 16; got "
-      << a.block_queries << " queries a block, Sq = " << a.Sq << ", D = " << a.D << ", "
-      << a.block_keys << " keys a block: change them, or use CUDA cores (TC=0)";
+      << a.block_queries << " queries a block, Sq = " << a.Sq << longest << ", D = " << a.D
+      << ", " << a.block_keys << " keys a block: change them, or use CUDA cores (TC=0)";
   user_check(!a.tma || (a.wgmma && a.stages > 1), "attention")
       << "TMA fills (tma) are the wgmma schedule's (TC=2) ring of 2 or more stages; got "
       << (a.wgmma ? "" : "another path and ") << a.stages << " stage(s)";

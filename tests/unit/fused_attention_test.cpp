@@ -1210,6 +1210,8 @@ TEST(FusedAttention, RegisteredPackedSequences) {
   }, {"packed sequences (100 tokens)", "the wgmma step"});
   expect_error([&] { e.build(resolve_shape(e, {{"MINLEN", 200}}), Float(16)); },
                {"1 <= MINLEN <= LMAX", "MINLEN = 200"});
+  expect_error([&] { e.build(resolve_shape(e, {{"LMAX", 48}}), Float(16)); },
+               {"64 queries a block, Sq = 48 (LMAX, the longest sequence)", "TC=0"});
 }
 
 // What the fold refuses, and how it says so.
