@@ -26,7 +26,7 @@
 // NB=2 and SK=2048 defined first it checks against float64 at that shape.
 //
 // STREAM=1 (written 2026-11-29, fifth session; run in the sixth, bench/RESULTS.md 2026-11-29
-// 13:30-14:00): long chunks, each warp streaming its quarter through a ring in the launch's
+// 13:30-14:10): long chunks, each warp streaming its quarter through a ring in the launch's
 // dynamic shared memory with an online softmax (below). SPLIT=4096 launches 1024 blocks with
 // 144 KiB each (one an SM, NS=8: 139 KiB), SPLIT=2048 2048 blocks with 80 KiB (two an SM,
 // NS=4); the merge kernel is the generated one for that SPLIT. PARTS=n: only a head's first n

@@ -960,7 +960,7 @@ bool overlap_pays(const AttentionParams &a) {
   // the query blocks; H200, bench/RESULTS.md 2026-11-28 19:30: 1.05 ms against 1.23 without).
   if (a.D == 128)
     return a.block_queries == 128 && (!a.causal || a.block_keys == a.block_queries);
-  // D = 256 with one warpgroup a block (H200, bench/RESULTS.md 2026-11-29 14:00, B=4 H=16
+  // D = 256 with one warpgroup a block (H200, bench/RESULTS.md 2026-11-29 13:30, B=4 H=16
   // S=4096: causal 1.11 ms against 1.15 with the producer alone, not causal 2.05 against 2.10).
   return a.D == 256 && a.block_queries == 64;
 }
@@ -977,7 +977,7 @@ AttentionParams take_overlap(AttentionParams a) {
 }
 
 bool turns_pay(const AttentionParams &a) {
-  // H200, bench/RESULTS.md 2026-11-29 14:00, B=4 H=16 S=4096 D=256: 1.70 ms against 1.78 with
+  // H200, bench/RESULTS.md 2026-11-29 13:30, B=4 H=16 S=4096 D=256: 1.70 ms against 1.78 with
   // the producer alone, 1.84 with neither, 2.05 for the overlap with 64 queries a block (which
   // with 128 overflows shared memory); causal, 128 queries a block spill registers.
   return a.wgmma && a.tma && a.D == 256 && a.block_queries == 128 && !a.causal;
@@ -1031,7 +1031,7 @@ AttentionParams attention_choice(const ShapeParams &p, bool hopper) {
     a.persistent_blocks = blocks ? blocks : kPersistentBlocks;
   }
   // P V onto o at D = 256, where a separate accumulator (128 registers a thread) spills (H200,
-  // bench/RESULTS.md 2026-11-29 14:00: 2.67 ms against 3.44 with 64 queries a block).
+  // bench/RESULTS.md 2026-11-29 13:30: 2.67 ms against 3.44 with 64 queries a block).
   a.accumulate_o = acc == 1 || (acc == 2 && a.wgmma && a.D == 256);
   if (overlap == 1 || (overlap == 2 && overlap_pays(a))) {
     if (overlap == 2 && reverse == 2 && a.causal && a.block_queries == 128)
