@@ -61,11 +61,10 @@
 #             (bench/attention_torch.py, 2 rounds, the registry's default path; then issue
 #             26's three prefill rows without and with the overlap inside a warpgroup (OVL=0,
 #             OVL=1, with ping-pong: causal too), with a producer warpgroup, with the rows'
-#             logsumexp written),
-#             then attention_decode's knobs at the issue's
-#             decoding shape (ROWS 8, VROWS 0; PF 1 with ROWS 8 and 4; SPLIT 256), unchecked (not
-#             among the default
-#             steps: it needs torch)
+#             logsumexp written), then attention_decode's knobs at the issue's decoding shape
+#             (ROWS 8, VROWS 0; PF 1 with ROWS 8 and 4; SPLIT 256), then attention_varlen
+#             beside the dense WMMA kernel at its padded shape, unchecked (not among the
+#             default steps: it needs torch)
 #   profile_decode_vendor  ncu (launch, occupancy, speed of light, memory, scheduler and warp
 #             state sections) on cuDNN's decoding kernel through torch's SDPA and on ours, at the
 #             issue's decoding shape (not among the default steps: it needs torch)
@@ -279,7 +278,13 @@ run_step() {
           echo "attention_decode $knobs:"
           ./tessel run attention_decode --shape B=16,H=32,HKV=8,SK=32768,D=128,$knobs \
             --no-check --number 5 --repeat 20 || return 1
-        done ;;
+        done &&
+        echo "attention_varlen (WMMA; 8 sequences of 4096 down to 1024 tokens), then the dense" \
+          "WMMA kernel over 8 x 4096:" &&
+        ./tessel run attention_varlen --shape B=8,H=16,HKV=16,LMAX=4096,MINLEN=1024,D=128 \
+          --no-check --number 1 --repeat 5 &&
+        ./tessel run attention --shape B=8,H=16,HKV=16,SQ=4096,SK=4096,D=128,TC=1 --no-check \
+          --number 1 --repeat 5 ;;
     profile_decode_vendor)
       # cuDNN's decoder (torch's SDPA, cuDNN backend) and ours under the same ncu sections.
       local sections="--section LaunchStats --section Occupancy --section SpeedOfLight
