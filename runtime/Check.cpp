@@ -146,11 +146,6 @@ int64_t element_count(const std::vector<int64_t> &shape) {
 } // namespace
 
 CheckProblem make_check_problem(const std::vector<Tensor> &args, size_t num_inputs, uint64_t seed,
-                                size_t samples) {
-  return make_check_problem(args, num_inputs, seed, samples, {});
-}
-
-CheckProblem make_check_problem(const std::vector<Tensor> &args, size_t num_inputs, uint64_t seed,
                                 size_t samples,
                                 const std::map<size_t, std::vector<double>> &given) {
   check_arity(args, num_inputs);

@@ -66,13 +66,11 @@ struct CheckProblem {
 /// The problem of `args` (inputs then the outputs) with inputs from `seed`; `samples` > 0 and
 /// smaller than the output: the reference at that many distinct outputs chosen from `seed`
 /// (the first and last elements among them), else at all of them.
+/// `given`: the values of some inputs (ScheduledProgram::given_inputs: by argument index,
+/// row-major), the others drawn from `seed`.
 CheckProblem make_check_problem(const std::vector<Tensor> &args, size_t num_inputs, uint64_t seed,
-                                size_t samples = 0);
-/// The same with the values of some inputs given (ScheduledProgram::given_inputs: by argument
-/// index, row-major), the others drawn from `seed`.
-CheckProblem make_check_problem(const std::vector<Tensor> &args, size_t num_inputs, uint64_t seed,
-                                size_t samples,
-                                const std::map<size_t, std::vector<double>> &given);
+                                size_t samples = 0,
+                                const std::map<size_t, std::vector<double>> &given = {});
 /// The problem of `args` on the given `inputs` (one per input, of its type and shape): data a
 /// random draw cannot make (sequence offsets, indices); `seed` draws the samples.
 CheckProblem make_check_problem(const std::vector<Tensor> &args, std::vector<HostTensor> inputs,

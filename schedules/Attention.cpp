@@ -208,8 +208,6 @@ void schedule_wgmma(Schedule &s, const StepTensors &x, Stage fold, const IterVar
   s[O32].set_scope("wgmma.accumulator");
 }
 
-// Q, K and V of attention's programs: (B, H, S, D) views, of (B, S, H, D) buffers read through
-// their strides when `a.bshd`; checks what both programs take of them.
 // What both programs (and packed sequences) take of Q's, K's and V's type and heads.
 void check_operands(const AttentionParams &a, DataType dtype, const char *context) {
   user_check(dtype == Float(16) || dtype == BFloat(16), context)
@@ -218,6 +216,8 @@ void check_operands(const AttentionParams &a, DataType dtype, const char *contex
       << "the " << a.Hkv << " key/value heads must divide the " << a.H << " query heads";
 }
 
+// Q, K and V of attention's programs: (B, H, S, D) views, of (B, S, H, D) buffers read through
+// their strides when `a.bshd`; checked (check_operands).
 std::array<Tensor, 3> attention_operands(const AttentionParams &a, DataType dtype,
                                          const char *context) {
   check_operands(a, dtype, context);
@@ -289,6 +289,11 @@ std::vector<Tensor> online_softmax(const IterVar &t, const Tensor &m, const Tens
               name, std::move(where));
 }
 
+// Packed sequences: the length of sequence b, from the offsets where each starts (B + 1).
+Expr sequence_length(const Tensor &offsets, const Expr &b) {
+  return offsets(b + 1) - offsets(b);
+}
+
 // Packed sequences (a.packed_tokens > 0): Q, K and V as (tokens, heads, D) buffers, the B
 // sequences one after another, `offsets` (B + 1, int32) where each starts; returns the
 // operands as (B, heads, Sq, D) tensors of each sequence's tokens, zero past its end (a read
@@ -301,7 +306,7 @@ std::array<Tensor, 3> packed_operands(const AttentionParams &a, DataType dtype,
     Tensor g = compute(
         {a.B, H, a.Sq, a.D},
         [&](Var b, Var h, Var i, Var d) {
-          return if_then_else(i < offsets(b + 1) - offsets(b), x(offsets(b) + i, h, d),
+          return if_then_else(i < sequence_length(offsets, b), x(offsets(b) + i, h, d),
                               make_zero(dtype));
         },
         std::string(name) + "_seq", {"b", "h", "i", "d"});
@@ -419,10 +424,10 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   auto conjoin = [](const Expr &x, const Expr &y) {
     return !x.defined() ? y : !y.defined() ? x : x && y;
   };
-  auto length = [&](const Expr &b) { return offsets(b + 1) - offsets(b); }; // packed
   // Where query i of sequence b sees key j (packed: the keys of its sequence).
   auto visible = [&](const Expr &b, const Expr &i, const Expr &j) {
-    return conjoin(a.causal ? j <= i + off : Expr(), packed ? j < length(b) : Expr());
+    return conjoin(a.causal ? j <= i + off : Expr(),
+                   packed ? j < sequence_length(offsets, b) : Expr());
   };
 
   // A step: block t of keys. Its scores and their row max read no state; the new running max,
@@ -500,7 +505,7 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   if (a.causal || packed)
     where = [&](const std::vector<Var> &v) {
       return conjoin(a.causal ? t * bk <= v[2] + off : Expr(),
-                     packed ? t * bk < length(v[0]) : Expr());
+                     packed ? t * bk < sequence_length(offsets, v[0]) : Expr());
     };
   std::vector<Tensor> state =
       online_softmax(t, m, l, o, m_new, rowsum, PV, "softmax", where, fast_exp2,

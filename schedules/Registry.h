@@ -28,7 +28,7 @@ struct ScheduledProgram {
   /// The values of inputs a random draw cannot make (sequence offsets), by argument index:
   /// row-major, exact in the input's type, as many as its shape holds. Checks, `tessel run`
   /// and the tuner give them; every other input is drawn at random.
-  std::map<size_t, std::vector<double>> given_inputs;
+  std::map<size_t, std::vector<double>> given_inputs = {};
 };
 
 struct ScheduleEntry {
