@@ -321,11 +321,12 @@ std::array<Tensor, 3> packed_operands(const AttentionParams &a, DataType dtype,
 
 ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   const bool packed = a.packed_tokens > 0;
-  user_check(!packed || (a.Sq == a.Sk && !a.wgmma && !a.lse), "attention")
+  user_check(!packed || (a.Sq == a.Sk && !a.tma && !a.lse), "attention")
       << "packed sequences (" << a.packed_tokens << " tokens) take as many queries as keys a "
-      << "sequence (Sq = Sk: its longest), the WMMA or CUDA-core step (TC=1 or 0; the wgmma "
-         "step reads whole tiles by TMA) and no logsumexp output (LSE=0); got Sq = "
-      << a.Sq << ", Sk = " << a.Sk << (a.wgmma ? ", the wgmma step" : "")
+      << "sequence (Sq = Sk: its longest), tiles copied by cp.async (not the wgmma step's TMA "
+         "ring: a TMA box reads whole tiles, past a sequence's end too) and no logsumexp "
+         "output (LSE=0); got Sq = "
+      << a.Sq << ", Sk = " << a.Sk << (a.tma ? ", the TMA ring" : "")
       << (a.lse ? ", LSE=1" : "");
   Tensor offsets;
   std::array<Tensor, 3> packed_args;
@@ -500,12 +501,18 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
       "PV", {"t", "b", "h", "i", "d"});
 
   // The blocks holding a key the query sees: causal, those up to its own; packed, those
-  // inside its sequence (a loop bound read from the offsets).
+  // inside its sequence (a loop bound read from the offsets), for a query inside it (a block
+  // of queries wholly past its sequence's end walks no key; its padded rows of O are 0 / 0,
+  // which the gather of O never reads).
   std::function<Expr(const std::vector<Var> &)> where;
   if (a.causal || packed)
     where = [&](const std::vector<Var> &v) {
-      return conjoin(a.causal ? t * bk <= v[2] + off : Expr(),
-                     packed ? t * bk < sequence_length(offsets, v[0]) : Expr());
+      Expr in_sequence;
+      if (packed) {
+        Expr len = sequence_length(offsets, v[0]);
+        in_sequence = t * bk < len && v[2] < len;
+      }
+      return conjoin(a.causal ? t * bk <= v[2] + off : Expr(), in_sequence);
     };
   std::vector<Tensor> state =
       online_softmax(t, m, l, o, m_new, rowsum, PV, "softmax", where, fast_exp2,
@@ -620,7 +627,7 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
       fold_stage.ping_pong(t);
     if (a.overlap)
       fold_stage.overlap_steps(t);
-    if (a.causal) // S masked in the registers
+    if (a.causal || packed) // S masked in the registers
       s[Sm].compute_at(fold_stage, t).set_scope("wgmma.accumulator");
   } else {
   if (a.causal || packed) // S masked where read
@@ -1151,13 +1158,16 @@ ScheduleEntry attention_varlen_entry() {
       "run from LMAX (the first) down to MINLEN (the last), evenly; `tessel run` and the checks "
       "give those offsets. attention's fold over a padded (sequence, head, LMAX) grid, K's and "
       "V's tiles copied with the keys past a sequence's end zeroed and masked, then a kernel "
-      "gathering each token's row of O. TC 1: the step's contractions on WMMA (BQ 32, 64 or "
-      "128 queries a block, dividing LMAX; BK a multiple of 16 dividing it), 0: CUDA cores, 3 "
-      "(the default): 1. BQ and BK 0: the path's (64 and 16).";
+      "gathering each token's row of O; a block of queries past its sequence's end walks no "
+      "keys. TC 2: the step on Hopper's wgmma (the tiles by cp.async: BQ 64 or 128, D 64, 128 "
+      "or 256, LMAX a multiple of 64), 1: on WMMA (BQ 32, 64 or 128 queries a block, dividing "
+      "LMAX; BK a multiple of 16 dividing it), 0: CUDA cores, 3 (the default): 2 on a Hopper "
+      "GPU where it takes the shape, else 1. BQ and BK 0: the path's (wgmma 128 or 64 and 128 "
+      "or 64, as attention's; else 64 and 16).";
   e.default_shape = {{"B", 3},      {"H", 4},      {"HKV", 2}, {"LMAX", 128}, {"MINLEN", 40},
                      {"D", 64},     {"CAUSAL", 0}, {"TC", 3},  {"BQ", 0},     {"BK", 0}};
   e.nonnegative = {"CAUSAL", "TC", "BQ", "BK"};
-  e.choices = {{"CAUSAL", {0, 1}}, {"TC", {0, 1, 3}}};
+  e.choices = {{"CAUSAL", {0, 1}}, {"TC", {0, 1, 2, 3}}};
   e.dtypes = {Float(16), BFloat(16)};
   e.knobs = {{"BK", {16, 32, 64}}, {"BQ", {32, 64, 128}}};
   e.build = [](const ShapeParams &p, DataType dtype) {
@@ -1177,9 +1187,8 @@ ScheduleEntry attention_varlen_entry() {
       pairs += shape.causal ? double(len) * double(len + 1) / 2 : double(len) * double(len);
     }
     shape.packed_tokens = int64_t(offsets.back());
-    const int64_t tc = p.at("TC");
-    AttentionParams a =
-        attention_path(shape, tc == 3 ? 1 : tc, p.at("BQ"), p.at("BK"), /*hopper=*/false);
+    AttentionParams a = attention_path(shape, p.at("TC"), p.at("BQ"), p.at("BK"), hopper_gpu());
+    a.tma = false; // (the wgmma step's tiles by cp.async: TMA boxes read past a sequence's end)
     ScheduledProgram prog = attention(a, dtype);
     prog.given_inputs[3] = std::move(offsets);
     prog.flops = 4.0 * double(a.H * a.D) * pairs;

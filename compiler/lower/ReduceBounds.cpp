@@ -52,6 +52,7 @@ std::optional<std::pair<Expr, Expr>> reduce_loop_bounds(const Var &x, int64_t ex
     return r;
   };
   std::optional<Expr> lo, hi; // x >= lo, x <= hi
+  std::vector<Expr> holds;    // conjuncts without x: the loop runs only where each can hold
   for (const Expr &c : parts) {
     std::optional<Expr> f = as_nonpositive(c);
     if (!f || f->type() != t)
@@ -79,9 +80,13 @@ std::optional<std::pair<Expr, Expr>> reduce_loop_bounds(const Var &x, int64_t ex
         rest.add_term(atom, coeff);
       }
     }
-    if (!linear || a == 0)
+    if (!linear)
       continue;
     Expr r = arith::to_expr(rest);
+    if (a == 0) { // rest <= 0 for some value of the ranged variables, or no iteration runs
+      holds.push_back(r <= make_zero(t));
+      continue;
+    }
     if (a > 0) { // x <= floor(-r / a)
       Expr bound = floordiv(make_zero(t) - r, make_const(t, a));
       hi = hi ? min(*hi, bound) : bound;
@@ -90,13 +95,15 @@ std::optional<std::pair<Expr, Expr>> reduce_loop_bounds(const Var &x, int64_t ex
       lo = lo ? max(*lo, bound) : bound;
     }
   }
-  if (!lo && !hi)
+  if (!lo && !hi && holds.empty())
     return std::nullopt;
   // [begin, end): clamped to the loop's own [0, extent), empty when they cross.
   Expr begin = lo ? max(*lo, make_zero(t)) : make_zero(t);
   begin = min(begin, make_const(t, extent));
   Expr end = hi ? min(*hi + make_const(t, 1), make_const(t, extent)) : make_const(t, extent);
   Expr count = max(end - begin, make_zero(t));
+  if (!holds.empty())
+    count = select(all(holds), count, make_zero(t));
   return std::make_pair(arith::simplify(begin), arith::simplify(count));
 }
 

@@ -8,10 +8,12 @@
 //     for (j.outer, 0, min(floordiv(i, 16) + 1, 4)) { ... the same body, the test kept ... }
 //
 // The test stays for the boundary block. Bounds come from the predicate's conjuncts that are
-// linear comparisons in the loop's variable; the variables of the loops inside it, and the
-// block's threads, range over their extents (so the trip count is the same for every thread of
-// a block: a barrier inside the loop stays safe), terms of those alone (floordiv(threadIdx.x, 8)
-// of threads fused from two axes) over the values interval analysis gives them.
+// linear comparisons in the loop's variable, and a linear comparison without it (a query past
+// its sequence's end, `i < len(b)`) makes the loop run only where it can hold (else not at
+// all); the variables of the loops inside it, and the block's threads, range over their
+// extents (so the trip count is the same for every thread of a block: a barrier inside the
+// loop stays safe), terms of those alone (floordiv(threadIdx.x, 8) of threads fused from two
+// axes) over the values interval analysis gives them.
 #pragma once
 
 #include "compiler/ir/IR.h"

@@ -1164,26 +1164,33 @@ TEST(FusedAttention, PackedVariableLengthSequences) {
 // The registered form (attention_varlen): Q, K, V packed, the offsets given by the entry (its
 // lengths from LMAX down to MINLEN), O packed. Its float64 reference is attention per sequence
 // (checked here against one computed from the packed inputs), and its kernels (the fold on
-// WMMA or CUDA cores over the padded grid, K's and V's copies predicated by the lengths, the
-// key loop bounded by them, then O gathered per token) match it on the executor: grouped-query
-// heads, causal and not.
+// wgmma, WMMA or CUDA cores over the padded grid, K's and V's copies predicated by the lengths,
+// the key loop bounded by them, then O gathered per token) match it on the executor:
+// grouped-query heads, causal and not.
 TEST(FusedAttention, RegisteredPackedSequences) {
   const ScheduleEntry &e = find_schedule("attention_varlen");
   EXPECT_EQ(packed_lengths(3, 48, 16), (std::vector<int64_t>{48, 32, 16}));
   EXPECT_EQ(packed_lengths(1, 48, 16), (std::vector<int64_t>{48}));
-  for (int64_t tc : {1, 0})
+  for (int64_t tc : {2, 1, 0})
     for (int64_t causal : {0, 1}) {
-      const int64_t H = 4, Hkv = 2, D = 16;
+      // (wgmma: the smallest head dim it takes, 64 queries and keys a block: lengths 128, 72
+      // and 16 tokens; else 64, 40 and 16 by 32 queries a block.)
+      const int64_t H = 4, Hkv = 2, D = tc == 2 ? 64 : 16, lmax = tc == 2 ? 128 : 64;
+      const int64_t tokens = tc == 2 ? 216 : 120;
       ScheduledProgram p = e.build(resolve_shape(e, {{"B", 3}, {"H", H}, {"HKV", Hkv},
-                                                     {"LMAX", 64}, {"MINLEN", 16}, {"D", D},
+                                                     {"LMAX", lmax}, {"MINLEN", 16}, {"D", D},
                                                      {"CAUSAL", causal}, {"TC", tc},
-                                                     {"BQ", 32}}),
+                                                     {"BQ", tc == 2 ? 64 : 32},
+                                                     {"BK", tc == 2 ? 64 : 0}}),
                                    Float(16));
-      SCOPED_TRACE((tc ? "WMMA" : "CUDA cores") + std::string(causal ? ", causal" : ""));
+      SCOPED_TRACE(std::string(tc == 2 ? "wgmma" : tc ? "WMMA" : "CUDA cores") +
+                   (causal ? ", causal" : ""));
       ASSERT_EQ(p.num_inputs, 4u);
-      EXPECT_EQ(p.given_inputs.at(3), (std::vector<double>{0, 64, 104, 120}));
-      EXPECT_EQ(constant_shape(p.args[0]), (std::vector<int64_t>{120, H, D}));
-      EXPECT_EQ(constant_shape(p.args.back()), (std::vector<int64_t>{120, H, D}));
+      const std::vector<double> offsets = tc == 2 ? std::vector<double>{0, 128, 200, 216}
+                                                  : std::vector<double>{0, 64, 104, 120};
+      EXPECT_EQ(p.given_inputs.at(3), offsets);
+      EXPECT_EQ(constant_shape(p.args[0]), (std::vector<int64_t>{tokens, H, D}));
+      EXPECT_EQ(constant_shape(p.args.back()), (std::vector<int64_t>{tokens, H, D}));
       CheckProblem problem = make_check_problem(p.args, p.num_inputs, 5, 0, p.given_inputs);
       EXPECT_LT(packed_attention_error(problem.inputs[3].values, H, Hkv, D, causal,
                                        problem.inputs[0].values, problem.inputs[1].values,
@@ -1192,22 +1199,24 @@ TEST(FusedAttention, RegisteredPackedSequences) {
       CheckResult r = check_on_cpu(p.schedule, p.args, problem);
       EXPECT_TRUE(r.compare.ok) << r.str();
       // The key blocks past a sequence's end are not walked: the loop's bound is read from the
-      // offsets.
+      // offsets; and a block of queries wholly past its end (the third sequence's second: 16
+      // tokens) walks none: the bound is 0 unless the block's first query is inside.
       const std::string ir = to_string(lower(p.schedule, p.args));
       const size_t loop = ir.find("for (t: int32, 0, ");
       ASSERT_NE(loop, std::string::npos) << ir;
       const std::string bound = ir.substr(loop, ir.find('\n', loop) - loop);
       EXPECT_NE(bound.find("floordiv(offsets["), std::string::npos) << bound;
+      EXPECT_EQ(bound.rfind("for (t: int32, 0, select(", 0), 0u) << bound;
     }
   // What it does not take, by name.
   expect_error([] {
     AttentionParams a{2, 64, 64, 2, 2, 64, false};
     a.packed_tokens = 100;
-    a.tensor_cores = a.wgmma = true;
+    a.tensor_cores = a.wgmma = a.tma = true;
     a.block_queries = 64;
     a.block_keys = 64;
     attention(a, Float(16));
-  }, {"packed sequences (100 tokens)", "the wgmma step"});
+  }, {"packed sequences (100 tokens)", "the TMA ring"});
   expect_error([&] { e.build(resolve_shape(e, {{"MINLEN", 200}}), Float(16)); },
                {"1 <= MINLEN <= LMAX", "MINLEN = 200"});
   expect_error([&] { e.build(resolve_shape(e, {{"LMAX", 48}}), Float(16)); },
@@ -1418,17 +1427,21 @@ TEST(FusedAttention, GpuMatchesTheReference) {
       EXPECT_TRUE(w.compare.ok) << w.str();
     }
   }
-  // Packed sequences (attention_varlen, WMMA): 256 down to 33 tokens, causal and not.
-  for (int64_t causal : {0, 1}) {
-    const ScheduleEntry &e = find_schedule("attention_varlen");
-    ScheduledProgram p = e.build(resolve_shape(e, {{"B", 3}, {"H", 4}, {"HKV", 2}, {"LMAX", 256},
-                                                   {"MINLEN", 33}, {"D", 128}, {"CAUSAL", causal}}),
-                                 Float(16));
-    SCOPED_TRACE(std::string("packed sequences") + (causal ? ", causal" : ""));
-    CheckResult w = check_on_gpu(p.schedule, p.args,
-                                 make_check_problem(p.args, p.num_inputs, 1, 0, p.given_inputs));
-    EXPECT_TRUE(w.compare.ok) << w.str();
-  }
+  // Packed sequences (attention_varlen; the default, wgmma on a Hopper GPU, and WMMA): 256
+  // down to 33 tokens, causal and not.
+  for (int64_t tc : {3, 1})
+    for (int64_t causal : {0, 1}) {
+      const ScheduleEntry &e = find_schedule("attention_varlen");
+      ScheduledProgram p = e.build(resolve_shape(e, {{"B", 3}, {"H", 4}, {"HKV", 2}, {"LMAX", 256},
+                                                     {"MINLEN", 33}, {"D", 128}, {"CAUSAL", causal},
+                                                     {"TC", tc}}),
+                                   Float(16));
+      SCOPED_TRACE(std::string("packed sequences") + (causal ? ", causal" : "") +
+                   (tc == 1 ? ", WMMA" : ", the default path"));
+      CheckResult w = check_on_gpu(p.schedule, p.args,
+                                   make_check_problem(p.args, p.num_inputs, 1, 0, p.given_inputs));
+      EXPECT_TRUE(w.compare.ok) << w.str();
+    }
   // Decoding (attention_decode): grouped-query, causal with a few queries, head dim 256 in
   // bfloat16; K and V straight to registers (and prefetched a stretch ahead), and through a
   // ring of 2 shared tiles.

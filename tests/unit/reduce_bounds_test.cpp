@@ -124,7 +124,16 @@ TEST(ReduceBounds, BoundsOfOneLoop) {
   b = reduce_loop_bounds(x, 4, x * 16 + y <= t, with_threads);
   ASSERT_TRUE(b);
   EXPECT_EQ(to_string(b->second), "4"); // every thread's rows: up to 127, all 4 blocks
-  EXPECT_FALSE(reduce_loop_bounds(x, 4, y <= i, inner)); // says nothing of x
+  // A conjunct without x runs the loop only where it can hold for some ranged value (a query
+  // block wholly past its sequence's end walks no keys): y <= i for some y in [0, 15].
+  b = reduce_loop_bounds(x, 4, y <= i, inner);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(to_string(b->first), "0");
+  EXPECT_EQ(to_string(b->second), "select(0 <= i, 4, 0)");
+  b = reduce_loop_bounds(x, 4, x * 16 + y <= i && y + 16 <= i, inner);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(to_string(b->second), "select(16 <= i, min(floordiv(i, 16) + 1, 4), 0)");
+  EXPECT_FALSE(reduce_loop_bounds(x, 4, y <= t, inner)); // a thread not ranged: nothing
   // A term of ranged variables alone takes the values interval analysis gives it: the rows of
   // threads fused from (row, column), floordiv(t, 8) in [0, 15] for t in [0, 127].
   b = reduce_loop_bounds(x, 4, x * 16 + y <= floordiv(t, 8) + i, with_threads);
