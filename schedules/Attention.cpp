@@ -296,8 +296,11 @@ Expr sequence_length(const Tensor &offsets, const Expr &b) {
 
 // Packed sequences (a.packed_tokens > 0): Q, K and V as (tokens, heads, D) buffers, the B
 // sequences one after another, `offsets` (B + 1, int32) where each starts; returns the
-// operands as (B, heads, Sq, D) tensors of each sequence's tokens, zero past its end (a read
-// guarded by the length, which copies inline as a predicated load).
+// operands as (B, heads, Sq, D) tensors of the tokens from each sequence's start on, zero past
+// the buffer's end: a read guarded by the buffer's edge, which copies inline as a predicated
+// cp.async or a TMA box at a row read from the offsets (the hardware zero-fills past the edge).
+// Past a sequence's end they are the next sequence's tokens: its keys are masked (their
+// probabilities 0, so V's rows there weigh nothing) and its queries' rows never gathered.
 std::array<Tensor, 3> packed_operands(const AttentionParams &a, DataType dtype,
                                       const Tensor &offsets, std::array<Tensor, 3> &packed) {
   check_operands(a, dtype, "attention");
@@ -306,8 +309,8 @@ std::array<Tensor, 3> packed_operands(const AttentionParams &a, DataType dtype,
     Tensor g = compute(
         {a.B, H, a.Sq, a.D},
         [&](Var b, Var h, Var i, Var d) {
-          return if_then_else(i < sequence_length(offsets, b), x(offsets(b) + i, h, d),
-                              make_zero(dtype));
+          Expr row = offsets(b) + i;
+          return if_then_else(row < int(a.packed_tokens), x(row, h, d), make_zero(dtype));
         },
         std::string(name) + "_seq", {"b", "h", "i", "d"});
     return std::pair{x, g};
@@ -321,13 +324,15 @@ std::array<Tensor, 3> packed_operands(const AttentionParams &a, DataType dtype,
 
 ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   const bool packed = a.packed_tokens > 0;
-  user_check(!packed || (a.Sq == a.Sk && !a.tma && !a.lse), "attention")
+  user_check(!packed || (a.Sq == a.Sk && !a.persistent_blocks && !a.overlap && !a.lse),
+             "attention")
       << "packed sequences (" << a.packed_tokens << " tokens) take as many queries as keys a "
-      << "sequence (Sq = Sk: its longest), tiles copied by cp.async (not the wgmma step's TMA "
-         "ring: a TMA box reads whole tiles, past a sequence's end too) and no logsumexp "
-         "output (LSE=0); got Sq = "
-      << a.Sq << ", Sk = " << a.Sk << (a.tma ? ", the TMA ring" : "")
-      << (a.lse ? ", LSE=1" : "");
+      << "sequence (Sq = Sk: its longest), a block a tile (not a persistent grid: the tiles "
+         "walk different numbers of key blocks), steps not overlapped (OVL=0: a query past "
+         "its sequence's end keeps its state, a guard the overlap cannot cut) and no "
+         "logsumexp output (LSE=0); got Sq = "
+      << a.Sq << ", Sk = " << a.Sk << (a.persistent_blocks ? ", PB" : "")
+      << (a.overlap ? ", OVL=1" : "") << (a.lse ? ", LSE=1" : "");
   Tensor offsets;
   std::array<Tensor, 3> packed_args;
   if (packed)
@@ -654,7 +659,7 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   // Causal, on every path: the key blocks every query of the block sees run without the mask,
   // which only the diagonal blocks then evaluate (with the overlap, a branch around the mask's
   // statement: its loop keeps one body).
-  if (a.causal)
+  if (a.causal || packed)
     s[o_last].specialize(t);
 
   if (packed) {
@@ -1156,39 +1161,51 @@ ScheduleEntry attention_varlen_entry() {
       "input `offsets` (B + 1) where each starts; O (N x H x D) packed likewise; each sequence "
       "attends to its own keys (CAUSAL 1: to those up to its query). The sequences' lengths "
       "run from LMAX (the first) down to MINLEN (the last), evenly; `tessel run` and the checks "
-      "give those offsets. attention's fold over a padded (sequence, head, LMAX) grid, K's and "
-      "V's tiles copied with the keys past a sequence's end zeroed and masked, then a kernel "
-      "gathering each token's row of O; a block of queries past its sequence's end walks no "
-      "keys. TC 2: the step on Hopper's wgmma (the tiles by cp.async: BQ 64 or 128, D 64, 128 "
-      "or 256, LMAX a multiple of 64), 1: on WMMA (BQ 32, 64 or 128 queries a block, dividing "
-      "LMAX; BK a multiple of 16 dividing it), 0: CUDA cores, 3 (the default): 2 on a Hopper "
-      "GPU where it takes the shape, else 1. BQ and BK 0: the path's (wgmma 128 or 64 and 128 "
-      "or 64, as attention's; else 64 and 16).";
+      "give those offsets. attention's fold over a padded (sequence, head, LMAX) grid, each "
+      "tile read from its sequence's first token on (by TMA or cp.async; past the buffer's end "
+      "zero), the keys past the sequence's end masked, then a kernel gathering each token's row "
+      "of O; a block of queries past its sequence's end walks no keys. TC 2: the step on "
+      "Hopper's wgmma (BQ 64 or 128, D 64, 128 or 256, LMAX a multiple of 64), with "
+      "attention's STAGES, TMA, PP and WS (not its overlap of steps, nor its persistent grid: "
+      "the tiles walk different numbers of key blocks), 1: on WMMA (BQ 32, 64 or 128 queries a block, "
+      "dividing LMAX; BK a multiple of 16 dividing it), 0: CUDA cores, 3 (the default): 2 on a "
+      "Hopper GPU where it takes the shape, else 1. BQ and BK 0: the path's, as attention's.";
   e.default_shape = {{"B", 3},      {"H", 4},      {"HKV", 2}, {"LMAX", 128}, {"MINLEN", 40},
-                     {"D", 64},     {"CAUSAL", 0}, {"TC", 3},  {"BQ", 0},     {"BK", 0}};
-  e.nonnegative = {"CAUSAL", "TC", "BQ", "BK"};
-  e.choices = {{"CAUSAL", {0, 1}}, {"TC", {0, 1, 2, 3}}};
+                     {"D", 64},     {"CAUSAL", 0}, {"TC", 3},  {"BQ", 0},     {"BK", 0},
+                     {"STAGES", 0}, {"TMA", 1},    {"PP", 2},  {"WS", 2}};
+  e.nonnegative = {"CAUSAL", "TC", "BQ", "BK", "STAGES", "TMA", "PP", "WS"};
+  e.choices = {{"CAUSAL", {0, 1}}, {"TC", {0, 1, 2, 3}}, {"TMA", {0, 1}},
+               {"PP", {0, 1, 2}},  {"WS", {0, 1, 2}}};
   e.dtypes = {Float(16), BFloat(16)};
-  e.knobs = {{"BK", {16, 32, 64}}, {"BQ", {32, 64, 128}}};
+  e.knobs = {{"BK", {16, 32, 64, 128}}, {"BQ", {32, 64, 128}}, {"STAGES", {1, 2, 3}},
+             {"TMA", {0, 1}},           {"PP", {0, 1}},      {"WS", {0, 1}}};
   e.build = [](const ShapeParams &p, DataType dtype) {
     const std::vector<int64_t> lengths =
         packed_lengths(p.at("B"), p.at("LMAX"), p.at("MINLEN"));
-    AttentionParams shape;
-    shape.B = p.at("B");
-    shape.H = p.at("H");
-    shape.Hkv = p.at("HKV");
-    shape.Sq = shape.Sk = p.at("LMAX");
-    shape.D = p.at("D");
-    shape.causal = p.at("CAUSAL") != 0;
+    // attention's choice of path and knobs at the padded shape, on a block a tile.
+    ShapeParams padded = p;
+    padded["SQ"] = padded["SK"] = p.at("LMAX");
+    for (const char *k : {"BSHD", "SLACK", "LSE", "PB", "LW"})
+      padded[k] = 0;
+    padded["ACC"] = padded["REV"] = 2;
+    padded["OVL"] = 0;
+    AttentionParams a = attention_choice(padded, hopper_gpu());
+    a.persistent_blocks = a.last_wave_parts = 0;
+    // The TMA ring with a producer warpgroup, the consumers not in turns (H200, B=8 H=16
+    // LMAX=4096 MINLEN=1024 D=128, bench/RESULTS.md 2026-11-29 seventh session: 1.05 ms
+    // against 1.17 without the producer (255 registers, spilling), 1.46 in turns, 1.21 by
+    // cp.async; causal 0.66 against 0.69, 0.83, 0.71).
+    if (p.at("WS") == 2)
+      a.warp_roles = a.tma;
+    if (p.at("PP") == 2)
+      a.ping_pong = false;
     std::vector<double> offsets = {0};
     double pairs = 0;
     for (int64_t len : lengths) {
       offsets.push_back(offsets.back() + double(len));
-      pairs += shape.causal ? double(len) * double(len + 1) / 2 : double(len) * double(len);
+      pairs += a.causal ? double(len) * double(len + 1) / 2 : double(len) * double(len);
     }
-    shape.packed_tokens = int64_t(offsets.back());
-    AttentionParams a = attention_path(shape, p.at("TC"), p.at("BQ"), p.at("BK"), hopper_gpu());
-    a.tma = false; // (the wgmma step's tiles by cp.async: TMA boxes read past a sequence's end)
+    a.packed_tokens = int64_t(offsets.back());
     ScheduledProgram prog = attention(a, dtype);
     prog.given_inputs[3] = std::move(offsets);
     prog.flops = 4.0 * double(a.H * a.D) * pairs;

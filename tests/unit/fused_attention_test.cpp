@@ -1164,9 +1164,10 @@ TEST(FusedAttention, PackedVariableLengthSequences) {
 // The registered form (attention_varlen): Q, K, V packed, the offsets given by the entry (its
 // lengths from LMAX down to MINLEN), O packed. Its float64 reference is attention per sequence
 // (checked here against one computed from the packed inputs), and its kernels (the fold on
-// wgmma, WMMA or CUDA cores over the padded grid, K's and V's copies predicated by the lengths,
-// the key loop bounded by them, then O gathered per token) match it on the executor:
-// grouped-query heads, causal and not.
+// wgmma with a TMA ring, WMMA or CUDA cores over the padded grid, each tile read from its
+// sequence's first token on, the keys past its end masked and the key loop bounded by its
+// length, then O gathered per token) match it on the executor: grouped-query heads, causal
+// and not.
 TEST(FusedAttention, RegisteredPackedSequences) {
   const ScheduleEntry &e = find_schedule("attention_varlen");
   EXPECT_EQ(packed_lengths(3, 48, 16), (std::vector<int64_t>{48, 32, 16}));
@@ -1212,11 +1213,12 @@ TEST(FusedAttention, RegisteredPackedSequences) {
   expect_error([] {
     AttentionParams a{2, 64, 64, 2, 2, 64, false};
     a.packed_tokens = 100;
-    a.tensor_cores = a.wgmma = a.tma = true;
+    a.tensor_cores = a.wgmma = a.tma = a.accumulate_o = a.overlap = true;
+    a.stages = 3;
     a.block_queries = 64;
     a.block_keys = 64;
     attention(a, Float(16));
-  }, {"packed sequences (100 tokens)", "the TMA ring"});
+  }, {"packed sequences (100 tokens)", "steps not overlapped", "OVL=1"});
   expect_error([&] { e.build(resolve_shape(e, {{"MINLEN", 200}}), Float(16)); },
                {"1 <= MINLEN <= LMAX", "MINLEN = 200"});
   expect_error([&] { e.build(resolve_shape(e, {{"LMAX", 48}}), Float(16)); },
