@@ -37,9 +37,11 @@
 // 2.6 times the L2 requests (44 M against 16.9 M, a third of its sectors hits) for the same
 // 2.15 GB from DRAM. cuDNN's decoder issues the same instruction (LDGSTS.E.BYPASS.128, 512
 // bytes a warp) at 4 L2 requests and 16 sectors each; ours lands rows padded to 272 bytes, so
-// a row's 128-byte pieces straddle shared memory's 128-byte lines. SWZ=1 (not yet run: the
-// session's device time was spent) keeps rows of 256 bytes with their 16-byte chunks swizzled
-// instead, every chunk at its global alignment: `bench/gpu_session.sh run decode_stream`.
+// a row's 128-byte pieces straddle shared memory's 128-byte lines. SWZ=1 keeps rows of 256
+// bytes with their 16-byte chunks swizzled instead, every chunk at its global alignment: run in
+// the seventh session (bench/RESULTS.md 2026-11-29 16:40), PARTS=1 0.528 -> 0.511 ms, and with
+// every block working (PARTS=0) 0.481-0.486 ms against the generated kernel's 0.513-0.515 in
+// the same call, 1.01-1.04x cuDNN: the form to build (docs/ATTENTION.md "What is left" 2).
 //
 //   S=B=16,H=32,HKV=8,SQ=1,SK=32768,D=128
 //   tessel cuda attention_decode --shape $S,SPLIT=4096 > g.cu
