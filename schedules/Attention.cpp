@@ -324,15 +324,12 @@ std::array<Tensor, 3> packed_operands(const AttentionParams &a, DataType dtype,
 
 ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   const bool packed = a.packed_tokens > 0;
-  user_check(!packed || (a.Sq == a.Sk && !a.persistent_blocks && !a.overlap && !a.lse),
-             "attention")
+  user_check(!packed || (a.Sq == a.Sk && !a.persistent_blocks && !a.lse), "attention")
       << "packed sequences (" << a.packed_tokens << " tokens) take as many queries as keys a "
       << "sequence (Sq = Sk: its longest), a block a tile (not a persistent grid: the tiles "
-         "walk different numbers of key blocks), steps not overlapped (OVL=0: a query past "
-         "its sequence's end keeps its state, a guard the overlap cannot cut) and no "
-         "logsumexp output (LSE=0); got Sq = "
+         "walk different numbers of key blocks) and no logsumexp output (LSE=0); got Sq = "
       << a.Sq << ", Sk = " << a.Sk << (a.persistent_blocks ? ", PB" : "")
-      << (a.overlap ? ", OVL=1" : "") << (a.lse ? ", LSE=1" : "");
+      << (a.lse ? ", LSE=1" : "");
   Tensor offsets;
   std::array<Tensor, 3> packed_args;
   if (packed)
@@ -506,16 +503,18 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
       "PV", {"t", "b", "h", "i", "d"});
 
   // The blocks holding a key the query sees: causal, those up to its own; packed, those
-  // inside its sequence (a loop bound read from the offsets), for a query inside it (a block
-  // of queries wholly past its sequence's end walks no key; its padded rows of O are 0 / 0,
-  // which the gather of O never reads).
+  // inside its sequence (a loop bound read from the offsets), for a block of queries that
+  // starts inside it (uniform over the block: a block wholly past its sequence's end walks no
+  // key, its rows of O 0 / 0; the rows past the end in the last block are computed from the
+  // next sequence's tokens; the gather of O reads neither).
   std::function<Expr(const std::vector<Var> &)> where;
   if (a.causal || packed)
     where = [&](const std::vector<Var> &v) {
       Expr in_sequence;
       if (packed) {
         Expr len = sequence_length(offsets, v[0]);
-        in_sequence = t * bk < len && v[2] < len;
+        const int bq = int(a.block_queries);
+        in_sequence = t * bk < len && floordiv(v[2], bq) * bq < len;
       }
       return conjoin(a.causal ? t * bk <= v[2] + off : Expr(), in_sequence);
     };
@@ -1166,19 +1165,20 @@ ScheduleEntry attention_varlen_entry() {
       "zero), the keys past the sequence's end masked, then a kernel gathering each token's row "
       "of O; a block of queries past its sequence's end walks no keys. TC 2: the step on "
       "Hopper's wgmma (BQ 64 or 128, D 64, 128 or 256, LMAX a multiple of 64), with "
-      "attention's STAGES, TMA, PP and WS (not its overlap of steps, nor its persistent grid: "
-      "the tiles walk different numbers of key blocks), 1: on WMMA (BQ 32, 64 or 128 queries a block, "
+      "attention's STAGES, TMA, PP, WS and OVL (OVL 1: its overlap of steps, not yet timed; "
+      "not its persistent grid: the tiles walk different numbers of key blocks), 1: on WMMA (BQ 32, 64 or 128 queries a block, "
       "dividing LMAX; BK a multiple of 16 dividing it), 0: CUDA cores, 3 (the default): 2 on a "
       "Hopper GPU where it takes the shape, else 1. BQ and BK 0: the path's, as attention's.";
   e.default_shape = {{"B", 3},      {"H", 4},      {"HKV", 2}, {"LMAX", 128}, {"MINLEN", 40},
                      {"D", 64},     {"CAUSAL", 0}, {"TC", 3},  {"BQ", 0},     {"BK", 0},
-                     {"STAGES", 0}, {"TMA", 1},    {"PP", 2},  {"WS", 2}};
-  e.nonnegative = {"CAUSAL", "TC", "BQ", "BK", "STAGES", "TMA", "PP", "WS"};
+                     {"STAGES", 0}, {"TMA", 1},    {"PP", 2},  {"WS", 2},     {"OVL", 0}};
+  e.nonnegative = {"CAUSAL", "TC", "BQ", "BK", "STAGES", "TMA", "PP", "WS", "OVL"};
   e.choices = {{"CAUSAL", {0, 1}}, {"TC", {0, 1, 2, 3}}, {"TMA", {0, 1}},
-               {"PP", {0, 1, 2}},  {"WS", {0, 1, 2}}};
+               {"PP", {0, 1, 2}},  {"WS", {0, 1, 2}},    {"OVL", {0, 1}}};
   e.dtypes = {Float(16), BFloat(16)};
   e.knobs = {{"BK", {16, 32, 64, 128}}, {"BQ", {32, 64, 128}}, {"STAGES", {1, 2, 3}},
-             {"TMA", {0, 1}},           {"PP", {0, 1}},      {"WS", {0, 1}}};
+             {"TMA", {0, 1}},           {"PP", {0, 1}},      {"WS", {0, 1}},
+             {"OVL", {0, 1}}};
   e.build = [](const ShapeParams &p, DataType dtype) {
     const std::vector<int64_t> lengths =
         packed_lengths(p.at("B"), p.at("LMAX"), p.at("MINLEN"));
@@ -1188,7 +1188,7 @@ ScheduleEntry attention_varlen_entry() {
     for (const char *k : {"BSHD", "SLACK", "LSE", "PB", "LW"})
       padded[k] = 0;
     padded["ACC"] = padded["REV"] = 2;
-    padded["OVL"] = 0;
+    padded["OVL"] = p.at("OVL") == 1 ? 1 : 0;
     AttentionParams a = attention_choice(padded, hopper_gpu());
     a.persistent_blocks = a.last_wave_parts = 0;
     // The TMA ring with a producer warpgroup, the consumers not in turns (H200, B=8 H=16

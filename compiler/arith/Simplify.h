@@ -110,8 +110,14 @@ private:
   /// `e` simplified where `cond` (simplified) is known to hold.
   Expr mutate_assuming(const Expr &cond, const Expr &e);
   Stmt mutate_assuming(const Expr &cond, const Stmt &s);
+  /// Whether integer comparison `c` follows from one of `facts_` (f <= 0, c's own f' = f + d
+  /// with d <= 0 over the variables' ranges: a guard its loop's bound already tested).
+  bool implied_by_facts(const Expr &c);
 
   VarBounds &bounds_;
+  /// Comparisons known to hold where the simplifier is, as f with f <= 0: inside a loop whose
+  /// extent is select(C, n, 0) (a reduction's loop, ReduceBounds), the conjuncts of C.
+  std::vector<Expr> facts_;
 };
 
 } // namespace tessel::arith

@@ -6,7 +6,9 @@
 #include "compiler/arith/Simplify.h"
 
 #include "compiler/ir/IROperator.h"
+#include "compiler/ir/IRVisitor.h"
 #include "compiler/ir/Substitute.h"
+#include "compiler/ir/WrittenBuffers.h"
 
 namespace tessel::arith {
 
@@ -21,7 +23,115 @@ bool is_no_op(const Stmt &s) {
   return e && is_const(e->value);
 }
 
+// f with integer comparison `c` equivalent to f <= 0; nothing for anything else.
+std::optional<Expr> as_nonpositive(const Expr &c) {
+  auto integer = [](const Expr &a) { return is_int_scalar(a.type()); };
+  if (const auto *op = c.as<LE>(); op && integer(op->a))
+    return op->a - op->b;
+  if (const auto *op = c.as<LT>(); op && integer(op->a))
+    return op->a - op->b + make_const(op->a.type(), 1);
+  return std::nullopt;
+}
+
+// The facts the body of loop `v` over [0, extent) runs under, as f with f <= 0, for an extent
+// select(C, n, 0) (ReduceBounds' bound from a `where` with a conjunct free of v: packed
+// sequences' key loop): C's comparisons; v < u for the terms u of n's mins (under a max with
+// 0, which only empties the loop), and k v <= x for u = floordiv(x, k) + 1 (a loop over the
+// blocks of k keys below x + 1: its guard k v < x + 1). Only facts whose loads read buffers
+// the body does not write (the extent was evaluated before the loop). (Other loops' bounds
+// would serve too; kept to these, the loops that need it, so as not to change other kernels.)
+std::vector<Expr> loop_facts(const Var &v, const Expr &extent, const Stmt &body) {
+  const auto *sel = extent.as<Select>();
+  if (!sel || !is_zero(sel->false_value))
+    return {};
+  std::vector<Expr> candidates = conjuncts(sel->condition);
+  Expr n = sel->true_value;
+  if (const auto *mx = n.as<Max>(); mx && is_zero(mx->b))
+    n = mx->a;
+  std::vector<Expr> mins;
+  std::function<void(const Expr &)> split_min = [&](const Expr &e) {
+    if (const auto *m = e.as<Min>()) {
+      split_min(m->a);
+      split_min(m->b);
+    } else if (const auto *add = e.as<Add>(); add && add->a.as<Min>() && is_const(add->b)) {
+      const auto *m = add->a.as<Min>(); // min(a, b) + c = min(a + c, b + c)
+      split_min(m->a + add->b);
+      split_min(m->b + add->b);
+    } else if (!is_const(e)) {
+      mins.push_back(e);
+    }
+  };
+  split_min(n);
+  const DataType t = v.type();
+  for (const Expr &u : mins) {
+    if (u.type() != t)
+      continue;
+    candidates.push_back(LT::make(v, u));
+    // u = floordiv(x, k) + 1: v <= floordiv(x, k) gives k v <= x.
+    if (const auto *add = u.as<Add>(); add && is_one(add->b))
+      if (const auto *fd = add->a.as<FloorDiv>())
+        if (auto k = as_const_int(fd->b); k && *k > 0)
+          candidates.push_back(LE::make(make_const(t, *k) * v, fd->a));
+  }
+  std::vector<Expr> facts;
+  llvm::DenseSet<const Variable *> written;
+  bool scanned = false;
+  for (const Expr &c : candidates) {
+    std::optional<Expr> f = as_nonpositive(c);
+    if (!f)
+      continue;
+    bool reads_memory = false;
+    post_order_visit(c, [&](const IRNode *n) {
+      reads_memory |= n->kind() == IRNodeKind::BufferLoad || n->kind() == IRNodeKind::TensorLoad;
+    });
+    if (reads_memory) {
+      if (!scanned) {
+        written = written_buffers(body);
+        scanned = true;
+      }
+      bool stale = false;
+      post_order_visit(c, [&](const IRNode *n) {
+        if (n->kind() == IRNodeKind::BufferLoad) {
+          const auto *data = static_cast<const BufferLoad *>(n)->buffer->data.as<Variable>();
+          stale |= !data || written.count(data);
+        }
+        stale |= n->kind() == IRNodeKind::TensorLoad;
+      });
+      if (stale)
+        continue;
+    }
+    facts.push_back(*f);
+  }
+  return facts;
+}
+
 } // namespace
+
+bool Simplifier::implied_by_facts(const Expr &c) {
+  if (facts_.empty())
+    return false;
+  std::optional<Expr> f = as_nonpositive(c);
+  if (!f)
+    return false;
+  const LinearForm lf = linear_form(*f);
+  for (const Expr &fact : facts_) {
+    if (fact.type() != f->type())
+      continue;
+    // f = k fact + d, k > 0 (the ratio of an atom's coefficients: 128 t against t), d <= 0
+    // over the variables' ranges (a thread's row past the block's first): fact <= 0 gives
+    // f <= 0.
+    llvm::SmallVector<int64_t, 2> scales{1};
+    for (const auto &[atom, c] : linear_form(fact).terms)
+      if (int64_t cf = lf.coeff_of(atom); cf != 0 && cf % c == 0 && cf / c > 1)
+        scales.push_back(cf / c);
+    for (int64_t k : scales) {
+      Expr d = mutate(*f - make_const(fact.type(), k) * fact);
+      if (bound(d).max <= 0)
+        return true;
+    }
+  }
+  return false;
+}
 
 BindScope::BindScope(VarBounds &bounds, const Variable *v, IntInterval iv)
     : bounds_(bounds), var_(v) {
@@ -108,7 +218,13 @@ Stmt Simplifier::visit(const For *op) {
   Stmt body;
   {
     BindScope scope(bounds_, op->loop_var.get(), *range);
+    // A loop bounded by data (ReduceBounds) runs its body under its bound's comparisons.
+    const size_t known = facts_.size();
+    if (is_zero(min))
+      for (Expr &f : loop_facts(op->loop_var, extent, op->body))
+        facts_.push_back(std::move(f));
     body = mutate(op->body);
+    facts_.resize(known);
   }
   if (is_no_op(body))
     return no_op();
@@ -182,6 +298,17 @@ Stmt Simplifier::visit(const BufferRealize *op) {
 
 Stmt Simplifier::visit(const IfThenElse *op) {
   Expr c = mutate(op->condition);
+  if (!facts_.empty()) { // conjuncts the enclosing loop's bound already tested hold
+    std::vector<Expr> kept;
+    bool dropped = false;
+    for (const Expr &x : conjuncts(c))
+      if (implied_by_facts(x))
+        dropped = true;
+      else
+        kept.push_back(x);
+    if (dropped)
+      c = kept.empty() ? make_const(c.type(), 1) : all(kept);
+  }
   if (is_one(c))
     return mutate(op->then_case);
   if (is_zero(c))

@@ -3,6 +3,7 @@
 #include "compiler/arith/Analyzer.h"
 #include "compiler/arith/CanonicalForm.h"
 #include "compiler/arith/ConstIntBound.h"
+#include "compiler/arith/Simplify.h"
 #include "compiler/ir/IROperator.h"
 #include "compiler/ir/Substitute.h"
 
@@ -53,10 +54,16 @@ std::optional<std::pair<Expr, Expr>> reduce_loop_bounds(const Var &x, int64_t ex
   };
   std::optional<Expr> lo, hi; // x >= lo, x <= hi
   std::vector<Expr> holds;    // conjuncts without x: the loop runs only where each can hold
+  arith::Simplifier simplifier(ranges);
   for (const Expr &c : parts) {
     std::optional<Expr> f = as_nonpositive(c);
     if (!f || f->type() != t)
       continue;
+    // A conjunct without x, simplified over the ranged variables' values: floordiv(128 b + r,
+    // 128) with r in [0, 127] (the rows of a block) is b.
+    if (!uses_var(*f, [&](const Variable *u) { return u == x.get(); }))
+      f = simplifier.mutate(*f);
+
     // f = a * x + (terms of ranged variables) + rest <= 0: the iteration x can hold it when
     // a * x + min(ranged terms) + rest <= 0.
     arith::LinearForm form = arith::linear_form(*f);

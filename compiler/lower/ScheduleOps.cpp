@@ -506,12 +506,16 @@ private:
         (a && (a->bind_thread.defined() || a->for_kind != ForKind::Serial)))
       return std::nullopt;
     RangedVars ranged;
+    Expr c = cond;
     for (size_t q = 0; q < leaves.size(); ++q) {
       const IterVarAttr *b = s->find_attr(leaves[q]);
       const bool thread =
           b && b->bind_thread.defined() && b->bind_thread.thread_tag().rfind("blockIdx", 0) != 0;
+      const int64_t extent = const_extent(dom_, leaves[q]);
       if (q > i || thread)
-        ranged[loop_value_of(s, leaves[q]).get()] = {0, const_extent(dom_, leaves[q]) - 1};
+        ranged[loop_value_of(s, leaves[q]).get()] = {0, extent - 1};
+      else if (extent == 1) // a loop of one iteration around it is 0 (a fold's shared axes
+        c = substitute(c, loop_value_of(s, leaves[q]), make_zero(Int(32))); // per thread)
     }
     // So do the threads of the stages it is computed in (a fold per thread of its output).
     for (const StageNode *x = s; x->attach_type == AttachType::Scope; x = x->attach_stage)
@@ -520,7 +524,7 @@ private:
             b && b->bind_thread.defined() &&
             b->bind_thread.thread_tag().rfind("threadIdx", 0) == 0)
           ranged[loop_value_of(x->attach_stage, iv).get()] = {0, const_extent(dom_, iv) - 1};
-    return reduce_loop_bounds(loop_var_of(s, leaves[i]), const_extent(dom_, leaves[i]), cond,
+    return reduce_loop_bounds(loop_var_of(s, leaves[i]), const_extent(dom_, leaves[i]), c,
                               ranged);
   }
 

@@ -1172,23 +1172,28 @@ TEST(FusedAttention, RegisteredPackedSequences) {
   const ScheduleEntry &e = find_schedule("attention_varlen");
   EXPECT_EQ(packed_lengths(3, 48, 16), (std::vector<int64_t>{48, 32, 16}));
   EXPECT_EQ(packed_lengths(1, 48, 16), (std::vector<int64_t>{48}));
-  for (int64_t tc : {2, 1, 0})
+  for (int64_t tc : {3, 2, 1, 0}) // 3: wgmma with the overlap of steps (OVL=1)
     for (int64_t causal : {0, 1}) {
       // (wgmma: the smallest head dim it takes, 64 queries and keys a block: lengths 128, 72
       // and 16 tokens; else 64, 40 and 16 by 32 queries a block.)
-      const int64_t H = 4, Hkv = 2, D = tc == 2 ? 64 : 16, lmax = tc == 2 ? 128 : 64;
-      const int64_t tokens = tc == 2 ? 216 : 120;
+      const bool wgmma = tc >= 2;
+      const int64_t H = 4, Hkv = 2, D = wgmma ? 64 : 16, lmax = wgmma ? 128 : 64;
+      const int64_t tokens = wgmma ? 216 : 120;
       ScheduledProgram p = e.build(resolve_shape(e, {{"B", 3}, {"H", H}, {"HKV", Hkv},
                                                      {"LMAX", lmax}, {"MINLEN", 16}, {"D", D},
-                                                     {"CAUSAL", causal}, {"TC", tc},
-                                                     {"BQ", tc == 2 ? 64 : 32},
-                                                     {"BK", tc == 2 ? 64 : 0}}),
+                                                     {"CAUSAL", causal},
+                                                     {"TC", wgmma ? 2 : tc},
+                                                     {"BQ", wgmma ? 64 : 32},
+                                                     {"BK", wgmma ? 64 : 0},
+                                                     {"OVL", tc == 3 ? 1 : 0}}),
                                    Float(16));
-      SCOPED_TRACE(std::string(tc == 2 ? "wgmma" : tc ? "WMMA" : "CUDA cores") +
+      SCOPED_TRACE(std::string(tc == 3 ? "wgmma, overlapped steps" : tc == 2 ? "wgmma"
+                               : tc                                       ? "WMMA"
+                                                                          : "CUDA cores") +
                    (causal ? ", causal" : ""));
       ASSERT_EQ(p.num_inputs, 4u);
-      const std::vector<double> offsets = tc == 2 ? std::vector<double>{0, 128, 200, 216}
-                                                  : std::vector<double>{0, 64, 104, 120};
+      const std::vector<double> offsets = wgmma ? std::vector<double>{0, 128, 200, 216}
+                                                : std::vector<double>{0, 64, 104, 120};
       EXPECT_EQ(p.given_inputs.at(3), offsets);
       EXPECT_EQ(constant_shape(p.args[0]), (std::vector<int64_t>{tokens, H, D}));
       EXPECT_EQ(constant_shape(p.args.back()), (std::vector<int64_t>{tokens, H, D}));
@@ -1213,12 +1218,12 @@ TEST(FusedAttention, RegisteredPackedSequences) {
   expect_error([] {
     AttentionParams a{2, 64, 64, 2, 2, 64, false};
     a.packed_tokens = 100;
-    a.tensor_cores = a.wgmma = a.tma = a.accumulate_o = a.overlap = true;
-    a.stages = 3;
+    a.tensor_cores = a.wgmma = a.tma = a.warp_roles = true;
+    a.persistent_blocks = 2;
     a.block_queries = 64;
     a.block_keys = 64;
     attention(a, Float(16));
-  }, {"packed sequences (100 tokens)", "steps not overlapped", "OVL=1"});
+  }, {"packed sequences (100 tokens)", "a block a tile", "PB"});
   expect_error([&] { e.build(resolve_shape(e, {{"MINLEN", 200}}), Float(16)); },
                {"1 <= MINLEN <= LMAX", "MINLEN = 200"});
   expect_error([&] { e.build(resolve_shape(e, {{"LMAX", 48}}), Float(16)); },
@@ -1429,17 +1434,19 @@ TEST(FusedAttention, GpuMatchesTheReference) {
       EXPECT_TRUE(w.compare.ok) << w.str();
     }
   }
-  // Packed sequences (attention_varlen; the default, wgmma on a Hopper GPU, and WMMA): 256
-  // down to 33 tokens, causal and not.
-  for (int64_t tc : {3, 1})
+  // Packed sequences (attention_varlen: the default, wgmma on a Hopper GPU; with the overlap of
+  // steps; WMMA): 256 down to 33 tokens, causal and not.
+  for (auto [tc, overlap] : {std::pair{3, 0}, {3, 1}, {1, 0}})
     for (int64_t causal : {0, 1}) {
+      if (overlap && Device::get().arch() != "sm_90") // (the overlap is the wgmma step's)
+        continue;
       const ScheduleEntry &e = find_schedule("attention_varlen");
       ScheduledProgram p = e.build(resolve_shape(e, {{"B", 3}, {"H", 4}, {"HKV", 2}, {"LMAX", 256},
                                                      {"MINLEN", 33}, {"D", 128}, {"CAUSAL", causal},
-                                                     {"TC", tc}}),
+                                                     {"TC", tc}, {"OVL", overlap}}),
                                    Float(16));
       SCOPED_TRACE(std::string("packed sequences") + (causal ? ", causal" : "") +
-                   (tc == 1 ? ", WMMA" : ", the default path"));
+                   (tc == 1 ? ", WMMA" : overlap ? ", OVL=1" : ", the default path"));
       CheckResult w = check_on_gpu(p.schedule, p.args,
                                    make_check_problem(p.args, p.num_inputs, 1, 0, p.given_inputs));
       EXPECT_TRUE(w.compare.ok) << w.str();

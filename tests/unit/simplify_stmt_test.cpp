@@ -106,3 +106,33 @@ TEST(SimplifyStmt, AllocateOfDeadCodeIsDropped) {
   Stmt r = arith::simplify(s);
   ASSERT_TRUE(r.as<Evaluate>()) << to_string(r);
 }
+
+// A loop bounded by data (ReduceBounds' form: for (t, 0, select(C, max(min(min(floordiv(x - 1,
+// 16), u) + 1, 4), 0), 0))) runs its body under C, t < u + 1 and 16 t <= x - 1: the guards it
+// already tested go (packed sequences' key loop), others stay; loads of a buffer the body
+// writes are no facts.
+TEST(SimplifyStmt, GuardsALoopsBoundTestedGo) {
+  Var t("t"), r("r"), b("b");
+  Buffer len = Buffer::make("len", Int(32), {Expr(8)});
+  Expr x = BufferLoad::make(len, {b}), u = BufferLoad::make(len, {b + 1});
+  Expr count = max(min(min(floordiv(x - 1, 16), u) + 1, Expr(4)), Expr(0));
+  auto loop = [&](const Expr &start, Stmt body) {
+    Expr extent = select(start < x, count, Expr(0));
+    return For::make(t, 0, extent, ForKind::Serial,
+                     For::make(r, 0, 16, ForKind::Serial, std::move(body)));
+  };
+  Expr start = b * 16;
+  // start < x (the loop's select), t * 16 < x (its floordiv), 16 t <= 16 u + r (t <= u, r >= 0).
+  Stmt tested = IfThenElse::make(start < x && t * 16 < x && t * 16 <= u * 16 + r,
+                                 store(t * 16 + r, Expr(1)));
+  std::string text = to_string(arith::simplify(loop(start, tested)));
+  EXPECT_EQ(text.find("if ("), std::string::npos) << text;
+  // t * 16 + r < x is not tested by the bound (the last block's rows past x): kept.
+  Stmt partial = IfThenElse::make(t * 16 + r < x, store(t * 16 + r, Expr(1)));
+  text = to_string(arith::simplify(loop(start, partial)));
+  EXPECT_NE(text.find("if ("), std::string::npos) << text;
+  // The body writes len: its loads in the bound may change, no facts.
+  Stmt writes = Seq::make({BufferStore::make(len, Expr(0), {b}), tested});
+  text = to_string(arith::simplify(loop(start, writes)));
+  EXPECT_NE(text.find("if ("), std::string::npos) << text;
+}
