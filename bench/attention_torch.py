@@ -10,9 +10,15 @@ KV cache) on the same shape (its own process, random inputs, --no-check) between
 tessel's speed over cuDNN's and over the fastest backend's of that round (x cuDNN, x best:
 above 1 is faster), and each shape their min, median and max over the rounds.
 
+Packed sequences (kind varlen: B sequences of LMAX down to MINLEN tokens, as attention_varlen's
+entry makes them): torch's nested jagged tensors through SDPA's backends, and FlashAttention-2's
+varlen forward (torch.ops.aten._flash_attention_forward on packed (N, H, D) tensors with the
+sequences' offsets), against `tessel run attention_varlen`; TFLOP/s of the sequences' own work.
+
   python3 bench/attention_torch.py --tessel .gpu/tessel [--rounds 2] [--repeat 20] [--only decode]
 """
 import argparse
+import contextlib
 import re
 import statistics
 import subprocess
@@ -29,7 +35,53 @@ SHAPES = [  # kind, B, H, HKV, Sq, Sk, D, causal
     ("decode", 64, 32, 8, 1, 8192, 128, False),
     ("prefill", 4, 16, 16, 4096, 4096, 256, False),
     ("prefill", 4, 16, 16, 4096, 4096, 256, True),
+    # varlen: Sq is LMAX (the first sequence's tokens), Sk MINLEN (the last's)
+    ("varlen", 8, 16, 16, 4096, 1024, 128, False),  # (HKV = H: nested tensors take no GQA)
+    ("varlen", 8, 16, 16, 4096, 1024, 128, True),
 ]
+
+
+def packed_lengths(B, longest, shortest):
+    """attention_varlen's lengths (schedules/Attention.cpp packed_lengths)."""
+    return [longest - (longest - shortest) * b // max(B - 1, 1) for b in range(B)]
+
+
+def varlen_flops(B, H, lmax, lmin, D, causal):
+    return sum(flops(1, H, n, n, D, causal) for n in packed_lengths(B, lmax, lmin))
+
+
+def time_varlen(backend, B, H, HKV, lmax, lmin, D, causal, repeat):
+    """backend: an SDPBackend (nested jagged tensors through SDPA) or "flash_varlen"."""
+    lengths = packed_lengths(B, lmax, lmin)
+    N = sum(lengths)
+    q = torch.randn(N, H, D, device="cuda", dtype=torch.float16)
+    k = torch.randn(N, HKV, D, device="cuda", dtype=torch.float16)
+    v = torch.randn(N, HKV, D, device="cuda", dtype=torch.float16)
+    offsets = torch.tensor([0] + [sum(lengths[:i + 1]) for i in range(B)], device="cuda",
+                           dtype=torch.int32)
+    if backend == "flash_varlen":
+        context = contextlib.nullcontext()
+        run = lambda: torch.ops.aten._flash_attention_forward(
+            q, k, v, offsets, offsets, lmax, lmax, 0.0, causal, False)
+    else:
+        def nested(x):
+            return torch.nested.nested_tensor_from_jagged(x, offsets.to(torch.int64)).transpose(1, 2)
+        qt, kt, vt = nested(q), nested(k), nested(v)
+        context = sdpa_kernel(backend)
+        run = lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+    with context:
+        for _ in range(3):
+            run()
+        times = []
+        for _ in range(repeat):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            run()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b))
+    times.sort()
+    return times[len(times) // 2]
 
 
 def flops(B, H, Sq, Sk, D, causal):
@@ -67,6 +119,9 @@ def time_sdpa(backend, B, H, HKV, Sq, Sk, D, causal, repeat):
 def time_tessel(tool, kind, B, H, HKV, Sq, Sk, D, causal, repeat, knobs, extra):
     shape = f"B={B},H={H},HKV={HKV},SQ={Sq},SK={Sk},D={D},CAUSAL={int(causal)}" + knobs
     entry = "attention" if kind == "prefill" else "attention_decode"
+    if kind == "varlen":
+        shape = f"B={B},H={H},HKV={HKV},LMAX={Sq},MINLEN={Sk},D={D},CAUSAL={int(causal)}"
+        entry = "attention_varlen"
     out = subprocess.run([tool, "run", entry, "--shape", shape, "--no-check",
                           "--number", "1", "--repeat", str(repeat)] + extra.split(),
                          capture_output=True, text=True)
@@ -81,7 +136,7 @@ def main():
     ap.add_argument("--tessel", default=".gpu/tessel")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=20)
-    ap.add_argument("--only", choices=["prefill", "decode"], default=None)
+    ap.add_argument("--only", choices=["prefill", "decode", "varlen"], default=None)
     ap.add_argument("--knobs", default="", help="appended to tessel's --shape for decoding rows, "
                     "e.g. ,SPLIT=256")
     ap.add_argument("--prefill-knobs", default="",
@@ -96,24 +151,32 @@ def main():
     for (kind, B, H, HKV, Sq, Sk, D, causal) in (SHAPES[r] for r in rows):
         if args.only and kind != args.only:
             continue
-        f = flops(B, H, Sq, Sk, D, causal)
+        f = varlen_flops(B, H, Sq, Sk, D, causal) if kind == "varlen" else \
+            flops(B, H, Sq, Sk, D, causal)
         rate = (lambda ms: f"{kv_bytes(B, HKV, Sk, D) / ms / 1e6:.0f} GB/s") if kind == "decode" \
             else (lambda ms: f"{f / ms / 1e9:.1f} TFLOP/s")
         name = f"B={B} H={H} HKV={HKV} Sq={Sq} Sk={Sk} D={D}{' causal' if causal else ''}"
+        if kind == "varlen":
+            name = f"varlen B={B} H={H} HKV={HKV} LMAX={Sq} MINLEN={Sk} D={D}" + \
+                (" causal" if causal else "")
         to_cudnn, to_best = [], []  # tessel's speed over each round's: cuDNN's, the fastest's
         for r in range(args.rounds):
             row, torch_ms = [], {}
-            for label, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
-                                   ("flash2", SDPBackend.FLASH_ATTENTION),
-                                   ("efficient", SDPBackend.EFFICIENT_ATTENTION)):
+            backends = [("cudnn", SDPBackend.CUDNN_ATTENTION),
+                        ("flash2", SDPBackend.FLASH_ATTENTION),
+                        ("efficient", SDPBackend.EFFICIENT_ATTENTION)]
+            if kind == "varlen":
+                backends.append(("flash2 varlen", "flash_varlen"))
+            for label, backend in backends:
                 try:
-                    ms = time_sdpa(backend, B, H, HKV, Sq, Sk, D, causal, args.repeat)
+                    timer = time_varlen if kind == "varlen" else time_sdpa
+                    ms = timer(backend, B, H, HKV, Sq, Sk, D, causal, args.repeat)
                     torch_ms[label] = ms
                     row.append(f"{label} {ms:.4f} ms ({rate(ms)})")
-                except RuntimeError as e:
-                    row.append(f"{label} failed: {str(e).splitlines()[0]}")
+                except (RuntimeError, TypeError, ValueError) as e:
+                    row.append(f"{label} failed: {(str(e).splitlines() or [''])[0]}")
             ms, log = time_tessel(args.tessel, kind, B, H, HKV, Sq, Sk, D, causal,
-                                  min(args.repeat, 5) if kind == "prefill" else args.repeat,
+                                  min(args.repeat, 5) if kind != "decode" else args.repeat,
                                   args.knobs if kind == "decode" else args.prefill_knobs,
                                   args.tessel_args)
             row.append(f"tessel {ms:.4f} ms ({rate(ms)})" if ms else f"tessel failed: {log}")
