@@ -1166,9 +1166,10 @@ ScheduleEntry attention_varlen_entry() {
       "of O; a block of queries past its sequence's end walks no keys. TC 2: the step on "
       "Hopper's wgmma (BQ 64 or 128, D 64, 128 or 256, LMAX a multiple of 64), with "
       "attention's STAGES, TMA, PP, WS and OVL (OVL 1: its overlap of steps, not yet timed; "
-      "not its persistent grid: the tiles walk different numbers of key blocks), 1: on WMMA (BQ 32, 64 or 128 queries a block, "
-      "dividing LMAX; BK a multiple of 16 dividing it), 0: CUDA cores, 3 (the default): 2 on a "
-      "Hopper GPU where it takes the shape, else 1. BQ and BK 0: the path's, as attention's.";
+      "not its persistent grid: the tiles walk different numbers of key blocks), 1: on WMMA "
+      "(BQ 32, 64 or 128 queries a block, dividing LMAX; BK a multiple of 16 dividing it), 0: "
+      "CUDA cores, 3 (the default): 2 on a Hopper GPU where it takes the shape, else 1. BQ and "
+      "BK 0: the path's, as attention's.";
   e.default_shape = {{"B", 3},      {"H", 4},      {"HKV", 2}, {"LMAX", 128}, {"MINLEN", 40},
                      {"D", 64},     {"CAUSAL", 0}, {"TC", 3},  {"BQ", 0},     {"BK", 0},
                      {"STAGES", 0}, {"TMA", 1},    {"PP", 2},  {"WS", 2},     {"OVL", 0}};
@@ -1188,7 +1189,7 @@ ScheduleEntry attention_varlen_entry() {
     for (const char *k : {"BSHD", "SLACK", "LSE", "PB", "LW"})
       padded[k] = 0;
     padded["ACC"] = padded["REV"] = 2;
-    padded["OVL"] = p.at("OVL") == 1 ? 1 : 0;
+    padded["OVL"] = p.at("OVL"); // (0 by default: not timed yet)
     AttentionParams a = attention_choice(padded, hopper_gpu());
     a.persistent_blocks = a.last_wave_parts = 0;
     // The TMA ring with a producer warpgroup, the consumers not in turns (H200, B=8 H=16

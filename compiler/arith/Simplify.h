@@ -116,7 +116,8 @@ private:
 
   VarBounds &bounds_;
   /// Comparisons known to hold where the simplifier is, as f with f <= 0: inside a loop whose
-  /// extent is select(C, n, 0) (a reduction's loop, ReduceBounds), the conjuncts of C.
+  /// extent is select(C, n, 0) (a reduction's loop bounded by data, ReduceBounds), C's
+  /// conjuncts and the loop variable's bounds from n (SimplifyStmt.cpp, loop_facts).
   std::vector<Expr> facts_;
 };
 

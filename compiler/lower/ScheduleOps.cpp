@@ -514,8 +514,10 @@ private:
       const int64_t extent = const_extent(dom_, leaves[q]);
       if (q > i || thread)
         ranged[loop_value_of(s, leaves[q]).get()] = {0, extent - 1};
-      else if (extent == 1) // a loop of one iteration around it is 0 (a fold's shared axes
-        c = substitute(c, loop_value_of(s, leaves[q]), make_zero(Int(32))); // per thread)
+      else if (extent == 1) { // a loop of one iteration around it is 0 (a fold's shared axes
+        const Var v = loop_value_of(s, leaves[q]); // per thread)
+        c = substitute(c, v, make_zero(v.type()));
+      }
     }
     // So do the threads of the stages it is computed in (a fold per thread of its output).
     for (const StageNode *x = s; x->attach_type == AttachType::Scope; x = x->attach_stage)
