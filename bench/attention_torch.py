@@ -41,6 +41,22 @@ SHAPES = [  # kind, B, H, HKV, Sq, Sk, D, causal
 ]
 
 
+def median_ms(run, repeat):
+    """The median of `repeat` CUDA-event timings of run() after 3 warm-up calls."""
+    for _ in range(3):
+        run()
+    times = []
+    for _ in range(repeat):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        run()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    times.sort()
+    return times[len(times) // 2]
+
+
 def packed_lengths(B, longest, shortest):
     """attention_varlen's lengths (schedules/Attention.cpp packed_lengths)."""
     return [longest - (longest - shortest) * b // max(B - 1, 1) for b in range(B)]
@@ -64,24 +80,13 @@ def time_varlen(backend, B, H, HKV, lmax, lmin, D, causal, repeat):
         run = lambda: torch.ops.aten._flash_attention_forward(
             q, k, v, offsets, offsets, lmax, lmax, 0.0, causal, False)
     else:
-        def nested(x):
-            return torch.nested.nested_tensor_from_jagged(x, offsets.to(torch.int64)).transpose(1, 2)
-        qt, kt, vt = nested(q), nested(k), nested(v)
+        starts = offsets.to(torch.int64)
+        qt, kt, vt = (torch.nested.nested_tensor_from_jagged(x, starts).transpose(1, 2)
+                      for x in (q, k, v))
         context = sdpa_kernel(backend)
         run = lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
     with context:
-        for _ in range(3):
-            run()
-        times = []
-        for _ in range(repeat):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            run()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2]
+        return median_ms(run, repeat)
 
 
 def flops(B, H, Sq, Sk, D, causal):
@@ -100,20 +105,8 @@ def time_sdpa(backend, B, H, HKV, Sq, Sk, D, causal, repeat):
     qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
     gqa = HKV != H
     with sdpa_kernel(backend):
-        run = lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal,
-                                                     enable_gqa=gqa)
-        for _ in range(3):
-            run()
-        times = []
-        for _ in range(repeat):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            run()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2]
+        return median_ms(lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal,
+                                                                enable_gqa=gqa), repeat)
 
 
 def time_tessel(tool, kind, B, H, HKV, Sq, Sk, D, causal, repeat, knobs, extra):
