@@ -60,8 +60,9 @@ struct AttentionParams {
   /// of this many tokens, the B sequences one after another, an input `offsets` (B + 1, int32:
   /// where each starts, then the total) after them, O (tokens, H, D) packed likewise; Sq = Sk is
   /// the longest sequence. Each sequence attends to its own keys (causal: those up to its
-  /// query). The WMMA or CUDA-core step (a padded (sequence, head, query) grid whose copies of
-  /// K and V are predicated by the length), then a kernel gathering each token's row of O.
+  /// query). The fold over a padded (sequence, head, query) grid whose tiles are read from each
+  /// sequence's first token (by TMA on wgmma, else cp.async; the keys past its end masked), then
+  /// a kernel gathering each token's row of O.
   int64_t packed_tokens = 0;
   /// wgmma: P V's accumulator starts from o rescaled (a reduction from an initial value) and
   /// becomes o, instead of a separate accumulator added to o (64 registers fewer at D = 128).

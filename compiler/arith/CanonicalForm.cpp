@@ -179,6 +179,20 @@ bool merge_div_mod(LinearForm &f) {
 
 } // namespace
 
+std::optional<Expr> as_nonpositive(const Expr &c) {
+  auto integer = [](const Expr &a) { return a.type().is_scalar() && a.type().is_int(); };
+  auto one = [](const Expr &a) { return make_const(a.type(), 1); };
+  if (const auto *op = c.as<LE>(); op && integer(op->a))
+    return op->a - op->b;
+  if (const auto *op = c.as<LT>(); op && integer(op->a))
+    return op->a - op->b + one(op->a);
+  if (const auto *op = c.as<GE>(); op && integer(op->a))
+    return op->b - op->a;
+  if (const auto *op = c.as<GT>(); op && integer(op->a))
+    return op->b - op->a + one(op->a);
+  return std::nullopt;
+}
+
 LinearForm linear_form(const Expr &e) {
   LinearForm f(e.type());
   collect(e, 1, f);

@@ -11,6 +11,7 @@
 #include <llvm/ADT/SmallVector.h>
 
 #include <cstdint>
+#include <optional>
 #include <utility>
 
 namespace tessel::arith {
@@ -46,6 +47,10 @@ Expr to_expr(const LinearForm &f);
 
 /// to_expr(linear_form(e)).
 Expr canonical_sum(const Expr &e);
+
+/// f such that the integer comparison `c` (<=, <, >=, >) is f <= 0 (`a < b`: a - b + 1);
+/// nothing for anything else.
+std::optional<Expr> as_nonpositive(const Expr &c);
 
 /// The greatest common divisor of the absolute values of the coefficients (0 for no terms).
 int64_t coeff_gcd(const LinearForm &f);

@@ -23,16 +23,6 @@ bool is_no_op(const Stmt &s) {
   return e && is_const(e->value);
 }
 
-// f with integer comparison `c` equivalent to f <= 0; nothing for anything else.
-std::optional<Expr> as_nonpositive(const Expr &c) {
-  auto integer = [](const Expr &a) { return is_int_scalar(a.type()); };
-  if (const auto *op = c.as<LE>(); op && integer(op->a))
-    return op->a - op->b;
-  if (const auto *op = c.as<LT>(); op && integer(op->a))
-    return op->a - op->b + make_const(op->a.type(), 1);
-  return std::nullopt;
-}
-
 // The facts the body of loop `v` over [0, extent) runs under, as f with f <= 0, for an extent
 // select(C, n, 0) (ReduceBounds' bound from a `where` with a conjunct free of v: packed
 // sequences' key loop): C's comparisons; v < u for the terms u of n's mins (under a max with
@@ -74,33 +64,24 @@ std::vector<Expr> loop_facts(const Var &v, const Expr &extent, const Stmt &body)
           candidates.push_back(LE::make(make_const(t, *k) * v, fd->a));
   }
   std::vector<Expr> facts;
-  llvm::DenseSet<const Variable *> written;
-  bool scanned = false;
+  std::optional<llvm::DenseSet<const Variable *>> written; // (scanned once, when needed)
   for (const Expr &c : candidates) {
     std::optional<Expr> f = as_nonpositive(c);
     if (!f)
       continue;
-    bool reads_memory = false;
+    bool stale = false;
     post_order_visit(c, [&](const IRNode *n) {
-      reads_memory |= n->kind() == IRNodeKind::BufferLoad || n->kind() == IRNodeKind::TensorLoad;
-    });
-    if (reads_memory) {
-      if (!scanned) {
-        written = written_buffers(body);
-        scanned = true;
+      if (n->kind() == IRNodeKind::TensorLoad) {
+        stale = true;
+      } else if (n->kind() == IRNodeKind::BufferLoad) {
+        if (!written)
+          written = written_buffers(body);
+        const auto *data = static_cast<const BufferLoad *>(n)->buffer->data.as<Variable>();
+        stale |= !data || written->count(data);
       }
-      bool stale = false;
-      post_order_visit(c, [&](const IRNode *n) {
-        if (n->kind() == IRNodeKind::BufferLoad) {
-          const auto *data = static_cast<const BufferLoad *>(n)->buffer->data.as<Variable>();
-          stale |= !data || written.count(data);
-        }
-        stale |= n->kind() == IRNodeKind::TensorLoad;
-      });
-      if (stale)
-        continue;
-    }
-    facts.push_back(*f);
+    });
+    if (!stale)
+      facts.push_back(*f);
   }
   return facts;
 }

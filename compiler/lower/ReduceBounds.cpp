@@ -13,21 +13,6 @@ namespace tessel {
 
 namespace {
 
-// f such that comparison `c` is f <= 0 (integers); nothing for anything else.
-std::optional<Expr> as_nonpositive(const Expr &c) {
-  auto integer = [](const Expr &a) { return a.type().is_scalar() && a.type().is_int(); };
-  auto one = [](const Expr &a) { return make_const(a.type(), 1); };
-  if (const auto *op = c.as<LE>(); op && integer(op->a))
-    return op->a - op->b;
-  if (const auto *op = c.as<LT>(); op && integer(op->a))
-    return op->a - op->b + one(op->a);
-  if (const auto *op = c.as<GE>(); op && integer(op->a))
-    return op->b - op->a;
-  if (const auto *op = c.as<GT>(); op && integer(op->a))
-    return op->b - op->a + one(op->a);
-  return std::nullopt;
-}
-
 bool is_thread_index(const Variable *v) {
   return v->name.rfind("threadIdx", 0) == 0 || v->name.rfind("vthread", 0) == 0;
 }
@@ -56,7 +41,7 @@ std::optional<std::pair<Expr, Expr>> reduce_loop_bounds(const Var &x, int64_t ex
   std::vector<Expr> holds;    // conjuncts without x: the loop runs only where each can hold
   arith::Simplifier simplifier(ranges);
   for (const Expr &c : parts) {
-    std::optional<Expr> f = as_nonpositive(c);
+    std::optional<Expr> f = arith::as_nonpositive(c);
     if (!f || f->type() != t)
       continue;
     // A conjunct without x, simplified over the ranged variables' values: floordiv(128 b + r,
