@@ -5,6 +5,7 @@
 #include "compiler/ir/IRVisitor.h"
 #include "compiler/ir/Intrinsics.h"
 #include "compiler/ir/Substitute.h"
+#include "compiler/ir/WrittenBuffers.h"
 #include "compiler/passes/IntrinsicStmt.h"
 
 #include <llvm/ADT/DenseSet.h>
@@ -176,6 +177,7 @@ public:
       if (const auto *a = llvm::dyn_cast<Allocate>(n); a && a->scope == "shared")
         shared_.insert(a->buffer_var.get());
     });
+    written_ = written_buffers(root);
   }
 
   /// Rewrites `s`, given the shared accesses since the last barrier; updates them.
@@ -335,12 +337,19 @@ private:
     return false;
   }
 
+  /// Whether threads may see different values of `e`. A load is uniform where its indices are
+  /// and its buffer is global memory the kernel never writes (a sequence's offset read with
+  /// blockIdx); a call where it is a pure math function of uniform arguments.
   bool is_variant(const Expr &e) const {
     bool variant = false;
     post_order_visit(e, [&](const IRNode *n) {
       if (const auto *v = llvm::dyn_cast<Variable>(n))
         variant |= variant_.count(v) > 0;
-      variant |= llvm::isa<BufferLoad>(n) || llvm::isa<Call>(n);
+      else if (const auto *l = llvm::dyn_cast<BufferLoad>(n))
+        variant |= l->buffer.scope() != "global" || shared_.count(l->buffer->data.get()) ||
+                   written_.count(llvm::dyn_cast<Variable>(l->buffer->data.get()));
+      else if (const auto *c = llvm::dyn_cast<Call>(n))
+        variant |= c->call_kind != Call::PureExtern;
     });
     return variant;
   }
@@ -372,6 +381,7 @@ private:
   llvm::DenseSet<const void *> shared_;
   llvm::DenseSet<const void *> skip_; ///< the buffers of the pipelined fills being planned
   llvm::DenseSet<const Variable *> variant_;
+  llvm::DenseSet<const Variable *> written_; ///< the buffers the kernel writes
   bool in_kernel_ = false;
 };
 

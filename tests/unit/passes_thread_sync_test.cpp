@@ -116,6 +116,33 @@ TEST(PassThreadSync, UniformBranchMayContainBarriers) {
   EXPECT_EQ(count_syncs(out), 2) << to_string(out); // and one at the loop's back edge
 }
 
+// A loop over a count read from memory (packed sequences' offsets) is uniform where every
+// thread reads the same element of global memory the kernel never writes: barriers go inside.
+// Indexed by threadIdx, or of a buffer the kernel writes, it stays one unit.
+TEST(PassThreadSync, LoopOverUniformLoadedCountMayContainBarriers) {
+  Kernel g;
+  Buffer offsets = Buffer::make("offsets", Int(32), {9});
+  auto loop_to = [&](const Expr &extent) {
+    return For::make(g.ko, 0, extent, ForKind::Serial, Seq::make({g.fill(), g.compute()}));
+  };
+  Stmt uniform = insert_thread_syncs(
+      g.wrap(loop_to(offsets.load({Expr(g.bx) + 1}) - offsets.load({Expr(g.bx)}))));
+  const auto *ko = Kernel::kernel_body(uniform).as<For>();
+  ASSERT_NE(ko, nullptr) << to_string(uniform);
+  EXPECT_EQ(count_syncs(ko->body), 2) << to_string(uniform);
+
+  Stmt per_thread = insert_thread_syncs(g.wrap(loop_to(offsets.load({Expr(g.tx)}))));
+  for (const For *f : find_all<For>(per_thread))
+    EXPECT_EQ(count_syncs(f->body), 0) << to_string(per_thread);
+
+  // The kernel writes offsets: threads may read it at different times.
+  Stmt written = insert_thread_syncs(g.wrap(
+      Seq::make({BufferStore::make(offsets, Expr(0), {Expr(g.tx)}),
+                 loop_to(offsets.load({Expr(g.bx)}))})));
+  for (const For *f : find_all<For>(written))
+    EXPECT_EQ(count_syncs(f->body), 0) << to_string(written);
+}
+
 // Loading a tile before the loop (a double-buffering prologue) needs a barrier before the loop.
 TEST(PassThreadSync, PrologueBeforeLoopAndIntrinsicAccesses) {
   Kernel g;
