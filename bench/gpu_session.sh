@@ -44,7 +44,7 @@
 #             with ping-pong, with a producer warpgroup, with the rows' logsumexp, with P V
 #             onto o, with the overlap inside a warpgroup: causal over 4 query blocks and the
 #             default at D=128; the defaults at D=256, causal and not), attention_varlen
-#             (packed sequences: the default, wgmma on Hopper, causal; WMMA; OVL=0) and
+#             (packed sequences: the default, wgmma on Hopper, causal; WMMA; OVL=0; LSE=1) and
 #             attention_decode (ring, prefetched); racecheck on gemm_shared at 256^3. One timed launch each (tessel run --number 1 --repeat 1)
 #             after the check's run and the warm-up
 #   sanitize_hopper  the same three tools on issue 25's kernels (apart, so that each step fits
@@ -63,7 +63,7 @@
 #             OVL=1, with ping-pong: causal too), with a producer warpgroup, with the rows'
 #             logsumexp written), then attention_decode's knobs at the issue's decoding shape
 #             (ROWS 8, VROWS 0; PF 1 with ROWS 8 and 4; SPLIT 256), then attention_varlen
-#             (the default, OVL=0, WMMA) beside the dense kernel at its padded shape, unchecked
+#             (the default, OVL=0, WMMA, LSE=1) beside the dense kernel at its padded shape, unchecked
 #             (not among the default steps: it needs torch)
 #   profile_decode_vendor  ncu (launch, occupancy, speed of light, memory, scheduler and warp
 #             state sections) on cuDNN's decoding kernel through torch's SDPA and on ours, at the
@@ -209,6 +209,8 @@ run_step() {
           --shape B=3,H=2,HKV=1,LMAX=256,MINLEN=17,D=128,CAUSAL=0,TC=1 "${once[@]}" &&
         sanitize_all attention_varlen \
           --shape B=3,H=2,HKV=1,LMAX=256,MINLEN=17,D=128,CAUSAL=0,OVL=0 "${once[@]}" &&
+        sanitize_all attention_varlen \
+          --shape B=3,H=2,HKV=1,LMAX=256,MINLEN=17,D=128,CAUSAL=1,LSE=1 "${once[@]}" &&
         sanitize_all attention --shape B=1,H=4,HKV=1,SQ=512,SK=512,D=128,TC=2,PB=3 "${once[@]}" &&
         sanitize_all attention --shape B=1,H=2,HKV=1,SQ=512,SK=512,D=128,TC=2,PB=6,LW=4 \
           "${once[@]}" &&
@@ -285,8 +287,9 @@ run_step() {
         done &&
         for c in 0 1; do
           echo "attention_varlen CAUSAL=$c (8 sequences of 4096 down to 1024 tokens): the" \
-            "default (wgmma on Hopper), OVL=0, TC=1; then the dense kernel over 8 x 4096:" &&
-            for k in TC=3 OVL=0 TC=1; do
+            "default (wgmma on Hopper), OVL=0, TC=1, LSE=1; then the dense kernel over 8 x" \
+            "4096:" &&
+            for k in TC=3 OVL=0 TC=1 LSE=1; do
               ./tessel run attention_varlen \
                 --shape B=8,H=16,HKV=16,LMAX=4096,MINLEN=1024,D=128,CAUSAL=$c,$k \
                 --no-check --number 1 --repeat 10 || return 1

@@ -324,12 +324,11 @@ std::array<Tensor, 3> packed_operands(const AttentionParams &a, DataType dtype,
 
 ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   const bool packed = a.packed_tokens > 0;
-  user_check(!packed || (a.Sq == a.Sk && !a.persistent_blocks && !a.lse), "attention")
+  user_check(!packed || (a.Sq == a.Sk && !a.persistent_blocks), "attention")
       << "packed sequences (" << a.packed_tokens << " tokens) take as many queries as keys a "
-      << "sequence (Sq = Sk: its longest), a block a tile (not a persistent grid: the tiles "
-         "walk different numbers of key blocks) and no logsumexp output (LSE=0); got Sq = "
-      << a.Sq << ", Sk = " << a.Sk << (a.persistent_blocks ? ", PB" : "")
-      << (a.lse ? ", LSE=1" : "");
+      << "sequence (Sq = Sk: its longest) and a block a tile (not a persistent grid: the tiles "
+         "walk different numbers of key blocks); got Sq = "
+      << a.Sq << ", Sk = " << a.Sk << (a.persistent_blocks ? ", PB" : "");
   Tensor offsets;
   std::array<Tensor, 3> packed_args;
   if (packed)
@@ -531,8 +530,8 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   if (a.lse)
     LSE = compute(
         {a.B, a.H, a.Sq},
-        [&](Var b, Var h, Var i) { return natural_max(b, h, i) + log(l_last(b, h, i)); }, "LSE",
-        {"b", "h", "i"});
+        [&](Var b, Var h, Var i) { return natural_max(b, h, i) + log(l_last(b, h, i)); },
+        packed ? "LSE_seq" : "LSE", {"b", "h", "i"});
   // With LSE, a row's 1 / l as exp(m ln 2 - LSE).
   auto lse_factor = [&](Var b, Var h, Var i) {
     return exp(natural_max(b, h, i) - LSE(b, h, i));
@@ -566,25 +565,38 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
         return (a.wgmma ? O32(b, h, i, dd) : quotient(b, h, i, dd)).astype(dtype);
       },
       packed ? "O_seq" : "O", {"b", "h", "i", "d"});
-  // Packed: each token's row of O gathered from its sequence's (a second kernel). Token n's
-  // sequence is the number of sequences that end at or before it.
-  Tensor seq, O_packed;
-  if (packed) {
+  // Packed: each token's row of O gathered from its sequence's (a second kernel), and with LSE
+  // each token's logsumexp, (H, tokens) as FlashAttention's varlen forward returns it (a
+  // third). Token n's sequence is the number of sequences that end at or before it.
+  Tensor seq, O_packed, lse_seq, LSE_packed;
+  auto sequence_of = [&](const char *name) {
     IterVar bs = reduce_axis({0, a.B}, "bs");
-    seq = compute(
+    return compute(
         {a.packed_tokens},
-        [&](Var n) { return sum(if_then_else(offsets(bs + 1) <= n, 1, 0), {bs}); }, "seq",
+        [&](Var n) { return sum(if_then_else(offsets(bs + 1) <= n, 1, 0), {bs}); }, name,
         {"n"});
+  };
+  if (packed) {
+    seq = sequence_of("seq");
     O_packed = compute(
         {a.packed_tokens, a.H, a.D},
         [&](Var n, Var h, Var dd) { return O(seq(n), h, n - offsets(seq(n)), dd); }, "O",
         {"n", "h", "d"});
+    if (a.lse) {
+      lse_seq = sequence_of("lse_seq");
+      LSE_packed = compute(
+          {a.H, a.packed_tokens},
+          [&](Var h, Var n) { return LSE(lse_seq(n), h, n - offsets(lse_seq(n))); }, "LSE",
+          {"h", "n"});
+    }
   }
 
   // A block per (b, h, block_queries queries), a thread per query; the fold per thread in
   // registers, the block's row max (and, on CUDA cores, scores) at its axis with the rest of
   // the step.
-  Schedule s = create_schedule({packed ? O_packed : O});
+  Schedule s = create_schedule(!packed ? std::vector<Tensor>{O}
+                                : a.lse ? std::vector<Tensor>{O_packed, LSE_packed}
+                                        : std::vector<Tensor>{O_packed});
   IterVar tx = thread_axis("threadIdx.x");
   auto [b, h, i, dd] = s[O].axes<4>();
   auto [io, ii] = s[O].split(i, a.block_queries);
@@ -679,6 +691,13 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
     s[seq].compute_at(s[O_packed], n).set_scope("local");
     ScheduledProgram prog{s, {packed_args[0], packed_args[1], packed_args[2], offsets, O_packed},
                           4, 0};
+    if (a.lse) { // a thread a token, its sequence found by the thread
+      auto [lh, ln] = s[LSE_packed].axes<2>();
+      auto [lo, li] = s[LSE_packed].split(s[LSE_packed].fuse(lh, ln), 128);
+      s[LSE_packed].bind(lo, thread_axis("blockIdx.x")).bind(li, thread_axis("threadIdx.x"));
+      s[lse_seq].compute_at(s[LSE_packed], li).set_scope("local");
+      prog.args.push_back(LSE_packed);
+    }
     // The padded grid's work; the registry counts the sequences' own (their lengths are data).
     prog.flops = 4.0 * double(a.B * a.H * a.D) * double(a.Sq) * double(a.Sk);
     return prog;
@@ -1170,13 +1189,16 @@ ScheduleEntry attention_varlen_entry() {
       "walk different numbers of key blocks), 1: on WMMA "
       "(BQ 32, 64 or 128 queries a block, dividing LMAX; BK a multiple of 16 dividing it), 0: "
       "CUDA cores, 3 (the default): 2 on a Hopper GPU where it takes the shape, else 1. BQ and "
-      "BK 0: the path's, as attention's.";
+      "BK 0: the path's, as attention's. LSE 1: a second output LSE (H, N), float32, each "
+      "token's natural logsumexp for a backward pass (FlashAttention's varlen layout).";
   e.default_shape = {{"B", 3},      {"H", 4},      {"HKV", 2}, {"LMAX", 128}, {"MINLEN", 40},
                      {"D", 64},     {"CAUSAL", 0}, {"TC", 3},  {"BQ", 0},     {"BK", 0},
-                     {"STAGES", 0}, {"TMA", 1},    {"PP", 2},  {"WS", 2},     {"OVL", 2}};
-  e.nonnegative = {"CAUSAL", "TC", "BQ", "BK", "STAGES", "TMA", "PP", "WS", "OVL"};
+                     {"STAGES", 0}, {"TMA", 1},    {"PP", 2},  {"WS", 2},     {"OVL", 2},
+                     {"LSE", 0}};
+  e.nonnegative = {"CAUSAL", "TC", "BQ", "BK", "STAGES", "TMA", "PP", "WS", "OVL", "LSE"};
   e.choices = {{"CAUSAL", {0, 1}}, {"TC", {0, 1, 2, 3}}, {"TMA", {0, 1}},
-               {"PP", {0, 1, 2}},  {"WS", {0, 1, 2}},    {"OVL", {0, 1, 2}}};
+               {"PP", {0, 1, 2}},  {"WS", {0, 1, 2}},    {"OVL", {0, 1, 2}},
+               {"LSE", {0, 1}}};
   e.dtypes = {Float(16), BFloat(16)};
   e.knobs = {{"BK", {16, 32, 64, 128}}, {"BQ", {32, 64, 128}}, {"STAGES", {1, 2, 3}},
              {"TMA", {0, 1}},           {"PP", {0, 1}},      {"WS", {0, 1}},
@@ -1187,7 +1209,7 @@ ScheduleEntry attention_varlen_entry() {
     // attention's choice of path and knobs at the padded shape, on a block a tile.
     ShapeParams padded = p;
     padded["SQ"] = padded["SK"] = p.at("LMAX");
-    for (const char *k : {"BSHD", "SLACK", "LSE", "PB", "LW"})
+    for (const char *k : {"BSHD", "SLACK", "PB", "LW"})
       padded[k] = 0;
     padded["ACC"] = 2;
     padded["REV"] = 0; // (the overlap's causal default would reverse the blocks: not timed)

@@ -89,26 +89,15 @@ private:
   std::vector<std::string> names_;
 };
 
-// A stage computed at a loop of its kernel's root stage that lies outside every thread loop
-// (the root's leaves up to it all bound to blockIdx), none of its own loops bound to threads:
-// each thread of the block computes all of it, so each reads its own writes (the others write
-// the same values). Such a stage may be a global workspace written beside another output.
-bool computed_once_a_block(const StageNode *s) {
+// A stage computed at a loop of its kernel's root stage (a stage at the root). Its region is
+// the block's share (InferBound relaxes a global stage's over the block's threads, as shared
+// memory's), computed by the block's threads as an argument computed there would be: by each
+// thread all of it where its loops are unbound (each reads its own writes, the others write
+// the same values), or split over the threads its loops are bound to. Such a stage may be a
+// global workspace written beside another output for later kernels.
+bool computed_in_root_kernel(const StageNode *s) {
   const StageNode *root = s->attach_stage;
-  if (s->attach_type != AttachType::Scope || !root || root->attach_type != AttachType::Root)
-    return false;
-  auto bound_to = [](const StageNode *st, const IterVar &iv, const char *prefix) {
-    const IterVarAttr *a = st->find_attr(iv);
-    return a && a->bind_thread.defined() && a->bind_thread.thread_tag().rfind(prefix, 0) == 0;
-  };
-  for (const IterVar &iv : root->leaf_iter_vars) {
-    if (!bound_to(root, iv, "blockIdx"))
-      return false;
-    if (iv.same_as(s->attach_ivar))
-      break;
-  }
-  return std::none_of(s->leaf_iter_vars.begin(), s->leaf_iter_vars.end(),
-                      [&](const IterVar &iv) { return bound_to(s, iv, "threadIdx"); });
+  return s->attach_type == AttachType::Scope && root && root->attach_type == AttachType::Root;
 }
 
 } // namespace
@@ -187,14 +176,14 @@ LoweredModule lower(const Schedule &s, const std::vector<Tensor> &args,
     }
     if (st->scope != "global")
       continue;
-    user_check(st->attach_type == AttachType::Root || computed_once_a_block(st.get()), "lower")
+    user_check(st->attach_type == AttachType::Root || computed_in_root_kernel(st.get()), "lower")
         << "stage '" << st->op.name() << "' is stored in global memory but computed at loop '"
         << st->attach_ivar.name() << "' of stage '"
         << (st->attach_stage ? st->attach_stage->op.name() : std::string("?"))
-        << "', not at its kernel's blockIdx loops with its own loops unbound; a global stage that "
-           "is not an argument is a workspace, written by a kernel of its own or once a block by "
-           "every thread of it: leave it at the root, compute it at the block's loops, or give "
-           "it a 'shared' or 'local' scope";
+        << "', which is itself computed inside another stage; a global stage that is not an "
+           "argument is a workspace, written by a kernel of its own or at a loop of its "
+           "kernel's root stage: leave it at the root, compute it at a loop of the kernel's "
+           "root stage, or give it a 'shared' or 'local' scope";
     arg_stages.insert(st.get());
     for (const Buffer &b : bufs) {
       add_param(b);

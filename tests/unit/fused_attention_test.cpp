@@ -88,11 +88,12 @@ ScheduledProgram wgmma_attention(AttentionParams a, int64_t Bk, int64_t stages =
 // The largest |got - want| / (1 + |want|) of `got`, O of packed sequences (token, head,
 // column), against attention computed per sequence in float64 from packed Q (token, H, D), K
 // and V (token, Hkv, D) and the sequences' offsets (B + 1); causal: each query sees its
-// sequence's keys up to itself.
+// sequence's keys up to itself. `lse`: also each row's natural logsumexp (H, tokens).
 double packed_attention_error(const std::vector<double> &offsets, int64_t H, int64_t Hkv,
                               int64_t D, bool causal, const std::vector<double> &q,
                               const std::vector<double> &k, const std::vector<double> &v,
-                              const std::vector<double> &got) {
+                              const std::vector<double> &got,
+                              const std::vector<double> *lse = nullptr) {
   auto at = [&](const std::vector<double> &x, int64_t heads, int64_t tok, int64_t hh,
                 int64_t e) { return x[size_t((tok * heads + hh) * D + e)]; };
   const int64_t g = H / Hkv;
@@ -113,6 +114,11 @@ double packed_attention_error(const std::vector<double> &offsets, int64_t H, int
         }
         for (double &x : w)
           sum_w += (x = std::exp(x - mx));
+        if (lse) {
+          const double want = mx + std::log(sum_w);
+          const double x = (*lse)[size_t(hh * int64_t(offsets.back()) + begin + i)];
+          worst = std::max(worst, std::abs(x - want) / (1 + std::abs(want)));
+        }
         for (int64_t e = 0; e < D; ++e) {
           double want = 0;
           for (int64_t j = 0; j < seen; ++j)
@@ -1167,7 +1173,7 @@ TEST(FusedAttention, PackedVariableLengthSequences) {
 // wgmma with a TMA ring, WMMA or CUDA cores over the padded grid, each tile read from its
 // sequence's first token on, the keys past its end masked and the key loop bounded by its
 // length, then O gathered per token) match it on the executor: grouped-query heads, causal
-// and not.
+// and not; causal with the rows' logsumexp (LSE=1, (H, tokens)) as a second output.
 TEST(FusedAttention, RegisteredPackedSequences) {
   const ScheduleEntry &e = find_schedule("attention_varlen");
   EXPECT_EQ(packed_lengths(3, 48, 16), (std::vector<int64_t>{48, 32, 16}));
@@ -1185,7 +1191,8 @@ TEST(FusedAttention, RegisteredPackedSequences) {
                                                      {"TC", wgmma ? 2 : tc},
                                                      {"BQ", wgmma ? 64 : 32},
                                                      {"BK", wgmma ? 64 : 0},
-                                                     {"OVL", tc == 3 ? 1 : 0}}),
+                                                     {"OVL", tc == 3 ? 1 : 0},
+                                                     {"LSE", causal}}),
                                    Float(16));
       SCOPED_TRACE(std::string(tc == 3 ? "wgmma, overlapped steps" : tc == 2 ? "wgmma"
                                : tc                                       ? "WMMA"
@@ -1196,11 +1203,16 @@ TEST(FusedAttention, RegisteredPackedSequences) {
                                                 : std::vector<double>{0, 64, 104, 120};
       EXPECT_EQ(p.given_inputs.at(3), offsets);
       EXPECT_EQ(constant_shape(p.args[0]), (std::vector<int64_t>{tokens, H, D}));
-      EXPECT_EQ(constant_shape(p.args.back()), (std::vector<int64_t>{tokens, H, D}));
+      ASSERT_EQ(p.args.size(), causal ? 6u : 5u);
+      EXPECT_EQ(constant_shape(p.args[4]), (std::vector<int64_t>{tokens, H, D}));
+      if (causal)
+        EXPECT_EQ(constant_shape(p.args[5]), (std::vector<int64_t>{H, tokens}));
       CheckProblem problem = make_check_problem(p.args, p.num_inputs, 5, 0, p.given_inputs);
-      EXPECT_LT(packed_attention_error(problem.inputs[3].values, H, Hkv, D, causal,
-                                       problem.inputs[0].values, problem.inputs[1].values,
-                                       problem.inputs[2].values, problem.reference),
+      EXPECT_LT(packed_attention_error(
+                    problem.inputs[3].values, H, Hkv, D, causal, problem.inputs[0].values,
+                    problem.inputs[1].values, problem.inputs[2].values,
+                    causal ? problem.earlier_outputs.at(0).reference : problem.reference,
+                    causal ? &problem.reference : nullptr),
                 1.0 / 1024);
       CheckResult r = check_on_cpu(p.schedule, p.args, problem);
       EXPECT_TRUE(r.compare.ok) << r.str();
@@ -1435,7 +1447,7 @@ TEST(FusedAttention, GpuMatchesTheReference) {
     }
   }
   // Packed sequences (attention_varlen: the default, wgmma on a Hopper GPU with the overlap of
-  // steps; without it; WMMA): 256 down to 33 tokens, causal and not.
+  // steps; without it; WMMA): 256 down to 33 tokens, causal (with the rows' logsumexp) and not.
   for (auto [tc, overlap] : {std::pair{3, 2}, {3, 0}, {1, 0}})
     for (int64_t causal : {0, 1}) {
       if (overlap == 0 && tc == 3 && Device::get().arch() != "sm_90") // (the wgmma step's)
@@ -1443,7 +1455,8 @@ TEST(FusedAttention, GpuMatchesTheReference) {
       const ScheduleEntry &e = find_schedule("attention_varlen");
       ScheduledProgram p = e.build(resolve_shape(e, {{"B", 3}, {"H", 4}, {"HKV", 2}, {"LMAX", 256},
                                                      {"MINLEN", 33}, {"D", 128}, {"CAUSAL", causal},
-                                                     {"TC", tc}, {"OVL", overlap}}),
+                                                     {"TC", tc}, {"OVL", overlap},
+                                                     {"LSE", causal}}),
                                    Float(16));
       SCOPED_TRACE(std::string("packed sequences") + (causal ? ", causal" : "") +
                    (tc == 1 ? ", WMMA" : overlap ? ", the default path" : ", OVL=0"));

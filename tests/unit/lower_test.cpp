@@ -61,11 +61,12 @@ TEST(Lower, PrintsEachScheduleAsOneKernelWithItsConstructs) {
 }
 
 // A global stage that is not an argument is a workspace. Computed at the root it is a kernel
-// of its own; computed at a kernel's block loop (every thread of the block computes all of it,
-// so each reads its own writes), it is written beside that kernel's result and read by later
-// kernels: here the row sums R beside Y = A / R, and O = Y + R in a second kernel. Inside the
-// threads' loops it is refused.
-TEST(Lower, GlobalStageComputedOnceABlockIsAWorkspaceOfThatKernel) {
+// of its own; computed at a loop of a kernel's root stage (its region the block's share), it is
+// written beside that kernel's result and read by later kernels: here the row sums R beside
+// Y = A / R, and O = Y + R in a second kernel; at the block loop every thread computes all of
+// R, inside the threads' loops too (each computes the block's share). Computed inside a stage
+// that is itself computed at another, it is refused.
+TEST(Lower, GlobalStageComputedInAKernelsRootIsAWorkspaceOfThatKernel) {
   auto program = [](bool inside_threads) {
     Tensor A = placeholder({8, 32}, Float(32), "A");
     IterVar k = reduce_axis({0, 32}, "k");
@@ -80,14 +81,27 @@ TEST(Lower, GlobalStageComputedOnceABlockIsAWorkspaceOfThatKernel) {
     s[O].bind(oi, thread_axis("blockIdx.x")).bind(oj, thread_axis("threadIdx.x"));
     return std::make_pair(s, std::vector<Tensor>{A, O});
   };
-  auto [s, args] = program(false);
-  LoweredModule m = lower(s, args);
-  ASSERT_EQ(m.funcs.size(), 2u) << m;
-  EXPECT_EQ(m.num_workspaces, 2u); // Y and R
-  CheckResult r = check_on_cpu(s, args, 1);
-  EXPECT_TRUE(r.compare.ok) << r.str();
-  auto [s2, args2] = program(true);
-  expect_error([&] { lower(s2, args2); },
-               {"stage 'R' is stored in global memory but computed at loop 'i1' of stage 'Y'",
-                "not at its kernel's blockIdx loops", "once a block"});
+  for (bool inside_threads : {false, true}) {
+    auto [s, args] = program(inside_threads);
+    LoweredModule m = lower(s, args);
+    ASSERT_EQ(m.funcs.size(), 2u) << m;
+    EXPECT_EQ(m.num_workspaces, 2u); // Y and R
+    CheckResult r = check_on_cpu(s, args, 1);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
+  // R inside Y, Y (local) inside O's kernel: R would be written in a stage's scope, not the
+  // kernel's.
+  Tensor A = placeholder({8, 32}, Float(32), "A");
+  IterVar k = reduce_axis({0, 32}, "k");
+  Tensor R = compute({8}, [&](Var i) { return sum(A(i, k), {k}); }, "R");
+  Tensor Y = compute({8, 32}, [&](Var i, Var j) { return A(i, j) / R(i); }, "Y");
+  Tensor O = compute({8, 32}, [&](Var i, Var j) { return Y(i, j) + 1.0f; }, "O");
+  Schedule s = create_schedule({O});
+  auto [oi, oj] = s[O].axes<2>();
+  s[O].bind(oi, thread_axis("blockIdx.x")).bind(oj, thread_axis("threadIdx.x"));
+  s[Y].compute_at(s[O], oj).set_scope("local");
+  s[R].compute_at(s[Y], s[Y].op_axis(1));
+  expect_error([&] { lower(s, {A, O}); },
+               {"stage 'R' is stored in global memory but computed at loop", "of stage 'Y'",
+                "itself computed inside another stage", "root stage"});
 }
