@@ -45,7 +45,7 @@
 #             onto o, with the overlap inside a warpgroup: causal over 4 query blocks and the
 #             default at D=128; the defaults at D=256, causal and not), attention_varlen
 #             (packed sequences: the default, wgmma on Hopper, causal; WMMA; OVL=0; LSE=1) and
-#             attention_decode (ring, prefetched); racecheck on gemm_shared at 256^3. One timed launch each (tessel run --number 1 --repeat 1)
+#             attention_decode (ring, prefetched, on wgmma: TC=2); racecheck on gemm_shared at 256^3. One timed launch each (tessel run --number 1 --repeat 1)
 #             after the check's run and the warm-up
 #   sanitize_hopper  the same three tools on issue 25's kernels (apart, so that each step fits
 #             a 600 s call): gemm_wgmma with warp roles over 16 K steps, persistent with TMA
@@ -62,7 +62,8 @@
 #             26's three prefill rows without and with the overlap inside a warpgroup (OVL=0,
 #             OVL=1, with ping-pong: causal too), with a producer warpgroup, with the rows'
 #             logsumexp written), then attention_decode's knobs at the issue's decoding shape
-#             (ROWS 8, VROWS 0; PF 1 with ROWS 8 and 4; SPLIT 256), then attention_varlen
+#             (ROWS 8, VROWS 0; PF 1 with ROWS 8 and 4; SPLIT 256; on wgmma, TC 2: its default,
+#             persistent, WS 0 with BK 64 and 4 stages), then attention_varlen
 #             (the default, OVL=0, WMMA, LSE=1) beside the dense kernel at its padded shape, unchecked
 #             (not among the default steps: it needs torch)
 #   profile_decode_vendor  ncu (launch, occupancy, speed of light, memory, scheduler and warp
@@ -220,6 +221,8 @@ run_step() {
           "${once[@]}" &&
         sanitize_all attention_decode --shape B=1,H=4,HKV=2,SK=1024,D=128,SPLIT=256,PF=1 \
           "${once[@]}" &&
+        sanitize_all attention_decode --shape B=1,H=8,HKV=2,SK=1024,D=128,SPLIT=256,TC=2 \
+          "${once[@]}" &&
         compute-sanitizer --tool racecheck --error-exitcode 1 \
           ./tessel run gemm_shared --shape M=256,N=256,K=256 "${once[@]}" ;;
     sanitize_hopper)
@@ -280,7 +283,7 @@ run_step() {
           python3 "$here/bench/attention_torch.py" --tessel ./tessel --rounds 1 --repeat 20 \
             --rows 0,1,2 --prefill-knobs ,$knobs || return 1
         done &&
-        for knobs in ROWS=8 VROWS=0 PF=1,ROWS=8 PF=1,ROWS=4 SPLIT=256; do
+        for knobs in ROWS=8 VROWS=0 PF=1,ROWS=8 PF=1,ROWS=4 SPLIT=256 TC=2 TC=2,PB=132 TC=2,WS=0,BK=64,STAGES=4; do
           echo "attention_decode $knobs:"
           ./tessel run attention_decode --shape B=16,H=32,HKV=8,SK=32768,D=128,$knobs \
             --no-check --number 5 --repeat 20 || return 1

@@ -322,8 +322,105 @@ std::array<Tensor, 3> packed_operands(const AttentionParams &a, DataType dtype,
   return {qg, kg, vg};
 }
 
+namespace {
+
+// Decoding on attention's fold (attention_decode_wgmma): the user's decoding shape and the
+// chunks its keys are split into.
+struct DecodeGrid {
+  AttentionParams shape;
+  int64_t chunks = 1;
+};
+
+// Decoding's operands as the fold's: chunk p of batch b's keys is the fold's batch p B + b (its
+// Sk = the chunk's keys), and a key/value head's g query heads and Sq queries are its rows,
+// head-major (row r: head r / Sq of the group, query r % Sq), zero past g Sq to the block's
+// 64. Views of the user's Q, K, V (`args`), inlined into their tiles' copies.
+std::array<Tensor, 3> decode_operands(const DecodeGrid &grid, const AttentionParams &a,
+                                      DataType dtype, std::array<Tensor, 3> &args) {
+  const AttentionParams &u = grid.shape;
+  args = attention_operands(u, dtype, "attention_decode");
+  const int g = int(u.H / u.Hkv), sq = int(u.Sq), b0 = int(u.B);
+  const int chunk = int(u.Sk / grid.chunks);
+  Tensor q = compute(
+      {a.B, a.H, a.Sq, a.D},
+      [&](Var b, Var h, Var r, Var d) {
+        return if_then_else(r < g * sq,
+                            args[0](floormod(b, b0), h * g + floordiv(r, sq), floormod(r, sq), d),
+                            make_zero(dtype));
+      },
+      "Q_rows", {"b", "h", "i", "d"});
+  auto keys = [&](const Tensor &x, const std::string &name) {
+    return compute(
+        {a.B, a.H, a.Sk, a.D},
+        [&](Var b, Var h, Var j, Var d) {
+          return x(floormod(b, b0), h, floordiv(b, b0) * chunk + j, d);
+        },
+        name, {"b", "h", "j", "d"});
+  };
+  return {q, keys(args[1], "K_chunk"), keys(args[2], "V_chunk")};
+}
+
+// Decoding's merge of its chunks (a kernel of its own): with lse_p each chunk's rows'
+// logsumexp and op_p its normalized output, X = max_p lse_p, W = sum_p exp(lse_p - X) and
+// O = sum_p exp(lse_p - X) op_p / W in Q's type, over the user's (B, H, Sq, D).
+struct ChunkMerge {
+  Tensor X, W, Osum, O;
+};
+ChunkMerge merge_chunks(const AttentionParams &u, int64_t chunks, DataType dtype,
+                        const std::function<Expr(const Expr &, Var, Var, Var)> &lse,
+                        const std::function<Expr(const Expr &, Var, Var, Var, Var)> &op) {
+  IterVar p1 = reduce_axis({0, chunks}, "p1"), p2 = reduce_axis({0, chunks}, "p2"),
+          p3 = reduce_axis({0, chunks}, "p3");
+  ChunkMerge m;
+  m.X = compute(
+      {u.B, u.H, u.Sq}, [&](Var b, Var h, Var i) { return max(lse(p1, b, h, i), {p1}); }, "X",
+      {"b", "h", "i"});
+  m.W = compute(
+      {u.B, u.H, u.Sq},
+      [&](Var b, Var h, Var i) { return sum(exp(lse(p2, b, h, i) - m.X(b, h, i)), {p2}); }, "W",
+      {"b", "h", "i"});
+  m.Osum = compute(
+      {u.B, u.H, u.Sq, u.D},
+      [&](Var b, Var h, Var i, Var dd) {
+        return sum(op(p3, b, h, i, dd) * exp(lse(p3, b, h, i) - m.X(b, h, i)), {p3});
+      },
+      "Osum", {"b", "h", "i", "d"});
+  m.O = compute(
+      {u.B, u.H, u.Sq, u.D},
+      [&](Var b, Var h, Var i, Var dd) {
+        return (m.Osum(b, h, i, dd) / m.W(b, h, i)).astype(dtype);
+      },
+      "O", {"b", "h", "i", "d"});
+  return m;
+}
+
+// The merge's kernel: a block per (batch, head, query), a thread per column of D.
+void schedule_merge(Schedule &s, const ChunkMerge &m) {
+  auto [b, h, i, dd] = s[m.O].axes<4>();
+  IterVar row = s[m.O].fuse(s[m.O].fuse(b, h), i);
+  s[m.O].bind(row, thread_axis("blockIdx.x"));
+  s[m.O].bind(dd, thread_axis("threadIdx.x"));
+  for (const Tensor &x : {m.X, m.W})
+    s[x].compute_at(s[m.O], row).set_scope("local");
+  s[m.Osum].compute_at(s[m.O], dd).set_scope("local");
+}
+
+} // namespace
+
+static ScheduledProgram attention_program(const AttentionParams &a, DataType dtype,
+                                          const DecodeGrid *decode);
+
 ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
+  return attention_program(a, dtype, nullptr);
+}
+
+// attention's program; `decode`: the fold of decoding (attention_decode_wgmma), its chunks'
+// rows merged by a second kernel.
+static ScheduledProgram attention_program(const AttentionParams &a, DataType dtype,
+                                          const DecodeGrid *decode) {
   const bool packed = a.packed_tokens > 0;
+  internal_check(!decode || (a.wgmma && a.lse && !packed && !a.causal && a.H == a.Hkv))
+      << "decoding's fold is wgmma's, with its rows' logsumexp, over g = 1 and no mask";
   user_check(!packed || (a.Sq == a.Sk && !a.persistent_blocks), "attention")
       << "packed sequences (" << a.packed_tokens << " tokens) take as many queries as keys a "
       << "sequence (Sq = Sk: its longest) and a block a tile (not a persistent grid: the tiles "
@@ -333,8 +430,10 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   std::array<Tensor, 3> packed_args;
   if (packed)
     offsets = placeholder({a.B + 1}, Int(32), "offsets");
-  auto [Q, K, V] = packed ? packed_operands(a, dtype, offsets, packed_args)
-                          : attention_operands(a, dtype, "attention");
+  std::array<Tensor, 3> decode_args;
+  auto [Q, K, V] = packed   ? packed_operands(a, dtype, offsets, packed_args)
+                   : decode ? decode_operands(*decode, a, dtype, decode_args)
+                            : attention_operands(a, dtype, "attention");
   // Packed, a sequence's queries and keys are padded to the longest (the entry's LMAX).
   const std::string longest = packed ? " (LMAX, the longest sequence)" : "";
   user_check(a.block_keys > 0 && a.Sk % a.block_keys == 0, "attention")
@@ -531,7 +630,7 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
     LSE = compute(
         {a.B, a.H, a.Sq},
         [&](Var b, Var h, Var i) { return natural_max(b, h, i) + log(l_last(b, h, i)); },
-        packed ? "LSE_seq" : "LSE", {"b", "h", "i"});
+        packed ? "LSE_seq" : decode ? "lse_chunk" : "LSE", {"b", "h", "i"});
   // With LSE, a row's 1 / l as exp(m ln 2 - LSE).
   auto lse_factor = [&](Var b, Var h, Var i) {
     return exp(natural_max(b, h, i) - LSE(b, h, i));
@@ -559,12 +658,17 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
         [&](Var b, Var h, Var i, Var dd) { return o_last(b, h, i, dd) * row_factor(b, h, i); },
         "O32", {"b", "h", "i", "d"});
   }
+  // Decoding: each chunk's rows of O in float32 for the merge, the group's g x Sq rows only
+  // (the store's row limit: the padding's rows are not written).
+  const DataType o_dtype = decode ? Float(32) : dtype;
+  const int64_t o_rows =
+      decode ? decode->shape.H / decode->shape.Hkv * decode->shape.Sq : a.Sq;
   Tensor O = compute(
-      {a.B, a.H, a.Sq, a.D},
+      {a.B, a.H, o_rows, a.D},
       [&](Var b, Var h, Var i, Var dd) {
-        return (a.wgmma ? O32(b, h, i, dd) : quotient(b, h, i, dd)).astype(dtype);
+        return (a.wgmma ? O32(b, h, i, dd) : quotient(b, h, i, dd)).astype(o_dtype);
       },
-      packed ? "O_seq" : "O", {"b", "h", "i", "d"});
+      packed ? "O_seq" : decode ? "O_chunk" : "O", {"b", "h", "i", "d"});
   // Packed: each token's row of O gathered from its sequence's (a second kernel), and with LSE
   // each token's logsumexp, (H, tokens) as FlashAttention's varlen forward returns it (a
   // third). Token n's sequence is the number of sequences that end at or before it.
@@ -594,9 +698,26 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   // A block per (b, h, block_queries queries), a thread per query; the fold per thread in
   // registers, the block's row max (and, on CUDA cores, scores) at its axis with the rest of
   // the step.
-  Schedule s = create_schedule(!packed ? std::vector<Tensor>{O}
-                                : a.lse ? std::vector<Tensor>{O_packed, LSE_packed}
-                                        : std::vector<Tensor>{O_packed});
+  // Decoding: the chunks' rows merged (a kernel of its own), as attention_decode's: with
+  // X = max_p lse_p and W = sum_p exp(lse_p - X), O = sum_p exp(lse_p - X) O_p / W, query i of
+  // head h at row (h mod g) Sq + i of its key/value head h / g.
+  ChunkMerge merge;
+  if (decode) {
+    const AttentionParams &u = decode->shape;
+    const int g0 = int(u.H / u.Hkv), sq = int(u.Sq), b0 = int(u.B);
+    merge = merge_chunks(
+        u, decode->chunks, dtype,
+        [&](const Expr &p, Var b, Var h, Var i) {
+          return LSE(p * b0 + b, h / g0, floormod(h, g0) * sq + i);
+        },
+        [&](const Expr &p, Var b, Var h, Var i, Var dd) {
+          return O(p * b0 + b, h / g0, floormod(h, g0) * sq + i, dd);
+        });
+  }
+  Schedule s = create_schedule(decode    ? std::vector<Tensor>{merge.O}
+                               : !packed ? std::vector<Tensor>{O}
+                               : a.lse   ? std::vector<Tensor>{O_packed, LSE_packed}
+                                         : std::vector<Tensor>{O_packed});
   IterVar tx = thread_axis("threadIdx.x");
   auto [b, h, i, dd] = s[O].axes<4>();
   auto [io, ii] = s[O].split(i, a.block_queries);
@@ -622,7 +743,7 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
       wg = iw;
       rows = i64;
     }
-    s[O].tensorize(rows, wgmma_store_matrix(a.D, "global", dtype));
+    s[O].tensorize(rows, wgmma_store_matrix(a.D, "global", o_dtype));
     Stage fold_stage = s[o_last];
     fold_stage.compute_at(s[O], wg);
     schedule_wgmma(s, {Q, K, V, S, rowmax, m_new, P, Pq, PV, O, rowsum}, fold_stage, t, block,
@@ -672,6 +793,17 @@ ScheduledProgram attention(const AttentionParams &a, DataType dtype) {
   // statement: its loop keeps one body).
   if (a.causal || packed)
     s[o_last].specialize(t);
+
+  if (decode) {
+    // The views inline where Q, K and V are read (their tiles' copies); the merge.
+    for (const Tensor &x : {Q, K, V})
+      s[x].compute_inline();
+    schedule_merge(s, merge);
+    const AttentionParams &u = decode->shape;
+    ScheduledProgram prog{s, {decode_args[0], decode_args[1], decode_args[2], merge.O}, 3, 0};
+    prog.flops = 4.0 * double(u.B * u.H * u.Sq * u.D) * double(u.Sk);
+    return prog;
+  }
 
   if (packed) {
     // The gathers inline where Q, K and V are read (their shared tiles' copies, predicated by
@@ -802,27 +934,11 @@ ScheduledProgram attention_decode(const AttentionParams &a, DataType dtype,
         return sum(Pn(p, b, h, i, j3) * V(b, h / g, key(p, j3), dd).astype(F32), {j3});
       },
       "op", {"p", "b", "h", "i", "d"});
-  // The merge: with X = max_p lse_p and W = sum_p exp(lse_p - X), O = sum_p exp(lse_p - X)
-  // op_p / W.
-  IterVar p1 = reduce_axis({0, splits}, "p1"), p2 = reduce_axis({0, splits}, "p2"),
-          p3 = reduce_axis({0, splits}, "p3");
-  Tensor X = compute(
-      {a.B, a.H, a.Sq}, [&](Var b, Var h, Var i) { return max(lse(p1, b, h, i), {p1}); }, "X",
-      {"b", "h", "i"});
-  Tensor W = compute(
-      {a.B, a.H, a.Sq},
-      [&](Var b, Var h, Var i) { return sum(exp(lse(p2, b, h, i) - X(b, h, i)), {p2}); }, "W",
-      {"b", "h", "i"});
-  Tensor Osum = compute(
-      {a.B, a.H, a.Sq, a.D},
-      [&](Var b, Var h, Var i, Var dd) {
-        return sum(op(p3, b, h, i, dd) * exp(lse(p3, b, h, i) - X(b, h, i)), {p3});
-      },
-      "Osum", {"b", "h", "i", "d"});
-  Tensor O = compute(
-      {a.B, a.H, a.Sq, a.D},
-      [&](Var b, Var h, Var i, Var dd) { return (Osum(b, h, i, dd) / W(b, h, i)).astype(dtype); },
-      "O", {"b", "h", "i", "d"});
+  // The merge.
+  ChunkMerge merge = merge_chunks(
+      a, splits, dtype, [&](const Expr &p, Var b, Var h, Var i) { return lse(p, b, h, i); },
+      [&](const Expr &p, Var b, Var h, Var i, Var dd) { return op(p, b, h, i, dd); });
+  const Tensor &O = merge.O;
 
   // Kernel 1: a block per (chunk, batch, key/value head) with its g query heads, X x Y = 128
   // threads (X = lanes, 16 by default). The scores: a key row per X threads along x (D / X
@@ -968,21 +1084,54 @@ ScheduledProgram attention_decode(const AttentionParams &a, DataType dtype,
     s[Pn].bind(jy, ty).bind(jx, tx);
   }
 
-  // Kernel 2: the merge, a block per (batch, head, query), a thread per column of D.
-  {
-    auto [b, h, i, dd] = s[O].axes<4>();
-    IterVar row = s[O].fuse(s[O].fuse(b, h), i);
-    s[O].bind(row, thread_axis("blockIdx.x"));
-    s[O].bind(dd, thread_axis("threadIdx.x"));
-    for (const Tensor &x : {X, W})
-      s[x].compute_at(s[O], row).set_scope("local");
-    s[Osum].compute_at(s[O], dd).set_scope("local");
-  }
+  // Kernel 2: the merge.
+  schedule_merge(s, merge);
 
   ScheduledProgram prog{s, {Q, K, V, O}, 3, 0};
   // 4 flops per (query, key, dim), the causal mask's few skipped pairs counted.
   prog.flops = 4.0 * double(a.B * a.H * a.Sq * a.D) * double(a.Sk);
   return prog;
+}
+
+ScheduledProgram attention_decode_wgmma(const AttentionParams &u, DataType dtype,
+                                        const DecodeWgmma &k) {
+  check_operands(u, dtype, "attention_decode");
+  const int64_t g = u.H / u.Hkv;
+  user_check(!u.causal || u.Sq == 1, "attention_decode")
+      << "decoding on wgmma (TC=2) takes no mask: not causal, or causal with one query (which "
+         "sees every key); got "
+      << u.Sq << " causal queries: use the CUDA-core decoder (TC=0)";
+  user_check(g * u.Sq <= 64, "attention_decode")
+      << "decoding on wgmma (TC=2) takes a key/value head's " << g << " query heads x " << u.Sq
+      << " queries as the rows of one warpgroup, at most 64: use the CUDA-core decoder (TC=0)";
+  user_check(u.D == 64 || u.D == 128 || u.D == 256, "attention_decode")
+      << "decoding on wgmma (TC=2) takes a head dim of 64, 128 or 256, not " << u.D;
+  user_check(k.block_keys > 0 && k.split_keys % k.block_keys == 0 && k.split_keys > 0 &&
+                 u.Sk % k.split_keys == 0,
+             "attention_decode")
+      << "the " << u.Sk << " keys are split into chunks of " << k.split_keys << " (SPLIT), "
+      << "walked in blocks of " << k.block_keys << " (BK): SPLIT must divide the keys and be a "
+      << "multiple of BK";
+  AttentionParams a;
+  a.B = u.B * (u.Sk / k.split_keys);
+  a.H = a.Hkv = u.Hkv;
+  a.Sq = 64;
+  a.Sk = k.split_keys;
+  a.D = u.D;
+  a.causal = false;
+  a.tensor_cores = a.wgmma = true;
+  a.block_queries = 64;
+  a.block_keys = k.block_keys;
+  a.stages = k.stages;
+  a.tma = k.stages > 1;
+  a.warp_roles = k.warp_roles && a.tma;
+  a.lse = true;
+  a.accumulate_o = u.D == 256; // (a separate accumulator spills there, as attention's)
+  a.persistent_blocks = k.persistent_blocks;
+  AttentionParams shape = u;
+  shape.causal = false;
+  DecodeGrid grid{shape, u.Sk / k.split_keys};
+  return attention_program(a, dtype, &grid);
 }
 
 // A persistent grid's blocks: the SMs of an H100 or H200.
@@ -1257,14 +1406,22 @@ ScheduleEntry attention_decode_entry() {
       "copy pipelined over 2 stages); VROWS 1 (the default, where RING 0, PF 0 and the "
       "group's outputs fill the 128 threads) reads V's rows as K's, LANES threads a row, "
       "the partial sums added across threadIdx.y in shared memory, VROWS 0 a key a thread "
-      "along x, summed by shuffles";
-  e.default_shape = {{"B", 2},       {"H", 8},      {"HKV", 2},  {"SQ", 1},
-                     {"SK", 4096},   {"D", 128},    {"CAUSAL", 0}, {"BSHD", 1},
-                     {"SPLIT", 512}, {"RING", 0},   {"LANES", 16}, {"ROWS", 0},
-                     {"PF", 0},      {"VROWS", 1}};
-  e.nonnegative = {"CAUSAL", "BSHD", "RING", "PF", "VROWS", "ROWS"};
+      "along x, summed by shuffles. TC 0 (the default): that decoder on CUDA cores; TC 2: on "
+      "Hopper's wgmma, attention's fold with a key/value head's g query heads x SQ queries as "
+      "a warpgroup's 64 rows (at most 64; not causal, or causal with one query) and each "
+      "chunk of SPLIT keys (0: 512 on CUDA cores, 2048 on wgmma) a batch of the fold, its "
+      "blocks of BK keys (0: 128, 64 at D 256) through a TMA ring of STAGES (0: 3) filled by "
+      "a producer warpgroup (WS 1; 0: none), PB > 0 a persistent grid; the chunks' rows of O "
+      "in float32 and their logsumexp merged as above";
+  e.default_shape = {{"B", 2},     {"H", 8},      {"HKV", 2},     {"SQ", 1},
+                     {"SK", 4096}, {"D", 128},    {"CAUSAL", 0},  {"BSHD", 1},
+                     {"SPLIT", 0}, {"RING", 0},   {"LANES", 16},  {"ROWS", 0},
+                     {"PF", 0},    {"VROWS", 1},  {"TC", 0},      {"BK", 0},
+                     {"STAGES", 0}, {"WS", 1},    {"PB", 0}};
+  e.nonnegative = {"CAUSAL", "BSHD", "RING", "PF", "VROWS", "ROWS", "SPLIT", "BK", "STAGES",
+                   "WS", "PB", "TC"};
   e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"RING", {0, 2, 3}}, {"LANES", {4, 8, 16}},
-               {"PF", {0, 1}},     {"VROWS", {0, 1}}};
+               {"PF", {0, 1}},     {"VROWS", {0, 1}}, {"TC", {0, 2}},    {"WS", {0, 1}}};
   e.dtypes = {Float(16), BFloat(16)};
   e.knobs = {{"SPLIT", {256, 512, 1024}},
              {"RING", {0, 2, 3}},
@@ -1273,8 +1430,20 @@ ScheduleEntry attention_decode_entry() {
              {"PF", {0, 1}},
              {"VROWS", {0, 1}}};
   e.build = [](const ShapeParams &p, DataType dtype) {
+    if (p.at("TC") == 2) {
+      DecodeWgmma k;
+      if (p.at("SPLIT"))
+        k.split_keys = p.at("SPLIT");
+      k.block_keys = p.at("BK") ? p.at("BK") : p.at("D") == 256 ? 64 : 128;
+      if (p.at("STAGES"))
+        k.stages = p.at("STAGES");
+      k.warp_roles = p.at("WS") != 0;
+      k.persistent_blocks = p.at("PB");
+      return attention_decode_wgmma(attention_shape(p), dtype, k);
+    }
     DecodeSchedule k;
-    k.split_keys = p.at("SPLIT");
+    if (p.at("SPLIT"))
+      k.split_keys = p.at("SPLIT");
     k.ring = int(p.at("RING"));
     k.lanes = p.at("LANES");
     k.rows = p.at("ROWS");

@@ -134,6 +134,21 @@ struct DecodeSchedule {
 ScheduledProgram attention_decode(const AttentionParams &p, DataType dtype,
                                   const DecodeSchedule &k = {});
 
+/// Decoding on attention's wgmma fold (Hopper): a key/value head's g query heads and Sq
+/// queries as the rows of one warpgroup's 64 (g x Sq <= 64, zero past them), each chunk of
+/// `split_keys` keys a batch of the fold (its key blocks through attention's TMA ring, the
+/// softmax in registers, the chunk's rows of O in float32 and their logsumexp written), then
+/// attention_decode's merge. Not causal, or causal with one query (which sees every key).
+struct DecodeWgmma {
+  int64_t split_keys = 2048; ///< keys a chunk, a multiple of block_keys dividing Sk
+  int64_t block_keys = 128;  ///< keys a step of the fold (64 at D = 256)
+  int64_t stages = 3;        ///< the TMA ring's slots
+  bool warp_roles = true;    ///< a producer warpgroup fills the ring
+  int64_t persistent_blocks = 0; ///< > 0: a persistent grid of this many blocks walks the chunks
+};
+ScheduledProgram attention_decode_wgmma(const AttentionParams &p, DataType dtype,
+                                        const DecodeWgmma &k = {});
+
 /// Whether FlashAttention-3's overlap inside a warpgroup (AttentionParams::overlap) is the
 /// path's choice for `a`: where it measured faster, the wgmma step with its ring by TMA, at
 /// D = 128 with two warpgroups (128 queries a block), causal only with key blocks of 128 too

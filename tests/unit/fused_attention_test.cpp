@@ -1057,6 +1057,56 @@ TEST(FusedAttention, RegisteredDecodingOnTheExecutor) {
                {"Sq <= SPLIT <= Sk"});
 }
 
+// Decoding on attention's wgmma fold (attention_decode TC=2): a key/value head's g query heads x
+// Sq queries as the rows of a warpgroup's 64 (zero past them), each chunk of keys a batch of the
+// fold through the TMA ring, the chunks' rows (only the group's: the store's row limit) and
+// their logsumexp merged by a second kernel. Its float64 reference against the textbook's, and
+// the kernels on the executor: grouped 4:2 with one query, 8:2 with three over (B, H, S, D)
+// buffers, multi-query at D = 256 causal with one query (every key seen), bfloat16 at D = 64.
+TEST(FusedAttention, DecodingOnWgmmaOnTheExecutor) {
+  struct Case {
+    AttentionShape shape;
+    DecodeWgmma k;
+    DataType dtype;
+  };
+  AttentionShape grouped{2, 1, 512, 4, 2, 128, false}, three{1, 3, 256, 8, 2, 64, false},
+      wide{1, 1, 256, 4, 1, 256, true}, small{1, 1, 256, 2, 2, 64, false};
+  three.bshd = false;
+  for (const Case &c : {Case{grouped, {256, 128, 2, true, 0}, Float(16)},
+                        Case{three, {128, 64, 2, false, 0}, Float(16)},
+                        Case{wide, {128, 64, 2, true, 0}, Float(16)},
+                        Case{small, {128, 64, 2, true, 2}, BFloat(16)}}) {
+    SCOPED_TRACE(describe(c.shape, c.k.split_keys) + (c.shape.bshd ? "" : " BHSD") +
+                 (c.k.persistent_blocks ? " persistent" : ""));
+    ScheduledProgram p = attention_decode_wgmma(c.shape, c.dtype, c.k);
+    LoweredModule m = lower(p.schedule, p.args);
+    ASSERT_EQ(m.funcs.size(), 2u) << to_string(m);
+    const std::string ir = to_string(m);
+    EXPECT_NE(ir.find("@wgmma_mma"), std::string::npos);
+    CheckProblem pb = make_check_problem(p.args, 3, 5);
+    AttentionShape textbook = c.shape;
+    textbook.causal = false; // (one query: it sees every key)
+    std::vector<double> want =
+        textbook_attention(textbook, pb.inputs[0].values, pb.inputs[1].values, pb.inputs[2].values);
+    ASSERT_EQ(pb.reference.size(), want.size());
+    double worst = 0;
+    for (size_t e = 0; e < want.size(); ++e)
+      worst = std::max(worst, std::abs(pb.reference[e] - want[e]) / (1 + std::abs(want[e])));
+    EXPECT_LT(worst, c.dtype == BFloat(16) ? 1.0 / 128 : 1.0 / 1024);
+    CheckResult r = check_on_cpu(p.schedule, p.args, 3);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+  }
+  // What it does not take, by name.
+  expect_error([] { attention_decode_wgmma({1, 2, 256, 2, 2, 64, true}, Float(16)); },
+               {"not causal, or causal with one query", "2 causal queries", "TC=0"});
+  expect_error([] { attention_decode_wgmma({1, 17, 256, 8, 2, 64, false}, Float(16)); },
+               {"4 query heads x 17 queries", "at most 64", "TC=0"});
+  expect_error([] { attention_decode_wgmma({1, 1, 256, 2, 2, 80, false}, Float(16)); },
+               {"head dim of 64, 128 or 256, not 80"});
+  expect_error([] { attention_decode_wgmma({1, 1, 384, 2, 2, 64, false}, Float(16), {256}); },
+               {"384 keys", "chunks of 256 (SPLIT)", "must divide the keys"});
+}
+
 // Packed variable-length sequences, as serving engines pass them: Q, K, V of every sequence
 // one after another, (tokens, heads, dim), and the offsets of the sequences (B + 1, cumulative).
 // The fold runs over a padded grid (sequence, head, position < the longest), reading each
@@ -1480,4 +1530,13 @@ TEST(FusedAttention, GpuMatchesTheReference) {
       EXPECT_TRUE(d.compare.ok) << d.str();
     }
   }
+  // Decoding on attention's wgmma fold (TC=2), grouped 4:1 with one query and 8:2 with two.
+  if (Device::get().arch() == "sm_90")
+    for (const AttentionShape &shape : {AttentionShape{2, 1, 4096, 8, 2, 128, false},
+                                        AttentionShape{1, 2, 2048, 8, 2, 64, false}}) {
+      SCOPED_TRACE(describe(shape, 1024) + " decoding on wgmma");
+      ScheduledProgram p = attention_decode_wgmma(shape, Float(16), {1024, 128, 3, true, 0});
+      CheckResult d = check_on_gpu(p.schedule, p.args, 3);
+      EXPECT_TRUE(d.compare.ok) << d.str();
+    }
 }
