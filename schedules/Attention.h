@@ -145,6 +145,9 @@ struct DecodeWgmma {
   int64_t stages = 3;        ///< the TMA ring's slots
   bool warp_roles = true;    ///< a producer warpgroup fills the ring
   int64_t persistent_blocks = 0; ///< > 0: a persistent grid of this many blocks walks the chunks
+  /// > 1 (with persistent_blocks): the last round's chunks split by their key blocks into up to
+  /// this many parts on the blocks it leaves idle (attention's last_wave_parts)
+  int64_t last_wave_parts = 0;
 };
 ScheduledProgram attention_decode_wgmma(const AttentionParams &p, DataType dtype,
                                         const DecodeWgmma &k = {});

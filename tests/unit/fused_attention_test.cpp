@@ -1062,7 +1062,8 @@ TEST(FusedAttention, RegisteredDecodingOnTheExecutor) {
 // fold through the TMA ring, the chunks' rows (only the group's: the store's row limit) and
 // their logsumexp merged by a second kernel. Its float64 reference against the textbook's, and
 // the kernels on the executor: grouped 4:2 with one query, 8:2 with three over (B, H, S, D)
-// buffers, multi-query at D = 256 causal with one query (every key seen), bfloat16 at D = 64.
+// buffers, multi-query at D = 256 causal with one query (every key seen), bfloat16 at D = 64
+// on a persistent grid, and one whose last round's chunks are split.
 TEST(FusedAttention, DecodingOnWgmmaOnTheExecutor) {
   struct Case {
     AttentionShape shape;
@@ -1070,14 +1071,18 @@ TEST(FusedAttention, DecodingOnWgmmaOnTheExecutor) {
     DataType dtype;
   };
   AttentionShape grouped{2, 1, 512, 4, 2, 128, false}, three{1, 3, 256, 8, 2, 64, false},
-      wide{1, 1, 256, 4, 1, 256, true}, small{1, 1, 256, 2, 2, 64, false};
+      wide{1, 1, 256, 4, 1, 256, true}, small{1, 1, 256, 2, 2, 64, false},
+      split{1, 1, 768, 2, 2, 64, false};
   three.bshd = false;
   for (const Case &c : {Case{grouped, {256, 128, 2, true, 0}, Float(16)},
                         Case{three, {128, 64, 2, false, 0}, Float(16)},
                         Case{wide, {128, 64, 2, true, 0}, Float(16)},
-                        Case{small, {128, 64, 2, true, 2}, BFloat(16)}}) {
+                        Case{small, {128, 64, 2, true, 2}, BFloat(16)},
+                        Case{split, {128, 64, 2, true, 5, 2}, Float(16)}}) {
+    // (split: 12 chunks on 5 persistent blocks, the last round's 2 split in 2 parts each)
     SCOPED_TRACE(describe(c.shape, c.k.split_keys) + (c.shape.bshd ? "" : " BHSD") +
-                 (c.k.persistent_blocks ? " persistent" : ""));
+                 (c.k.persistent_blocks ? " persistent" : "") +
+                 (c.k.last_wave_parts ? " last round split" : ""));
     ScheduledProgram p = attention_decode_wgmma(c.shape, c.dtype, c.k);
     LoweredModule m = lower(p.schedule, p.args);
     ASSERT_EQ(m.funcs.size(), 2u) << to_string(m);
