@@ -55,8 +55,8 @@
 #             clustered; persistent with TS=1); small ragged GEMMs read in place by 64x128
 #             blocks (1000^3 clustered, 800x1000x1200 not)
 #   profile_attention  ncu (--clock-control none) on the default D=128 prefill kernel and on
-#             decoding's first kernel: details, and stall samples per SASS line as CSV (not
-#             among the default steps)
+#             decoding's first kernel: details, and stall samples per SASS line as CSV; the
+#             details of decoding's first kernel on wgmma (TC=2) (not among the default steps)
 #   attention fused attention and decoding against torch's SDPA backends
 #             (bench/attention_torch.py, 2 rounds, the registry's default path; then issue
 #             26's three prefill rows without and with the overlap inside a warpgroup (OVL=0,
@@ -274,7 +274,11 @@ run_step() {
           --launch-count 1 -o "$out/decode" ./tessel run "${decode[@]}" --no-check \
           --number 1 --repeat 3 &&
         ncu --import "$out/decode.ncu-rep" --page details &&
-        ncu --import "$out/decode.ncu-rep" --page source --csv >"$out/decode_source.csv" ;;
+        ncu --import "$out/decode.ncu-rep" --page source --csv >"$out/decode_source.csv" &&
+        ncu --clock-control none --set full -k regex:^attention_decode_lse_chunk$ \
+          --launch-skip 2 --launch-count 1 -o "$out/decode_wgmma" ./tessel run attention_decode \
+          --shape B=16,H=32,HKV=8,SK=32768,D=128,TC=2 --no-check --number 1 --repeat 3 &&
+        ncu --import "$out/decode_wgmma.ncu-rep" --page details ;;
     attention)
       python3 "$here/bench/attention_torch.py" --tessel ./tessel --rounds 2 --repeat 20 &&
         for knobs in OVL=0 OVL=1 OVL=1,PP=1 WS=1 LSE=1; do
