@@ -932,6 +932,26 @@ TEST(FusedAttention, DecodingSplitsTheKeysAndMergesThePartialStates) {
   EXPECT_TRUE(r.compare.ok) << r.str();
 }
 
+namespace {
+
+// A decoding program's float64 reference against the textbook's attention of `shape` (its own
+// inputs), and its kernels on the executor against that reference.
+void expect_decoding_matches(const ScheduledProgram &p, const AttentionShape &shape,
+                             DataType dtype) {
+  CheckProblem pb = make_check_problem(p.args, 3, 5);
+  std::vector<double> want =
+      textbook_attention(shape, pb.inputs[0].values, pb.inputs[1].values, pb.inputs[2].values);
+  ASSERT_EQ(pb.reference.size(), want.size());
+  double worst = 0;
+  for (size_t e = 0; e < want.size(); ++e)
+    worst = std::max(worst, std::abs(pb.reference[e] - want[e]) / (1 + std::abs(want[e])));
+  EXPECT_LT(worst, dtype == BFloat(16) ? 1.0 / 128 : 1.0 / 1024);
+  CheckResult r = check_on_cpu(p.schedule, p.args, 3);
+  EXPECT_TRUE(r.compare.ok) << r.str();
+}
+
+} // namespace
+
 // The registered decoding program (attention_decode): each chunk of keys' softmax in a block,
 // its logsumexp and normalized output in global memory, merged by a second kernel. Its float64
 // reference against the textbook's, and the kernels on the executor: grouped-query (4:2, 4:1)
@@ -955,15 +975,7 @@ TEST(FusedAttention, RegisteredDecodingOnTheExecutor) {
     ASSERT_EQ(m.funcs.size(), 2u) << to_string(m);
     // P V reads V's rows as the scores read K's (VROWS=1), its partials across y in shared.
     EXPECT_NE(to_string(m).find("allocate(op.local.rf, float32"), std::string::npos);
-    CheckProblem pb = make_check_problem(p.args, 3, 5);
-    std::vector<double> want =
-        textbook_attention(c.shape, pb.inputs[0].values, pb.inputs[1].values, pb.inputs[2].values);
-    double worst = 0;
-    for (size_t e = 0; e < want.size(); ++e)
-      worst = std::max(worst, std::abs(pb.reference[e] - want[e]) / (1 + std::abs(want[e])));
-    EXPECT_LT(worst, c.dtype == BFloat(16) ? 1.0 / 128 : 1.0 / 1024);
-    CheckResult r = check_on_cpu(p.schedule, p.args, 3);
-    EXPECT_TRUE(r.compare.ok) << r.str();
+    expect_decoding_matches(p, c.shape, c.dtype);
   }
   // P V's earlier layout (VROWS=0): a key a thread along x, the sums across x by shuffles.
   for (const Case &c : {Case{grouped, 128, Float(16)}, Case{causal, 128, Float(16)}}) {
@@ -1088,18 +1100,9 @@ TEST(FusedAttention, DecodingOnWgmmaOnTheExecutor) {
     ASSERT_EQ(m.funcs.size(), 2u) << to_string(m);
     const std::string ir = to_string(m);
     EXPECT_NE(ir.find("@wgmma_mma"), std::string::npos);
-    CheckProblem pb = make_check_problem(p.args, 3, 5);
     AttentionShape textbook = c.shape;
     textbook.causal = false; // (one query: it sees every key)
-    std::vector<double> want =
-        textbook_attention(textbook, pb.inputs[0].values, pb.inputs[1].values, pb.inputs[2].values);
-    ASSERT_EQ(pb.reference.size(), want.size());
-    double worst = 0;
-    for (size_t e = 0; e < want.size(); ++e)
-      worst = std::max(worst, std::abs(pb.reference[e] - want[e]) / (1 + std::abs(want[e])));
-    EXPECT_LT(worst, c.dtype == BFloat(16) ? 1.0 / 128 : 1.0 / 1024);
-    CheckResult r = check_on_cpu(p.schedule, p.args, 3);
-    EXPECT_TRUE(r.compare.ok) << r.str();
+    expect_decoding_matches(p, textbook, c.dtype);
   }
   // What it does not take, by name.
   expect_error([] { attention_decode_wgmma({1, 2, 256, 2, 2, 64, true}, Float(16)); },
@@ -1260,8 +1263,9 @@ TEST(FusedAttention, RegisteredPackedSequences) {
       EXPECT_EQ(constant_shape(p.args[0]), (std::vector<int64_t>{tokens, H, D}));
       ASSERT_EQ(p.args.size(), causal ? 6u : 5u);
       EXPECT_EQ(constant_shape(p.args[4]), (std::vector<int64_t>{tokens, H, D}));
-      if (causal)
+      if (causal) {
         EXPECT_EQ(constant_shape(p.args[5]), (std::vector<int64_t>{H, tokens}));
+      }
       CheckProblem problem = make_check_problem(p.args, p.num_inputs, 5, 0, p.given_inputs);
       EXPECT_LT(packed_attention_error(
                     problem.inputs[3].values, H, Hkv, D, causal, problem.inputs[0].values,
