@@ -63,7 +63,8 @@
 #             OVL=1, with ping-pong: causal too), with a producer warpgroup, with the rows'
 #             logsumexp written), then attention_decode's knobs at the issue's decoding shape
 #             (ROWS 8, VROWS 0; PF 1 with ROWS 8 and 4; SPLIT 256; on wgmma, TC 2: its default,
-#             persistent, WS 0 with BK 64 and 4 stages, persistent with LW 8), then attention_varlen
+#             persistent, WS 0 with BK 64 and 4 stages, persistent with LW 8, one chunk a
+#             (batch, head): cuDNN's 128-block geometry), then attention_varlen
 #             (the default, OVL=0, WMMA, LSE=1) beside the dense kernel at its padded shape, unchecked
 #             (not among the default steps: it needs torch)
 #   profile_decode_vendor  ncu (launch, occupancy, speed of light, memory, scheduler and warp
@@ -287,7 +288,7 @@ run_step() {
           python3 "$here/bench/attention_torch.py" --tessel ./tessel --rounds 1 --repeat 20 \
             --rows 0,1,2 --prefill-knobs ,$knobs || return 1
         done &&
-        for knobs in ROWS=8 VROWS=0 PF=1,ROWS=8 PF=1,ROWS=4 SPLIT=256 TC=2 TC=2,PB=132 TC=2,WS=0,BK=64,STAGES=4 TC=2,PB=132,LW=8; do
+        for knobs in ROWS=8 VROWS=0 PF=1,ROWS=8 PF=1,ROWS=4 SPLIT=256 TC=2 TC=2,PB=132 TC=2,WS=0,BK=64,STAGES=4 TC=2,PB=132,LW=8 TC=2,SPLIT=32768; do
           echo "attention_decode $knobs:"
           ./tessel run attention_decode --shape B=16,H=32,HKV=8,SK=32768,D=128,$knobs \
             --no-check --number 5 --repeat 20 || return 1
