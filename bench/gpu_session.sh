@@ -58,7 +58,7 @@
 #             decoding's first kernel: details, and stall samples per SASS line as CSV; the
 #             details of decoding's first kernel on wgmma (TC=2) (not among the default steps)
 #   attention fused attention and decoding against torch's SDPA backends
-#             (bench/attention_torch.py, 2 rounds, the registry's default path; then issue
+#             (bench/attention_torch.py, 5 rounds, the registry's default path; then issue
 #             26's three prefill rows without and with the overlap inside a warpgroup (OVL=0,
 #             OVL=1, with ping-pong: causal too), with a producer warpgroup, with the rows'
 #             logsumexp written), then attention_decode's knobs at the issue's decoding shape
@@ -281,7 +281,7 @@ run_step() {
           --shape B=16,H=32,HKV=8,SK=32768,D=128,TC=2 --no-check --number 1 --repeat 3 &&
         ncu --import "$out/decode_wgmma.ncu-rep" --page details ;;
     attention)
-      python3 "$here/bench/attention_torch.py" --tessel ./tessel --rounds 2 --repeat 20 &&
+      python3 "$here/bench/attention_torch.py" --tessel ./tessel --rounds 5 --repeat 20 &&
         for knobs in OVL=0 OVL=1 OVL=1,PP=1 WS=1 LSE=1; do
           echo "attention prefill $knobs (the default on Hopper: TC=2, TMA=1; OVL on at D=128"
           echo "non-causal, with STAGES=3):"
