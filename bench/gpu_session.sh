@@ -64,7 +64,8 @@
 #             logsumexp written), then attention_decode's knobs at the decoding shape
 #             (ROWS 8, VROWS 0; PF 1 with ROWS 8 and 4; SPLIT 256; on wgmma, TC 2: its default,
 #             persistent, WS 0 with BK 64 and 4 stages, persistent with LW 8, one chunk a
-#             (batch, head): cuDNN's 128-block geometry), then attention_varlen
+#             (batch, head): cuDNN's 128-block geometry; with the overlap of steps, OVL 1,
+#             both ways), then attention_varlen
 #             (the default, OVL=0, WMMA, LSE=1) beside the dense kernel at its padded shape, unchecked
 #             (not among the default steps: it needs torch)
 #   profile_decode_vendor  ncu (launch, occupancy, speed of light, memory, scheduler and warp
@@ -224,6 +225,8 @@ run_step() {
           "${once[@]}" &&
         sanitize_all attention_decode --shape B=1,H=8,HKV=2,SK=1024,D=128,SPLIT=256,TC=2 \
           "${once[@]}" &&
+        sanitize_all attention_decode \
+          --shape B=1,H=8,HKV=2,SK=1024,D=128,SPLIT=256,TC=2,OVL=1 "${once[@]}" &&
         compute-sanitizer --tool racecheck --error-exitcode 1 \
           ./tessel run gemm_shared --shape M=256,N=256,K=256 "${once[@]}" ;;
     sanitize_hopper)
@@ -288,7 +291,7 @@ run_step() {
           python3 "$here/bench/attention_torch.py" --tessel ./tessel --rounds 1 --repeat 20 \
             --rows 0,1,2 --prefill-knobs ,$knobs || return 1
         done &&
-        for knobs in ROWS=8 VROWS=0 PF=1,ROWS=8 PF=1,ROWS=4 SPLIT=256 TC=2 TC=2,PB=132 TC=2,WS=0,BK=64,STAGES=4 TC=2,PB=132,LW=8 TC=2,SPLIT=32768; do
+        for knobs in ROWS=8 VROWS=0 PF=1,ROWS=8 PF=1,ROWS=4 SPLIT=256 TC=2 TC=2,PB=132 TC=2,WS=0,BK=64,STAGES=4 TC=2,PB=132,LW=8 TC=2,SPLIT=32768 TC=2,OVL=1 TC=2,OVL=1,SPLIT=32768; do
           echo "attention_decode $knobs:"
           ./tessel run attention_decode --shape B=16,H=32,HKV=8,SK=32768,D=128,$knobs \
             --no-check --number 5 --repeat 20 || return 1

@@ -1126,7 +1126,8 @@ ScheduledProgram attention_decode_wgmma(const AttentionParams &u, DataType dtype
   a.tma = k.stages > 1;
   a.warp_roles = k.warp_roles && a.tma;
   a.lse = true;
-  a.accumulate_o = u.D == 256; // (a separate accumulator spills there, as attention's)
+  a.accumulate_o = u.D == 256 || k.overlap; // (a separate accumulator spills at D = 256)
+  a.overlap = k.overlap;
   a.persistent_blocks = k.persistent_blocks;
   a.last_wave_parts = k.last_wave_parts;
   AttentionParams shape = u;
@@ -1413,17 +1414,20 @@ ScheduleEntry attention_decode_entry() {
       "chunk of SPLIT keys (0: 512 on CUDA cores, 2048 on wgmma) a batch of the fold, its "
       "blocks of BK keys (0: 128, 64 at D 256) through a TMA ring of STAGES (0: 3) filled by "
       "a producer warpgroup (WS 1; 0: none), PB > 0 a persistent grid (LW > 1: its last "
-      "round's chunks split into up to LW parts, as attention's); the chunks' rows of O in "
-      "float32 and their logsumexp merged as above";
+      "round's chunks split into up to LW parts, as attention's), OVL 1 attention's overlap "
+      "of steps (the next key block's Q K^T with this one's P V, the softmax beside them); the "
+      "chunks' rows of O in float32 and their logsumexp merged as above";
   e.default_shape = {{"B", 2},     {"H", 8},      {"HKV", 2},     {"SQ", 1},
                      {"SK", 4096}, {"D", 128},    {"CAUSAL", 0},  {"BSHD", 1},
                      {"SPLIT", 0}, {"RING", 0},   {"LANES", 16},  {"ROWS", 0},
                      {"PF", 0},    {"VROWS", 1},  {"TC", 0},      {"BK", 0},
-                     {"STAGES", 0}, {"WS", 1},    {"PB", 0},      {"LW", 0}};
+                     {"STAGES", 0}, {"WS", 1},    {"PB", 0},      {"LW", 0},
+                     {"OVL", 0}};
   e.nonnegative = {"CAUSAL", "BSHD", "RING", "PF", "VROWS", "ROWS", "SPLIT", "BK", "STAGES",
-                   "WS", "PB", "LW", "TC"};
+                   "WS", "PB", "LW", "TC", "OVL"};
   e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"RING", {0, 2, 3}}, {"LANES", {4, 8, 16}},
-               {"PF", {0, 1}},     {"VROWS", {0, 1}}, {"TC", {0, 2}},    {"WS", {0, 1}}};
+               {"PF", {0, 1}},     {"VROWS", {0, 1}}, {"TC", {0, 2}},    {"WS", {0, 1}},
+               {"OVL", {0, 1}}};
   e.dtypes = {Float(16), BFloat(16)};
   e.knobs = {{"SPLIT", {256, 512, 1024}},
              {"RING", {0, 2, 3}},
@@ -1442,6 +1446,7 @@ ScheduleEntry attention_decode_entry() {
       k.warp_roles = p.at("WS") != 0;
       k.persistent_blocks = p.at("PB");
       k.last_wave_parts = p.at("LW");
+      k.overlap = p.at("OVL") != 0;
       return attention_decode_wgmma(attention_shape(p), dtype, k);
     }
     DecodeSchedule k;

@@ -148,6 +148,9 @@ struct DecodeWgmma {
   /// > 1 (with persistent_blocks): the last round's chunks split by their key blocks into up to
   /// this many parts on the blocks it leaves idle (attention's last_wave_parts)
   int64_t last_wave_parts = 0;
+  /// attention's overlap of steps (AttentionParams::overlap, with P V onto o): the next key
+  /// block's S = Q K^T issued with this one's P V and its softmax beside them
+  bool overlap = false;
 };
 ScheduledProgram attention_decode_wgmma(const AttentionParams &p, DataType dtype,
                                         const DecodeWgmma &k = {});

@@ -1075,7 +1075,7 @@ TEST(FusedAttention, RegisteredDecodingOnTheExecutor) {
 // their logsumexp merged by a second kernel. Its float64 reference against the textbook's, and
 // the kernels on the executor: grouped 4:2 with one query, 8:2 with three over (B, H, S, D)
 // buffers, multi-query at D = 256 causal with one query (every key seen), bfloat16 at D = 64
-// on a persistent grid, and one whose last round's chunks are split.
+// on a persistent grid, one whose last round's chunks are split, and with the overlap of steps.
 TEST(FusedAttention, DecodingOnWgmmaOnTheExecutor) {
   struct Case {
     AttentionShape shape;
@@ -1090,11 +1090,14 @@ TEST(FusedAttention, DecodingOnWgmmaOnTheExecutor) {
                         Case{three, {128, 64, 2, false, 0}, Float(16)},
                         Case{wide, {128, 64, 2, true, 0}, Float(16)},
                         Case{small, {128, 64, 2, true, 2}, BFloat(16)},
-                        Case{split, {128, 64, 2, true, 5, 2}, Float(16)}}) {
-    // (split: 12 chunks on 5 persistent blocks, the last round's 2 split in 2 parts each)
+                        Case{split, {128, 64, 2, true, 5, 2}, Float(16)},
+                        Case{grouped, {256, 128, 3, true, 0, 0, true}, Float(16)}}) {
+    // (split: 12 chunks on 5 persistent blocks, the last round's 2 split in 2 parts each; the
+    // last: attention's overlap of steps)
     SCOPED_TRACE(describe(c.shape, c.k.split_keys) + (c.shape.bshd ? "" : " BHSD") +
                  (c.k.persistent_blocks ? " persistent" : "") +
-                 (c.k.last_wave_parts ? " last round split" : ""));
+                 (c.k.last_wave_parts ? " last round split" : "") +
+                 (c.k.overlap ? " overlapped" : ""));
     ScheduledProgram p = attention_decode_wgmma(c.shape, c.dtype, c.k);
     LoweredModule m = lower(p.schedule, p.args);
     ASSERT_EQ(m.funcs.size(), 2u) << to_string(m);
@@ -1539,13 +1542,17 @@ TEST(FusedAttention, GpuMatchesTheReference) {
       EXPECT_TRUE(d.compare.ok) << d.str();
     }
   }
-  // Decoding on attention's wgmma fold (TC=2), grouped 4:1 with one query and 8:2 with two.
+  // Decoding on attention's wgmma fold (TC=2), grouped 4:1 with one query and 8:2 with two;
+  // with the overlap of steps.
   if (Device::get().arch() == "sm_90")
     for (const AttentionShape &shape : {AttentionShape{2, 1, 4096, 8, 2, 128, false},
-                                        AttentionShape{1, 2, 2048, 8, 2, 64, false}}) {
-      SCOPED_TRACE(describe(shape, 1024) + " decoding on wgmma");
-      ScheduledProgram p = attention_decode_wgmma(shape, Float(16), {1024, 128, 3, true, 0});
-      CheckResult d = check_on_gpu(p.schedule, p.args, 3);
-      EXPECT_TRUE(d.compare.ok) << d.str();
-    }
+                                        AttentionShape{1, 2, 2048, 8, 2, 64, false}})
+      for (bool overlap : {false, true}) {
+        SCOPED_TRACE(describe(shape, 1024) + " decoding on wgmma" +
+                     (overlap ? ", overlapped" : ""));
+        ScheduledProgram p =
+            attention_decode_wgmma(shape, Float(16), {1024, 128, 3, true, 0, 0, overlap});
+        CheckResult d = check_on_gpu(p.schedule, p.args, 3);
+        EXPECT_TRUE(d.compare.ok) << d.str();
+      }
 }
