@@ -1411,7 +1411,8 @@ ScheduleEntry attention_decode_entry() {
       "along x, summed by shuffles. TC 0 (the default): that decoder on CUDA cores; TC 2: on "
       "Hopper's wgmma, attention's fold with a key/value head's g query heads x SQ queries as "
       "a warpgroup's 64 rows (at most 64; not causal, or causal with one query) and each "
-      "chunk of SPLIT keys (0: 512 on CUDA cores, 2048 on wgmma) a batch of the fold, its "
+      "chunk of SPLIT keys (0: 512 on CUDA cores, on wgmma 2048 or the largest power of two "
+      "under it dividing SK) a batch of the fold, its "
       "blocks of BK keys (0: 128, 64 at D 256) through a TMA ring of STAGES (0: 3) filled by "
       "a producer warpgroup (WS 1; 0: none), PB > 0 a persistent grid (LW > 1: its last "
       "round's chunks split into up to LW parts, as attention's), OVL 1 attention's overlap "
@@ -1438,9 +1439,15 @@ ScheduleEntry attention_decode_entry() {
   e.build = [](const ShapeParams &p, DataType dtype) {
     if (p.at("TC") == 2) {
       DecodeWgmma k;
-      if (p.at("SPLIT"))
-        k.split_keys = p.at("SPLIT");
       k.block_keys = p.at("BK") ? p.at("BK") : p.at("D") == 256 ? 64 : 128;
+      // SPLIT 0: 2048 keys a chunk, or the largest power-of-two part of them that divides
+      // the keys and holds a block of keys.
+      k.split_keys = p.at("SPLIT");
+      for (int64_t c = 2048; !k.split_keys && c >= k.block_keys; c /= 2)
+        if (p.at("SK") % c == 0)
+          k.split_keys = c;
+      if (!k.split_keys)
+        k.split_keys = p.at("SK");
       if (p.at("STAGES"))
         k.stages = p.at("STAGES");
       k.warp_roles = p.at("WS") != 0;
