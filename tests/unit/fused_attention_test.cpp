@@ -1287,6 +1287,15 @@ TEST(FusedAttention, RegisteredPackedSequences) {
       const std::string bound = ir.substr(loop, ir.find('\n', loop) - loop);
       EXPECT_NE(bound.find("floordiv(offsets["), std::string::npos) << bound;
       EXPECT_EQ(bound.rfind("for (t: int32, 0, select(", 0), 0u) << bound;
+      // WMMA: that loop is uniform (its bound a load of read-only offsets at blockIdx), so its
+      // body has barriers: between the fragments' stores of S and the rows' reads of it.
+      if (tc == 1) {
+        const size_t store = ir.find("@wmma_store_matrix_sync(S.wmma.accumulator", loop);
+        ASSERT_NE(store, std::string::npos) << ir;
+        const size_t read = ir.find("rowmax[0] = max(rowmax[0]", store);
+        const size_t sync = ir.find("@syncthreads()", store);
+        EXPECT_LT(sync, read) << ir;
+      }
     }
   // What it does not take, by name.
   expect_error([] {
