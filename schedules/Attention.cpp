@@ -329,6 +329,9 @@ namespace {
 struct DecodeGrid {
   AttentionParams shape;
   int64_t chunks = 1;
+  /// A key/value head's query heads, and its rows in the fold (g x Sq, head-major).
+  int64_t group() const { return shape.H / shape.Hkv; }
+  int64_t rows() const { return group() * shape.Sq; }
 };
 
 // Decoding's operands as the fold's: chunk p of batch b's keys is the fold's batch p B + b (its
@@ -339,12 +342,12 @@ std::array<Tensor, 3> decode_operands(const DecodeGrid &grid, const AttentionPar
                                       DataType dtype, std::array<Tensor, 3> &args) {
   const AttentionParams &u = grid.shape;
   args = attention_operands(u, dtype, "attention_decode");
-  const int g = int(u.H / u.Hkv), sq = int(u.Sq), b0 = int(u.B);
+  const int g = int(grid.group()), sq = int(u.Sq), b0 = int(u.B);
   const int chunk = int(u.Sk / grid.chunks);
   Tensor q = compute(
       {a.B, a.H, a.Sq, a.D},
       [&](Var b, Var h, Var r, Var d) {
-        return if_then_else(r < g * sq,
+        return if_then_else(r < int(grid.rows()),
                             args[0](floormod(b, b0), h * g + floordiv(r, sq), floormod(r, sq), d),
                             make_zero(dtype));
       },
@@ -661,8 +664,7 @@ static ScheduledProgram attention_program(const AttentionParams &a, DataType dty
   // Decoding: each chunk's rows of O in float32 for the merge, the group's g x Sq rows only
   // (the store's row limit: the padding's rows are not written).
   const DataType o_dtype = decode ? Float(32) : dtype;
-  const int64_t o_rows =
-      decode ? decode->shape.H / decode->shape.Hkv * decode->shape.Sq : a.Sq;
+  const int64_t o_rows = decode ? decode->rows() : a.Sq;
   Tensor O = compute(
       {a.B, a.H, o_rows, a.D},
       [&](Var b, Var h, Var i, Var dd) {
@@ -695,16 +697,13 @@ static ScheduledProgram attention_program(const AttentionParams &a, DataType dty
     }
   }
 
-  // A block per (b, h, block_queries queries), a thread per query; the fold per thread in
-  // registers, the block's row max (and, on CUDA cores, scores) at its axis with the rest of
-  // the step.
   // Decoding: the chunks' rows merged (a kernel of its own), as attention_decode's: with
   // X = max_p lse_p and W = sum_p exp(lse_p - X), O = sum_p exp(lse_p - X) O_p / W, query i of
   // head h at row (h mod g) Sq + i of its key/value head h / g.
   ChunkMerge merge;
   if (decode) {
     const AttentionParams &u = decode->shape;
-    const int g0 = int(u.H / u.Hkv), sq = int(u.Sq), b0 = int(u.B);
+    const int g0 = int(decode->group()), sq = int(u.Sq), b0 = int(u.B);
     merge = merge_chunks(
         u, decode->chunks, dtype,
         [&](const Expr &p, Var b, Var h, Var i) {
@@ -714,6 +713,9 @@ static ScheduledProgram attention_program(const AttentionParams &a, DataType dty
           return O(p * b0 + b, h / g0, floormod(h, g0) * sq + i, dd);
         });
   }
+  // A block per (b, h, block_queries queries), a thread per query; the fold per thread in
+  // registers, the block's row max (and, on CUDA cores, scores) at its axis with the rest of
+  // the step.
   Schedule s = create_schedule(decode    ? std::vector<Tensor>{merge.O}
                                : !packed ? std::vector<Tensor>{O}
                                : a.lse   ? std::vector<Tensor>{O_packed, LSE_packed}
