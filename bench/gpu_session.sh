@@ -45,7 +45,8 @@
 #             onto o, with the overlap inside a warpgroup: causal over 4 query blocks and the
 #             default at D=128; the defaults at D=256, causal and not), attention_varlen
 #             (packed sequences: the default, wgmma on Hopper, causal; WMMA; OVL=0; LSE=1) and
-#             attention_decode (ring, prefetched, on wgmma: TC=2); racecheck on gemm_shared at 256^3. One timed launch each (tessel run --number 1 --repeat 1)
+#             attention_decode (ring, prefetched, on wgmma: its cp.async ring in 2 and 3 stages,
+#             by TMA, with the overlap); racecheck on gemm_shared at 256^3. One timed launch each (tessel run --number 1 --repeat 1)
 #             after the check's run and the warm-up
 #   sanitize_hopper  the same three tools on issue 25's kernels (apart, so that each step fits
 #             a 600 s call): gemm_wgmma with warp roles over 16 K steps, persistent with TMA
@@ -62,10 +63,9 @@
 #             26's three prefill rows without and with the overlap inside a warpgroup (OVL=0,
 #             OVL=1, with ping-pong: causal too), with a producer warpgroup, with the rows'
 #             logsumexp written), then attention_decode's knobs at the issue's decoding shape
-#             (ROWS 8, VROWS 0; PF 1 with ROWS 8 and 4; SPLIT 256; on wgmma, TC 2: its default,
-#             persistent, WS 0 with BK 64 and 4 stages, persistent with LW 8, one chunk a
-#             (batch, head): cuDNN's 128-block geometry; with the overlap of steps, OVL 1,
-#             both ways), then attention_varlen
+#             (on CUDA cores, TC 0: its default, ROWS 8, VROWS 0, SPLIT 256; on wgmma, the
+#             default on Hopper: SPLIT 4096 and 16384, 3 stages, key blocks of 128, the ring by
+#             TMA, with the overlap of steps, persistent with LW 8), then attention_varlen
 #             (the default, OVL=0, WMMA, LSE=1) beside the dense kernel at its padded shape, unchecked
 #             (not among the default steps: it needs torch)
 #   profile_decode_vendor  ncu (launch, occupancy, speed of light, memory, scheduler and warp
@@ -219,14 +219,18 @@ run_step() {
           "${once[@]}" &&
         sanitize_all attention_decode --shape B=1,H=4,HKV=2,SQ=2,SK=1024,D=128,SPLIT=256,CAUSAL=1 \
           "${once[@]}" &&
-        sanitize_all attention_decode --shape B=1,H=4,HKV=2,SK=1024,D=128,SPLIT=256,RING=2 \
+        sanitize_all attention_decode --shape B=1,H=4,HKV=2,SK=1024,D=128,SPLIT=256,RING=2,TC=0 \
           "${once[@]}" &&
-        sanitize_all attention_decode --shape B=1,H=4,HKV=2,SK=1024,D=128,SPLIT=256,PF=1 \
+        sanitize_all attention_decode --shape B=1,H=4,HKV=2,SK=1024,D=128,SPLIT=256,PF=1,TC=0 \
           "${once[@]}" &&
-        sanitize_all attention_decode --shape B=1,H=8,HKV=2,SK=1024,D=128,SPLIT=256,TC=2 \
+        sanitize_all attention_decode --shape B=1,H=8,HKV=2,SK=1024,D=128,SPLIT=256 \
+          "${once[@]}" &&
+        sanitize_all attention_decode --shape B=1,H=8,HKV=2,SK=1024,D=128,SPLIT=256,STAGES=3 \
+          "${once[@]}" &&
+        sanitize_all attention_decode --shape B=1,H=8,HKV=2,SK=1024,D=128,SPLIT=256,TC=2,TMA=1 \
           "${once[@]}" &&
         sanitize_all attention_decode \
-          --shape B=1,H=8,HKV=2,SK=1024,D=128,SPLIT=256,TC=2,OVL=1 "${once[@]}" &&
+          --shape B=1,H=8,HKV=2,SK=1024,D=128,SPLIT=256,TC=2,TMA=1,OVL=1 "${once[@]}" &&
         compute-sanitizer --tool racecheck --error-exitcode 1 \
           ./tessel run gemm_shared --shape M=256,N=256,K=256 "${once[@]}" ;;
     sanitize_hopper)
@@ -268,7 +272,7 @@ run_step() {
       # kernels as `tessel cuda` prints them), at the clocks the GPU runs (--clock-control none):
       # details, and stall samples per SASS line (--page source) to attribute the stalls.
       local prefill=(attention --shape B=8,H=16,HKV=16,SQ=4096,SK=4096,D=128,TC=2)
-      local decode=(attention_decode --shape B=16,H=32,HKV=8,SK=32768,D=128)
+      local decode=(attention_decode --shape B=16,H=32,HKV=8,SK=32768,D=128,TC=0)
       ncu --clock-control none --set full -k regex:^attention$ --launch-skip 1 \
         --launch-count 1 -o "$out/attention" ./tessel run "${prefill[@]}" --no-check \
         --number 1 --repeat 2 &&
@@ -291,7 +295,8 @@ run_step() {
           python3 "$here/bench/attention_torch.py" --tessel ./tessel --rounds 1 --repeat 20 \
             --rows 0,1,2 --prefill-knobs ,$knobs || return 1
         done &&
-        for knobs in ROWS=8 VROWS=0 PF=1,ROWS=8 PF=1,ROWS=4 SPLIT=256 TC=2 TC=2,PB=132 TC=2,WS=0,BK=64,STAGES=4 TC=2,PB=132,LW=8 TC=2,SPLIT=32768 TC=2,OVL=1 TC=2,OVL=1,SPLIT=32768; do
+        for knobs in TC=0 TC=0,ROWS=8 TC=0,VROWS=0 TC=0,SPLIT=256 SPLIT=4096 SPLIT=16384 STAGES=3 \
+          BK=128 TMA=1 TMA=1,OVL=1 TMA=1,PB=132,LW=8; do
           echo "attention_decode $knobs:"
           ./tessel run attention_decode --shape B=16,H=32,HKV=8,SK=32768,D=128,$knobs \
             --no-check --number 5 --repeat 20 || return 1
@@ -340,12 +345,12 @@ PY
         { printf '#define STREAM 1\n#define CHUNK %s\n#define NS %s\n#define KT %s\n' $split $ns $kt
           printf '#define PARTS %s\n#define SWZ %s\n' $parts $swz
           cat "$here/bench/decode_mma_experiment.cu"
-          ./tessel cuda attention_decode --shape $shape,SPLIT=$split |
+          ./tessel cuda attention_decode --shape $shape,SPLIT=$split,TC=0 |
             sed -n '/void __launch_bounds__(128) attention_decode(/,$p'
         } >"$f" &&
           echo "decode_mma_experiment.cu STREAM=1 CHUNK=$split NS=$ns KT=$kt PARTS=$parts SWZ=$swz" \
             "(checked against float64):" &&
-          ./tessel run attention_decode --shape $shape,SPLIT=$split --cuda "$f" --number 1 \
+          ./tessel run attention_decode --shape $shape,SPLIT=$split,TC=0 --cuda "$f" --number 1 \
             --repeat 3 &&
           python3 "$here/bench/attention_torch.py" --tessel ./tessel --only decode --rows 3 \
             --rounds 2 --knobs ,SPLIT=$split --tessel-args "--cuda $f" ||

@@ -1095,6 +1095,25 @@ ScheduledProgram attention_decode(const AttentionParams &a, DataType dtype,
   return prog;
 }
 
+// A persistent grid's blocks: the SMs of an H100 or H200.
+constexpr int64_t kPersistentBlocks = 132;
+
+static int64_t decode_split_keys(const AttentionParams &u, int64_t block_keys) {
+  // The longest power-of-two chunk up to 16384 keys that still gives every SM a block: the
+  // fewer and longer the chunks, the faster, one block streaming an SM's share nearly as fast
+  // as two (H200, bench/RESULTS.md 2026-11-29 ninth session, B=16 32k keys, the default ring:
+  // 16384 0.475 ms, 8192 0.477-0.480, 4096 0.480-0.481, 2048 0.501). Else the shortest chunk
+  // that divides the keys, for the most blocks.
+  int64_t shortest = 0;
+  for (int64_t c = 16384; c >= block_keys; c /= 2)
+    if (u.Sk % c == 0) {
+      if (u.B * u.Hkv * (u.Sk / c) >= kPersistentBlocks)
+        return c;
+      shortest = c;
+    }
+  return shortest ? shortest : u.Sk;
+}
+
 ScheduledProgram attention_decode_wgmma(const AttentionParams &u, DataType dtype,
                                         const DecodeWgmma &k) {
   check_operands(u, dtype, "attention_decode");
@@ -1108,24 +1127,28 @@ ScheduledProgram attention_decode_wgmma(const AttentionParams &u, DataType dtype
       << " queries as the rows of one warpgroup, at most 64: use the CUDA-core decoder (TC=0)";
   user_check(u.D == 64 || u.D == 128 || u.D == 256, "attention_decode")
       << "decoding on wgmma (TC=2) takes a head dim of 64, 128 or 256, not " << u.D;
-  user_check(k.block_keys > 0 && k.split_keys % k.block_keys == 0 && k.split_keys > 0 &&
-                 u.Sk % k.split_keys == 0,
+  user_check(k.tma || (!k.overlap && !k.persistent_blocks), "attention_decode")
+      << "the overlap of steps (OVL=1) and a persistent grid (PB) take the TMA ring (TMA=1)";
+  const int64_t block_keys = k.block_keys ? k.block_keys : k.tma && u.D <= 128 ? 128 : 64;
+  const int64_t split_keys = k.split_keys ? k.split_keys : decode_split_keys(u, block_keys);
+  user_check(block_keys > 0 && split_keys % block_keys == 0 && split_keys > 0 &&
+                 u.Sk % split_keys == 0,
              "attention_decode")
-      << "the " << u.Sk << " keys are split into chunks of " << k.split_keys << " (SPLIT), "
-      << "walked in blocks of " << k.block_keys << " (BK): SPLIT must divide the keys and be a "
+      << "the " << u.Sk << " keys are split into chunks of " << split_keys << " (SPLIT), "
+      << "walked in blocks of " << block_keys << " (BK): SPLIT must divide the keys and be a "
       << "multiple of BK";
   AttentionParams a;
-  a.B = u.B * (u.Sk / k.split_keys);
+  a.B = u.B * (u.Sk / split_keys);
   a.H = a.Hkv = u.Hkv;
   a.Sq = 64;
-  a.Sk = k.split_keys;
+  a.Sk = split_keys;
   a.D = u.D;
   a.causal = false;
   a.tensor_cores = a.wgmma = true;
   a.block_queries = 64;
-  a.block_keys = k.block_keys;
-  a.stages = k.stages;
-  a.tma = k.stages > 1;
+  a.block_keys = block_keys;
+  a.stages = k.stages ? k.stages : k.tma ? 3 : 2;
+  a.tma = k.tma && a.stages > 1;
   a.warp_roles = k.warp_roles && a.tma;
   a.lse = true;
   a.accumulate_o = u.D == 256 || k.overlap; // (a separate accumulator spills at D = 256)
@@ -1134,12 +1157,9 @@ ScheduledProgram attention_decode_wgmma(const AttentionParams &u, DataType dtype
   a.last_wave_parts = k.last_wave_parts;
   AttentionParams shape = u;
   shape.causal = false;
-  DecodeGrid grid{shape, u.Sk / k.split_keys};
+  DecodeGrid grid{shape, u.Sk / split_keys};
   return attention_program(a, dtype, &grid);
 }
-
-// A persistent grid's blocks: the SMs of an H100 or H200.
-constexpr int64_t kPersistentBlocks = 132;
 
 bool overlap_pays(const AttentionParams &a) {
   if (!a.wgmma || !a.tma)
@@ -1392,6 +1412,12 @@ ScheduleEntry attention_varlen_entry() {
   return e;
 }
 
+// Whether decoding at `u` fits attention_decode_wgmma (its checks, and 64-key blocks).
+static bool decode_fits_wgmma(const AttentionParams &u) {
+  return (!u.causal || u.Sq == 1) && u.H / u.Hkv * u.Sq <= 64 && u.Sk % 64 == 0 &&
+         (u.D == 64 || u.D == 128 || u.D == 256);
+}
+
 ScheduleEntry attention_decode_entry() {
   ScheduleEntry e;
   e.name = "attention_decode";
@@ -1410,27 +1436,29 @@ ScheduleEntry attention_decode_entry() {
       "copy pipelined over 2 stages); VROWS 1 (the default, where RING 0, PF 0 and the "
       "group's outputs fill the 128 threads) reads V's rows as K's, LANES threads a row, "
       "the partial sums added across threadIdx.y in shared memory, VROWS 0 a key a thread "
-      "along x, summed by shuffles. TC 0 (the default): that decoder on CUDA cores; TC 2: on "
-      "Hopper's wgmma, attention's fold with a key/value head's g query heads x SQ queries as "
-      "a warpgroup's 64 rows (at most 64; not causal, or causal with one query) and each "
-      "chunk of SPLIT keys (0: 512 on CUDA cores, on wgmma 2048 or the largest power of two "
-      "under it dividing SK) a batch of the fold, its "
-      "blocks of BK keys (0: 128, 64 at D 256) through a TMA ring of STAGES (0: 3) filled by "
-      "a producer warpgroup (WS 1; 0: none), PB > 0 a persistent grid (LW > 1: its last "
-      "round's chunks split into up to LW parts, as attention's), OVL 1 attention's overlap "
-      "of steps (the next key block's Q K^T with this one's P V, the softmax beside them); the "
+      "along x, summed by shuffles. TC 0: that decoder on CUDA cores; TC 2: on Hopper's "
+      "wgmma, attention's fold with a key/value head's g query heads x SQ queries as a "
+      "warpgroup's 64 rows (at most 64; not causal, or causal with one query) and each chunk "
+      "of SPLIT keys a batch of the fold (SPLIT 0: 512 on CUDA cores; on wgmma the longest "
+      "power of two up to 16384 dividing SK that leaves a block an SM), its blocks of BK keys "
+      "through a ring of STAGES shared tiles, filled by the block's cp.async (TMA 0, the "
+      "default; BK 0: 64, STAGES 0: 2) or by TMA (TMA 1; BK 0: 128, 64 at D 256; STAGES 0: 3) "
+      "from a producer warpgroup (WS 1; 0: none), PB > 0 a persistent grid (TMA 1; LW > 1: "
+      "its last round's chunks split into up to LW parts, as attention's), OVL 1 attention's "
+      "overlap of steps (TMA 1: the next key block's Q K^T with this one's P V, the softmax "
+      "beside them); TC 3 (the default): 2 on a Hopper GPU where it fits, else 0. The "
       "chunks' rows of O in float32 and their logsumexp merged as above";
   e.default_shape = {{"B", 2},     {"H", 8},      {"HKV", 2},     {"SQ", 1},
                      {"SK", 4096}, {"D", 128},    {"CAUSAL", 0},  {"BSHD", 1},
                      {"SPLIT", 0}, {"RING", 0},   {"LANES", 16},  {"ROWS", 0},
-                     {"PF", 0},    {"VROWS", 1},  {"TC", 0},      {"BK", 0},
-                     {"STAGES", 0}, {"WS", 1},    {"PB", 0},      {"LW", 0},
-                     {"OVL", 0}};
+                     {"PF", 0},    {"VROWS", 1},  {"TC", 3},      {"BK", 0},
+                     {"STAGES", 0}, {"TMA", 0},   {"WS", 1},      {"PB", 0},
+                     {"LW", 0},     {"OVL", 0}};
   e.nonnegative = {"CAUSAL", "BSHD", "RING", "PF", "VROWS", "ROWS", "SPLIT", "BK", "STAGES",
-                   "WS", "PB", "LW", "TC", "OVL"};
+                   "TMA", "WS", "PB", "LW", "TC", "OVL"};
   e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"RING", {0, 2, 3}}, {"LANES", {4, 8, 16}},
-               {"PF", {0, 1}},     {"VROWS", {0, 1}}, {"TC", {0, 2}},    {"WS", {0, 1}},
-               {"OVL", {0, 1}}};
+               {"PF", {0, 1}},     {"VROWS", {0, 1}}, {"TC", {0, 2, 3}}, {"TMA", {0, 1}},
+               {"WS", {0, 1}},     {"OVL", {0, 1}}};
   e.dtypes = {Float(16), BFloat(16)};
   e.knobs = {{"SPLIT", {256, 512, 1024}},
              {"RING", {0, 2, 3}},
@@ -1439,24 +1467,19 @@ ScheduleEntry attention_decode_entry() {
              {"PF", {0, 1}},
              {"VROWS", {0, 1}}};
   e.build = [](const ShapeParams &p, DataType dtype) {
-    if (p.at("TC") == 2) {
+    AttentionParams shape = attention_shape(p);
+    const int64_t tc = p.at("TC");
+    if (tc == 2 || (tc == 3 && hopper_gpu() && decode_fits_wgmma(shape))) {
       DecodeWgmma k;
-      k.block_keys = p.at("BK") ? p.at("BK") : p.at("D") == 256 ? 64 : 128;
-      // SPLIT 0: 2048 keys a chunk, or the largest power-of-two part of them that divides
-      // the keys and holds a block of keys.
       k.split_keys = p.at("SPLIT");
-      for (int64_t c = 2048; !k.split_keys && c >= k.block_keys; c /= 2)
-        if (p.at("SK") % c == 0)
-          k.split_keys = c;
-      if (!k.split_keys)
-        k.split_keys = p.at("SK");
-      if (p.at("STAGES"))
-        k.stages = p.at("STAGES");
+      k.block_keys = p.at("BK");
+      k.stages = p.at("STAGES");
+      k.tma = p.at("TMA") != 0;
       k.warp_roles = p.at("WS") != 0;
       k.persistent_blocks = p.at("PB");
       k.last_wave_parts = p.at("LW");
       k.overlap = p.at("OVL") != 0;
-      return attention_decode_wgmma(attention_shape(p), dtype, k);
+      return attention_decode_wgmma(shape, dtype, k);
     }
     DecodeSchedule k;
     if (p.at("SPLIT"))
@@ -1466,7 +1489,7 @@ ScheduleEntry attention_decode_entry() {
     k.rows = p.at("ROWS");
     k.prefetch = p.at("PF") != 0;
     k.v_rows = p.at("VROWS") != 0;
-    return attention_decode(attention_shape(p), dtype, k);
+    return attention_decode(shape, dtype, k);
   };
   return e;
 }

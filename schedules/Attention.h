@@ -136,20 +136,27 @@ ScheduledProgram attention_decode(const AttentionParams &p, DataType dtype,
 
 /// Decoding on attention's wgmma fold (Hopper): a key/value head's g query heads and Sq
 /// queries as the rows of one warpgroup's 64 (g x Sq <= 64, zero past them), each chunk of
-/// `split_keys` keys a batch of the fold (its key blocks through attention's TMA ring, the
+/// `split_keys` keys a batch of the fold (its key blocks through a ring of shared tiles, the
 /// softmax in registers, the chunk's rows of O in float32 and their logsumexp written), then
 /// attention_decode's merge. Not causal, or causal with one query (which sees every key).
+/// Zeros are the choice measured fastest on an H200 (bench/RESULTS.md 2026-11-29, ninth
+/// session): the ring by cp.async with 2 slots of 64 keys (two blocks an SM), chunks of 16384
+/// keys or fewer as the grid needs (decode_split_keys).
 struct DecodeWgmma {
-  int64_t split_keys = 2048; ///< keys a chunk, a multiple of block_keys dividing Sk
-  int64_t block_keys = 128;  ///< keys a step of the fold (64 at D = 256)
-  int64_t stages = 3;        ///< the TMA ring's slots
-  bool warp_roles = true;    ///< a producer warpgroup fills the ring
-  int64_t persistent_blocks = 0; ///< > 0: a persistent grid of this many blocks walks the chunks
+  int64_t split_keys = 0; ///< keys a chunk, a multiple of block_keys dividing Sk (0: the choice)
+  int64_t block_keys = 0; ///< keys a step of the fold (0: 64; 128 with TMA, but 64 at D = 256)
+  int64_t stages = 0;     ///< the ring's slots (0: 2; 3 with TMA)
+  /// the ring filled by TMA boxes on mbarriers (false: by the block's cp.async, 16 bytes a
+  /// thread, the tiles' 16-byte units swizzled as wgmma reads them)
+  bool tma = false;
+  bool warp_roles = true; ///< with TMA: a producer warpgroup fills the ring
+  /// > 0 (TMA, with the producer): a persistent grid of this many blocks walks the chunks
+  int64_t persistent_blocks = 0;
   /// > 1 (with persistent_blocks): the last round's chunks split by their key blocks into up to
   /// this many parts on the blocks it leaves idle (attention's last_wave_parts)
   int64_t last_wave_parts = 0;
-  /// attention's overlap of steps (AttentionParams::overlap, with P V onto o): the next key
-  /// block's S = Q K^T issued with this one's P V and its softmax beside them
+  /// attention's overlap of steps (AttentionParams::overlap, with P V onto o; TMA): the next
+  /// key block's S = Q K^T issued with this one's P V and its softmax beside them
   bool overlap = false;
 };
 ScheduledProgram attention_decode_wgmma(const AttentionParams &p, DataType dtype,

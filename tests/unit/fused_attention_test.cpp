@@ -1071,11 +1071,12 @@ TEST(FusedAttention, RegisteredDecodingOnTheExecutor) {
 
 // Decoding on attention's wgmma fold (attention_decode TC=2): a key/value head's g query heads x
 // Sq queries as the rows of a warpgroup's 64 (zero past them), each chunk of keys a batch of the
-// fold through the TMA ring, the chunks' rows (only the group's: the store's row limit) and
-// their logsumexp merged by a second kernel. Its float64 reference against the textbook's, and
-// the kernels on the executor: grouped 4:2 with one query, 8:2 with three over (B, H, S, D)
-// buffers, multi-query at D = 256 causal with one query (every key seen), bfloat16 at D = 64
-// on a persistent grid, one whose last round's chunks are split, and with the overlap of steps.
+// fold through a ring of shared tiles (by cp.async, or TMA), the chunks' rows (only the group's:
+// the store's row limit) and their logsumexp merged by a second kernel. Its float64 reference
+// against the textbook's, and the kernels on the executor: grouped 4:2 with one query, 8:2 with
+// three over (B, H, S, D) buffers, multi-query at D = 256 causal with one query (every key
+// seen), bfloat16 at D = 64 on a persistent grid, one whose last round's chunks are split, and
+// with the overlap of steps.
 TEST(FusedAttention, DecodingOnWgmmaOnTheExecutor) {
   struct Case {
     AttentionShape shape;
@@ -1086,18 +1087,28 @@ TEST(FusedAttention, DecodingOnWgmmaOnTheExecutor) {
       wide{1, 1, 256, 4, 1, 256, true}, small{1, 1, 256, 2, 2, 64, false},
       split{1, 1, 768, 2, 2, 64, false};
   three.bshd = false;
-  for (const Case &c : {Case{grouped, {256, 128, 2, true, 0}, Float(16)},
-                        Case{three, {128, 64, 2, false, 0}, Float(16)},
-                        Case{wide, {128, 64, 2, true, 0}, Float(16)},
-                        Case{small, {128, 64, 2, true, 2}, BFloat(16)},
-                        Case{split, {128, 64, 2, true, 5, 2}, Float(16)},
-                        Case{grouped, {256, 128, 3, true, 0, 0, true}, Float(16)}}) {
-    // (split: 12 chunks on 5 persistent blocks, the last round's 2 split in 2 parts each; the
-    // last: attention's overlap of steps)
+  // The ring by TMA, from a producer warpgroup or not; by cp.async (the default) over 4 key
+  // blocks in 2 slots, over 8 in 3, and with the split chosen (the 512 keys in 8 chunks of 64);
+  // 12 chunks on 5 persistent blocks, the last round's 2 split in 2 parts each; attention's
+  // overlap of steps.
+  for (const Case &c :
+       {Case{grouped, {.split_keys = 256, .block_keys = 128, .stages = 2, .tma = true}, Float(16)},
+        Case{three, {.split_keys = 128, .block_keys = 64, .stages = 2, .tma = true,
+                     .warp_roles = false}, Float(16)},
+        Case{three, {.split_keys = 256}, Float(16)},
+        Case{grouped, {.split_keys = 512, .stages = 3}, Float(16)},
+        Case{grouped, {}, Float(16)},
+        Case{wide, {.split_keys = 128, .block_keys = 64, .tma = true}, Float(16)},
+        Case{small, {.split_keys = 128, .block_keys = 64, .tma = true, .persistent_blocks = 2},
+             BFloat(16)},
+        Case{split, {.split_keys = 128, .block_keys = 64, .tma = true, .persistent_blocks = 5,
+                     .last_wave_parts = 2}, Float(16)},
+        Case{grouped, {.split_keys = 256, .block_keys = 128, .tma = true, .overlap = true},
+             Float(16)}}) {
     SCOPED_TRACE(describe(c.shape, c.k.split_keys) + (c.shape.bshd ? "" : " BHSD") +
                  (c.k.persistent_blocks ? " persistent" : "") +
                  (c.k.last_wave_parts ? " last round split" : "") +
-                 (c.k.overlap ? " overlapped" : ""));
+                 (c.k.overlap ? " overlapped" : "") + (c.k.tma ? "" : " cp.async"));
     ScheduledProgram p = attention_decode_wgmma(c.shape, c.dtype, c.k);
     LoweredModule m = lower(p.schedule, p.args);
     ASSERT_EQ(m.funcs.size(), 2u) << to_string(m);
@@ -1116,6 +1127,9 @@ TEST(FusedAttention, DecodingOnWgmmaOnTheExecutor) {
                {"head dim of 64, 128 or 256, not 80"});
   expect_error([] { attention_decode_wgmma({1, 1, 384, 2, 2, 64, false}, Float(16), {256}); },
                {"384 keys", "chunks of 256 (SPLIT)", "must divide the keys"});
+  expect_error(
+      [] { attention_decode_wgmma({1, 1, 256, 2, 2, 64, false}, Float(16), {.overlap = true}); },
+      {"overlap of steps (OVL=1)", "take the TMA ring (TMA=1)"});
 }
 
 // Packed variable-length sequences, as serving engines pass them: Q, K, V of every sequence
@@ -1552,15 +1566,15 @@ TEST(FusedAttention, GpuMatchesTheReference) {
     }
   }
   // Decoding on attention's wgmma fold (TC=2), grouped 4:1 with one query and 8:2 with two;
-  // with the overlap of steps.
+  // its ring by cp.async (the default), and by TMA with the overlap of steps.
   if (Device::get().arch() == "sm_90")
     for (const AttentionShape &shape : {AttentionShape{2, 1, 4096, 8, 2, 128, false},
                                         AttentionShape{1, 2, 2048, 8, 2, 64, false}})
       for (bool overlap : {false, true}) {
         SCOPED_TRACE(describe(shape, 1024) + " decoding on wgmma" +
-                     (overlap ? ", overlapped" : ""));
-        ScheduledProgram p =
-            attention_decode_wgmma(shape, Float(16), {1024, 128, 3, true, 0, 0, overlap});
+                     (overlap ? ", TMA, overlapped" : ""));
+        ScheduledProgram p = attention_decode_wgmma(
+            shape, Float(16), {.split_keys = 1024, .tma = overlap, .overlap = overlap});
         CheckResult d = check_on_gpu(p.schedule, p.args, 3);
         EXPECT_TRUE(d.compare.ok) << d.str();
       }
