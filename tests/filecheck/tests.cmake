@@ -182,9 +182,9 @@ tessel_filecheck_test(NAME lower.attention_wmma CHECKS attention_wmma.txt
 tessel_filecheck_test(NAME lower.attention_wgmma CHECKS attention_wgmma.txt
   COMMAND lower attention --shape SQ=128,SK=128,CAUSAL=1,HKV=2,TC=2,BQ=64,BK=64)
 tessel_filecheck_test(NAME lower.attention_decode CHECKS attention_decode.txt
-  COMMAND lower attention_decode --shape B=1,H=4,HKV=2,SQ=1,SK=256,D=64,SPLIT=128,ROWS=8)
+  COMMAND lower attention_decode --shape B=1,H=4,HKV=2,SQ=1,SK=256,D=64,SPLIT=128,ROWS=8,TC=0)
 tessel_filecheck_test(NAME cuda.attention_decode CHECKS cuda_attention_decode.txt
-  COMMAND cuda attention_decode --shape B=1,H=4,HKV=2,SQ=1,SK=256,D=64,SPLIT=128,ROWS=8)
+  COMMAND cuda attention_decode --shape B=1,H=4,HKV=2,SQ=1,SK=256,D=64,SPLIT=128,ROWS=8,TC=0)
 tessel_filecheck_test(NAME cuda.attention_decode_wgmma CHECKS cuda_attention_decode_wgmma.txt
   COMMAND cuda attention_decode --shape B=1,H=8,HKV=2,SQ=1,SK=512,D=64,SPLIT=256,TC=2)
 tessel_filecheck_test(NAME cuda.attention_decode_wgmma_tma CHECKS cuda_attention_decode_wgmma_tma.txt
