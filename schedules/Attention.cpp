@@ -1424,10 +1424,11 @@ ScheduleEntry attention_decode_entry() {
   e.description =
       "decoding attention O = softmax(Q K^T / sqrt(D)) V for a few queries against a long "
       "key/value cache, two kernels: B batches, H query heads over HKV key/value heads, SQ "
-      "queries, SK keys, head dim D (a multiple of 64); the keys split into chunks of SPLIT (a "
-      "multiple of 128), a block per (chunk, batch, key/value head) computing its chunk's "
-      "softmax for the head group's queries (max, sum, P V), then a merge of the chunks; CAUSAL "
-      "1 aligns the last query with the last key; BSHD as attention's; O is (B, H, SQ, D); "
+      "queries, SK keys, head dim D (a multiple of 64); the keys split into chunks of SPLIT, "
+      "each chunk's softmax for the head group's queries (max, sum, P V) computed apart, then "
+      "a merge of the chunks; CAUSAL 1 aligns the last query with the last key; BSHD as "
+      "attention's; O is (B, H, SQ, D). On CUDA cores (TC 0) a block per (chunk, batch, "
+      "key/value head), SPLIT a multiple of 128; "
       "RING 2 or 3 brings K's and V's rows through that many shared-memory tiles by cp.async "
       "(0, the default: straight to registers); LANES threads share a key row (4, 8, 16), each "
       "loading ROWS rows of K and V in a stretch (0, the default: 16 straight to registers, 8 "
@@ -1460,12 +1461,16 @@ ScheduleEntry attention_decode_entry() {
                {"PF", {0, 1}},     {"VROWS", {0, 1}}, {"TC", {0, 2, 3}}, {"TMA", {0, 1}},
                {"WS", {0, 1}},     {"OVL", {0, 1}}};
   e.dtypes = {Float(16), BFloat(16)};
-  e.knobs = {{"SPLIT", {256, 512, 1024}},
+  // Both paths' knobs (the CUDA-core decoder's RING, LANES, ROWS, PF and VROWS; the wgmma
+  // fold's BK and STAGES; SPLIT both's): the path TC 3 takes ignores the other's.
+  e.knobs = {{"SPLIT", {256, 512, 1024, 4096, 16384}},
              {"RING", {0, 2, 3}},
              {"LANES", {4, 8, 16}},
              {"ROWS", {0, 4, 8, 16}},
              {"PF", {0, 1}},
-             {"VROWS", {0, 1}}};
+             {"VROWS", {0, 1}},
+             {"BK", {64, 128}},
+             {"STAGES", {2, 3}}};
   e.build = [](const ShapeParams &p, DataType dtype) {
     AttentionParams shape = attention_shape(p);
     const int64_t tc = p.at("TC");
