@@ -1129,7 +1129,10 @@ ScheduledProgram attention_decode_wgmma(const AttentionParams &u, DataType dtype
       << "decoding on wgmma (TC=2) takes a head dim of 64, 128 or 256, not " << u.D;
   user_check(k.tma || (!k.overlap && !k.persistent_blocks), "attention_decode")
       << "the overlap of steps (OVL=1) and a persistent grid (PB) take the TMA ring (TMA=1)";
-  const int64_t block_keys = k.block_keys ? k.block_keys : k.tma && u.D <= 128 ? 128 : 64;
+  // By cp.async a slot of 32 KiB or more (H200, bench/RESULTS.md 2026-11-29 ninth session: at
+  // D = 64 128 keys 0.244 ms, 64 keys 0.275); by TMA 128 keys where S's registers allow.
+  const int64_t block_keys =
+      k.block_keys ? k.block_keys : (k.tma ? u.D <= 128 : u.D == 64) ? 128 : 64;
   const int64_t split_keys = k.split_keys ? k.split_keys : decode_split_keys(u, block_keys);
   user_check(block_keys > 0 && split_keys % block_keys == 0 && split_keys > 0 &&
                  u.Sk % split_keys == 0,
@@ -1443,7 +1446,8 @@ ScheduleEntry attention_decode_entry() {
       "of SPLIT keys a batch of the fold (SPLIT 0: 512 on CUDA cores; on wgmma the longest "
       "power of two up to 16384 dividing SK that leaves a block an SM), its blocks of BK keys "
       "through a ring of STAGES shared tiles, filled by the block's cp.async (TMA 0, the "
-      "default; BK 0: 64, STAGES 0: 2) or by TMA (TMA 1; BK 0: 128, 64 at D 256; STAGES 0: 3) "
+      "default; BK 0: 64, 128 at D 64; STAGES 0: 2) or by TMA (TMA 1; BK 0: 128, 64 at D 256; "
+      "STAGES 0: 3) "
       "from a producer warpgroup (WS 1; 0: none), PB > 0 a persistent grid (TMA 1; LW > 1: "
       "its last round's chunks split into up to LW parts, as attention's), OVL 1 attention's "
       "overlap of steps (TMA 1: the next key block's Q K^T with this one's P V, the softmax "

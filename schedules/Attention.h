@@ -144,7 +144,8 @@ ScheduledProgram attention_decode(const AttentionParams &p, DataType dtype,
 /// keys or fewer as the grid needs (decode_split_keys).
 struct DecodeWgmma {
   int64_t split_keys = 0; ///< keys a chunk, a multiple of block_keys dividing Sk (0: the choice)
-  int64_t block_keys = 0; ///< keys a step of the fold (0: 64; 128 with TMA, but 64 at D = 256)
+  /// keys a step of the fold (0: 64, 128 at D = 64; with TMA 128, 64 at D = 256)
+  int64_t block_keys = 0;
   int64_t stages = 0;     ///< the ring's slots (0: 2; 3 with TMA)
   /// the ring filled by TMA boxes on mbarriers (false: by the block's cp.async, 16 bytes a
   /// thread, the tiles' 16-byte units swizzled as wgmma reads them)

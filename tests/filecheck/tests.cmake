@@ -186,6 +186,6 @@ tessel_filecheck_test(NAME lower.attention_decode CHECKS attention_decode.txt
 tessel_filecheck_test(NAME cuda.attention_decode CHECKS cuda_attention_decode.txt
   COMMAND cuda attention_decode --shape B=1,H=4,HKV=2,SQ=1,SK=256,D=64,SPLIT=128,ROWS=8,TC=0)
 tessel_filecheck_test(NAME cuda.attention_decode_wgmma CHECKS cuda_attention_decode_wgmma.txt
-  COMMAND cuda attention_decode --shape B=1,H=8,HKV=2,SQ=1,SK=512,D=64,SPLIT=256,TC=2)
+  COMMAND cuda attention_decode --shape B=1,H=8,HKV=2,SQ=1,SK=1024,D=64,SPLIT=512,TC=2)
 tessel_filecheck_test(NAME cuda.attention_decode_wgmma_tma CHECKS cuda_attention_decode_wgmma_tma.txt
   COMMAND cuda attention_decode --shape B=1,H=8,HKV=2,SQ=1,SK=512,D=64,SPLIT=256,TC=2,BK=64,TMA=1)

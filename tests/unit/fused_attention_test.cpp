@@ -1087,8 +1087,9 @@ TEST(FusedAttention, DecodingOnWgmmaOnTheExecutor) {
       wide{1, 1, 256, 4, 1, 256, true}, small{1, 1, 256, 2, 2, 64, false},
       split{1, 1, 768, 2, 2, 64, false};
   three.bshd = false;
-  // The ring by TMA, from a producer warpgroup or not; by cp.async (the default) over 4 key
-  // blocks in 2 slots, over 8 in 3, and with the split chosen (the 512 keys in 8 chunks of 64);
+  // The ring by TMA, from a producer warpgroup or not; by cp.async (the default) over 2 key
+  // blocks of 128 (D = 64) in 2 slots, over 8 of 64 in 3, and with the split chosen (the 512
+  // keys in 8 chunks of 64);
   // 12 chunks on 5 persistent blocks, the last round's 2 split in 2 parts each; attention's
   // overlap of steps.
   for (const Case &c :
