@@ -383,20 +383,31 @@ Stmt set_row(const BoundBuffer &rows, const Expr &tile, int h, const Expr &value
 
 } // namespace
 
+Expr wgmma_fp8_a_column(const Expr &j) {
+  Expr c = floormod(j, 32), q = floormod(j, 16);
+  return floordiv(j, 32) * 32 + floordiv(c, 16) * 16 + floordiv(q, 4) * 2 +
+         floordiv(floormod(q, 4), 2) * 8 + floormod(q, 2);
+}
+
 std::shared_ptr<const TensorIntrin> wgmma_acc_to_a(int64_t n, DataType dtype) {
-  user_check(n % 16 == 0 && n >= 16 && n <= 256, "wgmma_acc_to_a")
-      << "n=" << n << ": an A operand's columns are whole k16 slices, a multiple of 16 up to 256";
-  user_check(dtype == Float(16) || dtype == BFloat(16), "wgmma_acc_to_a")
-      << "A from registers is float16 or bfloat16, not " << dtype;
+  const bool fp8 = dtype.is_float8();
+  const int kK = fp8 ? kK8 : kK16;
+  user_check(n % kK == 0 && n >= kK && n <= 256, "wgmma_acc_to_a")
+      << "n=" << n << ": an A operand's columns are whole k" << kK << " slices, a multiple of "
+      << kK << " up to 256";
+  user_check(dtype == Float(16) || dtype == BFloat(16) || fp8, "wgmma_acc_to_a")
+      << "A from registers is float16, bfloat16, float8_e4m3 or float8_e5m2, not " << dtype;
   Tensor X = placeholder({kRows, int(n)}, Float(32), "X");
-  Tensor A = compute({kRows, int(n)}, [&](Var i, Var j) { return X(i, j).astype(dtype); }, "A",
-                     {"i", "j"});
+  Tensor A = compute(
+      {kRows, int(n)},
+      [&](Var i, Var j) { return X(i, fp8 ? wgmma_fp8_a_column(j) : Expr(j)).astype(dtype); },
+      "A", {"i", "j"});
   const std::string name = "wgmma_acc_to_a(" + std::to_string(n) +
                            (dtype == Float(16) ? std::string() : ", " + dtype.str()) + ")";
   return decl_tensor_intrin(
       A,
       {{X, accumulator_decl(n, "BX")},
-       {A, Buffer::make("BA", dtype, {kRows, int(n)}, "wgmma.matrix_a", {}, Expr(), 4, kK16)}},
+       {A, Buffer::make("BA", dtype, {kRows, int(n)}, "wgmma.matrix_a", {}, Expr(), 4, kK)}},
       [=](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
         TensorIntrinBodies bodies;
         bodies.body = Evaluate::make(intrinsic_call(
@@ -410,23 +421,28 @@ std::shared_ptr<const TensorIntrin> wgmma_acc_to_a(int64_t n, DataType dtype) {
 std::shared_ptr<const TensorIntrin> wgmma_gemm_rs(int64_t n, const std::string &b_layout,
                                                   int swizzle, DataType dtype) {
   check_n(n, "wgmma_gemm_rs");
-  user_check(dtype == Float(16) || dtype == BFloat(16), "wgmma_gemm_rs")
-      << "A from registers is float16 or bfloat16, not " << dtype;
+  const bool fp8 = dtype.is_float8();
+  user_check(dtype == Float(16) || dtype == BFloat(16) || fp8, "wgmma_gemm_rs")
+      << "A from registers is float16, bfloat16, float8_e4m3 or float8_e5m2, not " << dtype;
   user_check(b_layout == "row_major" || b_layout == "col_major", "wgmma_gemm_rs")
       << "b_layout must be row_major or col_major, got '" << b_layout << "'";
   user_check(swizzle == 0 || swizzle == 32 || swizzle == 64 || swizzle == 128, "wgmma_gemm_rs")
       << "swizzle must be 32, 64 or 128 (Stage::swizzle) or 0 (storage_interleave(8)), got "
       << swizzle;
+  user_check(!fp8 || (b_layout == "col_major" && swizzle != 0), "wgmma_gemm_rs")
+      << "float8 B is read K-major (col_major: B stored n x 32) from a swizzled tile; got "
+      << b_layout << (swizzle ? "" : ", unswizzled");
   const bool b_col = b_layout == "col_major";
-  Tensor A = placeholder({kRows, kK16}, dtype, "A");
-  Tensor B = b_col ? placeholder({int(n), kK16}, dtype, "B") : placeholder({kK16, int(n)}, dtype, "B");
-  Tensor C = gemm_pattern(A, B, b_col, n, kK16);
+  const int kK = fp8 ? kK8 : kK16;
+  Tensor A = placeholder({kRows, kK}, dtype, "A");
+  Tensor B = b_col ? placeholder({int(n), kK}, dtype, "B") : placeholder({kK, int(n)}, dtype, "B");
+  Tensor C = gemm_pattern(A, B, b_col, n, kK);
   const std::string name = "wgmma_gemm_rs(" + std::to_string(n) + (b_col ? ", col_major" : "") +
                            (swizzle ? ", swizzle " + std::to_string(swizzle) : std::string()) +
                            (dtype == Float(16) ? std::string() : ", " + dtype.str()) + ")";
   return decl_tensor_intrin(
       C,
-      {{A, Buffer::make("BA", dtype, {kRows, kK16}, "wgmma.matrix_a", {}, Expr(), 4, kK16)},
+      {{A, Buffer::make("BA", dtype, {kRows, kK}, "wgmma.matrix_a", {}, Expr(), 4, kK)},
        {B, operand_decl("BB", dtype, B.shape(), swizzle)},
        {C, accumulator_decl(n)}},
       [=](const std::vector<BoundBuffer> &in, const BoundBuffer &out) {
@@ -437,7 +453,7 @@ std::shared_ptr<const TensorIntrin> wgmma_gemm_rs(int64_t n, const std::string &
         bodies.reset = fill_zero(out, tile, n);
         bodies.update = Evaluate::make(intrinsic_call(
             intrinsic::wgmma_mma_rs,
-            {out.data(), tile, Expr(int(n)), a.data(), a.tile_index(kRows, kK16, name),
+            {out.data(), tile, Expr(int(n)), a.data(), a.tile_index(kRows, kK, name),
              b.access_ptr(), Expr(int(b_lbo)), Expr(int(b_sbo)), Expr(b_col ? 0 : 1),
              Expr(swizzle)}));
         return bodies;

@@ -137,10 +137,19 @@ std::shared_ptr<const TensorIntrin> wgmma_rowwise(int64_t n, const WgmmaRowFunct
 /// A(i, j) = X(i, j) rounded to `dtype` (float16 or bfloat16): a 64 x n accumulator tile X into a
 /// 64 x n A operand in registers (scope wgmma.matrix_a), its registers packed in pairs: an
 /// accumulator's layout is the A fragment's, so P = softmax(S) feeds P V without shared memory.
+/// With a float8 `dtype` (e4m3 or e5m2; n a multiple of 32), A(i, j) = X(i, wgmma_fp8_a_column(j))
+/// rounded to it: an 8-bit A fragment holds 4 consecutive columns a register where the
+/// accumulator holds 2, so instead of exchanging values across the quad the A operand takes the
+/// columns in the order a thread already holds them, four to a register; the contraction that
+/// reads it must take its other operand's K in the same order (for attention, V's keys).
 std::shared_ptr<const TensorIntrin> wgmma_acc_to_a(int64_t n, DataType dtype = Float(16));
 
-/// wgmma_gemm with A (64 x 16) from registers (wgmma.matrix_a, filled by wgmma_acc_to_a), B from
-/// shared memory as wgmma_gemm takes it (16-bit types).
+/// The accumulator column that column `j` of a float8 A operand holds (wgmma_acc_to_a): within
+/// each 32 columns, 4 t + b holds 2 t + 8 (b / 2) + b % 2 of its 16 (t 0..3, b 0..3).
+Expr wgmma_fp8_a_column(const Expr &j);
+
+/// wgmma_gemm with A (64 x 16; 64 x 32 of float8) from registers (wgmma.matrix_a, filled by
+/// wgmma_acc_to_a), B from shared memory as wgmma_gemm takes it (float8: K-major, swizzled).
 std::shared_ptr<const TensorIntrin> wgmma_gemm_rs(int64_t n, const std::string &b_layout = "row_major",
                                                   int swizzle = 0, DataType dtype = Float(16));
 

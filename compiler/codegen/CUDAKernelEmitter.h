@@ -31,6 +31,7 @@ struct ModuleNeeds {
   bool async_copy = false; ///< tessel_cp_async* helpers (cp.async)
   bool wgmma = false;      ///< tessel_wgmma_desc; the module needs sm_90a
   bool pack_halves = false; ///< tessel_pack_{f16,bf16}x2 (wgmma_acc_to_a)
+  bool pack_fp8 = false;    ///< tessel_pack_{e4m3,e5m2}x4 (wgmma_acc_to_a of float8)
   bool fast_exp2 = false;   ///< tessel_fast_exp2f (fast_exp2)
   bool tma = false;        ///< tessel_tensor_map, tessel_mbarrier_*, tessel_tma_load_*
   bool block_flags = false; ///< tessel_flag_release / tessel_flag_wait

@@ -582,6 +582,24 @@ __device__ __forceinline__ unsigned long long tessel_wgmma_desc(const void *p, u
 }
 )";
   }
+  if (needs.pack_fp8) {
+    // Four floats rounded (to nearest even, saturating) to 8-bit floats in one 32-bit register,
+    // the first in the lowest byte (wgmma's 8-bit A fragment from an accumulator's registers).
+    os << R"(
+__device__ __forceinline__ unsigned tessel_pack_e4m3x4(float a, float b, float c, float d) {
+  unsigned short lo, hi;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(lo) : "f"(b), "f"(a));
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(hi) : "f"(d), "f"(c));
+  return unsigned(lo) | (unsigned(hi) << 16);
+}
+__device__ __forceinline__ unsigned tessel_pack_e5m2x4(float a, float b, float c, float d) {
+  unsigned short lo, hi;
+  asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;\n" : "=h"(lo) : "f"(b), "f"(a));
+  asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;\n" : "=h"(hi) : "f"(d), "f"(c));
+  return unsigned(lo) | (unsigned(hi) << 16);
+}
+)";
+  }
   if (needs.pack_halves) {
     // Two floats rounded to a pair of halves in one 32-bit register, the first in the low half
     // (wgmma's A fragment from an accumulator's registers).

@@ -48,18 +48,21 @@ std::string CUDAKernelEmitter::wgmma_accumulator_decl(const Allocate *op) {
 
 std::string CUDAKernelEmitter::wgmma_a_decl(const Allocate *op) {
   const std::string &name = op->buffer_var.name();
-  user_check(op->dtype == Float(16) || op->dtype == BFloat(16), "codegen_cuda")
+  user_check(op->dtype == Float(16) || op->dtype == BFloat(16) || op->dtype.is_float8(),
+             "codegen_cuda")
       << "wgmma A operand '" << name << "' has element type " << op->dtype
-      << "; A from registers is float16 or bfloat16";
-  const int64_t size = op->constant_size();
-  user_check(size % 1024 == 0, "codegen_cuda")
+      << "; A from registers is float16, bfloat16 or float8";
+  // 64 x k tiles of 4 registers a thread: k 16 of 16-bit values, 32 of 8-bit ones.
+  const int64_t size = op->constant_size(), bytes = op->dtype.bytes();
+  user_check(size * bytes % 2048 == 0, "codegen_cuda")
       << "wgmma A operand '" << name << "' holds " << size
-      << " elements, not whole 64 x 16 tiles of a warpgroup";
+      << " elements, not whole 64 x " << 32 / bytes << " tiles of a warpgroup";
   std::string text = bind_var(op->buffer_var.get());
   scope_of_[op->buffer_var.get()] = op->scope;
   wgmma_a_dtype_[op->buffer_var.get()] = op->dtype;
-  wgmma_registers_.push_back({text, size / 256, "+r"});
-  return "unsigned " + text + "[" + std::to_string(size / 256) + "];";
+  const int64_t regs = size * bytes / 512;
+  wgmma_registers_.push_back({text, regs, "+r"});
+  return "unsigned " + text + "[" + std::to_string(regs) + "];";
 }
 
 std::pair<std::string, int64_t> CUDAKernelEmitter::wgmma_a_tile(const Expr &a, const Expr &index,
@@ -73,7 +76,8 @@ std::pair<std::string, int64_t> CUDAKernelEmitter::wgmma_a_tile(const Expr &a, c
   user_check(i.has_value(), "codegen_cuda")
       << intrin << " in kernel '" << f_.name << "': the A tile index " << index
       << " is not a constant; unroll the loops around the intrinsic (Stage::unroll)";
-  return {var_text(v), *i * k / 4};
+  // A thread's share of a 64 x k tile: k / 2 values, 4 to a register of 8-bit ones, 2 of 16-bit.
+  return {var_text(v), *i * k * wgmma_a_dtype_.lookup(v).bytes() / 8};
 }
 
 std::string CUDAKernelEmitter::wgmma_rows_decl(const Allocate *op) {
@@ -245,10 +249,24 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
     int64_t cols = constant(a[4], "n");
     auto [acc, base] = tile_base(a[2], a[3], cols);
     auto [regs, first] = wgmma_a_tile(a[0], a[1], cols, name);
+    const DataType ta = wgmma_a_dtype_.lookup(a[0].as<Variable>());
+    if (ta.is_float8()) {
+      // Register 4 s + 2 h + j of the A tile (its k32 slice s, columns 16 h.., row l / 4 + 8 j)
+      // packs the accumulator's registers 16 s + 8 h + 2 j + {0, 1, 4, 5}: the columns the
+      // thread holds, in that order (wgmma_fp8_a_column).
+      needs_.pack_fp8 = true;
+      const char *pack = ta.code() == DataType::Float8E4M3 ? "tessel_pack_e4m3x4"
+                                                           : "tessel_pack_e5m2x4";
+      const std::string c =
+          std::to_string(base) + " + 16 * (r / 4) + 8 * (r / 2 % 2) + 2 * (r % 2)";
+      line("#pragma unroll");
+      line("for (int r = 0; r < " + std::to_string(cols / 8) + "; ++r) " + regs + "[" +
+           std::to_string(first) + " + r] = " + pack + "(" + acc + "[" + c + "], " + acc + "[" +
+           c + " + 1], " + acc + "[" + c + " + 4], " + acc + "[" + c + " + 5]);");
+      return true;
+    }
     needs_.pack_halves = true;
-    const char *pack = wgmma_a_dtype_.lookup(a[0].as<Variable>()) == BFloat(16)
-                           ? "tessel_pack_bf16x2"
-                           : "tessel_pack_f16x2";
+    const char *pack = ta == BFloat(16) ? "tessel_pack_bf16x2" : "tessel_pack_f16x2";
     line("#pragma unroll");
     line("for (int r = 0; r < " + std::to_string(cols / 4) + "; ++r) " + regs + "[" +
          std::to_string(first) + " + r] = " + pack + "(" + acc + "[" + std::to_string(base) +
@@ -352,7 +370,7 @@ bool CUDAKernelEmitter::emit_wgmma(const Call *op) {
     line("    : " + outs);
     std::string ins;
     if (rs) {
-      auto [aregs, first] = wgmma_a_tile(a[3], a[4], 16, name);
+      auto [aregs, first] = wgmma_a_tile(a[3], a[4], fp8 ? 32 : 16, name);
       for (int r = 0; r < 4; ++r)
         ins += "\"r\"(" + aregs + "[" + std::to_string(first + r) + "]), ";
     } else {

@@ -158,14 +158,19 @@ inline constexpr const char *wgmma_row_set = "wgmma_row_set";
 // element an accumulator's register i holds (row 16 w + l / 4 + 8 ((i / 2) % 2), column
 // 8 (i / 4) + 2 (l % 4) + i % 2), so a k16 slice is 8 halves and an accumulator tile's registers
 // are an A tile of the same shape, in order.
+// Of 8-bit values (float8): S / 128 bytes a thread in 64 x 32 tiles of 4 registers, value
+// 4 (2 (c / 16) + r / 8) + c % 4 of a tile at lane 4 (r % 8) + (c % 16) / 4 (r, c within the
+// warp's 16 rows; mma.m16n8k32's A fragment).
 // wgmma_acc_to_a(a, a_index, acc, index, n): A tile `a_index` (64 x n) = accumulator tile `index`
-// (64 x n) rounded to A's type, register by register (pairs packed). Like wgmma_reg it must not
+// (64 x n) rounded to A's type, register by register (pairs packed); of float8 A, column
+// 4 t + b of each 16 the accumulator's 2 t + 8 (b / 2) + b % 2 (wgmma_fp8_a_column: the values
+// a thread holds, four packed a register). Like wgmma_reg it must not
 // read a tile whose wgmma_mma has not landed, and A must not be rewritten while a wgmma_mma_rs
 // that reads it has not landed.
 inline constexpr const char *wgmma_acc_to_a = "wgmma_acc_to_a";
 // wgmma_mma_rs(acc, index, n, a, a_index, b_ptr, b_lbo, b_sbo, trans_b, swizzle): wgmma_mma with
-// A = the 64 x 16 tile `a_index` of a wgmma.matrix_a allocation `a` (registers) instead of
-// shared memory; B as wgmma_mma's.
+// A = the 64 x 16 (8-bit: 64 x 32) tile `a_index` of a wgmma.matrix_a allocation `a`
+// (registers) instead of shared memory; B as wgmma_mma's.
 inline constexpr const char *wgmma_mma_rs = "wgmma_mma_rs";
 // shfl_xor(value, mask): the value (float32 or int32) of the lane `lane ^ mask` of the calling
 // thread's warp (__shfl_xor_sync over the whole warp: every lane must call it together).

@@ -66,6 +66,17 @@ std::string extents_text(const std::vector<IterVar> &ivs, const DomainMap &dom) 
 
 // Replaces the stage's input loads by loads of the intrinsic's placeholders at indices relative
 // to the region each input is read in, so the two expressions can be compared.
+// An index in the form both sides of a match are compared in: a canonical sum, simplified first
+// where it is not affine (an intrinsic's permuted columns, `floordiv(0 + j, 32)` at a region's
+// start, wgmma_fp8_a_column).
+Expr normal_index(const Expr &i) {
+  bool affine = true;
+  post_order_visit(i, [&](const IRNode *n) {
+    affine = affine && !llvm::isa<FloorDiv>(n) && !llvm::isa<FloorMod>(n);
+  });
+  return arith::canonical_sum(affine ? i : arith::simplify(i));
+}
+
 class LoadNormalizer : public IRMutator {
 public:
   LoadNormalizer(const VarIntervals &env, const std::vector<Tensor> &placeholders,
@@ -110,7 +121,7 @@ protected:
             << "' does not cover";
         continue;
       }
-      rel.push_back(arith::canonical_sum(op->indices[d] - iv->min_expr()));
+      rel.push_back(normal_index(op->indices[d] - iv->min_expr()));
     }
     if (regions[j].empty())
       regions[j] = region;
@@ -132,7 +143,7 @@ protected:
   Expr visit(const TensorLoad *op) override {
     std::vector<Expr> idx;
     for (const Expr &i : op->indices)
-      idx.push_back(arith::canonical_sum(i));
+      idx.push_back(normal_index(i));
     return TensorLoad::make(op->tensor, idx);
   }
 };

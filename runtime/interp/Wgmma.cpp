@@ -170,23 +170,43 @@ private:
     return a_tile * (k / 2);
   }
 
-  // wgmma_acc_to_a: A tile `a_tile` (64 x n) = the accumulator tile, rounded to A's type.
+  // wgmma_acc_to_a: A tile `a_tile` (64 x n) = the accumulator tile, rounded to A's type; of
+  // 8-bit A, each k32 slice's columns in the order a thread holds them (wgmma_fp8_a_column):
+  // A's value 4 (2 h + j) + b of the slice (a_element) is the accumulator's register
+  // 8 h + 4 (b / 2) + 2 j + b % 2 of it, in the same lane.
   void run_acc_to_a(Machine &M, uint32_t w, int64_t a_tile, int64_t tile) {
     const int64_t first = tile_first(M, w, tile), afirst = a_first(M, w, a_tile, n);
     check_filled(M, w, tile);
     check_landed(M, w, tile, "reads");
-    // The k16 slices n / 16 a_tile .. of A must not be read by a wgmma_mma_rs in flight.
+    // The k slices n / k a_tile .. of A must not be read by a wgmma_mma_rs in flight.
+    const int slices = n / k;
     for (const PendingWgmma &p : M.pending_wgmma[w])
-      user_check(p.a != a_mem || p.a_tile < 0 || p.a_tile < a_tile * (n / 16) ||
-                     p.a_tile >= (a_tile + 1) * (n / 16),
+      user_check(p.a != a_mem || p.a_tile < 0 || p.a_tile < a_tile * slices ||
+                     p.a_tile >= (a_tile + 1) * slices,
                  "interp")
           << by(M, w) << " rewrites A tile " << a_tile << " of '" << a_mem->name
           << "' while a wgmma_mma_rs that reads it (group " << p.group
           << ") has not landed; wgmma_wait for it first";
     for (int l = 0; l < 32; ++l)
-      for (int i = 0; i < n / 2; ++i)
+      for (int i = 0; i < n / 2; ++i) {
+        int src = i;
+        if (k == 32) {
+          const int s = i / 16, e = i % 16, h = e / 8, j = (e / 4) % 2, b = e % 4;
+          src = 16 * s + 8 * h + 4 * (b / 2) + 2 * j + b % 2;
+        }
         reg(*a_mem, w, l, afirst + i).f =
-            round_float(a_mem->num.kind, reg(*acc, w, l, first + i).f);
+            round_float(a_mem->num.kind, reg(*acc, w, l, first + src).f);
+      }
+  }
+
+  // Where element (r, c) of a warp's 16 rows of a 64 x k A tile in registers is: an
+  // accumulator's layout for k 16 (lane 4 (r % 8) + (c % 8) / 2, value 4 (c / 8) + 2 (r / 8) +
+  // c % 2), the 8-bit fragment for k 32 (lane 4 (r % 8) + (c % 16) / 4, value 4 (2 (c / 16) +
+  // r / 8) + c % 4: four consecutive columns a register).
+  std::pair<int, int64_t> a_element(int64_t r, int64_t c) const {
+    if (k == 32)
+      return {int(4 * (r % 8) + (c % 16) / 4), 4 * (2 * (c / 16) + r / 8) + c % 4};
+    return {int(4 * (r % 8) + (c % 8) / 2), 4 * (c / 8) + 2 * (r / 8) + c % 2};
   }
 
   // Issue: reads this warp's 16 rows of A and all of B now (checked, recorded for the race
@@ -224,12 +244,13 @@ private:
     // 4 (r % 8) + (c % 8) / 2, half 4 (c / 8) + 2 (r / 8) + c % 2 of the slice: an
     // accumulator's layout) or from shared memory; then all of B.
     if (rs) {
-      const int64_t afirst = a_first(M, w, a[1], 16);
+      const int64_t afirst = a_first(M, w, a[1], k);
       p.a_tile = a[1];
       for (int64_t r = 0; r < 16; ++r)
-        for (int64_t c = 0; c < 16; ++c)
-          p.values.push_back(reg(*a_mem, w, int(4 * (r % 8) + (c % 8) / 2),
-                                 afirst + 4 * (c / 8) + 2 * (r / 8) + c % 2));
+        for (int64_t c = 0; c < k; ++c) {
+          auto [lane, i] = a_element(r, c);
+          p.values.push_back(reg(*a_mem, w, lane, afirst + i));
+        }
     }
     if (swizzle) {
       // Rows of W = swizzle / bytes elements; offsets from the buffer's start (1024-byte aligned
@@ -623,12 +644,18 @@ StmtPtr compile_wgmma(Compiler &C, const Call *call) {
         << "32, 64 or 128); got trans_b " << code->trans_b << ", swizzle " << code->swizzle;
     return code;
   }
-  // A from registers: a wgmma.matrix_a allocation of float16 or bfloat16, whole 64 x 16 tiles.
+  // A from registers: a wgmma.matrix_a allocation of float16 or bfloat16, whole 64 x 16 tiles,
+  // or of float8, whole 64 x 32 tiles (K of one instruction).
   auto register_operand = [&](const Expr &e) {
     Memory *m = compile_fragment(C, call, e, FragKind::WgmmaA);
-    user_check((m->dtype == Float(16) || m->dtype == BFloat(16)) && m->size % 1024 == 0, "interp")
+    const bool fp8 = m->dtype.is_float8();
+    user_check((m->dtype == Float(16) || m->dtype == BFloat(16) || fp8) &&
+                   m->size % (fp8 ? 2048 : 1024) == 0,
+               "interp")
         << n << ": A operand '" << m->name << "' holds " << m->size << " x " << m->dtype
-        << "; a wgmma.matrix_a holds float16 or bfloat16, whole 64 x 16 tiles";
+        << "; a wgmma.matrix_a holds float16 or bfloat16, whole 64 x 16 tiles, or float8, "
+           "whole 64 x 32 tiles";
+    code->k = fp8 ? 32 : 16;
     return m;
   };
   if (n == intrinsic::wgmma_mma_rs) {
@@ -638,10 +665,16 @@ StmtPtr compile_wgmma(Compiler &C, const Call *call) {
     code->a_mem = register_operand(a[3]);
     uniform(a[4], "a_index");
     code->b_mem = operand(a[5], "b_ptr");
-    user_check(code->a_mem->dtype == code->b_mem->dtype, "interp")
+    const bool fp8 = code->a_mem->dtype.is_float8();
+    user_check(fp8 ? code->b_mem->dtype.is_float8() : code->a_mem->dtype == code->b_mem->dtype,
+               "interp")
         << n << ": A ('" << code->a_mem->name << "') is " << code->a_mem->dtype << " but B ('"
-        << code->b_mem->name << "') is " << code->b_mem->dtype;
+        << code->b_mem->name << "') is " << code->b_mem->dtype
+        << "; wgmma takes one 16-bit input type, or two float8 types";
     b_layout(6);
+    user_check(!fp8 || (code->swizzle != 0 && !code->trans_b), "interp")
+        << n << ": float8 operands are read K-major (trans_b 0) from swizzled tiles (swizzle "
+        << "32, 64 or 128); got trans_b " << code->trans_b << ", swizzle " << code->swizzle;
     return code;
   }
   if (n == intrinsic::wgmma_acc_to_a) {
@@ -653,8 +686,9 @@ StmtPtr compile_wgmma(Compiler &C, const Call *call) {
     code->acc = m;
     uniform(a[3], "index");
     code->n = int(const_arg(call, 4, "n"));
-    user_check(code->n % 16 == 0 && code->n >= 16 && code->n <= 256, "interp")
-        << n << ": n = " << code->n << "; an A tile's columns are whole k16 slices, 16 to 256";
+    user_check(code->n % code->k == 0 && code->n >= code->k && code->n <= 256, "interp")
+        << n << ": n = " << code->n << "; an A tile's columns are whole k" << code->k
+        << " slices, " << code->k << " to 256";
     return code;
   }
   if (n == intrinsic::wgmma_store) {

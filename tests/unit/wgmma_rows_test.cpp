@@ -190,6 +190,79 @@ SoftmaxTimesV softmax_times_v(int64_t M, int64_t N, int64_t K, int64_t D,
   return {A, B, V, Y, s};
 }
 
+// The same chain in float8 (e4m3): S = A B^T on wgmma's k32, the probabilities rounded to e4m3
+// into the A operand in registers (wgmma_acc_to_a), which holds each k32 slice's columns in the
+// order a thread holds them (wgmma_fp8_a_column), so P V reads V's keys in that order too:
+// `VT` is V's transpose (D x N, K-major as float8 wgmma takes B) and the contraction runs over
+// P(i, j) VT(d, j) with P(i, j) = E(i, wgmma_fp8_a_column(j)), VT's column j the key
+// wgmma_fp8_a_column(j) (for the reference any D x N input: the definition says what is
+// computed). K and N are 128 (a swizzled row of 128 bytes); the tiles copied 16 bytes a thread.
+SoftmaxTimesV softmax_times_v_fp8(int64_t M, int64_t D) {
+  const int64_t N = 128, K = 128;
+  const DataType F32 = Float(32), F8 = Float8E4M3();
+  Tensor A = placeholder({M, K}, F8, "A"), B = placeholder({N, K}, F8, "B");
+  Tensor VT = placeholder({D, N}, F8, "VT");
+  IterVar k = reduce_axis({0, K}, "k");
+  Tensor S = compute(
+      {M, N},
+      [&](Var i, Var j) { return sum(A(i, k).astype(F32) * B(j, k).astype(F32), {k}); }, "S");
+  IterVar j1 = reduce_axis({0, N}, "j1"), j2 = reduce_axis({0, N}, "j2"),
+          j3 = reduce_axis({0, N}, "j3");
+  Tensor mx = compute({M}, [&](Var i) { return max(S(i, j1), {j1}); }, "mx");
+  Tensor E = compute({M, N}, [&](Var i, Var j) { return kExpMinusRow.f(S(i, j), mx(i)); }, "E");
+  Tensor sm = compute({M}, [&](Var i) { return sum(E(i, j2), {j2}); }, "sm");
+  Tensor P = compute(
+      {M, N}, [&](Var i, Var j) { return E(i, wgmma_fp8_a_column(j)).astype(F8); }, "P");
+  Tensor O = compute(
+      {M, D},
+      [&](Var i, Var d) { return sum(P(i, j3).astype(F32) * VT(d, j3).astype(F32), {j3}); },
+      "O");
+  Tensor Y = compute({M, D}, [&](Var i, Var d) { return kDivideByRow.f(O(i, d), sm(i)); }, "Y");
+
+  Schedule s = create_schedule({Y});
+  Tensor YF = s.cache_write(Y, "wgmma.accumulator");
+  auto [i, d] = s[Y].axes<2>();
+  auto [bi, ii] = s[Y].split(i, 64);
+  (void)d;
+  const IterVar tx = thread_axis(Range(0, 128), "threadIdx.x");
+  s[Y].bind(bi, thread_axis("blockIdx.x"));
+  s[Y].env_threads({tx});
+  s[Y].tensorize(ii, wgmma_store_matrix(D, "global", F32));
+  auto contraction = [&](const Tensor &t, const std::shared_ptr<const TensorIntrin> &intrin) {
+    s[t].compute_at(s[Y], bi).set_scope("wgmma.accumulator");
+    auto [ko, ki] = s[t].split(s[t].reduce_axis()[0], 32);
+    IterVar rows = s[t].op_axis(0);
+    s[t].reorder({ko, rows, s[t].op_axis(1), ki}).unroll(ko);
+    s[t].tensorize(rows, intrin);
+  };
+  // Rows of 128 bytes swizzled, 16 bytes a thread.
+  auto swizzled_tile = [&](const Tensor &t, const Tensor &reader) {
+    Tensor sh = s.cache_read(t, "shared", {reader});
+    s[sh].compute_at(s[Y], bi).swizzle(128);
+    auto [r, c] = s[sh].axes<2>();
+    auto [c1, vec] = s[sh].split(c, 16);
+    auto [f, th] = s[sh].split(s[sh].fuse(r, c1), 128);
+    (void)f;
+    s[sh].bind(th, tx).vectorize(vec);
+  };
+  contraction(S, wgmma_gemm(N, "col_major", 128, F8));
+  swizzled_tile(A, S);
+  swizzled_tile(B, S);
+  for (auto [rows, kind] : {std::pair{mx, RowReduce::Max}, std::pair{sm, RowReduce::Sum}}) {
+    s[rows].compute_at(s[Y], bi).set_scope("wgmma.rows");
+    s[rows].tensorize(s[rows].op_axis(0), wgmma_row_reduce(N, kind));
+  }
+  s[E].compute_at(s[Y], bi).set_scope("wgmma.accumulator");
+  s[E].tensorize(s[E].op_axis(0), wgmma_rowwise(N, kExpMinusRow));
+  s[P].compute_at(s[Y], bi).set_scope("wgmma.matrix_a");
+  s[P].tensorize(s[P].op_axis(0), wgmma_acc_to_a(N, F8));
+  contraction(O, wgmma_gemm_rs(D, "col_major", 128, F8));
+  swizzled_tile(VT, O);
+  s[YF].compute_at(s[Y], bi);
+  s[YF].tensorize(s[YF].op_axis(0), wgmma_rowwise(D, kDivideByRow));
+  return {A, B, VT, Y, s};
+}
+
 // NVRTC's sm_90a cubin of `m` (compiled), checked to use no stack.
 CompiledKernel compile_sm90a(const LoweredModule &m, const char *name) {
   CompileOptions o;
@@ -330,6 +403,37 @@ TEST(WgmmaRows, ChainedContractionsKeepTheIntermediateInRegisters) {
   }
 }
 
+// The float8 chain: P in e4m3 registers packed four columns a register from the accumulator
+// (no shuffles), P V on wgmma k32 with A from registers; the executor against float64 (which
+// rounds P to e4m3 as the definition says); the CUDA for sm_90a without local memory.
+TEST(WgmmaRows, Float8ChainTakesTheColumnsInTheRegistersOrder) {
+  SoftmaxTimesV t = softmax_times_v_fp8(64, 64);
+  const std::vector<Tensor> args = {t.A, t.B, t.V, t.Y};
+  const std::string ir = to_string(lower(t.s, args));
+  EXPECT_NE(ir.find("allocate(P, float8_e4m3, [8192]), storage_scope = wgmma.matrix_a;"),
+            std::string::npos)
+      << ir;
+  EXPECT_NE(ir.find("@wgmma_acc_to_a(P, 0, E, 0, 128)"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("@wgmma_mma_rs(O, 0, 64, P, 3, "), std::string::npos) << ir;
+  for (auto [M, D] : {std::pair<int64_t, int64_t>{64, 64}, {128, 128}}) {
+    SCOPED_TRACE("M=" + std::to_string(M) + " D=" + std::to_string(D));
+    SoftmaxTimesV c = softmax_times_v_fp8(M, D);
+    CheckResult res = check_on_cpu(c.s, {c.A, c.B, c.V, c.Y}, 3);
+    EXPECT_TRUE(res.compare.ok) << res.str();
+  }
+  LoweredModule m = lower(t.s, args);
+  std::string src = codegen_cuda(m);
+  EXPECT_NE(src.find("unsigned P[16];"), std::string::npos) << src;
+  EXPECT_NE(src.find("tessel_pack_e4m3x4("), std::string::npos) << src;
+  EXPECT_NE(src.find("wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3"), std::string::npos)
+      << src;
+  CompiledKernel k = compile_sm90a(m, "softmax_times_v_fp8.cu");
+  ASSERT_FALSE(k.cubin.empty());
+  if (std::optional<std::string> sass = tessel::test::sass_of(k.cubin, k.kernels.at(0).name))
+    for (const char *local : {"LDL", "STL"})
+      EXPECT_EQ(sass->find(local), std::string::npos) << local;
+}
+
 // The elementwise stages distributed by the layout instead of tensorized: the same registers,
 // the causal mask evaluated per register from its row and column.
 TEST(WgmmaRows, ElementwiseStagesAreDistributedByTheLayout) {
@@ -358,6 +462,13 @@ TEST(WgmmaRows, GpuChainedContractionsMatchTheReference) {
       CheckResult res = check_on_gpu(c.s, {c.A, c.B, c.V, c.Y}, 3);
       EXPECT_TRUE(res.compare.ok) << res.str();
     }
+  // In float8 (e4m3), the A operand's columns in the registers' order.
+  for (auto [M, D] : {std::pair<int64_t, int64_t>{256, 128}, {128, 64}}) {
+    SCOPED_TRACE("float8 M=" + std::to_string(M) + " D=" + std::to_string(D));
+    SoftmaxTimesV c = softmax_times_v_fp8(M, D);
+    CheckResult res = check_on_gpu(c.s, {c.A, c.B, c.V, c.Y}, 3);
+    EXPECT_TRUE(res.compare.ok) << res.str();
+  }
 }
 
 TEST(WgmmaRows, Errors) {
