@@ -140,12 +140,15 @@ void schedule_wgmma(Schedule &s, const StepTensors &x, Stage fold, const IterVar
                     const Tensor &l_last, const Tensor &O32, const IterVar &tx,
                     const IterVar &ty, int64_t warpgroups, int64_t D, int64_t Bk,
                     DataType dtype, int stages, bool tma, int slack, bool warp_roles) {
-  constexpr int64_t kK = 16;
-  // The tiles in shared memory in the 128-byte swizzled layout (rows of 64 halves, their
-  // 16-byte units permuted: wgmma reads them without bank conflicts), copied 16 bytes a thread,
-  // consecutive threads along a 128-byte row; or (K's and V's, `tma`) by TMA: one thread's boxes
-  // on the ring's mbarriers (bulk_copy).
+  // K of one wgmma: 16 of 16-bit values, 32 of float8 ones (32 bytes of a row either way).
+  const bool fp8 = dtype.is_float8();
+  const int64_t kK = fp8 ? 32 : 16;
+  // The tiles in shared memory in the 128-byte swizzled layout (rows of 64 halves or 128 float8
+  // values, their 16-byte units permuted: wgmma reads them without bank conflicts), copied 16
+  // bytes a thread, consecutive threads along a 128-byte row; or (K's and V's, `tma`) by TMA:
+  // one thread's boxes on the ring's mbarriers (bulk_copy).
   constexpr int kSwizzle = 128;
+  const int per16 = 16 / dtype.bytes(); // values in 16 bytes
   auto copy_to_shared = [&](const Tensor &tile, const Tensor &reader, bool tma = false) {
     Tensor sh = s.cache_read(tile, "shared", {reader});
     s[sh].swizzle(kSwizzle);
@@ -154,8 +157,8 @@ void schedule_wgmma(Schedule &s, const StepTensors &x, Stage fold, const IterVar
       return sh;
     }
     auto ax = s[sh].op_axis();
-    auto [c, v] = s[sh].split(ax[3], 8);
-    auto [block, unit] = s[sh].split(c, kSwizzle / 2 / 8);
+    auto [c, v] = s[sh].split(ax[3], per16);
+    auto [block, unit] = s[sh].split(c, kSwizzle / 16);
     s[sh].reorder({block, ax[2], unit, v});
     auto [f, th] = s[sh].split(s[sh].fuse(s[sh].fuse(block, ax[2]), unit), 128);
     s[sh].bind(th, tx).vectorize(v);
@@ -189,7 +192,8 @@ void schedule_wgmma(Schedule &s, const StepTensors &x, Stage fold, const IterVar
   s[x.P].compute_at(fold, t).set_scope("wgmma.accumulator");
   s[x.Pq].compute_at(fold, t).set_scope("wgmma.matrix_a");
   s[x.Pq].tensorize(s[x.Pq].op_axis(3), wgmma_acc_to_a(Bk, dtype));
-  contraction(x.PV, wgmma_gemm_rs(D, "row_major", kSwizzle, dtype));
+  // P V: V's tile keys by rows (16-bit), or, float8 (K-major only), VT's: D rows of keys.
+  contraction(x.PV, wgmma_gemm_rs(D, fp8 ? "col_major" : "row_major", kSwizzle, dtype));
   Tensor VS = copy_to_shared(x.V, x.PV, tma);
   s[VS].compute_at(fold, t);
   // K's and V's tiles of the next key blocks by TMA or cp.async during this one.
@@ -210,8 +214,8 @@ void schedule_wgmma(Schedule &s, const StepTensors &x, Stage fold, const IterVar
 
 // What both programs (and packed sequences) take of Q's, K's and V's type and heads.
 void check_operands(const AttentionParams &a, DataType dtype, const char *context) {
-  user_check(dtype == Float(16) || dtype == BFloat(16), context)
-      << "Q, K and V are float16 or bfloat16, not " << dtype;
+  user_check(dtype == Float(16) || dtype == BFloat(16) || dtype == Float8E4M3(), context)
+      << "Q, K and V are float16, bfloat16 or float8_e4m3 (attention on wgmma), not " << dtype;
   user_check(a.Hkv > 0 && a.H % a.Hkv == 0, context)
       << "the " << a.Hkv << " key/value heads must divide the " << a.H << " query heads";
 }
@@ -494,6 +498,17 @@ static ScheduledProgram attention_program(const AttentionParams &a, DataType dty
   user_check(a.last_wave_parts < 2 || a.persistent_blocks, "attention")
       << "splitting the last round's tiles (LW=" << a.last_wave_parts
       << ") takes a persistent grid (PB)";
+  // float8 (e4m3): on wgmma, V transposed by a first kernel into VT with each 32 keys in the
+  // order the probabilities' A registers hold them (wgmma_acc_to_a), since 8-bit wgmma reads
+  // B K-major only; rows of 128 bytes (D and the key blocks multiples of 128); O in float16.
+  const bool fp8 = dtype.is_float8();
+  user_check(!fp8 || (a.wgmma && !packed && !decode && a.D % 128 == 0 &&
+                      a.block_keys % 128 == 0),
+             "attention")
+      << "float8 attention takes the wgmma schedule (TC=2) with a head dim and a block of keys "
+         "that are multiples of 128 (rows of 128 bytes), not packed sequences or decoding; got "
+      << (a.wgmma ? "" : "another path, ") << "D = " << a.D << ", " << a.block_keys
+      << " keys a block";
   const int g = int(a.H / a.Hkv), bk = int(a.block_keys), off = int(a.Sk - a.Sq);
   const int64_t T = a.Sk / a.block_keys, Bk = a.block_keys;
   // The wgmma schedule's tensors of the step are query-major (a warpgroup's rows are its
@@ -580,10 +595,19 @@ static ScheduledProgram attention_program(const AttentionParams &a, DataType dty
       [&](Var tb, Var b, Var h, Var i) { return sum(at(P, tb, b, h, i, j2), {j2}); }, "rowsum",
       {"t", "b", "h", "i"});
   // The probabilities in Q's type, the A operand of the second contraction (as FlashAttention
-  // rounds them), and their product with V's block.
+  // rounds them), and their product with V's block (float8: VT's, its keys in the order P's
+  // columns are).
   Tensor Pq = step_compute(
-      [&](Var tb, Var b, Var h, Var i, Var j) { return at(P, tb, b, h, i, j).astype(dtype); },
+      [&](Var tb, Var b, Var h, Var i, Var j) {
+        return at(P, tb, b, h, i, fp8 ? wgmma_fp8_a_column(j) : Expr(j)).astype(dtype);
+      },
       "Pq");
+  Tensor VT;
+  if (fp8)
+    VT = compute(
+        {a.B, a.Hkv, a.D, a.Sk},
+        [&](Var b, Var h, Var dd, Var key) { return V(b, h, wgmma_fp8_a_column(key), dd); },
+        "VT", {"b", "h", "d", "s"});
   IterVar j3 = reduce_axis({0, Bk}, "j3");
   // accumulate_o: P V summed onto o rescaled, o alpha + P V (a reduction from that initial
   // value), alpha = 2^(m - m_new) a tensor of the step's rows; the fold's o then takes it.
@@ -596,8 +620,8 @@ static ScheduledProgram attention_program(const AttentionParams &a, DataType dty
   Tensor PV = compute(
       {T, a.B, a.H, a.Sq, a.D},
       [&](Var tb, Var b, Var h, Var i, Var dd) {
-        return sum(at(Pq, tb, b, h, i, j3).astype(Float(32)) *
-                       V(b, h / g, tb * bk + j3, dd).astype(Float(32)),
+        Expr v = fp8 ? VT(b, h / g, dd, tb * bk + j3) : V(b, h / g, tb * bk + j3, dd);
+        return sum(at(Pq, tb, b, h, i, j3).astype(Float(32)) * v.astype(Float(32)),
                    {j3}, Expr(),
                    a.accumulate_o ? o(b, h, i, dd) * alpha(tb, b, h, i) : Expr());
       },
@@ -663,7 +687,7 @@ static ScheduledProgram attention_program(const AttentionParams &a, DataType dty
   }
   // Decoding: each chunk's rows of O in float32 for the merge, the group's g x Sq rows only
   // (the store's row limit: the padding's rows are not written).
-  const DataType o_dtype = decode ? Float(32) : dtype;
+  const DataType o_dtype = decode ? Float(32) : fp8 ? Float(16) : dtype;
   const int64_t o_rows = decode ? decode->rows() : a.Sq;
   Tensor O = compute(
       {a.B, a.H, o_rows, a.D},
@@ -748,7 +772,14 @@ static ScheduledProgram attention_program(const AttentionParams &a, DataType dty
     s[O].tensorize(rows, wgmma_store_matrix(a.D, "global", o_dtype));
     Stage fold_stage = s[o_last];
     fold_stage.compute_at(s[O], wg);
-    schedule_wgmma(s, {Q, K, V, S, rowmax, m_new, P, Pq, PV, O, rowsum}, fold_stage, t, block,
+    if (fp8) { // VT: a kernel of its own before the fold's, a thread an element
+      Stage vt = s[VT];
+      auto ax = vt.op_axis();
+      auto [bx, th] = vt.split(vt.fuse(vt.fuse(vt.fuse(ax[0], ax[1]), ax[2]), ax[3]), 256);
+      vt.bind(bx, thread_axis("blockIdx.x")).bind(th, thread_axis("threadIdx.x"));
+    }
+    schedule_wgmma(s, {Q, K, fp8 ? VT : V, S, rowmax, m_new, P, Pq, PV, O, rowsum}, fold_stage,
+                   t, block,
                    m_last, l_last, O32, tx, ty, warpgroups, a.D, Bk, dtype,
                    int(a.stages), a.tma, int(a.slack), a.warp_roles);
     s[O32].compute_at(s[O], wg);
@@ -850,6 +881,8 @@ static ScheduledProgram attention_program(const AttentionParams &a, DataType dty
 
 ScheduledProgram attention_decode(const AttentionParams &a, DataType dtype,
                                   const DecodeSchedule &k) {
+  user_check(!dtype.is_float8(), "attention_decode")
+      << "decoding takes float16 or bfloat16 Q, K and V, not " << dtype;
   auto [Q, K, V] = attention_operands(a, dtype, "attention_decode");
   const int ring = k.ring;
   const int64_t split_keys = k.split_keys, lanes = k.lanes,

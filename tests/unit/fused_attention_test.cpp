@@ -22,6 +22,8 @@
 
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include <cmath>
 
 using namespace tessel;
@@ -388,6 +390,66 @@ TEST(FusedAttention, RegistryHeadDim256) {
 
 // Its kernel: no shared memory for S or P (registers: the scores, the rows' values, P's A
 // operand); NVRTC compiles it for sm_90a without spills at D = 64 and 128.
+// float8 (e4m3) Q, K, V on the wgmma schedule: S on the k32 wgmma, P rounded to e4m3 into the
+// A registers with each 32 keys in the order a thread holds them, P V against VT (V transposed
+// by a first kernel, its keys in that order), O in float16. On the executor against float64
+// (which rounds P to e4m3 as the definition says): causal and not, grouped heads, the ring by
+// cp.async or TMA, with a producer warpgroup and the overlap of steps; what it refuses.
+TEST(FusedAttention, Float8OnWgmma) {
+  struct Case {
+    AttentionShape shape;
+    WgmmaOptions o;
+    int64_t block_queries;
+  };
+  for (const Case &c : {Case{{1, 128, 256, 2, 1, 128, false}, {}, 64},
+                        Case{{1, 128, 256, 2, 1, 128, true}, {.tma = true}, 64},
+                        Case{{1, 128, 256, 4, 2, 128, false},
+                             {.tma = true, .warp_roles = true, .overlap = true}, 128}}) {
+    SCOPED_TRACE(describe(c.shape, 128) + (c.o.tma ? " by TMA" : "") +
+                 (c.o.overlap ? ", overlapped" : ""));
+    ScheduledProgram p =
+        wgmma_attention(c.shape, 128, c.o.overlap ? 3 : 2, Float8E4M3(), c.block_queries, c.o);
+    LoweredModule m = lower(p.schedule, p.args);
+    EXPECT_EQ(m.funcs.size(), 2u) << to_string(m); // VT's kernel, then the fold's
+    // The definition's float64 reference against the textbook's attention on the same inputs:
+    // apart by P's rounding to e4m3 only (0.004-0.005 here; with VT's keys in plain order,
+    // P's columns meeting other keys' values, 0.06-0.08).
+    CheckProblem pb = make_check_problem(p.args, 3, 5);
+    std::vector<double> want =
+        textbook_attention(c.shape, pb.inputs[0].values, pb.inputs[1].values, pb.inputs[2].values);
+    ASSERT_EQ(pb.reference.size(), want.size());
+    double worst = 0;
+    for (size_t e = 0; e < want.size(); ++e)
+      worst = std::max(worst, std::abs(pb.reference[e] - want[e]) / (1 + std::abs(want[e])));
+    EXPECT_LT(worst, 1.0 / 64);
+    CheckResult r = check_on_cpu(p.schedule, p.args, 3);
+    EXPECT_TRUE(r.compare.ok) << r.str();
+    // The check's tolerance allows P's rounding to e4m3 (4 bits) a different side in the
+    // reference, which the same S makes rare: the error is O's rounding (3e-5 at |O| ~ 0.05),
+    // where keys out of the registers' order are off by O's own size.
+    EXPECT_LT(r.compare.max_abs_error, 1e-3) << r.str();
+  }
+  expect_error([] { wgmma_attention({1, 128, 256, 2, 1, 64, false}, 128, 2, Float8E4M3()); },
+               {"float8 attention", "multiples of 128", "D = 64"});
+  // The default's form at D = 128 (128 queries a block, the overlap, a producer warpgroup)
+  // compiled for sm_90a: both GEMMs on QGMMA, P V's A from registers, no local memory.
+  ScheduledProgram p = wgmma_attention({2, 256, 512, 4, 2, 128, false}, 128, 3, Float8E4M3(),
+                                       128, {.tma = true, .warp_roles = true, .overlap = true});
+  LoweredModule m = lower(p.schedule, p.args);
+  CompiledKernel k = tessel::test::compile_for_sm90(m, codegen_cuda(m), "attention_fp8.cu");
+  ASSERT_FALSE(k.cubin.empty()) << k.log;
+  if (std::optional<std::string> sass = tessel::test::sass_of(k.cubin, "attention")) {
+    EXPECT_TRUE(std::regex_search(
+        *sass, std::regex(R"(QGMMA\.64x128x32\.F32\.E4M3\.E4M3 R\d+, R\d+, gdesc)")))
+        << *sass;
+    EXPECT_TRUE(std::regex_search(
+        *sass, std::regex(R"(QGMMA\.64x128x32\.F32\.E4M3\.E4M3 R\d+, gdesc)")))
+        << *sass;
+    for (const char *local : {"LDL", "STL"})
+      EXPECT_EQ(sass->find(local), std::string::npos) << local;
+  }
+}
+
 TEST(FusedAttention, WgmmaStepKeepsTheSoftmaxInRegisters) {
   ScheduledProgram p = wgmma_attention({1, 128, 256, 2, 2, 128, true}, 64);
   LoweredModule m = lower(p.schedule, p.args);
@@ -1579,4 +1641,20 @@ TEST(FusedAttention, GpuMatchesTheReference) {
         CheckResult d = check_on_gpu(p.schedule, p.args, 3);
         EXPECT_TRUE(d.compare.ok) << d.str();
       }
+  // float8 (e4m3) on wgmma: the default's form at D = 128, and causal by cp.async. The check's
+  // tolerance allows P's rounding to e4m3 a different side (2 |terms|); the error itself is
+  // O's rounding and a few such sides (|O| ~ 0.05), where P's registers out of the order of
+  // VT's keys would be off by O's own size.
+  if (Device::get().arch() == "sm_90")
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE(std::string("float8 attention") + (causal ? ", causal" : ""));
+      WgmmaOptions o;
+      if (!causal)
+        o = {.tma = true, .warp_roles = true, .overlap = true};
+      ScheduledProgram p = wgmma_attention({2, 256, 512, 4, 2, 128, causal}, 128,
+                                           causal ? 2 : 3, Float8E4M3(), causal ? 64 : 128, o);
+      CheckResult f = check_on_gpu(p.schedule, p.args, 3);
+      EXPECT_TRUE(f.compare.ok) << f.str();
+      EXPECT_LT(f.compare.max_abs_error, 1e-2) << f.str();
+    }
 }
