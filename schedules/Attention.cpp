@@ -537,7 +537,17 @@ static ScheduledProgram attention_program(const AttentionParams &a, DataType dty
   };
   // The softmax in base 2 (FlashAttention's): the scores' scale times log2 e, so that a
   // probability is one multiply-add and the special-function unit's 2^x (fast_exp2).
-  const float scale = float(std::numbers::log2e / std::sqrt(double(a.D)));
+  // float8: the scores of Q and K stored scaled down by their descale factors (FlashAttention-
+  // 3's q_descale and k_descale, 1-element float32 inputs) scaled back with the softmax's own;
+  // O by v_descale.
+  Tensor q_descale, k_descale, v_descale;
+  Expr scale = float(std::numbers::log2e / std::sqrt(double(a.D)));
+  if (fp8) {
+    q_descale = placeholder({1}, Float(32), "q_descale");
+    k_descale = placeholder({1}, Float(32), "k_descale");
+    v_descale = placeholder({1}, Float(32), "v_descale");
+    scale = scale * q_descale(0) * k_descale(0);
+  }
   // Conditions of the causal mask and of packed sequences' lengths, either of them undefined
   // where it does not apply: both, or the one that does.
   auto conjoin = [](const Expr &x, const Expr &y) {
@@ -682,7 +692,10 @@ static ScheduledProgram attention_program(const AttentionParams &a, DataType dty
         "row_factor", {"b", "h", "i"});
     O32 = compute(
         {a.B, a.H, a.Sq, a.D},
-        [&](Var b, Var h, Var i, Var dd) { return o_last(b, h, i, dd) * row_factor(b, h, i); },
+        [&](Var b, Var h, Var i, Var dd) {
+          Expr v = o_last(b, h, i, dd) * row_factor(b, h, i);
+          return fp8 ? v * v_descale(0) : v;
+        },
         "O32", {"b", "h", "i", "d"});
   }
   // Decoding: each chunk's rows of O in float32 for the merge, the group's g x Sq rows only
@@ -869,6 +882,8 @@ static ScheduledProgram attention_program(const AttentionParams &a, DataType dty
   }
 
   ScheduledProgram prog{s, {Q, K, V, O}, 3, 0};
+  if (fp8) // Q, K, V, q_descale, k_descale, v_descale, O
+    prog = ScheduledProgram{s, {Q, K, V, q_descale, k_descale, v_descale, O}, 6, 0};
   if (a.lse)
     prog.args.push_back(LSE);
   // 4 flops per (query, visible key, dim): the two products and their sums.

@@ -102,7 +102,10 @@ std::vector<Tensor> online_softmax(const IterVar &t, const Tensor &m, const Tens
                                    bool pv_holds_o = false);
 
 /// The program: arguments Q, K, V (inputs of `dtype`, float16 or bfloat16) and O (B, H, Sq, D)
-/// of `dtype`; float32 arithmetic.
+/// of `dtype`; float32 arithmetic. With `dtype` float8_e4m3 (the wgmma schedule, D and the key
+/// blocks multiples of 128): Q, K, V, then q_descale, k_descale, v_descale (1-element float32
+/// inputs: the scores are (Q K^T) q_descale k_descale / sqrt(D), O is (P V) v_descale, as
+/// FlashAttention-3's fp8 forward takes them) and O in float16; P is rounded to e4m3 for P V.
 ScheduledProgram attention(const AttentionParams &p, DataType dtype);
 
 /// How decoding's first kernel walks its chunk of keys (the registered knobs SPLIT, RING, LANES,

@@ -390,11 +390,12 @@ TEST(FusedAttention, RegistryHeadDim256) {
 
 // Its kernel: no shared memory for S or P (registers: the scores, the rows' values, P's A
 // operand); NVRTC compiles it for sm_90a without spills at D = 64 and 128.
-// float8 (e4m3) Q, K, V on the wgmma schedule: S on the k32 wgmma, P rounded to e4m3 into the
-// A registers with each 32 keys in the order a thread holds them, P V against VT (V transposed
-// by a first kernel, its keys in that order), O in float16. On the executor against float64
-// (which rounds P to e4m3 as the definition says): causal and not, grouped heads, the ring by
-// cp.async or TMA, with a producer warpgroup and the overlap of steps; what it refuses.
+// float8 (e4m3) Q, K, V on the wgmma schedule with their descale factors: S on the k32 wgmma,
+// P rounded to e4m3 into the A registers with each 32 keys in the order a thread holds them,
+// P V against VT (V transposed by a first kernel, its keys in that order), O in float16. On
+// the executor against float64 (which rounds P to e4m3 as the definition says): causal and
+// not, grouped heads, the ring by cp.async or TMA, with a producer warpgroup and the overlap of
+// steps; the definition against the textbook's; what it refuses; the CUDA for sm_90a.
 TEST(FusedAttention, Float8OnWgmma) {
   struct Case {
     AttentionShape shape;
@@ -414,15 +415,27 @@ TEST(FusedAttention, Float8OnWgmma) {
     // The definition's float64 reference against the textbook's attention on the same inputs:
     // apart by P's rounding to e4m3 only (0.004-0.005 here; with VT's keys in plain order,
     // P's columns meeting other keys' values, 0.06-0.08).
-    CheckProblem pb = make_check_problem(p.args, 3, 5);
+    // Q, K, V, q_descale, k_descale, v_descale, O: the textbook's scores of Q dq dk and K,
+    // its output times dv (descales chosen: random ones sharpen the softmax, where P's rounding
+    // to e4m3 no longer averages out against the textbook).
+    ASSERT_EQ(p.num_inputs, 6u);
+    CheckProblem pb =
+        make_check_problem(p.args, p.num_inputs, 5, 0, {{3, {0.5}}, {4, {1.5}}, {5, {0.75}}});
+    const double dqk = pb.inputs[3].values[0] * pb.inputs[4].values[0],
+                 dv = pb.inputs[5].values[0];
+    std::vector<double> q = pb.inputs[0].values;
+    for (double &x : q)
+      x *= dqk;
     std::vector<double> want =
-        textbook_attention(c.shape, pb.inputs[0].values, pb.inputs[1].values, pb.inputs[2].values);
+        textbook_attention(c.shape, q, pb.inputs[1].values, pb.inputs[2].values);
+    for (double &x : want)
+      x *= dv;
     ASSERT_EQ(pb.reference.size(), want.size());
     double worst = 0;
     for (size_t e = 0; e < want.size(); ++e)
       worst = std::max(worst, std::abs(pb.reference[e] - want[e]) / (1 + std::abs(want[e])));
     EXPECT_LT(worst, 1.0 / 64);
-    CheckResult r = check_on_cpu(p.schedule, p.args, 3);
+    CheckResult r = check_on_cpu(p.schedule, p.args, pb);
     EXPECT_TRUE(r.compare.ok) << r.str();
     // The check's tolerance allows P's rounding to e4m3 (4 bits) a different side in the
     // reference, which the same S makes rare: the error is O's rounding (3e-5 at |O| ~ 0.05),
@@ -1653,7 +1666,7 @@ TEST(FusedAttention, GpuMatchesTheReference) {
         o = {.tma = true, .warp_roles = true, .overlap = true};
       ScheduledProgram p = wgmma_attention({2, 256, 512, 4, 2, 128, causal}, 128,
                                            causal ? 2 : 3, Float8E4M3(), causal ? 64 : 128, o);
-      CheckResult f = check_on_gpu(p.schedule, p.args, 3);
+      CheckResult f = check_on_gpu(p.schedule, p.args, p.num_inputs);
       EXPECT_TRUE(f.compare.ok) << f.str();
       EXPECT_LT(f.compare.max_abs_error, 1e-2) << f.str();
     }
