@@ -44,7 +44,8 @@
 #             with ping-pong, with a producer warpgroup, with the rows' logsumexp, with P V
 #             onto o, with the overlap inside a warpgroup: causal over 4 query blocks and the
 #             default at D=128; the defaults at D=256, causal and not), attention_varlen
-#             (packed sequences: the default, wgmma on Hopper, causal; WMMA; OVL=0; LSE=1) and
+#             (packed sequences: the default, wgmma on Hopper, causal; WMMA; OVL=0; LSE=1),
+#             attention in float8_e4m3 (the default's form; causal by cp.async) and
 #             attention_decode (ring, prefetched, on wgmma: its cp.async ring in 2 and 3 stages,
 #             by TMA, with the overlap); racecheck on gemm_shared at 256^3. One timed launch each (tessel run --number 1 --repeat 1)
 #             after the check's run and the warm-up
@@ -66,7 +67,8 @@
 #             (on CUDA cores, TC 0: its default, ROWS 8, VROWS 0, SPLIT 256; on wgmma, the
 #             default on Hopper: SPLIT 4096 and 16384, 3 stages, key blocks of 128, the ring by
 #             TMA, with the overlap of steps, persistent with LW 8), then attention_varlen
-#             (the default, OVL=0, WMMA, LSE=1) beside the dense kernel at its padded shape, unchecked
+#             (the default, OVL=0, WMMA, LSE=1) beside the dense kernel at its padded shape, unchecked,
+#             and attention in float8_e4m3 beside float16 at the first prefill row, causal too
 #             (not among the default steps: it needs torch)
 #   profile_decode_vendor  ncu (launch, occupancy, speed of light, memory, scheduler and warp
 #             state sections) on cuDNN's decoding kernel through torch's SDPA and on ours, at the
@@ -206,6 +208,10 @@ run_step() {
         sanitize_all attention --shape B=1,H=2,HKV=1,SQ=256,SK=256,D=256,TC=2 "${once[@]}" &&
         sanitize_all attention --shape B=1,H=2,HKV=1,SQ=256,SK=256,D=256,CAUSAL=1,TC=2 \
           "${once[@]}" &&
+        sanitize_all attention --dtype float8_e4m3 --shape B=1,H=4,HKV=2,SQ=256,SK=512,D=128,TC=2 \
+          "${once[@]}" &&
+        sanitize_all attention --dtype float8_e4m3 \
+          --shape B=1,H=2,HKV=1,SQ=256,SK=512,D=128,TC=2,CAUSAL=1,TMA=0 "${once[@]}" &&
         sanitize_all attention_varlen --shape B=3,H=2,HKV=1,LMAX=128,MINLEN=17,D=64,CAUSAL=1 \
           "${once[@]}" &&
         sanitize_all attention_varlen \
@@ -300,6 +306,13 @@ run_step() {
           echo "attention_decode $knobs:"
           ./tessel run attention_decode --shape B=16,H=32,HKV=8,SK=32768,D=128,$knobs \
             --no-check --number 5 --repeat 20 || return 1
+        done &&
+        for c in 0 1; do
+          echo "attention in float8_e4m3 (B=8 H=16 S=4096 D=128, CAUSAL=$c), then float16:"
+          for t in float8_e4m3 float16; do
+            ./tessel run attention --dtype $t --shape B=8,H=16,HKV=16,SQ=4096,SK=4096,D=128,CAUSAL=$c \
+              --no-check --number 1 --repeat 10 || return 1
+          done
         done &&
         for c in 0 1; do
           echo "attention_varlen CAUSAL=$c (8 sequences of 4096 down to 1024 tokens): the" \

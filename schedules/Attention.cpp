@@ -1357,7 +1357,10 @@ ScheduleEntry attention_entry() {
       "last round's tiles split by their key blocks into up to LW parts on the blocks the "
       "round leaves idle, the parts' softmax states merged (on PB blocks, or 132); LW 1: not "
       "split; PB and LW 0 (the default): a block a tile, or where OVL's default takes the "
-      "overlap at D 128, not causal, with the producer: PB 132 and LW 8";
+      "overlap at D 128, not causal, with the producer: PB 132 and LW 8. In float8_e4m3 "
+      "(wgmma; D and BK multiples of 128): Q, K, V, then q_descale, k_descale and v_descale "
+      "(1-element float32: the scores times q_descale k_descale, O times v_descale), and O in "
+      "float16; P rounded to e4m3 for P V, V transposed by a first kernel";
   e.default_shape = {{"B", 1},   {"H", 4},      {"HKV", 4},  {"SQ", 256}, {"SK", 256}, {"D", 64},
                      {"CAUSAL", 0}, {"BSHD", 1}, {"BK", 0}, {"BQ", 0},  {"TC", 3},
                      {"STAGES", 0}, {"PP", 2}, {"TMA", 1}, {"SLACK", 0}, {"WS", 2}, {"LSE", 0},
@@ -1367,7 +1370,7 @@ ScheduleEntry attention_entry() {
   e.choices = {{"CAUSAL", {0, 1}}, {"BSHD", {0, 1}}, {"TC", {0, 1, 2, 3}}, {"PP", {0, 1, 2}},
                {"TMA", {0, 1}},       {"SLACK", {0, 1}}, {"WS", {0, 1, 2}},
                {"LSE", {0, 1}}, {"ACC", {0, 1, 2}}, {"OVL", {0, 1, 2}}, {"REV", {0, 1, 2}}};
-  e.dtypes = {Float(16), BFloat(16)};
+  e.dtypes = {Float(16), BFloat(16), Float8E4M3()};
   e.knobs = {{"BK", {16, 32, 64, 128}},
              {"BQ", {32, 64, 128}},
              {"STAGES", {1, 2, 3}},
