@@ -785,11 +785,30 @@ static ScheduledProgram attention_program(const AttentionParams &a, DataType dty
     s[O].tensorize(rows, wgmma_store_matrix(a.D, "global", o_dtype));
     Stage fold_stage = s[o_last];
     fold_stage.compute_at(s[O], wg);
-    if (fp8) { // VT: a kernel of its own before the fold's, a thread an element
+    if (fp8) {
+      // VT: a kernel of its own before the fold's, a block per 128 keys of a (batch, head):
+      // their rows of V copied to shared memory 16 bytes a thread along a row (rows padded by
+      // 4 bytes: the transposed reads, a thread a key, fall in different banks), then VT's
+      // 128 x 128 tile written a thread a key along its rows.
+      constexpr int64_t kKeys = 128, kThreads = 256;
+      const IterVar vx = thread_axis("threadIdx.x");
       Stage vt = s[VT];
       auto ax = vt.op_axis();
-      auto [bx, th] = vt.split(vt.fuse(vt.fuse(vt.fuse(ax[0], ax[1]), ax[2]), ax[3]), 256);
-      vt.bind(bx, thread_axis("blockIdx.x")).bind(th, thread_axis("threadIdx.x"));
+      auto [so, si] = vt.split(ax[3], kKeys);
+      vt.reorder({ax[0], ax[1], so, ax[2], si});
+      IterVar vb = vt.fuse(vt.fuse(ax[0], ax[1]), so);
+      vt.bind(vb, thread_axis("blockIdx.x"));
+      auto [vo, vi] = vt.split(vt.fuse(ax[2], si), kThreads);
+      (void)vo;
+      vt.bind(vi, vx);
+      Tensor VS = s.cache_read(V, "shared", {VT});
+      s[VS].compute_at(vt, vb);
+      auto va = s[VS].op_axis();
+      s[VS].storage_align(va[2], 128, 4);
+      auto [dc, dv] = s[VS].split(va[3], 16);
+      auto [co, ci] = s[VS].split(s[VS].fuse(va[2], dc), kThreads);
+      (void)co;
+      s[VS].bind(ci, vx).vectorize(dv);
     }
     schedule_wgmma(s, {Q, K, fp8 ? VT : V, S, rowmax, m_new, P, Pq, PV, O, rowsum}, fold_stage,
                    t, block,
