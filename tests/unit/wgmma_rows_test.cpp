@@ -29,13 +29,18 @@ using tessel::test::expect_error;
 namespace {
 
 // `t`'s tile of `reader` in shared memory, interleaved in chunks of 8 (the layout wgmma reads
-// unswizzled), computed at `at` of `stage`, copied 16 bytes a thread by 128 threads.
+// unswizzled) or, `swizzled`, in 128-byte swizzled rows, computed at `at` of `stage`, copied 16
+// bytes a thread by 128 threads.
 void shared_tile(Schedule &s, const Tensor &t, const Tensor &reader, const Tensor &stage,
-                 const IterVar &at) {
+                 const IterVar &at, bool swizzled = false) {
   Tensor sh = s.cache_read(t, "shared", {reader});
-  s[sh].compute_at(s[stage], at).storage_interleave(8);
+  s[sh].compute_at(s[stage], at);
+  if (swizzled)
+    s[sh].swizzle(128);
+  else
+    s[sh].storage_interleave(8);
   auto [r, c] = s[sh].axes<2>();
-  auto [c1, vec] = s[sh].split(c, 8);
+  auto [c1, vec] = s[sh].split(c, 16 / t.dtype().bytes());
   auto [f, tx] = s[sh].split(s[sh].fuse(r, c1), 128);
   (void)f;
   s[sh].bind(tx, thread_axis("threadIdx.x")).vectorize(vec);
@@ -127,86 +132,28 @@ struct SoftmaxTimesV {
   Schedule s;
 };
 
-// `distributed`: the elementwise stages (the exponentials, the division) left untensorized,
-// distributed over the threads by the accumulator's layout (distribute_fragment_loops), with a
-// causal mask (key j visible to row i when j <= i) among them.
-SoftmaxTimesV softmax_times_v(int64_t M, int64_t N, int64_t K, int64_t D,
-                              bool distributed = false) {
-  const DataType F32 = Float(32), F16 = Float(16);
-  Tensor A = placeholder({M, K}, F16, "A"), B = placeholder({N, K}, F16, "B");
-  Tensor V = placeholder({N, D}, F16, "V");
-  IterVar k = reduce_axis({0, K}, "k");
-  Tensor S = compute(
-      {M, N},
-      [&](Var i, Var j) { return sum(A(i, k).astype(F32) * B(j, k).astype(F32), {k}); }, "S");
-  IterVar j1 = reduce_axis({0, N}, "j1"), j2 = reduce_axis({0, N}, "j2"),
-          j3 = reduce_axis({0, N}, "j3");
-  Tensor mx = compute({M}, [&](Var i) { return max(S(i, j1), {j1}); }, "mx");
-  Tensor E = compute(
-      {M, N},
-      [&](Var i, Var j) {
-        Expr e = kExpMinusRow.f(S(i, j), mx(i));
-        return distributed ? if_then_else(j <= i, e, 0.0f) : e;
-      },
-      "E");
-  Tensor sm = compute({M}, [&](Var i) { return sum(E(i, j2), {j2}); }, "sm");
-  Tensor P = compute({M, N}, [&](Var i, Var j) { return E(i, j).astype(F16); }, "P");
-  Tensor O = compute(
-      {M, D},
-      [&](Var i, Var d) { return sum(P(i, j3).astype(F32) * V(j3, d).astype(F32), {j3}); }, "O");
-  Tensor Y = compute({M, D}, [&](Var i, Var d) { return kDivideByRow.f(O(i, d), sm(i)); }, "Y");
+struct ChainOptions {
+  // The elementwise stages (the exponentials, the division) left untensorized, distributed over
+  // the threads by the accumulator's layout (distribute_fragment_loops), with a causal mask
+  // (key j visible to row i when j <= i) among them.
+  bool distributed = false;
+  // float8 (e4m3, N = K = 128): S = A B^T on wgmma's k32, P rounded to e4m3 into the A registers
+  // with each k32 slice's columns in the order a thread holds them (wgmma_fp8_a_column), so
+  // P V reads V's keys in that order too: V is given transposed (D x N, K-major as float8 wgmma
+  // takes B) and the contraction runs over P(i, j) VT(d, j), P(i, j) = E(i,
+  // wgmma_fp8_a_column(j)) (for the reference any D x N input: the definition says what is
+  // computed); the tiles swizzled, rows of 128 bytes.
+  bool fp8 = false;
+  // false: no softmax, P = S (its columns, rounded) and Y = P V; in float8 random inputs make it
+  // exact but for float32's last bits (the rounding of P sees the same S on the executor as in
+  // the reference), so a column in the wrong place shows far outside them.
+  bool softmax = true;
+};
 
-  Schedule s = create_schedule({Y});
-  Tensor YF = s.cache_write(Y, "wgmma.accumulator");
-  auto [i, d] = s[Y].axes<2>();
-  auto [bi, ii] = s[Y].split(i, 64);
-  (void)d;
-  s[Y].bind(bi, thread_axis("blockIdx.x"));
-  s[Y].env_threads({thread_axis(Range(0, 128), "threadIdx.x")});
-  s[Y].tensorize(ii, wgmma_store_matrix(D, "global", F32));
-  // The two contractions: K (and then the keys, N) in k16 slices.
-  auto contraction = [&](const Tensor &t, const std::shared_ptr<const TensorIntrin> &intrin) {
-    s[t].compute_at(s[Y], bi).set_scope("wgmma.accumulator");
-    auto [ko, ki] = s[t].split(s[t].reduce_axis()[0], 16);
-    IterVar rows = s[t].op_axis(0);
-    s[t].reorder({ko, rows, s[t].op_axis(1), ki}).unroll(ko);
-    s[t].tensorize(rows, intrin);
-  };
-  contraction(S, wgmma_gemm(N, "col_major", 0));
-  shared_tile(s, A, S, Y, bi);
-  shared_tile(s, B, S, Y, bi);
-  for (auto [rows, kind] : {std::pair{mx, RowReduce::Max}, std::pair{sm, RowReduce::Sum}}) {
-    s[rows].compute_at(s[Y], bi).set_scope("wgmma.rows");
-    s[rows].tensorize(s[rows].op_axis(0), wgmma_row_reduce(N, kind));
-  }
-  s[E].compute_at(s[Y], bi).set_scope("wgmma.accumulator");
-  s[P].compute_at(s[Y], bi).set_scope("wgmma.matrix_a");
-  s[P].tensorize(s[P].op_axis(0), wgmma_acc_to_a(N));
-  contraction(O, wgmma_gemm_rs(D, "row_major", 0));
-  shared_tile(s, V, O, Y, bi);
-  s[YF].compute_at(s[Y], bi);
-  if (!distributed) {
-    s[E].tensorize(s[E].op_axis(0), wgmma_rowwise(N, kExpMinusRow));
-    s[YF].tensorize(s[YF].op_axis(0), wgmma_rowwise(D, kDivideByRow));
-  }
-  return {A, B, V, Y, s};
-}
-
-// The same chain in float8 (e4m3): S = A B^T on wgmma's k32, the probabilities rounded to e4m3
-// into the A operand in registers (wgmma_acc_to_a), which holds each k32 slice's columns in the
-// order a thread holds them (wgmma_fp8_a_column), so P V reads V's keys in that order too:
-// `VT` is V's transpose (D x N, K-major as float8 wgmma takes B) and the contraction runs over
-// P(i, j) VT(d, j) with P(i, j) = E(i, wgmma_fp8_a_column(j)), VT's column j the key
-// wgmma_fp8_a_column(j) (for the reference any D x N input: the definition says what is
-// computed). K and N are 128 (a swizzled row of 128 bytes); the tiles copied 16 bytes a thread.
-// `softmax` false: no softmax, P = S's columns rounded to e4m3 and Y = P VT, which random
-// e4m3 inputs make exact but for float32's last bits (the rounding of P sees the same S on the
-// executor as in the reference), so a column in the wrong place shows far outside them.
-SoftmaxTimesV softmax_times_v_fp8(int64_t M, int64_t D, bool softmax = true) {
-  const int64_t N = 128, K = 128;
-  const DataType F32 = Float(32), F8 = Float8E4M3();
-  Tensor A = placeholder({M, K}, F8, "A"), B = placeholder({N, K}, F8, "B");
-  Tensor VT = placeholder({D, N}, F8, "VT");
+SoftmaxTimesV softmax_times_v(int64_t M, int64_t N, int64_t K, int64_t D, ChainOptions c = {}) {
+  const DataType F32 = Float(32), T = c.fp8 ? Float8E4M3() : Float(16);
+  Tensor A = placeholder({M, K}, T, "A"), B = placeholder({N, K}, T, "B");
+  Tensor V = c.fp8 ? placeholder({D, N}, T, "VT") : placeholder({N, D}, T, "V");
   IterVar k = reduce_axis({0, K}, "k");
   Tensor S = compute(
       {M, N},
@@ -214,20 +161,30 @@ SoftmaxTimesV softmax_times_v_fp8(int64_t M, int64_t D, bool softmax = true) {
   IterVar j1 = reduce_axis({0, N}, "j1"), j2 = reduce_axis({0, N}, "j2"),
           j3 = reduce_axis({0, N}, "j3");
   Tensor mx, E = S, sm;
-  if (softmax) {
+  if (c.softmax) {
     mx = compute({M}, [&](Var i) { return max(S(i, j1), {j1}); }, "mx");
-    E = compute({M, N}, [&](Var i, Var j) { return kExpMinusRow.f(S(i, j), mx(i)); }, "E");
+    E = compute(
+        {M, N},
+        [&](Var i, Var j) {
+          Expr e = kExpMinusRow.f(S(i, j), mx(i));
+          return c.distributed ? if_then_else(j <= i, e, 0.0f) : e;
+        },
+        "E");
     sm = compute({M}, [&](Var i) { return sum(E(i, j2), {j2}); }, "sm");
   }
   Tensor P = compute(
-      {M, N}, [&](Var i, Var j) { return E(i, wgmma_fp8_a_column(j)).astype(F8); }, "P");
+      {M, N}, [&](Var i, Var j) { return E(i, c.fp8 ? wgmma_fp8_a_column(j) : Expr(j)).astype(T); },
+      "P");
   Tensor O = compute(
       {M, D},
-      [&](Var i, Var d) { return sum(P(i, j3).astype(F32) * VT(d, j3).astype(F32), {j3}); },
+      [&](Var i, Var d) {
+        Expr v = c.fp8 ? V(d, j3) : V(j3, d);
+        return sum(P(i, j3).astype(F32) * v.astype(F32), {j3});
+      },
       "O");
   Tensor Y = compute(
       {M, D},
-      [&](Var i, Var d) { return softmax ? kDivideByRow.f(O(i, d), sm(i)) : O(i, d) * 1.0f; },
+      [&](Var i, Var d) { return c.softmax ? kDivideByRow.f(O(i, d), sm(i)) : O(i, d) * 1.0f; },
       "Y");
 
   Schedule s = create_schedule({Y});
@@ -239,42 +196,41 @@ SoftmaxTimesV softmax_times_v_fp8(int64_t M, int64_t D, bool softmax = true) {
   s[Y].bind(bi, thread_axis("blockIdx.x"));
   s[Y].env_threads({tx});
   s[Y].tensorize(ii, wgmma_store_matrix(D, "global", F32));
+  // The two contractions: K (and then the keys, N) in slices of one wgmma's K.
   auto contraction = [&](const Tensor &t, const std::shared_ptr<const TensorIntrin> &intrin) {
     s[t].compute_at(s[Y], bi).set_scope("wgmma.accumulator");
-    auto [ko, ki] = s[t].split(s[t].reduce_axis()[0], 32);
+    auto [ko, ki] = s[t].split(s[t].reduce_axis()[0], c.fp8 ? 32 : 16);
     IterVar rows = s[t].op_axis(0);
     s[t].reorder({ko, rows, s[t].op_axis(1), ki}).unroll(ko);
     s[t].tensorize(rows, intrin);
   };
-  // Rows of 128 bytes swizzled, 16 bytes a thread.
-  auto swizzled_tile = [&](const Tensor &t, const Tensor &reader) {
-    Tensor sh = s.cache_read(t, "shared", {reader});
-    s[sh].compute_at(s[Y], bi).swizzle(128);
-    auto [r, c] = s[sh].axes<2>();
-    auto [c1, vec] = s[sh].split(c, 16);
-    auto [f, th] = s[sh].split(s[sh].fuse(r, c1), 128);
-    (void)f;
-    s[sh].bind(th, tx).vectorize(vec);
-  };
-  contraction(S, wgmma_gemm(N, "col_major", 128, F8));
-  swizzled_tile(A, S);
-  swizzled_tile(B, S);
-  if (softmax) {
+  // The operands' tiles: interleaved (16-bit), or swizzled rows of 128 bytes (float8).
+  const int swizzle = c.fp8 ? 128 : 0;
+  contraction(S, wgmma_gemm(N, "col_major", swizzle, T));
+  shared_tile(s, A, S, Y, bi, c.fp8);
+  shared_tile(s, B, S, Y, bi, c.fp8);
+  if (c.softmax) {
     for (auto [rows, kind] : {std::pair{mx, RowReduce::Max}, std::pair{sm, RowReduce::Sum}}) {
       s[rows].compute_at(s[Y], bi).set_scope("wgmma.rows");
       s[rows].tensorize(s[rows].op_axis(0), wgmma_row_reduce(N, kind));
     }
     s[E].compute_at(s[Y], bi).set_scope("wgmma.accumulator");
-    s[E].tensorize(s[E].op_axis(0), wgmma_rowwise(N, kExpMinusRow));
   }
   s[P].compute_at(s[Y], bi).set_scope("wgmma.matrix_a");
-  s[P].tensorize(s[P].op_axis(0), wgmma_acc_to_a(N, F8));
-  contraction(O, wgmma_gemm_rs(D, "col_major", 128, F8));
-  swizzled_tile(VT, O);
+  s[P].tensorize(s[P].op_axis(0), wgmma_acc_to_a(N, T));
+  contraction(O, wgmma_gemm_rs(D, c.fp8 ? "col_major" : "row_major", swizzle, T));
+  shared_tile(s, V, O, Y, bi, c.fp8);
   s[YF].compute_at(s[Y], bi);
-  if (softmax) // (else distributed by the accumulator's layout)
+  if (c.softmax && !c.distributed) {
+    s[E].tensorize(s[E].op_axis(0), wgmma_rowwise(N, kExpMinusRow));
     s[YF].tensorize(s[YF].op_axis(0), wgmma_rowwise(D, kDivideByRow));
-  return {A, B, VT, Y, s};
+  }
+  return {A, B, V, Y, s};
+}
+
+// The float8 chain at M rows, head dim D (N = K = 128).
+SoftmaxTimesV softmax_times_v_fp8(int64_t M, int64_t D, bool softmax = true) {
+  return softmax_times_v(M, 128, 128, D, {.fp8 = true, .softmax = softmax});
 }
 
 // NVRTC's sm_90a cubin of `m` (compiled), checked to use no stack.
@@ -467,14 +423,14 @@ TEST(WgmmaRows, Float8ChainTakesTheColumnsInTheRegistersOrder) {
 // The elementwise stages distributed by the layout instead of tensorized: the same registers,
 // the causal mask evaluated per register from its row and column.
 TEST(WgmmaRows, ElementwiseStagesAreDistributedByTheLayout) {
-  SoftmaxTimesV t = softmax_times_v(128, 64, 32, 64, /*distributed=*/true);
+  SoftmaxTimesV t = softmax_times_v(128, 64, 32, 64, {.distributed = true});
   const std::vector<Tensor> args = {t.A, t.B, t.V, t.Y};
   const std::string ir = to_string(lower(t.s, args));
   EXPECT_NE(ir.find("@wgmma_reg_set(E, 0, 64, 0, if_then_else("), std::string::npos) << ir;
   EXPECT_EQ(ir.find("E["), std::string::npos) << ir;
   for (auto [M, N, D] : {std::array<int64_t, 3>{128, 64, 64}, {64, 128, 128}}) {
     SCOPED_TRACE("M=" + std::to_string(M) + " N=" + std::to_string(N) + " D=" + std::to_string(D));
-    SoftmaxTimesV c = softmax_times_v(M, N, 32, D, true);
+    SoftmaxTimesV c = softmax_times_v(M, N, 32, D, {.distributed = true});
     CheckResult res = check_on_cpu(c.s, {c.A, c.B, c.V, c.Y}, 3);
     EXPECT_TRUE(res.compare.ok) << res.str();
   }
@@ -488,7 +444,7 @@ TEST(WgmmaRows, GpuChainedContractionsMatchTheReference) {
     GTEST_SKIP() << "wgmma needs a Hopper GPU (sm_90), this one is " << Device::get().arch();
   for (bool distributed : {false, true})
     for (auto [M, N, K, D] : {std::array<int64_t, 4>{256, 128, 64, 128}, {128, 64, 128, 64}}) {
-      SoftmaxTimesV c = softmax_times_v(M, N, K, D, distributed);
+      SoftmaxTimesV c = softmax_times_v(M, N, K, D, {.distributed = distributed});
       CheckResult res = check_on_gpu(c.s, {c.A, c.B, c.V, c.Y}, 3);
       EXPECT_TRUE(res.compare.ok) << res.str();
     }
