@@ -623,6 +623,21 @@ StmtPtr compile_wgmma(Compiler &C, const Call *call) {
         << n << ": swizzle must be 0, 32, 64 or 128, got " << sw;
     code->swizzle = int(sw);
   };
+  // A's and B's types (one 16-bit type, or two float8 types: K of one instruction 32), then
+  // B's layout from argument `b_at` on: float8 is read K-major from swizzled tiles.
+  auto operand_types = [&](size_t b_at) {
+    const bool fp8 = code->a_mem->dtype.is_float8();
+    user_check(fp8 ? code->b_mem->dtype.is_float8() : code->a_mem->dtype == code->b_mem->dtype,
+               "interp")
+        << n << ": A ('" << code->a_mem->name << "') is " << code->a_mem->dtype << " but B ('"
+        << code->b_mem->name << "') is " << code->b_mem->dtype
+        << "; wgmma takes one 16-bit input type, or two float8 types";
+    code->k = fp8 ? 32 : 16;
+    b_layout(b_at);
+    user_check(!fp8 || (code->swizzle != 0 && !code->trans_b), "interp")
+        << n << ": float8 operands are read K-major (trans_b 0) from swizzled tiles (swizzle "
+        << "32, 64 or 128); got trans_b " << code->trans_b << ", swizzle " << code->swizzle;
+  };
   if (n == intrinsic::wgmma_mma) {
     expect_args(11, "(acc, index, n, a_ptr, a_lbo, a_sbo, b_ptr, b_lbo, b_sbo, trans_b, swizzle)");
     code->op = WgmmaCode::Mma;
@@ -631,17 +646,7 @@ StmtPtr compile_wgmma(Compiler &C, const Call *call) {
     uniform(a[4], "a_lbo");
     uniform(a[5], "a_sbo");
     code->b_mem = operand(a[6], "b_ptr");
-    const bool fp8 = code->a_mem->dtype.is_float8();
-    user_check(fp8 ? code->b_mem->dtype.is_float8() : code->a_mem->dtype == code->b_mem->dtype,
-               "interp")
-        << n << ": A ('" << code->a_mem->name << "') is " << code->a_mem->dtype << " but B ('"
-        << code->b_mem->name << "') is " << code->b_mem->dtype
-        << "; wgmma takes one 16-bit input type, or two float8 types";
-    code->k = fp8 ? 32 : 16;
-    b_layout(7);
-    user_check(!fp8 || (code->swizzle != 0 && !code->trans_b), "interp")
-        << n << ": float8 operands are read K-major (trans_b 0) from swizzled tiles (swizzle "
-        << "32, 64 or 128); got trans_b " << code->trans_b << ", swizzle " << code->swizzle;
+    operand_types(7);
     return code;
   }
   // A from registers: a wgmma.matrix_a allocation of float16 or bfloat16, whole 64 x 16 tiles,
@@ -665,16 +670,7 @@ StmtPtr compile_wgmma(Compiler &C, const Call *call) {
     code->a_mem = register_operand(a[3]);
     uniform(a[4], "a_index");
     code->b_mem = operand(a[5], "b_ptr");
-    const bool fp8 = code->a_mem->dtype.is_float8();
-    user_check(fp8 ? code->b_mem->dtype.is_float8() : code->a_mem->dtype == code->b_mem->dtype,
-               "interp")
-        << n << ": A ('" << code->a_mem->name << "') is " << code->a_mem->dtype << " but B ('"
-        << code->b_mem->name << "') is " << code->b_mem->dtype
-        << "; wgmma takes one 16-bit input type, or two float8 types";
-    b_layout(6);
-    user_check(!fp8 || (code->swizzle != 0 && !code->trans_b), "interp")
-        << n << ": float8 operands are read K-major (trans_b 0) from swizzled tiles (swizzle "
-        << "32, 64 or 128); got trans_b " << code->trans_b << ", swizzle " << code->swizzle;
+    operand_types(6);
     return code;
   }
   if (n == intrinsic::wgmma_acc_to_a) {
