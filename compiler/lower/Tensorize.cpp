@@ -64,8 +64,6 @@ std::string extents_text(const std::vector<IterVar> &ivs, const DomainMap &dom) 
   return s;
 }
 
-// Replaces the stage's input loads by loads of the intrinsic's placeholders at indices relative
-// to the region each input is read in, so the two expressions can be compared.
 // An index in the form both sides of a match are compared in: a canonical sum, simplified first
 // where it is not affine (an intrinsic's permuted columns, `floordiv(0 + j, 32)` at a region's
 // start, wgmma_fp8_a_column).
@@ -77,6 +75,8 @@ Expr normal_index(const Expr &i) {
   return arith::canonical_sum(affine ? i : arith::simplify(i));
 }
 
+// Replaces the stage's input loads by loads of the intrinsic's placeholders at indices relative
+// to the region each input is read in, so the two expressions can be compared.
 class LoadNormalizer : public IRMutator {
 public:
   LoadNormalizer(const VarIntervals &env, const std::vector<Tensor> &placeholders,
