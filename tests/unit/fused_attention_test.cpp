@@ -443,6 +443,12 @@ TEST(FusedAttention, Float8OnWgmma) {
   }
   expect_error([] { wgmma_attention({1, 128, 256, 2, 1, 64, false}, 128, 2, Float8E4M3()); },
                {"float8 attention", "multiples of 128", "D = 64"});
+  expect_error([] { attention({1, 128, 256, 2, 1, 128, false}, Float8E4M3()); },
+               {"float8 attention takes the wgmma schedule (TC=2)", "got another path"});
+  expect_error([] { attention_decode({1, 1, 256, 2, 2, 128, false}, Float8E4M3()); },
+               {"decoding takes float16 or bfloat16", "float8_e4m3"});
+  expect_error([] { attention_decode_wgmma({1, 1, 256, 2, 2, 128, false}, Float8E4M3()); },
+               {"float8 attention", "not packed sequences or decoding"});
   // The default's form at D = 128 (128 queries a block, the overlap, a producer warpgroup)
   // compiled for sm_90a: both GEMMs on QGMMA, P V's A from registers, no local memory.
   ScheduledProgram p = wgmma_attention({2, 256, 512, 4, 2, 128, false}, 128, 3, Float8E4M3(),
